@@ -1,0 +1,1 @@
+//! smbx-server

@@ -1,0 +1,14 @@
+//! SMB2/3 wire formats: PDUs, FSCC information classes, NTSTATUS codes, negotiate and
+//! create contexts. Bytes in, typed values out, and back; no I/O.
+//!
+//! Every decoder checks every length and offset against its buffer and returns
+//! [`WireError`] instead of panicking.
+
+pub mod codec;
+pub mod header;
+pub mod status;
+pub mod time;
+
+pub use codec::{Reader, WireError, Writer};
+pub use header::{Command, Header, HEADER_SIZE};
+pub use status::NtStatus;
