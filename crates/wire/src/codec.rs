@@ -205,7 +205,7 @@ pub fn utf16le(s: &str) -> Vec<u8> {
 
 /// Decodes UTF-16LE bytes; odd lengths and unpaired surrogates are errors.
 pub fn from_utf16le(b: &[u8]) -> Result<String, WireError> {
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return Err(WireError::Invalid("odd UTF-16 length"));
     }
     let units: Vec<u16> = b
