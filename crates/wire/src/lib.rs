@@ -5,9 +5,16 @@
 //! [`WireError`] instead of panicking.
 
 pub mod codec;
+pub mod error;
+pub mod framing;
 pub mod header;
+pub mod negotiate;
+pub mod session;
+pub mod simple;
+pub mod smb1;
 pub mod status;
 pub mod time;
+pub mod tree;
 
 pub use codec::{Reader, WireError, Writer};
 pub use header::{Command, Header, HEADER_SIZE};
