@@ -1,1 +1,334 @@
-//! smbx-config
+//! smbx-config: the smb.conf parser.
+//!
+//! Samba's syntax: `[section]` headers, `name = value` lines, `;`/`#`
+//! comment lines, trailing-`\` continuations, `include = FILE`. Option names
+//! match case-insensitively with spaces and underscores ignored. `[global]`
+//! holds server options and defaults for shares; every other section is a
+//! share. Unknown options become warnings (`file:line: ...` in
+//! [`Config::warnings`]); invalid values are a [`ConfigError`] naming the
+//! file, line, option and accepted values.
+
+mod build;
+mod emit;
+mod lexer;
+pub mod values;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use lexer::MAX_INCLUDE_DEPTH;
+
+/// Default password database when `passdb backend` is plain `smbpasswd` or unset.
+pub const DEFAULT_PASSDB_PATH: &str = "/var/lib/smbx/smbpasswd";
+/// Default configuration file.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/smbx/smb.conf";
+
+/// A parsed configuration.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Config {
+    /// `[global]` options.
+    pub global: Global,
+    /// One entry per share section, in file order.
+    pub shares: Vec<ShareConfig>,
+    /// Warnings (`FILE:LINE: message`): unknown or ignored options and sections.
+    pub warnings: Vec<String>,
+    /// The file this was read from, if any.
+    pub source: Option<PathBuf>,
+}
+
+/// A configuration error at a file and line. Line 0 means "the whole file"
+/// (for example, it could not be read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File name.
+    pub file: String,
+    /// 1-based line, or 0 when not tied to a line.
+    pub line: usize,
+    /// What is wrong and what would be accepted.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `server signing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SigningSetting {
+    /// Sign when the client asks (Samba `auto`, `default`, `if_required`).
+    #[default]
+    Auto,
+    /// Require signing (`mandatory`, `required`).
+    Mandatory,
+    /// Never offer signing (`disabled`, `no`, `off`).
+    Disabled,
+}
+
+/// `server smb encrypt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EncryptSetting {
+    /// Never encrypt; reject clients that require it.
+    Off,
+    /// Encrypt only when the client requires it (`if_required`, `default`, `auto`).
+    #[default]
+    IfRequired,
+    /// Encrypt when the client supports it.
+    Desired,
+    /// Require encryption; reject clients that cannot encrypt.
+    Required,
+}
+
+/// `map to guest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MapToGuest {
+    /// Unknown users and bad passwords are rejected.
+    #[default]
+    Never,
+    /// Unknown user names are logged on as the guest account.
+    BadUser,
+}
+
+/// Server-wide options from `[global]`. The share-level fields (`read_only`,
+/// `guest_ok`, ... ) are the defaults every share starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Global {
+    /// `interfaces`: interface names or addresses to listen on.
+    pub interfaces: Vec<String>,
+    /// `bind interfaces only`.
+    pub bind_interfaces_only: bool,
+    /// `smb ports` (default 445).
+    pub smb_ports: Vec<u16>,
+    /// `server min protocol` as a dialect code (default SMB2_02).
+    pub server_min_protocol: u16,
+    /// `server max protocol` as a dialect code (default SMB3_11).
+    pub server_max_protocol: u16,
+    /// `server signing`.
+    pub server_signing: SigningSetting,
+    /// `server smb encrypt` (also the default for shares).
+    pub server_smb_encrypt: EncryptSetting,
+    /// Path of the smbpasswd file from `passdb backend = smbpasswd:PATH`.
+    pub passdb_backend: PathBuf,
+    /// `map to guest`.
+    pub map_to_guest: MapToGuest,
+    /// `guest account` (default `nobody`).
+    pub guest_account: String,
+    /// `log level` (0 = errors and warnings ... 4+ = trace).
+    pub log_level: u32,
+    /// `max connections` (0 = unlimited).
+    pub max_connections: u32,
+    /// `netbios name` (default: host name, upper case).
+    pub netbios_name: String,
+    /// `workgroup` (default WORKGROUP).
+    pub workgroup: String,
+    /// `server string`.
+    pub server_string: String,
+    /// `smb2 max credits` (default 512).
+    pub smb2_max_credits: u16,
+    /// `smb2 max read` in bytes (default 8 MiB).
+    pub smb2_max_read: u32,
+    /// `smb2 max write` in bytes (default 8 MiB).
+    pub smb2_max_write: u32,
+    /// `smb2 max trans` in bytes (default 8 MiB).
+    pub smb2_max_trans: u32,
+    /// `ea support` (also the default for shares).
+    pub ea_support: bool,
+    /// `store dos attributes` (also the default for shares).
+    pub store_dos_attributes: bool,
+    /// `durable handles` (also the default for shares).
+    pub durable_handles: bool,
+    /// `server multi channel support`.
+    pub server_multi_channel_support: bool,
+    /// `smb direct`: listen for SMB Direct (RDMA).
+    pub smb_direct: bool,
+    /// `smb direct port` (default 5445).
+    pub smb_direct_port: u16,
+    /// `deadtime` (written in minutes, as in Samba), in seconds; 0 = never.
+    pub deadtime_secs: u32,
+    /// `unauthenticated timeout` in seconds: how long a connection may stay
+    /// without completing session setup.
+    pub unauthenticated_timeout_secs: u32,
+    /// Default `read only` for shares.
+    pub read_only: bool,
+    /// Default `guest ok` for shares.
+    pub guest_ok: bool,
+    /// Default `browseable` for shares.
+    pub browseable: bool,
+    /// Default `case sensitive` for shares.
+    pub case_sensitive: bool,
+    /// Default `vfs objects` for shares.
+    pub vfs_objects: Vec<String>,
+    /// Default `valid users` for shares.
+    pub valid_users: Vec<String>,
+}
+
+impl Default for Global {
+    fn default() -> Self {
+        Global {
+            interfaces: Vec::new(),
+            bind_interfaces_only: false,
+            smb_ports: vec![445],
+            server_min_protocol: values::SMB2_02,
+            server_max_protocol: values::SMB3_11,
+            server_signing: SigningSetting::Auto,
+            server_smb_encrypt: EncryptSetting::IfRequired,
+            passdb_backend: PathBuf::from(DEFAULT_PASSDB_PATH),
+            map_to_guest: MapToGuest::Never,
+            guest_account: "nobody".into(),
+            log_level: 0,
+            max_connections: 0,
+            netbios_name: default_netbios_name(),
+            workgroup: "WORKGROUP".into(),
+            server_string: "smbx".into(),
+            smb2_max_credits: 512,
+            smb2_max_read: 8 << 20,
+            smb2_max_write: 8 << 20,
+            smb2_max_trans: 8 << 20,
+            ea_support: true,
+            store_dos_attributes: true,
+            durable_handles: true,
+            server_multi_channel_support: true,
+            smb_direct: false,
+            smb_direct_port: 5445,
+            deadtime_secs: 10080 * 60,
+            unauthenticated_timeout_secs: 60,
+            read_only: true,
+            guest_ok: false,
+            browseable: true,
+            case_sensitive: false,
+            vfs_objects: Vec::new(),
+            valid_users: Vec::new(),
+        }
+    }
+}
+
+/// The host name (first label), upper case, at most 15 characters.
+fn default_netbios_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let name: String = host
+        .trim()
+        .split('.')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(15)
+        .collect::<String>()
+        .to_uppercase();
+    if name.is_empty() {
+        "SMBX".into()
+    } else {
+        name
+    }
+}
+
+/// One share section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareConfig {
+    /// Share name as written in the section header.
+    pub name: String,
+    /// `path` (required).
+    pub path: PathBuf,
+    /// `comment`.
+    pub comment: String,
+    /// `read only` (default yes; `writable`/`writeable`/`write ok` are inverse synonyms).
+    pub read_only: bool,
+    /// `guest ok` (`public`).
+    pub guest_ok: bool,
+    /// `valid users` (empty = everyone).
+    pub valid_users: Vec<String>,
+    /// `browseable` (`browsable`).
+    pub browseable: bool,
+    /// `server smb encrypt` set in this share; `None` = use [`Global::server_smb_encrypt`].
+    pub smb_encrypt: Option<EncryptSetting>,
+    /// `server signing` set in this share; `None` = use [`Global::server_signing`].
+    pub server_signing: Option<SigningSetting>,
+    /// `case sensitive` (`auto` = no).
+    pub case_sensitive: bool,
+    /// `ea support`.
+    pub ea_support: bool,
+    /// `store dos attributes`.
+    pub store_dos_attributes: bool,
+    /// `vfs objects` (recorded; only `acl_xattr` and `streams_xattr` have meaning).
+    pub vfs_objects: Vec<String>,
+    /// `durable handles`.
+    pub durable_handles: bool,
+}
+
+impl ShareConfig {
+    /// A share named `name` at `path` with the defaults from `global`.
+    pub fn with_defaults(name: &str, path: PathBuf, global: &Global) -> ShareConfig {
+        ShareConfig {
+            name: name.to_string(),
+            path,
+            comment: String::new(),
+            read_only: global.read_only,
+            guest_ok: global.guest_ok,
+            valid_users: global.valid_users.clone(),
+            browseable: global.browseable,
+            smb_encrypt: None,
+            server_signing: None,
+            case_sensitive: global.case_sensitive,
+            ea_support: global.ea_support,
+            store_dos_attributes: global.store_dos_attributes,
+            vfs_objects: global.vfs_objects.clone(),
+            durable_handles: global.durable_handles,
+        }
+    }
+
+    /// The encryption setting in force for this share.
+    pub fn effective_encrypt(&self, global: &Global) -> EncryptSetting {
+        self.smb_encrypt.unwrap_or(global.server_smb_encrypt)
+    }
+
+    /// The signing setting in force for this share.
+    pub fn effective_signing(&self, global: &Global) -> SigningSetting {
+        self.server_signing.unwrap_or(global.server_signing)
+    }
+}
+
+impl Config {
+    /// Reads and parses `path` (relative includes resolve against its directory).
+    pub fn parse_file(path: &Path) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: name.clone(),
+            line: 0,
+            message: format!("cannot read configuration: {e}"),
+        })?;
+        let mut items = Vec::new();
+        lexer::lex(&text, &name, path.parent(), 0, &mut items)?;
+        let mut config = build::build(items, &name)?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    /// Parses `text`; `name` is used as the file name in messages.
+    /// Relative includes resolve against the current directory.
+    pub fn parse_str(text: &str, name: &str) -> Result<Config, ConfigError> {
+        let mut items = Vec::new();
+        lexer::lex(text, name, None, 0, &mut items)?;
+        build::build(items, name)
+    }
+
+    /// The share called `name` (case-insensitive).
+    pub fn share(&self, name: &str) -> Option<&ShareConfig> {
+        let name = name.to_lowercase();
+        self.shares.iter().find(|s| s.name.to_lowercase() == name)
+    }
+
+    /// The effective configuration in smb.conf syntax, testparm-style: every
+    /// option with its effective value. Parsing it gives back this `Config`
+    /// (without warnings and source).
+    pub fn to_smb_conf(&self) -> String {
+        emit::emit(self)
+    }
+}
