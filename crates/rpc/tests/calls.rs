@@ -49,7 +49,7 @@ fn share_enum_level1_exact_bytes() {
         for c in u {
             bytes.extend_from_slice(&c.to_le_bytes());
         }
-        while bytes.len() % 4 != 0 {
+        while !bytes.len().is_multiple_of(4) {
             bytes.push(0);
         }
     };

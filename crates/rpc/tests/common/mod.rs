@@ -63,7 +63,7 @@ impl Ndr {
         }
     }
     pub fn pad4(&mut self) -> &mut Self {
-        while self.b.len() % 4 != 0 {
+        while !self.b.len().is_multiple_of(4) {
             self.b.push(0);
         }
         self
@@ -102,13 +102,11 @@ pub fn finish(mut v: Vec<u8>) -> Vec<u8> {
     v
 }
 
+/// One offered presentation context: (id, abstract uuid, version, transfer syntaxes).
+pub type Offer = (u16, [u8; 16], u32, Vec<([u8; 16], u32)>);
+
 /// A bind/alter_context offering `ctxs` = (context id, abstract uuid, version, transfer syntaxes).
-pub fn bind_pdu(
-    ptype: u8,
-    call_id: u32,
-    max_recv: u16,
-    ctxs: &[(u16, [u8; 16], u32, Vec<([u8; 16], u32)>)],
-) -> Vec<u8> {
+pub fn bind_pdu(ptype: u8, call_id: u32, max_recv: u16, ctxs: &[Offer]) -> Vec<u8> {
     let mut v = hdr(ptype, 3, call_id);
     v.extend_from_slice(&4280u16.to_le_bytes());
     v.extend_from_slice(&max_recv.to_le_bytes());
