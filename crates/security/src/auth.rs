@@ -1,0 +1,450 @@
+//! The server-side authentication acceptor: NTLMv2 over SPNEGO (or raw NTLMSSP).
+//!
+//! [`ServerAuth::step`] is fed each SESSION_SETUP security buffer and answers with the
+//! next token, until it yields [`AuthStep::Done`] with the authenticated [`Identity`].
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::ntlm::{self, AuthenticateMessage, AvPairs, ChallengeMessage, NegotiateMessage};
+use crate::spnego::{self, NegState, NegTokenResp, NegotiationToken};
+
+/// Looks up the NT hash (MD4 of the UTF-16LE password) of a user.
+pub trait CredentialStore: Send + Sync {
+    /// The NT hash for `user` (matched case-insensitively by the implementor), or `None`.
+    fn nt_hash(&self, user: &str) -> Option<[u8; 16]>;
+}
+
+/// Server policy for the acceptor.
+#[derive(Debug, Clone, Default)]
+pub struct AuthPolicy {
+    /// Map logons by unknown users to the guest account ("map to guest = bad user").
+    pub map_to_guest_bad_user: bool,
+    /// Allow anonymous (null session) logons.
+    pub allow_anonymous: bool,
+    /// NetBIOS computer name (MsvAvNbComputerName), e.g. "SMBX".
+    pub netbios_name: String,
+    /// NetBIOS domain / workgroup (MsvAvNbDomainName), e.g. "WORKGROUP".
+    pub netbios_domain: String,
+    /// DNS computer name (MsvAvDnsComputerName).
+    pub dns_name: String,
+    /// DNS domain name (MsvAvDnsDomainName).
+    pub dns_domain: String,
+}
+
+/// What kind of principal authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityKind {
+    /// A user whose password was verified.
+    User,
+    /// An unknown user mapped to guest.
+    Guest,
+    /// An anonymous (null) session.
+    Anonymous,
+}
+
+/// The result of a successful authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The user name as the client sent it.
+    pub user: String,
+    /// The domain as the client sent it.
+    pub domain: String,
+    /// User, guest or anonymous.
+    pub kind: IdentityKind,
+    /// The session key (16 bytes for an NTLM user logon; empty for guest and anonymous).
+    pub session_key: Vec<u8>,
+}
+
+/// The outcome of one [`ServerAuth::step`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthStep {
+    /// Send this token with STATUS_MORE_PROCESSING_REQUIRED and wait for the next one.
+    Continue(Vec<u8>),
+    /// Authentication finished: send `token` (possibly empty) with STATUS_SUCCESS.
+    Done {
+        /// The final security token.
+        token: Vec<u8>,
+        /// Who authenticated.
+        identity: Identity,
+    },
+}
+
+/// Why authentication failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AuthError {
+    /// Wrong password, unknown user (without guest mapping), NTLMv1, bad MIC: STATUS_LOGON_FAILURE.
+    #[error("logon failure")]
+    LogonFailure,
+    /// The token could not be parsed or was out of sequence: STATUS_INVALID_PARAMETER.
+    #[error("invalid security token: {0}")]
+    InvalidToken(&'static str),
+    /// The client offered no mechanism we support (no NTLMSSP): STATUS_NOT_SUPPORTED.
+    #[error("no supported security mechanism")]
+    UnsupportedMechanism,
+    /// Anonymous logon attempted but not allowed: STATUS_ACCESS_DENIED / LOGON_FAILURE.
+    #[error("anonymous logon not allowed")]
+    AnonymousNotAllowed,
+}
+
+/// Flags the server always sets in CHALLENGE.
+const SERVER_BASE_FLAGS: u32 = ntlm::NEGOTIATE_NTLM
+    | ntlm::NEGOTIATE_ALWAYS_SIGN
+    | ntlm::NEGOTIATE_EXTENDED_SESSIONSECURITY
+    | ntlm::NEGOTIATE_TARGET_INFO
+    | ntlm::NEGOTIATE_VERSION
+    | ntlm::TARGET_TYPE_SERVER;
+
+/// Flags echoed only when the client asked for them.
+const SERVER_OPTIONAL_FLAGS: u32 = ntlm::REQUEST_TARGET
+    | ntlm::NEGOTIATE_SIGN
+    | ntlm::NEGOTIATE_SEAL
+    | ntlm::NEGOTIATE_128
+    | ntlm::NEGOTIATE_56
+    | ntlm::NEGOTIATE_KEY_EXCH;
+
+enum State {
+    /// Waiting for the NTLM NEGOTIATE (possibly inside SPNEGO).
+    Start,
+    /// CHALLENGE sent; waiting for AUTHENTICATE.
+    Challenged {
+        negotiate: Vec<u8>,
+        challenge: Vec<u8>,
+        server_challenge: [u8; 8],
+        flags: u32,
+    },
+    /// Finished (successfully or not); further steps are errors.
+    Finished,
+}
+
+/// The server-side acceptor for one SESSION_SETUP exchange.
+pub struct ServerAuth {
+    store: Arc<dyn CredentialStore>,
+    policy: AuthPolicy,
+    state: State,
+    /// Whether the client uses SPNEGO (answers use the same wrapping).
+    spnego: bool,
+    /// DER of the client's mechTypes, covered by mechListMIC.
+    mech_types_der: Option<Vec<u8>>,
+    /// True when NTLMSSP was not the client's first choice (mechListMIC then required).
+    ntlm_not_preferred: bool,
+    /// Fixed server challenge and timestamp for deterministic tests.
+    fixed: Option<([u8; 8], u64)>,
+}
+
+impl std::fmt::Debug for ServerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerAuth")
+            .field("policy", &self.policy)
+            .field("spnego", &self.spnego)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerAuth {
+    /// A new acceptor.
+    pub fn new(store: Arc<dyn CredentialStore>, policy: AuthPolicy) -> ServerAuth {
+        ServerAuth {
+            store,
+            policy,
+            state: State::Start,
+            spnego: false,
+            mech_types_der: None,
+            ntlm_not_preferred: false,
+            fixed: None,
+        }
+    }
+
+    /// Fixes the server challenge and timestamp (tests only).
+    #[doc(hidden)]
+    pub fn with_fixed_challenge(mut self, challenge: [u8; 8], time: u64) -> ServerAuth {
+        self.fixed = Some((challenge, time));
+        self
+    }
+
+    /// The SPNEGO NegTokenInit2 for the NEGOTIATE response's security buffer.
+    pub fn initial_token(_policy: &AuthPolicy) -> Vec<u8> {
+        spnego::server_init_token()
+    }
+
+    /// Processes one security token from the client.
+    pub fn step(&mut self, input: &[u8]) -> Result<AuthStep, AuthError> {
+        let r = self.step_inner(input);
+        if r.is_err() {
+            self.state = State::Finished;
+        }
+        r
+    }
+
+    fn step_inner(&mut self, input: &[u8]) -> Result<AuthStep, AuthError> {
+        if input.starts_with(ntlm::SIGNATURE) {
+            if matches!(self.state, State::Start) {
+                self.spnego = false;
+            } else if self.spnego {
+                return Err(AuthError::InvalidToken(
+                    "raw NTLMSSP inside a SPNEGO exchange",
+                ));
+            }
+            return self.ntlm_step(input, None);
+        }
+        let tok = spnego::decode(input).map_err(|_| AuthError::InvalidToken("bad SPNEGO"))?;
+        match tok {
+            NegotiationToken::Init(init) => {
+                if !matches!(self.state, State::Start) {
+                    return Err(AuthError::InvalidToken("NegTokenInit out of sequence"));
+                }
+                self.spnego = true;
+                let pos = init
+                    .mech_types
+                    .iter()
+                    .position(|m| m == spnego::OID_NTLMSSP)
+                    .ok_or(AuthError::UnsupportedMechanism)?;
+                self.mech_types_der = Some(init.mech_types_der());
+                self.ntlm_not_preferred = pos != 0;
+                match init.mech_token {
+                    Some(tok) if pos == 0 => self.ntlm_step(&tok, None),
+                    _ => {
+                        // Ask the client to continue with NTLMSSP.
+                        Ok(AuthStep::Continue(spnego::encode_resp(&NegTokenResp {
+                            neg_state: Some(NegState::AcceptIncomplete),
+                            supported_mech: Some(spnego::OID_NTLMSSP.to_vec()),
+                            response_token: None,
+                            mech_list_mic: None,
+                        })))
+                    }
+                }
+            }
+            NegotiationToken::Resp(resp) => {
+                if matches!(self.state, State::Start) && !self.spnego {
+                    return Err(AuthError::InvalidToken("NegTokenResp before NegTokenInit"));
+                }
+                if resp.neg_state == Some(NegState::Reject) {
+                    return Err(AuthError::LogonFailure);
+                }
+                let tok = resp.response_token.ok_or(AuthError::InvalidToken(
+                    "NegTokenResp without responseToken",
+                ))?;
+                self.ntlm_step(&tok, resp.mech_list_mic.as_deref())
+            }
+        }
+    }
+
+    fn wrap_continue(&self, ntlm_token: Vec<u8>) -> Vec<u8> {
+        if self.spnego {
+            spnego::encode_resp(&NegTokenResp {
+                neg_state: Some(NegState::AcceptIncomplete),
+                supported_mech: Some(spnego::OID_NTLMSSP.to_vec()),
+                response_token: Some(ntlm_token),
+                mech_list_mic: None,
+            })
+        } else {
+            ntlm_token
+        }
+    }
+
+    fn ntlm_step(
+        &mut self,
+        token: &[u8],
+        mech_list_mic: Option<&[u8]>,
+    ) -> Result<AuthStep, AuthError> {
+        match std::mem::replace(&mut self.state, State::Finished) {
+            State::Start => {
+                let neg = NegotiateMessage::decode(token)
+                    .map_err(|_| AuthError::InvalidToken("bad NTLM NEGOTIATE"))?;
+                let (challenge_bytes, server_challenge, flags) = self.make_challenge(&neg)?;
+                let out = self.wrap_continue(challenge_bytes.clone());
+                self.state = State::Challenged {
+                    negotiate: token.to_vec(),
+                    challenge: challenge_bytes,
+                    server_challenge,
+                    flags,
+                };
+                Ok(AuthStep::Continue(out))
+            }
+            State::Challenged {
+                negotiate,
+                challenge,
+                server_challenge,
+                flags,
+            } => self.finish(
+                token,
+                mech_list_mic,
+                &negotiate,
+                &challenge,
+                &server_challenge,
+                flags,
+            ),
+            State::Finished => Err(AuthError::InvalidToken("authentication already finished")),
+        }
+    }
+
+    fn make_challenge(&self, neg: &NegotiateMessage) -> Result<(Vec<u8>, [u8; 8], u32), AuthError> {
+        let client = neg.flags;
+        let mut flags = SERVER_BASE_FLAGS | (client & SERVER_OPTIONAL_FLAGS);
+        flags |= if client & ntlm::NEGOTIATE_UNICODE != 0 || client & ntlm::NEGOTIATE_OEM == 0 {
+            ntlm::NEGOTIATE_UNICODE
+        } else {
+            ntlm::NEGOTIATE_OEM
+        };
+        let (server_challenge, time) = match self.fixed {
+            Some(f) => f,
+            None => {
+                let mut c = [0u8; 8];
+                aws_lc_rs::rand::fill(&mut c)
+                    .map_err(|_| AuthError::InvalidToken("rng failure"))?;
+                (c, smbx_wire::time::now_filetime())
+            }
+        };
+        let p = &self.policy;
+        let u = smbx_wire::codec::utf16le;
+        let mut ti = AvPairs::default();
+        ti.set(ntlm::av::NB_DOMAIN_NAME, u(&p.netbios_domain));
+        ti.set(ntlm::av::NB_COMPUTER_NAME, u(&p.netbios_name));
+        ti.set(ntlm::av::DNS_DOMAIN_NAME, u(&p.dns_domain));
+        ti.set(ntlm::av::DNS_COMPUTER_NAME, u(&p.dns_name));
+        ti.set(ntlm::av::TIMESTAMP, time.to_le_bytes().to_vec());
+        let msg = ChallengeMessage {
+            flags,
+            target_name: if client & ntlm::REQUEST_TARGET != 0 {
+                p.netbios_name.clone()
+            } else {
+                String::new()
+            },
+            server_challenge,
+            target_info: ti.encode(),
+            version: Some(ntlm::OUR_VERSION),
+        };
+        Ok((msg.encode(), server_challenge, flags))
+    }
+
+    fn finish(
+        &mut self,
+        token: &[u8],
+        mech_list_mic: Option<&[u8]>,
+        negotiate: &[u8],
+        challenge: &[u8],
+        server_challenge: &[u8; 8],
+        challenge_flags: u32,
+    ) -> Result<AuthStep, AuthError> {
+        let auth = AuthenticateMessage::decode(token)
+            .map_err(|_| AuthError::InvalidToken("bad NTLM AUTHENTICATE"))?;
+
+        // Anonymous: empty user and empty (or single zero byte) responses.
+        let anon_lm = auth.lm_response.is_empty() || auth.lm_response == [0];
+        if auth.user.is_empty() && auth.nt_response.is_empty() && anon_lm {
+            if !self.policy.allow_anonymous {
+                return Err(AuthError::AnonymousNotAllowed);
+            }
+            return Ok(self.done(
+                Identity {
+                    user: String::new(),
+                    domain: auth.domain,
+                    kind: IdentityKind::Anonymous,
+                    session_key: Vec::new(),
+                },
+                None,
+            ));
+        }
+        // NTLMv1 (24-byte NT response) and anything too short for NTLMv2 is refused.
+        if auth.nt_response.len() < 16 + 28 {
+            return Err(AuthError::LogonFailure);
+        }
+        let Some(hash) = self.store.nt_hash(&auth.user) else {
+            if self.policy.map_to_guest_bad_user {
+                return Ok(self.done(
+                    Identity {
+                        user: auth.user,
+                        domain: auth.domain,
+                        kind: IdentityKind::Guest,
+                        session_key: Vec::new(),
+                    },
+                    None,
+                ));
+            }
+            return Err(AuthError::LogonFailure);
+        };
+
+        let proof: [u8; 16] = auth.nt_response[..16].try_into().expect("16 bytes");
+        let blob = &auth.nt_response[16..];
+        let p = &self.policy;
+        let mut domains: Vec<&str> = Vec::with_capacity(4);
+        for d in [
+            auth.domain.as_str(),
+            "",
+            p.netbios_domain.as_str(),
+            p.netbios_name.as_str(),
+        ] {
+            if !domains.contains(&d) {
+                domains.push(d);
+            }
+        }
+        let owf = domains
+            .iter()
+            .map(|d| ntlm::ntowfv2(&hash, &auth.user, d))
+            .find(|owf| ntlm::ct_eq(&ntlm::nt_proof_str(owf, server_challenge, blob), &proof))
+            .ok_or(AuthError::LogonFailure)?;
+
+        let base = ntlm::session_base_key(&owf, &proof);
+        let flags = challenge_flags & auth.flags;
+        let esk: [u8; 16] = if flags & ntlm::NEGOTIATE_KEY_EXCH != 0 {
+            let enc: [u8; 16] = auth
+                .encrypted_session_key
+                .as_slice()
+                .try_into()
+                .map_err(|_| AuthError::InvalidToken("bad EncryptedRandomSessionKey length"))?;
+            ntlm::rc4(&base, &enc).try_into().expect("16 bytes")
+        } else {
+            base
+        };
+
+        // MIC, when the client says it sent one.
+        let mic_present = auth
+            .ntlmv2_av_pairs()
+            .and_then(|a| a.flags())
+            .is_some_and(|f| f & ntlm::av::FLAG_MIC_PRESENT != 0);
+        if mic_present {
+            let mic = auth.mic.ok_or(AuthError::LogonFailure)?;
+            let mut zeroed = token.to_vec();
+            zeroed[ntlm::MIC_OFFSET..ntlm::MIC_OFFSET + 16].fill(0);
+            let expect = ntlm::compute_mic(&esk, negotiate, challenge, &zeroed);
+            if !ntlm::ct_eq(&expect, &mic) {
+                return Err(AuthError::LogonFailure);
+            }
+        }
+
+        let mut session = ntlm::NtlmSession::new(&esk, flags);
+        if let (Some(mic), Some(types)) = (mech_list_mic, self.mech_types_der.as_ref()) {
+            if !session.verify_c2s(types, mic) {
+                return Err(AuthError::LogonFailure);
+            }
+        }
+        let send_mic = mech_list_mic.is_some() || self.ntlm_not_preferred;
+        let identity = Identity {
+            user: auth.user,
+            domain: auth.domain,
+            kind: IdentityKind::User,
+            session_key: esk.to_vec(),
+        };
+        let server_mic = match (&self.mech_types_der, send_mic) {
+            (Some(types), true) => Some(session.sign_s2c(types).to_vec()),
+            _ => None,
+        };
+        Ok(self.done(identity, server_mic))
+    }
+
+    fn done(&mut self, identity: Identity, mech_list_mic: Option<Vec<u8>>) -> AuthStep {
+        self.state = State::Finished;
+        let token = if self.spnego {
+            spnego::encode_resp(&NegTokenResp {
+                neg_state: Some(NegState::AcceptCompleted),
+                supported_mech: None,
+                response_token: None,
+                mech_list_mic,
+            })
+        } else {
+            Vec::new()
+        };
+        AuthStep::Done { token, identity }
+    }
+}
