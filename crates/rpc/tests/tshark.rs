@@ -29,10 +29,7 @@ struct Pcap {
 
 impl Pcap {
     fn new() -> Self {
-        let mut out = Vec::new();
-        for v in [0xa1b2_c3d4u32] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
+        let mut out = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
         out.extend_from_slice(&2u16.to_le_bytes());
         out.extend_from_slice(&4u16.to_le_bytes());
         for v in [0u32, 0, 262_144, 1] {
