@@ -99,3 +99,9 @@ impl SharedPassDb {
             .map(|e| e.nt_hash)
     }
 }
+
+impl smbx_security::auth::CredentialStore for SharedPassDb {
+    fn nt_hash(&self, user: &str) -> Option<[u8; 16]> {
+        SharedPassDb::nt_hash(self, user)
+    }
+}

@@ -151,3 +151,18 @@ fn shared_db_follows_file_changes() {
     db.set_disabled("dave", true).unwrap();
     assert_eq!(shared.nt_hash("dave"), None);
 }
+
+#[test]
+fn shared_db_is_a_credential_store() {
+    use smbx_security::auth::CredentialStore;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("smbpasswd");
+    PassDb::open(&path)
+        .unwrap()
+        .add_or_update("erin", "Password")
+        .unwrap();
+    let store: Arc<dyn CredentialStore> = Arc::new(SharedPassDb::open(&path).unwrap());
+    assert_eq!(store.nt_hash("ERIN"), Some(nt_hash("Password")));
+    assert_eq!(store.nt_hash("nobody"), None);
+}
