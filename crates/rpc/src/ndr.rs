@@ -59,15 +59,14 @@ impl<'a> NdrReader<'a> {
             .ok()
             .and_then(|a| a.checked_mul(2))
             .ok_or(NdrError)?;
-        let mut raw = self.r.bytes(nbytes)?;
-        if let [head @ .., 0, 0] = raw {
-            raw = head;
-        }
-        let s = from_utf16le(raw)?;
-        if s.contains('\0') {
-            return Err(NdrError);
-        }
-        Ok(s)
+        let raw = self.r.bytes(nbytes)?;
+        // Like the C string it models, the value ends at the first NUL (clients such as
+        // impacket send several).
+        let end = raw
+            .chunks_exact(2)
+            .position(|c| c == [0, 0])
+            .map_or(raw.len(), |i| i * 2);
+        Ok(from_utf16le(raw.get(..end).unwrap_or_default())?)
     }
 
     /// A `[unique, string] wchar_t*`: referent id followed by the string if non-null.
@@ -232,6 +231,14 @@ mod tests {
         assert_eq!(r.u32().unwrap(), 7);
         assert_eq!(r.string().unwrap(), "ab");
         assert_eq!(r.u32().unwrap(), 9);
+    }
+
+    #[test]
+    fn string_ends_at_first_nul() {
+        let b = [3, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, b'a', 0, 0, 0, 0, 0];
+        assert_eq!(NdrReader::new(&b).string().unwrap(), "a");
+        let b = [1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, b'a', 0];
+        assert_eq!(NdrReader::new(&b).string().unwrap(), "a");
     }
 
     #[test]
