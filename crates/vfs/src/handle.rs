@@ -1,0 +1,559 @@
+//! Open files and directories.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use smbx_wire::time::unix_from_filetime;
+use smbx_wire::NtStatus;
+
+use crate::attr::*;
+use crate::path::{join, to_smb};
+use crate::share::{is_dir_mode, Inner};
+use crate::stream::{self, MAX_STREAM_SIZE};
+use crate::sys;
+use crate::types::*;
+
+/// Largest offset + length accepted for data operations (off_t range).
+const MAX_FILE_OFFSET: u64 = i64::MAX as u64;
+
+/// An open file, directory or named stream of a [`crate::Share`]. `Send + Sync`:
+/// data operations take `&self` and use positional I/O.
+pub struct Handle {
+    pub(crate) share: Arc<Inner>,
+    pub(crate) file: File,
+    /// The descriptor is O_PATH (no data, no xattrs): the mode forbade reading.
+    pub(crate) opath: bool,
+    pub(crate) is_dir: bool,
+    pub(crate) writable: bool,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) path: Mutex<Vec<String>>,
+    pub(crate) stream: Option<String>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("path", &self.path())
+            .field("stream", &self.stream)
+            .field("is_dir", &self.is_dir)
+            .field("writable", &self.writable)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn end_of(off: u64, len: usize) -> Result<u64, NtStatus> {
+    off.checked_add(len as u64)
+        .filter(|&e| e <= MAX_FILE_OFFSET)
+        .ok_or(NtStatus::INVALID_PARAMETER)
+}
+
+impl Handle {
+    pub(crate) fn new(
+        share: Arc<Inner>,
+        file: File,
+        opath: bool,
+        st: &libc::stat,
+        path: Vec<String>,
+        writable: bool,
+    ) -> Handle {
+        Handle {
+            share,
+            file,
+            opath,
+            is_dir: is_dir_mode(st.st_mode),
+            writable,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            path: Mutex::new(path),
+            stream: None,
+        }
+    }
+
+    pub(crate) fn with_stream(mut self, name: String, writable: bool) -> Handle {
+        self.stream = Some(name);
+        self.writable = writable;
+        self
+    }
+
+    /// Current share-relative path with backslashes ("" for the root); follows renames
+    /// made through [`crate::Share::rename`] on this handle.
+    pub fn path(&self) -> String {
+        to_smb(&lock(&self.path))
+    }
+
+    /// The last path component ("" for the root).
+    pub fn name(&self) -> String {
+        lock(&self.path).last().cloned().unwrap_or_default()
+    }
+
+    /// True for directories (a named stream of a directory reports false).
+    pub fn is_dir(&self) -> bool {
+        self.is_dir && self.stream.is_none()
+    }
+
+    /// The named stream this handle addresses, if any.
+    pub fn stream_name(&self) -> Option<&str> {
+        self.stream.as_deref()
+    }
+
+    /// The inode number (stable file id).
+    pub fn file_id(&self) -> u64 {
+        self.ino
+    }
+
+    /// The handle permits modification (opened with `want_write` on a writable share).
+    pub fn is_writable(&self) -> bool {
+        self.writable && !self.share.opts.read_only
+    }
+
+    /// The underlying descriptor of the file or directory (for zero-copy data paths on
+    /// the default stream; do not use it for named streams).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    fn check_write(&self) -> Result<(), NtStatus> {
+        if !self.is_writable() {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        Ok(())
+    }
+
+    fn check_data(&self) -> Result<(), NtStatus> {
+        if self.is_dir && self.stream.is_none() {
+            return Err(NtStatus::INVALID_DEVICE_REQUEST);
+        }
+        if self.opath {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        Ok(())
+    }
+
+    fn base_info(&self) -> Result<FileInfo, NtStatus> {
+        let st = sys::fstat(self.fd())?;
+        Ok(self
+            .share
+            .info(&st, self.share.read_dos(self.fd(), self.opath)))
+    }
+
+    /// Metadata (for a named stream: the file's, with the stream's size).
+    pub fn stat(&self) -> Result<FileInfo, NtStatus> {
+        let mut info = self.base_info()?;
+        if let Some(s) = &self.stream {
+            let len = stream::read_stream(self.fd(), s)?.len() as u64;
+            info.size = len;
+            info.allocation_size = len;
+            info.is_dir = false;
+        }
+        Ok(info)
+    }
+
+    /// Reads at `off`; returns the bytes read (0 at or past end of file).
+    pub fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize, NtStatus> {
+        self.check_data()?;
+        if let Some(s) = &self.stream {
+            let v = stream::read_stream(self.fd(), s)?;
+            let Ok(start) = usize::try_from(off) else {
+                return Ok(0);
+            };
+            let Some(src) = v.get(start..) else {
+                return Ok(0);
+            };
+            let n = src.len().min(buf.len());
+            buf[..n].copy_from_slice(&src[..n]);
+            return Ok(n);
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = end_of(off, done)?;
+            match self.file.read_at(&mut buf[done..], pos) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes all of `data` at `off`; returns `data.len()`.
+    pub fn write_at(&self, data: &[u8], off: u64) -> Result<usize, NtStatus> {
+        self.check_data()?;
+        self.check_write()?;
+        let end = end_of(off, data.len())?;
+        if let Some(s) = &self.stream {
+            if end > MAX_STREAM_SIZE as u64 {
+                return Err(NtStatus::DISK_FULL);
+            }
+            let _g = lock(&self.share.stream_lock);
+            let mut v = stream::read_stream(self.fd(), s)?;
+            let (off, end) = (off as usize, end as usize);
+            if v.len() < end {
+                v.resize(end, 0);
+            }
+            v[off..end].copy_from_slice(data);
+            stream::write_stream(self.fd(), s, &v)?;
+            return Ok(data.len());
+        }
+        self.file
+            .write_all_at(data, off)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EBADF) => NtStatus::ACCESS_DENIED,
+                Some(libc::EFBIG) => NtStatus::DISK_FULL,
+                _ => e.into(),
+            })?;
+        Ok(data.len())
+    }
+
+    /// Flushes data and metadata to stable storage (fsync).
+    pub fn flush(&self) -> Result<(), NtStatus> {
+        if self.opath {
+            return Ok(());
+        }
+        self.file.sync_all().map_err(NtStatus::from)
+    }
+
+    /// Sets the end of file (FileEndOfFileInformation).
+    pub fn set_end_of_file(&self, size: u64) -> Result<(), NtStatus> {
+        self.check_data()?;
+        self.check_write()?;
+        if size > MAX_FILE_OFFSET {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        if let Some(s) = &self.stream {
+            if size > MAX_STREAM_SIZE as u64 {
+                return Err(NtStatus::DISK_FULL);
+            }
+            let _g = lock(&self.share.stream_lock);
+            let mut v = stream::read_stream(self.fd(), s)?;
+            v.resize(size as usize, 0);
+            return stream::write_stream(self.fd(), s, &v);
+        }
+        self.file.set_len(size).map_err(|e| match e.raw_os_error() {
+            Some(libc::EBADF) | Some(libc::EINVAL) => NtStatus::ACCESS_DENIED,
+            Some(libc::EFBIG) => NtStatus::DISK_FULL,
+            _ => e.into(),
+        })
+    }
+
+    /// Sets the allocation size (FileAllocationInformation) with Windows semantics:
+    /// below the end of file truncates; above reserves space (fallocate KEEP_SIZE,
+    /// best effort); between releases preallocation past the end of file.
+    pub fn set_allocation(&self, size: u64) -> Result<(), NtStatus> {
+        self.check_data()?;
+        self.check_write()?;
+        if size > MAX_FILE_OFFSET {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        if self.stream.is_some() {
+            let cur = self.stat()?.size;
+            return if size < cur {
+                self.set_end_of_file(size)
+            } else {
+                Ok(())
+            };
+        }
+        let st = sys::fstat(self.fd())?;
+        let eof = st.st_size as u64;
+        let alloc = (st.st_blocks as u64).saturating_mul(512);
+        if size < eof {
+            self.file.set_len(size)?;
+        } else if size > alloc {
+            match sys::fallocate(self.fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+                Err(e) => {
+                    return Err(match e.raw_os_error() {
+                        Some(libc::ENOSPC) | Some(libc::EFBIG) => NtStatus::DISK_FULL,
+                        _ => e.into(),
+                    })
+                }
+            }
+        } else if size < alloc {
+            self.file.set_len(eof)?;
+        }
+        Ok(())
+    }
+
+    /// Applies FileBasicInformation. Times set via futimens (creation time in the DOS
+    /// record); change time cannot be set on Linux and is ignored. Attributes replace the
+    /// settable bits (SPARSE_FILE is kept; DIRECTORY on a file or TEMPORARY on a
+    /// directory is INVALID_PARAMETER).
+    pub fn set_basic(&self, b: &BasicInfo) -> Result<(), NtStatus> {
+        self.check_write()?;
+        if let Some(a) = b.attributes {
+            if !self.is_dir && a & FILE_ATTRIBUTE_DIRECTORY != 0 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            if self.is_dir && a & FILE_ATTRIBUTE_TEMPORARY != 0 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+        }
+        if b.creation.is_some() || b.attributes.is_some() {
+            let st = sys::fstat(self.fd())?;
+            let cur = self.share.read_dos(self.fd(), self.opath);
+            let cur_attrs = self.share.attributes(&st, cur);
+            let creation = b
+                .creation
+                .unwrap_or_else(|| self.share.creation_time(&st, cur));
+            let attributes = match b.attributes {
+                Some(a) => (a & SETTABLE_ATTRIBUTES) | (cur_attrs & FILE_ATTRIBUTE_SPARSE_FILE),
+                None => cur_attrs & STORED_ATTRIBUTES,
+            };
+            self.share.write_dos(
+                &self.file,
+                DosMeta {
+                    attributes,
+                    creation: Some(creation),
+                },
+            )?;
+        }
+        if b.last_access.is_some() || b.last_write.is_some() {
+            let conv = |t: Option<u64>| t.map(unix_from_filetime);
+            sys::futimens(self.fd(), conv(b.last_access), conv(b.last_write)).map_err(
+                |e| match e.raw_os_error() {
+                    Some(libc::EBADF) => NtStatus::ACCESS_DENIED,
+                    _ => e.into(),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Lists a directory: "." and ".." first, then the entries sorted by name. Names
+    /// that are not valid UTF-8, special files (devices, FIFOs, sockets) and — unless the
+    /// share follows in-share symlinks — symlinks are omitted. At the share root ".."
+    /// describes the root itself.
+    pub fn read_dir(&self) -> Result<Vec<DirEntry>, NtStatus> {
+        if !self.is_dir || self.stream.is_some() {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let path = lock(&self.path).clone();
+        let dot = self.base_info()?;
+        let dotdot = match path.split_last() {
+            None => dot,
+            Some((_, parent)) => {
+                let (f, opath, st) = self
+                    .share
+                    .open_obj(&join(parent), false)
+                    .map_err(NtStatus::from)?;
+                self.share.info(&st, self.share.read_dos(f.as_fd(), opath))
+            }
+        };
+        let mut out = vec![
+            DirEntry {
+                name: ".".into(),
+                info: dot,
+            },
+            DirEntry {
+                name: "..".into(),
+                info: dotdot,
+            },
+        ];
+        let mut rest = Vec::new();
+        for ent in sys::list_dir(self.fd())? {
+            let Ok(name) = String::from_utf8(ent.name) else {
+                continue;
+            };
+            if let Some(info) = self.entry_info(&path, &name) {
+                rest.push(DirEntry { name, info });
+            }
+        }
+        rest.sort_by(|a, b| a.name.cmp(&b.name));
+        out.extend(rest);
+        Ok(out)
+    }
+
+    fn entry_info(&self, path: &[String], name: &str) -> Option<FileInfo> {
+        let share = &self.share;
+        let c = CString::new(name).ok()?;
+        let st = sys::fstatat_nofollow(self.fd(), &c).ok()?;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFLNK => {
+                if !share.opts.follow_symlinks_within_share
+                    || crate::path::validate_component(name).is_err()
+                {
+                    return None;
+                }
+                let mut full = path.to_vec();
+                full.push(name.to_string());
+                let (f, opath, st) = share.open_obj(&join(&full), false).ok()?;
+                Some(share.info(&st, share.read_dos(f.as_fd(), opath)))
+            }
+            libc::S_IFREG | libc::S_IFDIR => {
+                let dos = if share.opts.store_dos_attributes {
+                    // A single name with O_NOFOLLOW relative to this directory: no traversal.
+                    sys::openat(
+                        self.fd(),
+                        &c,
+                        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+                    )
+                    .ok()
+                    .and_then(|fd| share.read_dos(fd.as_fd(), false))
+                } else {
+                    None
+                };
+                Some(share.info(&st, dos))
+            }
+            _ => None,
+        }
+    }
+
+    /// Zeroes `[off, off+len)` (FSCTL_SET_ZERO_DATA), never extending the file. Sparse
+    /// files get a hole punched; others get the range zeroed in place. Falls back to
+    /// writing zeros when the file system cannot.
+    pub fn punch_hole(&self, off: u64, len: u64) -> Result<(), NtStatus> {
+        self.check_data()?;
+        self.check_write()?;
+        let size = self.stat()?.size;
+        let end = off.saturating_add(len).min(size);
+        if off >= end {
+            return Ok(());
+        }
+        if let Some(s) = &self.stream {
+            let _g = lock(&self.share.stream_lock);
+            let mut v = stream::read_stream(self.fd(), s)?;
+            let end = (end as usize).min(v.len());
+            if let Some(r) = v.get_mut(off as usize..end) {
+                r.fill(0);
+            }
+            return stream::write_stream(self.fd(), s, &v);
+        }
+        let sparse = self.base_info()?.attributes & FILE_ATTRIBUTE_SPARSE_FILE != 0;
+        let modes = if sparse {
+            [libc::FALLOC_FL_PUNCH_HOLE, libc::FALLOC_FL_ZERO_RANGE]
+        } else {
+            [libc::FALLOC_FL_ZERO_RANGE, libc::FALLOC_FL_PUNCH_HOLE]
+        };
+        for m in modes {
+            if sys::fallocate(self.fd(), m | libc::FALLOC_FL_KEEP_SIZE, off, end - off).is_ok() {
+                return Ok(());
+            }
+        }
+        let zeros = vec![0u8; 64 * 1024];
+        let mut pos = off;
+        while pos < end {
+            let n = ((end - pos) as usize).min(zeros.len());
+            self.file.write_all_at(&zeros[..n], pos)?;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Allocated (data) ranges within `[off, off+len)` as (offset, length) pairs, found
+    /// with SEEK_DATA/SEEK_HOLE (FSCTL_QUERY_ALLOCATED_RANGES). File systems without
+    /// hole reporting yield the whole range up to the end of file.
+    pub fn allocated_ranges(&self, off: u64, len: u64) -> Result<Vec<(u64, u64)>, NtStatus> {
+        self.check_data()?;
+        let size = self.stat()?.size;
+        let end = off.saturating_add(len).min(size);
+        if off >= end {
+            return Ok(Vec::new());
+        }
+        if self.stream.is_some() {
+            return Ok(vec![(off, end - off)]);
+        }
+        let mut out = Vec::new();
+        let mut pos = off;
+        while pos < end {
+            let data = match sys::lseek(self.fd(), pos, libc::SEEK_DATA) {
+                Ok(Some(d)) => d,
+                Ok(None) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    return Ok(vec![(off, end - off)]);
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if data >= end {
+                break;
+            }
+            let hole = sys::lseek(self.fd(), data, libc::SEEK_HOLE)?.unwrap_or(size);
+            let stop = hole.min(end);
+            out.push((data, stop - data));
+            pos = hole.max(data + 1);
+        }
+        Ok(out)
+    }
+
+    /// Sets or clears the SPARSE_FILE attribute (FSCTL_SET_SPARSE). Clearing fills holes
+    /// (best effort).
+    pub fn set_sparse(&self, sparse: bool) -> Result<(), NtStatus> {
+        self.check_write()?;
+        if self.is_dir {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let st = sys::fstat(self.fd())?;
+        let cur = self.share.read_dos(self.fd(), self.opath);
+        let mut attributes = self.share.attributes(&st, cur) & STORED_ATTRIBUTES;
+        if sparse {
+            attributes |= FILE_ATTRIBUTE_SPARSE_FILE;
+        } else {
+            attributes &= !FILE_ATTRIBUTE_SPARSE_FILE;
+            let size = st.st_size as u64;
+            if size > 0 {
+                let _ = sys::fallocate(self.fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size);
+            }
+        }
+        self.share.write_dos(
+            &self.file,
+            DosMeta {
+                attributes,
+                creation: Some(self.share.creation_time(&st, cur)),
+            },
+        )
+    }
+
+    /// The data streams of the file (FileStreamInformation): "::$DATA" first for files,
+    /// then named streams.
+    pub fn streams(&self) -> Result<Vec<StreamInfo>, NtStatus> {
+        if self.opath {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        let mut out = Vec::new();
+        if !self.is_dir {
+            let info = self.base_info()?;
+            out.push(StreamInfo {
+                name: "::$DATA".into(),
+                size: info.size,
+                allocation_size: info.allocation_size,
+            });
+        }
+        for n in stream::list_stream_names(self.fd())? {
+            let Ok(v) = stream::read_stream(self.fd(), &n) else {
+                continue;
+            };
+            out.push(StreamInfo {
+                name: format!(":{n}:$DATA"),
+                size: v.len() as u64,
+                allocation_size: v.len() as u64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// All extended attributes (FileFullEaInformation).
+    pub fn eas(&self) -> Result<Vec<Ea>, NtStatus> {
+        if self.opath {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        stream::get_eas(self.fd())
+    }
+
+    /// Sets one EA; an empty value deletes it.
+    pub fn set_ea(&self, name: &str, value: &[u8]) -> Result<(), NtStatus> {
+        self.check_write()?;
+        stream::set_ea(self.fd(), name, value)
+    }
+}

@@ -1,0 +1,274 @@
+//! Plain data types of the VFS interface.
+
+/// Options of one share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareOptions {
+    /// Exact-case lookups only. When false (the default) each component is tried
+    /// exactly first and then matched case-insensitively against the directory.
+    pub case_sensitive: bool,
+    /// Keep DOS attributes and creation time in an extended attribute.
+    pub store_dos_attributes: bool,
+    /// Refuse every modification with ACCESS_DENIED.
+    pub read_only: bool,
+    /// Follow symlinks whose target stays inside the share (see the crate docs).
+    pub follow_symlinks_within_share: bool,
+}
+
+impl Default for ShareOptions {
+    fn default() -> Self {
+        ShareOptions {
+            case_sensitive: false,
+            store_dos_attributes: true,
+            read_only: false,
+            follow_symlinks_within_share: false,
+        }
+    }
+}
+
+/// CREATE disposition ([MS-SMB2] 2.2.13 CreateDisposition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// FILE_SUPERSEDE (0): replace if it exists, else create.
+    Supersede = 0,
+    /// FILE_OPEN (1): open only.
+    Open = 1,
+    /// FILE_CREATE (2): create only.
+    Create = 2,
+    /// FILE_OPEN_IF (3): open, or create if missing.
+    OpenIf = 3,
+    /// FILE_OVERWRITE (4): open and truncate; fail if missing.
+    Overwrite = 4,
+    /// FILE_OVERWRITE_IF (5): open and truncate, or create.
+    OverwriteIf = 5,
+}
+
+impl Disposition {
+    /// Decodes the wire value; `None` for values above 5.
+    pub fn from_u32(v: u32) -> Option<Disposition> {
+        Some(match v {
+            0 => Disposition::Supersede,
+            1 => Disposition::Open,
+            2 => Disposition::Create,
+            3 => Disposition::OpenIf,
+            4 => Disposition::Overwrite,
+            5 => Disposition::OverwriteIf,
+            _ => return None,
+        })
+    }
+    pub(crate) fn may_create(self) -> bool {
+        !matches!(self, Disposition::Open | Disposition::Overwrite)
+    }
+    pub(crate) fn truncates(self) -> bool {
+        matches!(
+            self,
+            Disposition::Supersede | Disposition::Overwrite | Disposition::OverwriteIf
+        )
+    }
+}
+
+/// What CREATE did ([MS-SMB2] 2.2.14 CreateAction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateAction {
+    /// FILE_SUPERSEDED (0).
+    Superseded = 0,
+    /// FILE_OPENED (1).
+    Opened = 1,
+    /// FILE_CREATED (2).
+    Created = 2,
+    /// FILE_OVERWRITTEN (3).
+    Overwritten = 3,
+}
+
+impl CreateAction {
+    /// The wire value.
+    pub fn as_u32(self) -> u32 {
+        self as u32
+    }
+}
+
+/// CreateOptions bit FILE_DIRECTORY_FILE.
+pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
+/// CreateOptions bit FILE_NON_DIRECTORY_FILE.
+pub const FILE_NON_DIRECTORY_FILE: u32 = 0x0000_0040;
+
+/// Parameters of [`crate::Share::create`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateRequest {
+    /// What to do when the name exists or not.
+    pub disposition: Disposition,
+    /// Must be (or become) a directory (FILE_DIRECTORY_FILE).
+    pub directory: bool,
+    /// Must not be a directory (FILE_NON_DIRECTORY_FILE).
+    pub non_directory: bool,
+    /// Read access to data will be used.
+    pub want_read: bool,
+    /// Any modifying access was granted (write/append data, write attributes or EAs,
+    /// delete): the handle then permits writes and the share must be writable.
+    pub want_write: bool,
+    /// FileAttributes for new (or overwritten) files.
+    pub attributes: u32,
+    /// AllocationSize hint for new files (0 = none).
+    pub allocation_size: u64,
+}
+
+impl Default for CreateRequest {
+    fn default() -> Self {
+        CreateRequest {
+            disposition: Disposition::Open,
+            directory: false,
+            non_directory: false,
+            want_read: true,
+            want_write: false,
+            attributes: 0,
+            allocation_size: 0,
+        }
+    }
+}
+
+impl CreateRequest {
+    /// Builds a request from wire fields: CreateDisposition and CreateOptions.
+    /// Returns `None` for an invalid disposition.
+    pub fn from_wire(
+        disposition: u32,
+        create_options: u32,
+        want_read: bool,
+        want_write: bool,
+        attributes: u32,
+        allocation_size: u64,
+    ) -> Option<CreateRequest> {
+        Some(CreateRequest {
+            disposition: Disposition::from_u32(disposition)?,
+            directory: create_options & FILE_DIRECTORY_FILE != 0,
+            non_directory: create_options & FILE_NON_DIRECTORY_FILE != 0,
+            want_read,
+            want_write,
+            attributes,
+            allocation_size,
+        })
+    }
+}
+
+/// Metadata of a file or directory, in SMB terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileInfo {
+    /// Stable file id: the inode number.
+    pub file_id: u64,
+    /// Volume id: the device number.
+    pub volume_id: u64,
+    /// End of file (stream size for stream handles; 0 for directories).
+    pub size: u64,
+    /// Bytes allocated (st_blocks × 512).
+    pub allocation_size: u64,
+    /// DOS attributes, including DIRECTORY; NORMAL when nothing else is set.
+    pub attributes: u32,
+    /// Creation time (FILETIME).
+    pub creation_time: u64,
+    /// Last access time (FILETIME).
+    pub last_access_time: u64,
+    /// Last write time (FILETIME).
+    pub last_write_time: u64,
+    /// Change time (FILETIME) = ctime.
+    pub change_time: u64,
+    /// Hard link count.
+    pub nlink: u32,
+    /// A directory.
+    pub is_dir: bool,
+    /// POSIX mode bits (including file type).
+    pub mode: u32,
+    /// Owner uid.
+    pub uid: u32,
+    /// Owner gid.
+    pub gid: u32,
+    /// Always false here; the server tracks delete-on-close.
+    pub delete_pending: bool,
+}
+
+/// One directory entry for QUERY_DIRECTORY.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The name as stored ("." and ".." included).
+    pub name: String,
+    /// Its metadata.
+    pub info: FileInfo,
+}
+
+/// FileBasicInformation to apply; `None` leaves a field unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BasicInfo {
+    /// New creation time.
+    pub creation: Option<u64>,
+    /// New last access time.
+    pub last_access: Option<u64>,
+    /// New last write time.
+    pub last_write: Option<u64>,
+    /// New change time (accepted but cannot be stored: ctime is kernel-managed).
+    pub change: Option<u64>,
+    /// New attributes (the caller maps the wire value 0 to `None`).
+    pub attributes: Option<u32>,
+}
+
+/// One data stream of a file (FileStreamInformation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Full stream name: "::$DATA" or ":name:$DATA".
+    pub name: String,
+    /// Stream size.
+    pub size: u64,
+    /// Stream allocation size.
+    pub allocation_size: u64,
+}
+
+/// One extended attribute (FILE_FULL_EA_INFORMATION entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ea {
+    /// EA name (ASCII).
+    pub name: String,
+    /// EA value.
+    pub value: Vec<u8>,
+}
+
+/// Volume information (FileFsSizeInformation, FileFsAttributeInformation, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsInfo {
+    /// Total bytes.
+    pub total_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// Bytes available to unprivileged users.
+    pub available_bytes: u64,
+    /// Allocation unit (fragment size).
+    pub block_size: u32,
+    /// Sector size reported to clients.
+    pub sector_size: u32,
+    /// Longest name component.
+    pub max_name_len: u32,
+    /// File system name reported to clients ("NTFS" for compatibility).
+    pub fs_name: String,
+    /// FILE_* file system attribute flags.
+    pub fs_attributes: u32,
+    /// Volume serial number.
+    pub volume_serial: u32,
+    /// Volume label (empty).
+    pub volume_label: String,
+    /// Volume creation time (FILETIME): the share root's change time.
+    pub volume_creation_time: u64,
+    /// The share is read-only.
+    pub read_only: bool,
+}
+
+/// FILE_CASE_SENSITIVE_SEARCH.
+pub const FILE_CASE_SENSITIVE_SEARCH: u32 = 0x0000_0001;
+/// FILE_CASE_PRESERVED_NAMES.
+pub const FILE_CASE_PRESERVED_NAMES: u32 = 0x0000_0002;
+/// FILE_UNICODE_ON_DISK.
+pub const FILE_UNICODE_ON_DISK: u32 = 0x0000_0004;
+/// FILE_SUPPORTS_SPARSE_FILES.
+pub const FILE_SUPPORTS_SPARSE_FILES: u32 = 0x0000_0040;
+/// FILE_NAMED_STREAMS.
+pub const FILE_NAMED_STREAMS: u32 = 0x0004_0000;
+/// FILE_READ_ONLY_VOLUME.
+pub const FILE_READ_ONLY_VOLUME: u32 = 0x0008_0000;
+/// FILE_SUPPORTS_HARD_LINKS.
+pub const FILE_SUPPORTS_HARD_LINKS: u32 = 0x0040_0000;
+/// FILE_SUPPORTS_EXTENDED_ATTRIBUTES.
+pub const FILE_SUPPORTS_EXTENDED_ATTRIBUTES: u32 = 0x0080_0000;
