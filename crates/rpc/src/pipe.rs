@@ -17,6 +17,7 @@ const ASSOC_GROUP: u32 = 0x0000_53f0;
 const SUPPORTED_FEATURES: u16 = 0x0002;
 
 /// A request whose later fragments are still arriving.
+#[derive(Debug)]
 struct PartialCall {
     call_id: u32,
     context_id: u16,
@@ -30,6 +31,7 @@ struct PartialCall {
 ///
 /// Output is message-oriented like a Windows message-mode pipe: every queued PDU is one
 /// message, and [`Pipe::read`] never returns bytes from two PDUs at once.
+#[derive(Debug)]
 pub struct Pipe {
     iface: Interface,
     ctx: PipeContext,

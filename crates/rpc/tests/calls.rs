@@ -61,21 +61,18 @@ fn share_enum_level1_exact_bytes() {
         // TotalEntries, resume referent, *ResumeHandle, WERROR
         bytes.extend_from_slice(&v.to_le_bytes());
     }
-    // Referent ids are arbitrary non-zero values; compare with ours normalised.
-    let mut got = Rd::new(&stub);
+    // Referent ids (0x2xxxx in `want`) may be any non-zero value; all else must match.
     assert_eq!(stub.len(), bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         let (g, w) = (u32_at(&stub, i), u32_at(&bytes, i));
-        if w & 0xffff_0000 == 0x20000 && w != 0x20000 + 0xffff {
+        if w & 0xffff_0000 == 0x20000 {
             assert_ne!(g, 0, "referent at {i}");
         } else {
             assert_eq!(g, w, "u32 at offset {i}");
         }
         i += 4;
     }
-    got.pos = stub.len();
-    got.done();
 }
 
 fn enum_level(level: u32) -> (Vec<u8>, Vec<String>) {
