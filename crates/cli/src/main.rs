@@ -1,1 +1,32 @@
-fn main() {}
+//! The `smbx` binary: argument parsing, configuration, logging, and dispatch
+//! to the server and the password database.
+
+mod args;
+mod error;
+mod logging;
+mod serve;
+mod testparm;
+mod user;
+mod zeroconf;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Serve(a) => serve::run(a, cli.log_file.as_deref()),
+        Command::Testparm { file } => testparm::run(file),
+        Command::User(a) => logging::init(0, cli.log_file.as_deref()).and_then(|()| user::run(a)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("smbx: {e}");
+            e.exit_code()
+        }
+    }
+}

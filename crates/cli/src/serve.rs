@@ -1,0 +1,115 @@
+//! `smbx serve`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use smbx_config::Config;
+
+use crate::args::ServeArgs;
+use crate::error::{other, CliError};
+use crate::{logging, zeroconf};
+
+/// Runs the server until it fails or is interrupted.
+pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
+    let (config, zero) = match &args.config {
+        Some(file) => {
+            if args.path.is_some() {
+                return Err(other(
+                    "PATH cannot be combined with --config; use a share section",
+                ));
+            }
+            let mut config = Config::parse_file(file)?;
+            if let Some(port) = args.port {
+                config.global.smb_ports = vec![port];
+            }
+            if let Some(addr) = args.listen {
+                config.global.interfaces = vec![addr.to_string()];
+                config.global.bind_interfaces_only = true;
+            }
+            (config, None)
+        }
+        None => {
+            let z = zeroconf::prepare(args.path.as_deref(), args.port, args.listen)?;
+            (z.config.clone(), Some(z))
+        }
+    };
+    logging::init(config.global.log_level, log_file)?;
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("smbx")
+        .build()
+        .map_err(|e| other(format!("cannot start the async runtime: {e}")))?;
+    let config = Arc::new(config);
+    runtime.block_on(async move {
+        let announce = |addrs: &[SocketAddr]| {
+            for a in addrs {
+                tracing::info!("listening on {a}");
+            }
+            if let (Some(z), Some(addr)) = (&zero, addrs.first()) {
+                print!("{}", zeroconf::connection_help(z, *addr));
+            }
+        };
+        tokio::select! {
+            r = backend::serve(config, announce) => r,
+            _ = shutdown_signal() => {
+                tracing::info!("shutting down");
+                Ok(())
+            }
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+#[cfg(feature = "server")]
+mod backend {
+    use super::*;
+
+    /// Binds the configured listeners, reports them, and serves.
+    pub async fn serve(
+        config: Arc<Config>,
+        announce: impl FnOnce(&[SocketAddr]),
+    ) -> Result<(), CliError> {
+        let server = smbx_server::Server::bind(config)
+            .await
+            .map_err(|e| other(format!("cannot listen: {e}")))?;
+        announce(&server.local_addrs());
+        server
+            .run()
+            .await
+            .map_err(|e| other(format!("server failed: {e}")))
+    }
+}
+
+#[cfg(not(feature = "server"))]
+mod backend {
+    use super::*;
+
+    /// Stand-in until crates/server provides `Server::bind` and `run`.
+    // TODO(server): drop this stub and make the `server` feature default once
+    // smbx_server::Server lands.
+    pub async fn serve(
+        _config: Arc<Config>,
+        _announce: impl FnOnce(&[SocketAddr]),
+    ) -> Result<(), CliError> {
+        Err(other(
+            "this smbx was built without the SMB server (cargo feature `server`)",
+        ))
+    }
+}
