@@ -10,14 +10,14 @@
 //! All decoders treat their input as hostile: they check every length and never panic.
 
 pub mod auth;
-// pub mod cipher;
+pub mod cipher;
 mod error;
-// pub mod kdf;
-// pub mod keys;
+pub mod kdf;
+pub mod keys;
 pub mod ntlm;
-// pub mod preauth;
-// pub mod signing;
+pub mod preauth;
+pub mod signing;
 pub mod spnego;
-// pub mod transform;
+pub mod transform;
 
 pub use error::CryptoError;
