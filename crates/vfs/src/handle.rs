@@ -337,36 +337,52 @@ impl Handle {
     /// share follows in-share symlinks — symlinks are omitted. At the share root ".."
     /// describes the root itself.
     pub fn read_dir(&self) -> Result<Vec<DirEntry>, NtStatus> {
+        self.read_dir_matching("*")
+    }
+
+    /// Like [`Handle::read_dir`], keeping only names that match the SMB search `pattern`
+    /// ([`crate::wildcard_match`], case-insensitive unless the share is case-sensitive).
+    /// Non-matching entries are never stat'ed, so a pattern without wildcards is cheap
+    /// even in a large directory.
+    pub fn read_dir_matching(&self, pattern: &str) -> Result<Vec<DirEntry>, NtStatus> {
         if !self.is_dir || self.stream.is_some() {
             return Err(NtStatus::INVALID_PARAMETER);
         }
+        let cs = self.share.opts.case_sensitive;
+        let matches = |n: &str| crate::wildcard_match(pattern, n, cs);
         let path = lock(&self.path).clone();
+        let mut out = Vec::new();
         let dot = self.base_info()?;
-        let dotdot = match path.split_last() {
-            None => dot,
-            Some((_, parent)) => {
-                let (f, opath, st) = self
-                    .share
-                    .open_obj(&join(parent), false)
-                    .map_err(NtStatus::from)?;
-                self.share.info(&st, self.share.read_dos(f.as_fd(), opath))
-            }
-        };
-        let mut out = vec![
-            DirEntry {
+        if matches(".") {
+            out.push(DirEntry {
                 name: ".".into(),
                 info: dot,
-            },
-            DirEntry {
+            });
+        }
+        if matches("..") {
+            // A stale path (the parent was renamed meanwhile) falls back to ".".
+            let dotdot = match path.split_last() {
+                None => dot,
+                Some((_, parent)) => match self.share.open_obj(&join(parent), false) {
+                    Ok((f, opath, st)) => {
+                        self.share.info(&st, self.share.read_dos(f.as_fd(), opath))
+                    }
+                    Err(_) => dot,
+                },
+            };
+            out.push(DirEntry {
                 name: "..".into(),
                 info: dotdot,
-            },
-        ];
+            });
+        }
         let mut rest = Vec::new();
         for ent in sys::list_dir(self.fd())? {
             let Ok(name) = String::from_utf8(ent.name) else {
                 continue;
             };
+            if !matches(&name) {
+                continue;
+            }
             if let Some(info) = self.entry_info(&path, &name) {
                 rest.push(DirEntry { name, info });
             }

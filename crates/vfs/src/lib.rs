@@ -39,6 +39,8 @@
 //! The API is synchronous; call it from `tokio::task::spawn_blocking` where blocking
 //! matters.
 
+#![warn(missing_docs)]
+
 pub mod attr;
 mod handle;
 pub mod path;

@@ -441,6 +441,29 @@ fn read_dir_lists_dot_entries_and_children() {
     let e = r.read_dir().unwrap();
     assert_eq!(e[1].info.file_id, root_id);
     assert_eq!(names(&r), vec![".", "..", "sub"]);
+    // Pattern filtering (case-insensitive), DOS wildcards included.
+    let n: Vec<String> = h
+        .read_dir_matching("*.TXT")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(n, vec!["a.txt", "b.txt"]);
+    let n: Vec<String> = h
+        .read_dir_matching("B.txt")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(n, vec!["b.txt"]);
+    let n: Vec<String> = h
+        .read_dir_matching("<")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(n, vec!["inner"]);
+    assert!(h.read_dir_matching("nothing").unwrap().is_empty());
     // Hidden attribute shows in listings.
     let f = open_rw(&s, "sub\\a.txt");
     f.set_basic(&BasicInfo {
@@ -620,6 +643,21 @@ fn named_streams() {
             .unwrap_err(),
         NtStatus::DISK_FULL
     );
+    // Large streams either work or report DISK_FULL (file systems bound xattr values).
+    let (big, _) = s.create("f.txt:big", &req(Disposition::Create)).unwrap();
+    let payload: Vec<u8> = (0..60_000u32).map(|i| i as u8).collect();
+    match big.write_at(&payload, 0) {
+        Ok(n) => {
+            assert_eq!(n, payload.len());
+            let mut back = vec![0u8; 70_000];
+            assert_eq!(big.read_at(&mut back, 0).unwrap(), payload.len());
+            assert_eq!(&back[..payload.len()], &payload[..]);
+        }
+        Err(e) => {
+            assert_eq!(e, NtStatus::DISK_FULL);
+            assert_eq!(big.stat().unwrap().size, 0);
+        }
+    }
     // Streams on directories.
     s.create(
         "dir",
