@@ -38,6 +38,7 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
+    preflight(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("smbx")
@@ -61,6 +62,25 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
             }
         }
     })
+}
+
+/// Warns about things that will surely not work: missing share directories,
+/// no users and no guest shares.
+fn preflight(config: &Config) {
+    for s in &config.shares {
+        if !s.path.is_dir() {
+            tracing::warn!(share = %s.name, "share path {} is not a directory", s.path.display());
+        }
+    }
+    let users = smbx_passdb::PassDb::open(&config.global.passdb_backend)
+        .map(|db| db.list().len())
+        .unwrap_or(0);
+    if users == 0 && !config.shares.iter().any(|s| s.guest_ok) {
+        tracing::warn!(
+            "no users in {} and no guest shares: add one with `smbx user add NAME`",
+            config.global.passdb_backend.display()
+        );
+    }
 }
 
 async fn shutdown_signal() {
