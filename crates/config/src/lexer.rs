@@ -65,7 +65,8 @@ pub fn lex(
     depth: usize,
     out: &mut Vec<Item>,
 ) -> Result<(), ConfigError> {
-    let mut lines = text.lines().enumerate().peekable();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.lines().enumerate();
     while let Some((idx, raw)) = lines.next() {
         let start_line = idx + 1;
         let mut line = raw.trim().to_string();
@@ -186,6 +187,13 @@ mod tests {
             Item::Param { loc, .. } => assert_eq!(loc.line, 6),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn skips_byte_order_mark() {
+        let mut out = Vec::new();
+        lex("\u{feff}[global]\n", "t", None, 0, &mut out).unwrap();
+        assert!(matches!(&out[0], Item::Section { name, .. } if name == "global"));
     }
 
     #[test]
