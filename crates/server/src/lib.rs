@@ -1,1 +1,35 @@
-//! smbx-server
+//! smbx-server: the SMB 2.0.2–3.1.1 file server core.
+//!
+//! See `README.md` in this crate for the handler interface, how to go async, the
+//! state tables and how to add a command.
+//!
+//! Layout:
+//! - [`listener`]: bind per interface/port, accept loop, connection limit.
+//! - [`conn`]: per-connection read loop and writer task; [`conn::Connection::send`]
+//!   queues a message at any time (interim responses, completions, oplock breaks).
+//! - `dispatch`: frame → (unseal) → compound members → credits → handlers.
+//! - `respond`: response headers, compound padding, signing, sealing, async completion.
+//! - [`credits`]: the sequence window.
+//! - [`state`]: sessions, trees, opens (server-wide tables resolved by id).
+//! - [`handlers`]: one module per command.
+//! - `security`: the seam to smbx-security (keys, signing, sealing, preauth).
+
+pub mod conn;
+pub mod credits;
+mod dispatch;
+pub mod handlers;
+pub mod listener;
+mod respond;
+pub mod security;
+pub mod state;
+
+use std::io;
+use std::sync::Arc;
+
+pub use listener::Server;
+use smbx_config::Config;
+
+/// Binds the configured addresses and serves until an accept loop fails.
+pub async fn run(config: Arc<Config>) -> io::Result<()> {
+    Server::bind(config).await?.run().await
+}

@@ -1,0 +1,123 @@
+//! Connections: one task reads frames and dispatches them, one writer task owns the
+//! socket's write half. Anything (a handler completing later, an oplock break, an
+//! interim STATUS_PENDING) sends through [`Connection::send`] at any time.
+
+pub mod pending;
+mod serve;
+mod writer;
+
+pub use serve::serve;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, Notify};
+
+use crate::credits::CreditWindow;
+use crate::state::ServerState;
+
+/// What NEGOTIATE established on a connection, kept for signing/encryption decisions
+/// and FSCTL_VALIDATE_NEGOTIATE_INFO.
+#[derive(Debug, Clone, Default)]
+pub struct NegotiateState {
+    /// The dialect; 0 before NEGOTIATE, 0x02FF after an SMB1 wildcard answer.
+    pub dialect: u16,
+    /// Client's Capabilities.
+    pub client_capabilities: u32,
+    /// Client's ClientGuid.
+    pub client_guid: [u8; 16],
+    /// Client's SecurityMode.
+    pub client_security_mode: u16,
+    /// Dialects the client offered.
+    pub client_dialects: Vec<u16>,
+    /// Capabilities the server answered.
+    pub server_capabilities: u32,
+    /// SecurityMode the server answered.
+    pub server_security_mode: u16,
+    /// Cipher chosen (3.1.1 context, or AES-128-CCM for 3.0/3.0.2 with encryption); 0 = none.
+    pub cipher: u16,
+    /// Signing algorithm id chosen via the 3.1.1 signing context, if any.
+    pub signing_algorithm: Option<u16>,
+    /// Connection preauth integrity hash (3.1.1), after NEGOTIATE request+response.
+    pub preauth: Option<[u8; 64]>,
+}
+
+/// A client connection.
+pub struct Connection {
+    /// Connection id (server-local).
+    pub id: u64,
+    /// Server-wide state.
+    pub server: Arc<ServerState>,
+    /// Remote address.
+    pub peer: SocketAddr,
+    /// Local address.
+    pub local: SocketAddr,
+    /// Negotiated parameters.
+    pub negotiate: Mutex<NegotiateState>,
+    /// Sequence window / credits.
+    pub credits: Mutex<CreditWindow>,
+    /// Async operations in flight.
+    pub pending: pending::PendingTable,
+    /// Sessions established on this connection (torn down with it).
+    pub sessions: Mutex<Vec<u64>>,
+    /// Set once a SESSION_SETUP succeeded (ends the unauthenticated timeout).
+    pub authenticated: std::sync::atomic::AtomicBool,
+    tx: mpsc::Sender<Vec<u8>>,
+    closed: Notify,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        id: u64,
+        server: Arc<ServerState>,
+        peer: SocketAddr,
+        local: SocketAddr,
+        tx: mpsc::Sender<Vec<u8>>,
+    ) -> Connection {
+        let max_credits = server.config.global.smb2_max_credits;
+        Connection {
+            id,
+            server,
+            peer,
+            local,
+            negotiate: Mutex::new(NegotiateState::default()),
+            credits: Mutex::new(CreditWindow::new(if max_credits == 0 {
+                512
+            } else {
+                max_credits
+            })),
+            pending: pending::PendingTable::default(),
+            sessions: Mutex::new(Vec::new()),
+            authenticated: std::sync::atomic::AtomicBool::new(false),
+            tx,
+            closed: Notify::new(),
+        }
+    }
+
+    /// The negotiated dialect (0 before NEGOTIATE).
+    pub fn dialect(&self) -> u16 {
+        self.negotiate.lock().dialect
+    }
+
+    /// Queues one complete SMB2 message (already signed or sealed) for the writer.
+    /// Fails silently if the connection is gone.
+    pub async fn send(&self, msg: Vec<u8>) {
+        let _ = self.tx.send(msg).await;
+    }
+
+    /// Asks the connection to close (the read loop exits, state is torn down).
+    pub fn close(&self) {
+        self.closed.notify_one();
+    }
+
+    /// Largest PDU accepted: the biggest configured payload plus headroom for headers.
+    pub fn max_pdu(&self) -> usize {
+        let g = &self.server.config.global;
+        let payload = g.smb2_max_read.max(g.smb2_max_write).max(g.smb2_max_trans) as usize;
+        payload
+            .max(65536)
+            .saturating_add(64 * 1024)
+            .min(smbx_wire::framing::MAX_FRAME_LEN)
+    }
+}

@@ -1,0 +1,142 @@
+//! The command sequence window ([MS-SMB2] 3.3.1.1, 3.3.5.2.3) and credit granting.
+//!
+//! Every MessageId may be used once and must lie inside the window the server has
+//! granted. A request consumes `max(1, CreditCharge)` consecutive ids. The window
+//! grows by the credits granted in each response, bounded so that the client never
+//! holds more than `max_credits`.
+
+use std::collections::BTreeSet;
+
+/// Size of one credit's worth of payload for multi-credit requests.
+pub const CREDIT_UNIT: usize = 65536;
+
+/// The credit charge a payload of `len` bytes requires: `ceil(len / 64 KiB)`, at least 1.
+pub fn required_charge(len: usize) -> u16 {
+    len.div_ceil(CREDIT_UNIT).clamp(1, u16::MAX as usize) as u16
+}
+
+/// Why a request was refused by the sequence window (the connection should be dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreditError {
+    /// The MessageId (or one of the ids it charges) is outside the granted window.
+    OutOfWindow,
+    /// The MessageId was already used.
+    Reused,
+    /// CreditCharge is larger than the credits the client holds.
+    ChargeTooLarge,
+}
+
+/// The per-connection sequence window.
+#[derive(Debug)]
+pub struct CreditWindow {
+    /// Lowest id not yet consumed; everything below it has been used.
+    low: u64,
+    /// One past the highest id the client may use.
+    high: u64,
+    /// Ids at or above `low` that were already consumed (out of order).
+    used: BTreeSet<u64>,
+    /// Largest number of credits the client may hold.
+    max_credits: u16,
+}
+
+impl CreditWindow {
+    /// A fresh window: only MessageId 0 is available (for NEGOTIATE).
+    pub fn new(max_credits: u16) -> Self {
+        CreditWindow {
+            low: 0,
+            high: 1,
+            used: BTreeSet::new(),
+            max_credits: max_credits.max(1),
+        }
+    }
+
+    /// Credits the client currently holds (ids granted but not yet consumed).
+    pub fn outstanding(&self) -> u64 {
+        self.high - self.low - self.used.len() as u64
+    }
+
+    /// Consumes ids `message_id .. message_id + max(charge, 1)`.
+    pub fn consume(&mut self, message_id: u64, charge: u16) -> Result<(), CreditError> {
+        let n = u64::from(charge.max(1));
+        let end = message_id.checked_add(n).ok_or(CreditError::OutOfWindow)?;
+        if n > self.outstanding() {
+            return Err(CreditError::ChargeTooLarge);
+        }
+        if message_id < self.low || end > self.high {
+            return Err(if message_id < self.low {
+                CreditError::Reused
+            } else {
+                CreditError::OutOfWindow
+            });
+        }
+        if self.used.range(message_id..end).next().is_some() {
+            return Err(CreditError::Reused);
+        }
+        for id in message_id..end {
+            self.used.insert(id);
+        }
+        while self.used.remove(&self.low) {
+            self.low += 1;
+        }
+        Ok(())
+    }
+
+    /// Grants credits for a response to a request that asked for `requested` and was
+    /// charged `charge`; returns the number to put in the response header.
+    pub fn grant(&mut self, requested: u16, charge: u16) -> u16 {
+        let want = u64::from(requested.max(charge.max(1)).max(1));
+        let held = self.outstanding();
+        let room = u64::from(self.max_credits).saturating_sub(held);
+        let mut g = want.min(room);
+        if g == 0 && held == 0 {
+            g = 1; // never leave the client without a credit
+        }
+        self.high += g;
+        g as u16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_used_once_and_in_window() {
+        let mut w = CreditWindow::new(8);
+        assert_eq!(w.consume(1, 1), Err(CreditError::OutOfWindow));
+        assert!(w.consume(0, 0).is_ok());
+        assert_eq!(w.consume(0, 1), Err(CreditError::ChargeTooLarge));
+        assert_eq!(w.grant(4, 1), 4);
+        assert_eq!(w.outstanding(), 4);
+        assert!(w.consume(2, 1).is_ok()); // out of order is fine
+        assert_eq!(w.consume(2, 1), Err(CreditError::Reused));
+        assert!(w.consume(1, 1).is_ok());
+        assert_eq!(w.consume(0, 1), Err(CreditError::Reused));
+        assert_eq!(w.consume(5, 1), Err(CreditError::OutOfWindow));
+        assert!(w.consume(3, 2).is_ok());
+        assert_eq!(w.outstanding(), 0);
+    }
+
+    #[test]
+    fn grants_are_bounded() {
+        let mut w = CreditWindow::new(10);
+        w.consume(0, 1).unwrap();
+        assert_eq!(w.grant(100, 1), 10);
+        assert_eq!(w.outstanding(), 10);
+        w.consume(1, 1).unwrap();
+        assert_eq!(w.grant(100, 1), 1);
+        // A client holding none always gets one.
+        let mut z = CreditWindow::new(1);
+        z.consume(0, 1).unwrap();
+        assert_eq!(z.grant(0, 1), 1);
+    }
+
+    #[test]
+    fn charge_for_payload() {
+        assert_eq!(required_charge(0), 1);
+        assert_eq!(required_charge(65536), 1);
+        assert_eq!(required_charge(65537), 2);
+        assert_eq!(required_charge(8 << 20), 128);
+        assert!(CreditWindow::new(4).consume(u64::MAX, 2).is_err());
+    }
+}

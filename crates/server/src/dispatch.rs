@@ -1,0 +1,441 @@
+//! Command routing and compounding ([MS-SMB2] 3.3.5.2).
+//!
+//! A received frame is unsealed if it is a TRANSFORM, split into compound members
+//! (NextCommand validated), charged against the sequence window in arrival order,
+//! then processed: NEGOTIATE and SESSION_SETUP inline (their order matters for the
+//! preauth hash), everything else in a task of its own so I/O overlaps.
+//!
+//! Related members inherit SessionId/TreeId (when 0xFF..FF) from the previous member
+//! and FileId through [`Ctx::resolve_file_id`]; a failed member passes its status to
+//! the related member that needs its FileId ([MS-SMB2] 3.3.5.2.7.2).
+
+use std::ops::Range;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
+use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
+use smbx_wire::{smb1, Command, Header, NtStatus, HEADER_SIZE};
+
+use crate::conn::Connection;
+use crate::handlers::{self, Ctx, HandlerResult, Request, Response};
+use crate::respond::{self, OutMember};
+use crate::security;
+use crate::state::session::SessionPhase;
+use crate::state::{FileId, ServerState, Session};
+
+/// Most members accepted in one compound.
+pub const MAX_COMPOUND: usize = 128;
+
+/// What the read loop should do next.
+pub(crate) enum Flow {
+    /// Keep reading.
+    Continue,
+    /// Drop the connection.
+    Disconnect(&'static str),
+}
+
+/// One compound member's location and header.
+pub(crate) struct Member {
+    pub range: Range<usize>,
+    pub header: Header,
+}
+
+/// A received (and unsealed) compound chain.
+pub(crate) struct Chain {
+    pub buf: Vec<u8>,
+    pub members: Vec<Member>,
+    /// SessionId of the TRANSFORM header if the chain arrived encrypted.
+    pub encrypted: Option<u64>,
+}
+
+/// Handles one frame from the read loop.
+pub(crate) async fn on_frame(conn: &Arc<Connection>, frame: Vec<u8>) -> Flow {
+    let proto = frame.get(..4);
+    if smb1::is_smb1(&frame) {
+        return handlers::negotiate::smb1(conn, &frame).await;
+    }
+    let (plain, encrypted) = if proto == Some(&TRANSFORM_PROTOCOL_ID[..]) {
+        if conn.dialect() < DIALECT_300 {
+            return Flow::Disconnect("TRANSFORM before a 3.x dialect");
+        }
+        match security::unseal(conn, &frame) {
+            Ok((p, sid)) => (p, Some(sid)),
+            Err(_) => return Flow::Disconnect("undecryptable TRANSFORM"),
+        }
+    } else if proto == Some(&PROTOCOL_ID[..]) {
+        (frame, None)
+    } else if proto == Some(&COMPRESSION_PROTOCOL_ID[..]) {
+        return Flow::Disconnect("compression was not negotiated");
+    } else {
+        return Flow::Disconnect("unknown protocol id");
+    };
+    let members = match split_chain(&plain) {
+        Ok(m) => m,
+        Err(why) => return Flow::Disconnect(why),
+    };
+    if let Err(why) = charge_credits(conn, &members) {
+        return Flow::Disconnect(why);
+    }
+    let first = members[0].header.cmd();
+    let chain = Chain {
+        buf: plain,
+        members,
+        encrypted,
+    };
+    if matches!(first, Some(Command::Negotiate | Command::SessionSetup)) {
+        process_chain(conn.clone(), chain).await;
+    } else {
+        let conn = conn.clone();
+        tokio::spawn(async move { process_chain(conn, chain).await });
+    }
+    Flow::Continue
+}
+
+/// Splits a plaintext message into compound members, validating NextCommand.
+pub(crate) fn split_chain(buf: &[u8]) -> Result<Vec<Member>, &'static str> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    loop {
+        let rest = buf.get(pos..).ok_or("NextCommand past the end")?;
+        let header = Header::decode(rest).map_err(|_| "bad SMB2 header")?;
+        if header.is_response() {
+            return Err("response flag set in a request");
+        }
+        let next = header.next_command as usize;
+        let end = if next == 0 {
+            buf.len()
+        } else {
+            if !next.is_multiple_of(8) || next < HEADER_SIZE || next >= rest.len() {
+                return Err("invalid NextCommand");
+            }
+            pos + next
+        };
+        out.push(Member {
+            range: pos..end,
+            header,
+        });
+        if next == 0 {
+            return Ok(out);
+        }
+        if out.len() >= MAX_COMPOUND {
+            return Err("compound too long");
+        }
+        pos = end;
+    }
+}
+
+/// Consumes MessageIds for every member (CANCEL excepted) in arrival order.
+fn charge_credits(conn: &Connection, members: &[Member]) -> Result<(), &'static str> {
+    let dialect = conn.dialect();
+    let mut w = conn.credits.lock();
+    for m in members {
+        let h = &m.header;
+        if h.cmd() == Some(Command::Cancel) {
+            continue;
+        }
+        if h.message_id == u64::MAX {
+            return Err("MessageId 0xFFFFFFFFFFFFFFFF in a request");
+        }
+        let charge = if dialect <= DIALECT_202 || dialect == DIALECT_WILDCARD {
+            1
+        } else {
+            h.credit_charge
+        };
+        w.consume(h.message_id, charge)
+            .map_err(|_| "MessageId outside the sequence window")?;
+    }
+    Ok(())
+}
+
+/// What the previous member left for related ones.
+struct Prev {
+    session_id: u64,
+    tree_id: u32,
+    file_id: Result<Option<FileId>, NtStatus>,
+}
+
+/// Processes every member of a chain and sends the responses.
+pub(crate) async fn process_chain(conn: Arc<Connection>, chain: Chain) {
+    let server = conn.server.clone();
+    let n = chain.members.len();
+    let mut out: Vec<OutMember> = Vec::with_capacity(n);
+    let mut prev = Prev {
+        session_id: 0,
+        tree_id: 0,
+        file_id: Ok(None),
+    };
+    for (i, m) in chain.members.iter().enumerate() {
+        let raw = &chain.buf[m.range.clone()];
+        let mut hdr = m.header.clone();
+        if hdr.cmd() == Some(Command::Cancel) {
+            cancel(&conn, &hdr);
+            continue;
+        }
+        let mut early: Option<NtStatus> = None;
+        if hdr.is_related() {
+            if i == 0 {
+                early = Some(NtStatus::INVALID_PARAMETER);
+            } else {
+                if hdr.session_id == u64::MAX {
+                    hdr.session_id = prev.session_id;
+                }
+                if !hdr.is_async() && hdr.tree_id == u32::MAX {
+                    hdr.tree_id = prev.tree_id;
+                }
+            }
+        } else {
+            prev.file_id = Ok(None);
+        }
+        if let (Some(sid), false) = (chain.encrypted, hdr.session_id == 0) {
+            if sid != hdr.session_id && early.is_none() {
+                early = Some(NtStatus::ACCESS_DENIED);
+            }
+        }
+        let last = i + 1 == n;
+        let (resp, info) = match early {
+            Some(st) => (Err(st), MemberInfo::default()),
+            None => run_member(&conn, &server, &chain, raw, &hdr, &prev, last).await,
+        };
+        if info.disconnect {
+            conn.close();
+            return;
+        }
+        let resp = match resp {
+            Ok(r) => r,
+            Err(st) => Response::error(st),
+        };
+        prev.session_id = info.response_session_id.unwrap_or(hdr.session_id);
+        prev.tree_id = info.response_tree_id.unwrap_or(hdr.tree_id);
+        if resp.status.is_error() {
+            prev.file_id = Err(resp.status);
+        } else if let Some(f) = info.file_id {
+            prev.file_id = Ok(Some(f));
+        }
+        let om = respond::build(&conn, &hdr, resp, &info, chain.encrypted.is_some());
+        out.push(om);
+    }
+    if !out.is_empty() {
+        respond::send_chain(&conn, out, chain.encrypted).await;
+    }
+}
+
+/// Side results of running one member.
+#[derive(Default)]
+pub(crate) struct MemberInfo {
+    pub file_id: Option<FileId>,
+    pub response_session_id: Option<u64>,
+    pub response_tree_id: Option<u32>,
+    pub preauth_response: Option<handlers::PreauthTarget>,
+    pub sign_response: bool,
+    pub session: Option<Arc<Session>>,
+    pub disconnect: bool,
+    pub request_signed: bool,
+}
+
+fn needs_session(cmd: Command) -> bool {
+    !matches!(
+        cmd,
+        Command::Negotiate | Command::SessionSetup | Command::Echo | Command::Cancel
+    )
+}
+
+fn needs_tree(cmd: Command) -> bool {
+    needs_session(cmd) && !matches!(cmd, Command::Logoff | Command::TreeConnect)
+}
+
+/// Resolves and checks session and tree, then runs the handler.
+async fn run_member(
+    conn: &Arc<Connection>,
+    server: &Arc<ServerState>,
+    chain: &Chain,
+    raw: &[u8],
+    hdr: &Header,
+    prev: &Prev,
+    last: bool,
+) -> (HandlerResult, MemberInfo) {
+    let mut info = MemberInfo {
+        request_signed: hdr.is_signed(),
+        ..Default::default()
+    };
+    let Some(cmd) = hdr.cmd() else {
+        return (Err(NtStatus::INVALID_PARAMETER), info);
+    };
+    let dialect = conn.dialect();
+    if cmd == Command::Negotiate {
+        if dialect != 0 && dialect != DIALECT_WILDCARD {
+            info.disconnect = true;
+            return (Err(NtStatus::INVALID_PARAMETER), info);
+        }
+    } else if dialect == 0 || dialect == DIALECT_WILDCARD {
+        info.disconnect = true;
+        return (Err(NtStatus::INVALID_PARAMETER), info);
+    }
+    let encrypted = chain.encrypted.is_some();
+
+    // Session ([MS-SMB2] 3.3.5.2.9) and signing (3.3.5.2.4).
+    let mut session = None;
+    if needs_session(cmd) || (hdr.session_id != 0 && cmd != Command::Negotiate) {
+        match check_session(conn, server, cmd, hdr, raw, encrypted) {
+            Ok(s) => session = s,
+            Err(st) => return (Err(st), info),
+        }
+    }
+    info.session = session.clone();
+    let mut tree = None;
+    if needs_tree(cmd) {
+        let Some(s) = session.as_ref() else {
+            return (Err(NtStatus::USER_SESSION_DELETED), info);
+        };
+        match s.tree(hdr.tree_id) {
+            Some(t) => {
+                if t.encrypt_data && !encrypted && dialect >= DIALECT_300 {
+                    return (Err(NtStatus::ACCESS_DENIED), info);
+                }
+                tree = Some(t);
+            }
+            None => return (Err(NtStatus::NETWORK_NAME_DELETED), info),
+        }
+    }
+
+    let mut ctx = Ctx {
+        conn,
+        server,
+        header: hdr.clone(),
+        session,
+        tree,
+        encrypted,
+        last_in_compound: last,
+        prev_file_id: prev.file_id,
+        file_id: None,
+        response_session_id: None,
+        response_tree_id: None,
+        preauth_response: None,
+        sign_response: false,
+    };
+    let req = Request { msg: raw };
+    let result = AssertUnwindSafe(handlers::route(cmd, &mut ctx, &req))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            tracing::error!(conn = conn.id, ?cmd, "handler panicked");
+            Err(NtStatus::INTERNAL_ERROR)
+        });
+    info.file_id = ctx.file_id;
+    info.response_session_id = ctx.response_session_id;
+    info.response_tree_id = ctx.response_tree_id;
+    info.preauth_response = ctx.preauth_response;
+    info.sign_response = ctx.sign_response;
+    if ctx.session.is_some() && info.session.is_none() {
+        info.session = ctx.session.clone();
+    }
+    // Async in the middle of a compound: finish it here.
+    let result = match result {
+        Ok(mut r) if r.pending.is_some() && !last => {
+            let fut = r.pending.take().expect("checked");
+            AssertUnwindSafe(fut)
+                .catch_unwind()
+                .await
+                .unwrap_or(Err(NtStatus::INTERNAL_ERROR))
+        }
+        other => other,
+    };
+    (result, info)
+}
+
+/// Finds the session a request names and enforces its signing/encryption rules.
+fn check_session(
+    conn: &Connection,
+    server: &ServerState,
+    cmd: Command,
+    hdr: &Header,
+    raw: &[u8],
+    encrypted: bool,
+) -> Result<Option<Arc<Session>>, NtStatus> {
+    let Some(s) = server.sessions.get(hdr.session_id) else {
+        return if needs_session(cmd) || cmd == Command::SessionSetup {
+            Err(NtStatus::USER_SESSION_DELETED)
+        } else {
+            Ok(None)
+        };
+    };
+    if s.conn_id != conn.id {
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
+    let (phase, signing_required, encrypt_data, authenticated) = {
+        let st = s.state.lock();
+        (
+            st.phase,
+            st.signing_required,
+            st.encrypt_data,
+            st.user.is_some(),
+        )
+    };
+    match phase {
+        SessionPhase::Expired => return Err(NtStatus::NETWORK_SESSION_EXPIRED),
+        SessionPhase::InProgress if !authenticated && cmd != Command::SessionSetup => {
+            return Err(NtStatus::USER_SESSION_DELETED)
+        }
+        _ => {}
+    }
+    if encrypt_data && !encrypted && cmd != Command::SessionSetup && conn.dialect() >= DIALECT_300 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if !encrypted {
+        if hdr.is_signed() {
+            if security::can_sign(&s) && !security::verify(&s, raw) {
+                tracing::debug!(conn = conn.id, session = s.id, "bad signature");
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+        } else if signing_required && cmd != Command::SessionSetup {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    Ok(Some(s))
+}
+
+/// CANCEL ([MS-SMB2] 3.3.5.16): no response; signals the named async operation.
+fn cancel(conn: &Connection, hdr: &Header) {
+    let found = if hdr.is_async() {
+        conn.pending.cancel_async(hdr.async_id, hdr.session_id)
+    } else {
+        conn.pending.cancel_message(hdr.message_id, hdr.session_id)
+    };
+    tracing::debug!(conn = conn.id, found, "cancel");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbx_wire::Writer;
+
+    fn member(cmd: Command, next: u32, body_len: usize) -> Vec<u8> {
+        let mut w = Writer::new();
+        Header {
+            command: cmd as u16,
+            next_command: next,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        w.zeros(body_len);
+        w.into_vec()
+    }
+
+    #[test]
+    fn split_validates_next_command() {
+        let mut buf = member(Command::Create, 72, 8);
+        buf.extend(member(Command::Close, 0, 24));
+        let m = split_chain(&buf).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].range, 72..buf.len());
+        // Misaligned, too small, or past the end.
+        for bad in [70u32, 8, 4096] {
+            let mut b = member(Command::Create, bad, 8);
+            b.extend(member(Command::Close, 0, 24));
+            assert!(split_chain(&b).is_err(), "{bad}");
+        }
+        // Pointing exactly at the end is an error too.
+        assert!(split_chain(&member(Command::Create, 72, 8)).is_err());
+    }
+}

@@ -1,0 +1,271 @@
+//! Command handlers: one module per SMB2 command.
+//!
+//! Every handler has the same shape:
+//!
+//! ```ignore
+//! pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult
+//! ```
+//!
+//! `req.msg` is this compound member from its SMB2 header to its end (offsets in
+//! the body are header-relative, as the wire decoders expect). `ctx` carries the
+//! connection, the resolved session and tree (the dispatcher has already checked
+//! them for commands that need them), the effective header (related-compound ids
+//! substituted), and helpers to resolve FileIds. Return `Ok(Response)` with a body
+//! (the status may be an informational one such as `BUFFER_OVERFLOW`), `Err(status)`
+//! for a plain error response, or `Ok(Response::pending(future))` to go async.
+
+pub mod cancel;
+pub mod change_notify;
+pub mod close;
+pub mod create;
+pub mod echo;
+pub mod flush;
+pub mod ioctl;
+pub mod lock;
+pub mod logoff;
+pub mod negotiate;
+pub mod oplock_break;
+pub mod query_directory;
+pub mod query_info;
+pub mod read;
+pub mod session_setup;
+pub mod set_info;
+pub mod tree_connect;
+pub mod tree_disconnect;
+pub mod validate_negotiate;
+pub mod write;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use smbx_config::Config;
+use smbx_wire::error::ErrorResponse;
+use smbx_wire::{Command, Header, NtStatus, HEADER_SIZE};
+
+use crate::conn::Connection;
+use crate::credits::required_charge;
+use crate::state::{FileId, Open, ServerState, Session, Tree};
+
+/// What a handler returns.
+pub type HandlerResult = Result<Response, NtStatus>;
+
+/// The future an async handler hands back; it must own everything it uses
+/// (clone `Arc`s and ids out of the [`Ctx`]). Dropping it is the cancellation signal.
+pub type PendingFuture = Pin<Box<dyn Future<Output = HandlerResult> + Send + 'static>>;
+
+/// One compound member as received.
+pub struct Request<'a> {
+    /// This member's bytes, starting at its SMB2 header (NextCommand-bounded).
+    pub msg: &'a [u8],
+}
+
+impl Request<'_> {
+    /// The body: the bytes after the 64-byte header.
+    pub fn body(&self) -> &[u8] {
+        self.msg.get(HEADER_SIZE..).unwrap_or(&[])
+    }
+}
+
+/// A handler's answer.
+pub struct Response {
+    /// SUCCESS, an informational/warning status with a normal body, or an error status
+    /// with an error body (see [`Response::error_with_data`]).
+    pub status: NtStatus,
+    /// The response body (after the header).
+    pub body: Vec<u8>,
+    pub(crate) pending: Option<PendingFuture>,
+}
+
+impl Response {
+    /// A success response with `body`.
+    pub fn ok(body: Vec<u8>) -> Response {
+        Response {
+            status: NtStatus::SUCCESS,
+            body,
+            pending: None,
+        }
+    }
+
+    /// A response with a non-error status (e.g. `BUFFER_OVERFLOW`) and a normal body.
+    pub fn with_status(status: NtStatus, body: Vec<u8>) -> Response {
+        Response {
+            status,
+            body,
+            pending: None,
+        }
+    }
+
+    /// An error response carrying error data (symlink error, 3.1.1 error contexts).
+    pub fn error_with_data(status: NtStatus, err: ErrorResponse) -> Response {
+        Response {
+            status,
+            body: err.encode(),
+            pending: None,
+        }
+    }
+
+    /// Goes async: the dispatcher sends an interim STATUS_PENDING response with a
+    /// fresh AsyncId, then the result of `fut` when it completes. A CANCEL naming the
+    /// AsyncId (or the MessageId) drops `fut` and answers STATUS_CANCELLED.
+    pub fn pending(fut: impl Future<Output = HandlerResult> + Send + 'static) -> Response {
+        Response {
+            status: NtStatus::PENDING,
+            body: Vec::new(),
+            pending: Some(Box::pin(fut)),
+        }
+    }
+
+    /// The plain 9-byte error body for `status`.
+    pub fn error(status: NtStatus) -> Response {
+        Response::error_with_data(status, ErrorResponse::empty())
+    }
+}
+
+/// Where a response must be fed into a preauth integrity hash (3.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PreauthTarget {
+    /// The connection hash (NEGOTIATE).
+    Connection,
+    /// A session's hash (SESSION_SETUP legs).
+    #[allow(dead_code)] // until SESSION_SETUP lands
+    Session(u64),
+}
+
+/// Per-request context handed to handlers.
+pub struct Ctx<'a> {
+    /// The connection the request arrived on.
+    pub conn: &'a Arc<Connection>,
+    /// Server-wide state (sessions, opens, config).
+    pub server: &'a Arc<ServerState>,
+    /// The effective header: related-compound SessionId/TreeId already substituted.
+    pub header: Header,
+    /// The session, resolved and checked (None only for NEGOTIATE, SESSION_SETUP of a
+    /// new session, and ECHO).
+    pub session: Option<Arc<Session>>,
+    /// The tree, resolved and checked, for commands that need one.
+    pub tree: Option<Arc<Tree>>,
+    /// The request arrived inside a TRANSFORM (encrypted).
+    pub encrypted: bool,
+    /// True if this is the last member of its compound (only then may it go async).
+    pub last_in_compound: bool,
+    /// FileId of the previous related member, or the error it failed with.
+    pub(crate) prev_file_id: Result<Option<FileId>, NtStatus>,
+    /// The FileId this member used or created (feeds the next related member).
+    pub(crate) file_id: Option<FileId>,
+    /// SessionId to put in the response header (SESSION_SETUP of a new session).
+    pub(crate) response_session_id: Option<u64>,
+    /// TreeId to put in the response header (TREE_CONNECT).
+    pub(crate) response_tree_id: Option<u32>,
+    /// Feed the response into this preauth hash once it is final.
+    pub(crate) preauth_response: Option<PreauthTarget>,
+    /// Sign this response with the session's (new) key even though the request
+    /// was unsigned (final SESSION_SETUP response).
+    pub(crate) sign_response: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.server.config
+    }
+
+    /// The negotiated dialect (0 before NEGOTIATE).
+    pub fn dialect(&self) -> u16 {
+        self.conn.dialect()
+    }
+
+    /// The command of this request.
+    pub fn command(&self) -> Option<Command> {
+        self.header.cmd()
+    }
+
+    /// The session, or USER_SESSION_DELETED.
+    pub fn session(&self) -> Result<&Arc<Session>, NtStatus> {
+        self.session.as_ref().ok_or(NtStatus::USER_SESSION_DELETED)
+    }
+
+    /// The tree, or NETWORK_NAME_DELETED.
+    pub fn tree(&self) -> Result<&Arc<Tree>, NtStatus> {
+        self.tree.as_ref().ok_or(NtStatus::NETWORK_NAME_DELETED)
+    }
+
+    /// Resolves a FileId from a request body: the all-ones value in a related member
+    /// means "the previous member's FileId" (failing with that member's error if it
+    /// failed). Records the result for the next related member.
+    pub fn resolve_file_id(&mut self, id: FileId) -> Result<FileId, NtStatus> {
+        let id = if id.is_related() {
+            if !self.header.is_related() {
+                return Err(NtStatus::FILE_CLOSED);
+            }
+            match self.prev_file_id {
+                Ok(Some(prev)) => prev,
+                Ok(None) => return Err(NtStatus::INVALID_PARAMETER),
+                Err(status) => return Err(status),
+            }
+        } else {
+            id
+        };
+        self.file_id = Some(id);
+        Ok(id)
+    }
+
+    /// Resolves `id` (see [`Ctx::resolve_file_id`]) and finds the open, which must
+    /// belong to this session and tree; otherwise FILE_CLOSED.
+    pub fn lookup_open(&mut self, id: FileId) -> Result<Arc<Open>, NtStatus> {
+        let id = self.resolve_file_id(id)?;
+        let open = self.server.opens.get(id).ok_or(NtStatus::FILE_CLOSED)?;
+        let sid = self.session.as_ref().map(|s| s.id);
+        let tid = self.tree.as_ref().map(|t| t.id);
+        if Some(open.session_id) != sid || Some(open.tree_id) != tid {
+            return Err(NtStatus::FILE_CLOSED);
+        }
+        Ok(open)
+    }
+
+    /// Records the FileId a CREATE produced, for following related members.
+    pub fn set_file_id(&mut self, id: FileId) {
+        self.file_id = Some(id);
+    }
+
+    /// Checks that CreditCharge covers a payload of `len` bytes (READ/WRITE/IOCTL/
+    /// QUERY_DIRECTORY...): `ceil(len / 64 KiB)` for dialects above 2.0.2.
+    pub fn check_credit_charge(&self, len: usize) -> Result<(), NtStatus> {
+        if self.dialect() <= smbx_wire::negotiate::DIALECT_202 {
+            return if len > 65536 {
+                Err(NtStatus::INVALID_PARAMETER)
+            } else {
+                Ok(())
+            };
+        }
+        if self.header.credit_charge.max(1) < required_charge(len) {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        Ok(())
+    }
+}
+
+/// Routes one request to its handler.
+pub(crate) async fn route(cmd: Command, ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    match cmd {
+        Command::Negotiate => negotiate::handle(ctx, req).await,
+        Command::SessionSetup => session_setup::handle(ctx, req).await,
+        Command::Logoff => logoff::handle(ctx, req).await,
+        Command::TreeConnect => tree_connect::handle(ctx, req).await,
+        Command::TreeDisconnect => tree_disconnect::handle(ctx, req).await,
+        Command::Create => create::handle(ctx, req).await,
+        Command::Close => close::handle(ctx, req).await,
+        Command::Flush => flush::handle(ctx, req).await,
+        Command::Read => read::handle(ctx, req).await,
+        Command::Write => write::handle(ctx, req).await,
+        Command::Lock => lock::handle(ctx, req).await,
+        Command::Ioctl => ioctl::handle(ctx, req).await,
+        Command::Cancel => cancel::handle(ctx, req).await,
+        Command::Echo => echo::handle(ctx, req).await,
+        Command::QueryDirectory => query_directory::handle(ctx, req).await,
+        Command::ChangeNotify => change_notify::handle(ctx, req).await,
+        Command::QueryInfo => query_info::handle(ctx, req).await,
+        Command::SetInfo => set_info::handle(ctx, req).await,
+        Command::OplockBreak => oplock_break::handle(ctx, req).await,
+    }
+}

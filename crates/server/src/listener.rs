@@ -1,0 +1,155 @@
+//! Listening sockets and the accept loop.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use smbx_config::Config;
+use tokio::net::TcpListener;
+
+use crate::state::ServerState;
+
+/// A bound server, ready to run.
+pub struct Server {
+    state: Arc<ServerState>,
+    listeners: Vec<TcpListener>,
+}
+
+/// The addresses to bind: each configured interface address when
+/// `bind interfaces only` is set, otherwise the wildcard address, on every port.
+pub fn bind_addresses(config: &Config) -> Vec<SocketAddr> {
+    let g = &config.global;
+    let ports: Vec<u16> = if g.smb_ports.is_empty() {
+        vec![445]
+    } else {
+        g.smb_ports.clone()
+    };
+    let mut ips: Vec<IpAddr> = Vec::new();
+    if g.bind_interfaces_only && !g.interfaces.is_empty() {
+        for i in &g.interfaces {
+            match parse_interface(i) {
+                Some(ip) if !ips.contains(&ip) => ips.push(ip),
+                Some(_) => {}
+                None => tracing::warn!(interface = %i, "cannot resolve interface; skipping"),
+            }
+        }
+    }
+    if ips.is_empty() {
+        ips.push(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    }
+    ips.iter()
+        .flat_map(|ip| ports.iter().map(move |p| SocketAddr::new(*ip, *p)))
+        .collect()
+}
+
+/// Interprets an `interfaces` entry: an address, an address/prefix, or `lo`.
+fn parse_interface(s: &str) -> Option<IpAddr> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("lo") || s.eq_ignore_ascii_case("localhost") {
+        return Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+    let addr = s.split('/').next()?;
+    addr.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+impl Server {
+    /// Builds server state and binds every listening address.
+    pub async fn bind(config: Arc<Config>) -> io::Result<Server> {
+        let addrs = bind_addresses(&config);
+        let state = Arc::new(ServerState::new(config));
+        let mut listeners = Vec::new();
+        for a in addrs {
+            let l = TcpListener::bind(a)
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {a}: {e}")))?;
+            tracing::info!(addr = %l.local_addr()?, "listening");
+            listeners.push(l);
+        }
+        Ok(Server { state, listeners })
+    }
+
+    /// The bound addresses (useful with port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Server-wide state (tests and admin tooling).
+    pub fn state(&self) -> Arc<ServerState> {
+        self.state.clone()
+    }
+
+    /// Accepts connections forever.
+    pub async fn run(self) -> io::Result<()> {
+        let active = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for l in self.listeners {
+            tasks.push(tokio::spawn(accept_loop(
+                l,
+                self.state.clone(),
+                active.clone(),
+            )));
+        }
+        for t in tasks {
+            match t.await {
+                Ok(r) => r?,
+                Err(e) => return Err(io::Error::other(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn accept_loop(
+    l: TcpListener,
+    state: Arc<ServerState>,
+    active: Arc<AtomicUsize>,
+) -> io::Result<()> {
+    let max = state.config.global.max_connections as usize;
+    loop {
+        let (stream, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if max > 0 && active.load(Ordering::Relaxed) >= max {
+            tracing::warn!(%peer, max, "max connections reached; refusing");
+            drop(stream);
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let state = state.clone();
+        let active = active.clone();
+        tokio::spawn(async move {
+            crate::conn::serve(state, stream).await;
+            active.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_from_config() {
+        let mut c = Config::default();
+        c.global.smb_ports = vec![445, 139];
+        assert_eq!(bind_addresses(&c).len(), 2);
+        c.global.bind_interfaces_only = true;
+        c.global.interfaces = vec!["127.0.0.1/8".into(), "lo".into(), "eth9".into()];
+        c.global.smb_ports = vec![0];
+        let a = bind_addresses(&c);
+        assert_eq!(a, vec!["127.0.0.1:0".parse().unwrap()]);
+    }
+}

@@ -1,0 +1,75 @@
+//! Server-wide state: sessions, tree connects and opens, each resolved by id through
+//! a table. Handlers look objects up per request and never keep a lock across an
+//! `.await`; an `Arc` they hold stays valid memory but may be marked closed by the
+//! time they use it, so state changes are re-checked under the object's lock.
+
+pub mod open;
+pub mod session;
+pub mod share;
+pub mod tree;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use smbx_config::Config;
+
+use crate::conn::Connection;
+pub use open::{FileId, FileOpen, Open, OpenKind, OpenTable, PipeOpen};
+pub use session::{Session, SessionTable};
+pub use share::Share;
+pub use tree::Tree;
+
+/// Everything the server shares between connections.
+pub struct ServerState {
+    /// The configuration the server was started with.
+    pub config: Arc<Config>,
+    /// ServerGuid, stable for the lifetime of this server instance.
+    pub guid: [u8; 16],
+    /// Shares from the configuration plus `IPC$`.
+    pub shares: Vec<Arc<Share>>,
+    /// Every session on every connection.
+    pub sessions: SessionTable,
+    /// Every open on every connection (share modes and oplocks see all of them).
+    pub opens: OpenTable,
+    /// Live connections by id (weak: a connection owns itself through its task).
+    pub connections: Mutex<HashMap<u64, Weak<Connection>>>,
+    next_conn_id: AtomicU64,
+}
+
+impl ServerState {
+    /// Builds the state for `config`.
+    pub fn new(config: Arc<Config>) -> ServerState {
+        let mut guid = [0u8; 16];
+        rand::Rng::fill(&mut rand::thread_rng(), &mut guid[..]);
+        let shares = share::shares_from_config(&config);
+        ServerState {
+            config,
+            guid,
+            shares,
+            sessions: SessionTable::default(),
+            opens: OpenTable::default(),
+            connections: Mutex::new(HashMap::new()),
+            next_conn_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Allocates a connection id.
+    pub fn next_connection_id(&self) -> u64 {
+        self.next_conn_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Finds a share by name, case-insensitively.
+    pub fn find_share(&self, name: &str) -> Option<Arc<Share>> {
+        self.shares
+            .iter()
+            .find(|s| s.name.eq_ignore_ascii_case(name))
+            .cloned()
+    }
+
+    /// Finds a live connection by id.
+    pub fn connection(&self, id: u64) -> Option<Arc<Connection>> {
+        self.connections.lock().get(&id).and_then(Weak::upgrade)
+    }
+}

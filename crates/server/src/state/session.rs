@@ -1,0 +1,160 @@
+//! Sessions ([MS-SMB2] 3.3.1.8) and the server-wide session table.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::tree::Tree;
+
+/// Lifecycle of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionPhase {
+    /// SESSION_SETUP legs are still being exchanged.
+    InProgress,
+    /// Authenticated.
+    Valid,
+    /// Logged off or torn down; every lookup fails.
+    Expired,
+}
+
+/// Who the session authenticated as.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionUser {
+    /// User name.
+    pub name: String,
+    /// Domain name.
+    pub domain: String,
+    /// Mapped to guest.
+    pub guest: bool,
+    /// Anonymous (null session).
+    pub anonymous: bool,
+}
+
+/// The mutable part of a session, behind [`Session::state`].
+pub struct SessionState {
+    /// Lifecycle.
+    pub phase: SessionPhase,
+    /// The authenticated user, once valid.
+    pub user: Option<SessionUser>,
+    /// Whether every request must be signed (and responses are signed).
+    pub signing_required: bool,
+    /// Whether messages on this session must be encrypted.
+    pub encrypt_data: bool,
+    /// Security material (keys, signer, sealers, preauth hash, auth context).
+    pub security: crate::security::SessionSecurity,
+}
+
+/// One session. Looked up by id per request.
+pub struct Session {
+    /// SessionId.
+    pub id: u64,
+    /// Dialect of the connection that created the session.
+    pub dialect: u16,
+    /// Connection that created the session (multichannel binding adds channels later).
+    pub conn_id: u64,
+    /// Mutable state; never hold the lock across an `.await`.
+    pub state: Mutex<SessionState>,
+    /// Tree connects of this session.
+    pub trees: Mutex<TreeTable>,
+}
+
+impl Session {
+    /// The current phase.
+    pub fn phase(&self) -> SessionPhase {
+        self.state.lock().phase
+    }
+
+    /// Finds a tree connect of this session.
+    pub fn tree(&self, tree_id: u32) -> Option<Arc<Tree>> {
+        self.trees.lock().trees.get(&tree_id).cloned()
+    }
+
+    /// The authenticated user, if any.
+    pub fn user(&self) -> Option<SessionUser> {
+        self.state.lock().user.clone()
+    }
+}
+
+/// The tree connects of one session.
+#[derive(Default)]
+pub struct TreeTable {
+    /// Trees by TreeId.
+    pub trees: HashMap<u32, Arc<Tree>>,
+    next_id: u32,
+}
+
+impl TreeTable {
+    /// Allocates an unused, non-zero TreeId that is not 0xFFFFFFFF.
+    pub fn alloc_id(&mut self) -> u32 {
+        loop {
+            self.next_id = self.next_id.wrapping_add(1);
+            let id = self.next_id;
+            if id != 0 && id != u32::MAX && !self.trees.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+/// All sessions of the server, by SessionId.
+#[derive(Default)]
+pub struct SessionTable {
+    sessions: Mutex<HashMap<u64, Arc<Session>>>,
+}
+
+impl SessionTable {
+    /// Creates a session in the InProgress phase with a fresh random id.
+    pub fn create(
+        &self,
+        dialect: u16,
+        conn_id: u64,
+        security: crate::security::SessionSecurity,
+    ) -> Arc<Session> {
+        let mut map = self.sessions.lock();
+        let id = loop {
+            let id: u64 = rand::random::<u64>() & 0x0000_FFFF_FFFF_FFFF;
+            if id != 0 && !map.contains_key(&id) {
+                break id;
+            }
+        };
+        let s = Arc::new(Session {
+            id,
+            dialect,
+            conn_id,
+            state: Mutex::new(SessionState {
+                phase: SessionPhase::InProgress,
+                user: None,
+                signing_required: false,
+                encrypt_data: false,
+                security,
+            }),
+            trees: Mutex::new(TreeTable::default()),
+        });
+        map.insert(id, s.clone());
+        s
+    }
+
+    /// Finds a session by id.
+    pub fn get(&self, id: u64) -> Option<Arc<Session>> {
+        self.sessions.lock().get(&id).cloned()
+    }
+
+    /// Removes a session, marks it expired and returns it (its trees are left for the
+    /// caller to tear down).
+    pub fn remove(&self, id: u64) -> Option<Arc<Session>> {
+        let s = self.sessions.lock().remove(&id)?;
+        s.state.lock().phase = SessionPhase::Expired;
+        Some(s)
+    }
+
+    /// Number of sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
+    /// True if there are no sessions.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
