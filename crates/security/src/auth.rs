@@ -72,20 +72,19 @@ pub enum AuthStep {
 }
 
 /// Why authentication failed.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+///
+/// Map [`AuthError::LogonFailure`] to STATUS_LOGON_FAILURE and [`AuthError::InvalidToken`]
+/// to STATUS_INVALID_PARAMETER.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum AuthError {
-    /// Wrong password, unknown user (without guest mapping), NTLMv1, bad MIC: STATUS_LOGON_FAILURE.
+    /// Wrong password, unknown user (without guest mapping), NTLMv1, a bad MIC or
+    /// mechListMIC, or an anonymous logon when anonymous is not allowed.
     #[error("logon failure")]
     LogonFailure,
-    /// The token could not be parsed or was out of sequence: STATUS_INVALID_PARAMETER.
-    #[error("invalid security token: {0}")]
-    InvalidToken(&'static str),
-    /// The client offered no mechanism we support (no NTLMSSP): STATUS_NOT_SUPPORTED.
-    #[error("no supported security mechanism")]
-    UnsupportedMechanism,
-    /// Anonymous logon attempted but not allowed: STATUS_ACCESS_DENIED / LOGON_FAILURE.
-    #[error("anonymous logon not allowed")]
-    AnonymousNotAllowed,
+    /// The token could not be parsed, was out of sequence, or offered no mechanism we
+    /// support (no NTLMSSP).
+    #[error("invalid security token")]
+    InvalidToken,
 }
 
 /// Flags the server always sets in CHALLENGE.
@@ -182,24 +181,22 @@ impl ServerAuth {
             if matches!(self.state, State::Start) {
                 self.spnego = false;
             } else if self.spnego {
-                return Err(AuthError::InvalidToken(
-                    "raw NTLMSSP inside a SPNEGO exchange",
-                ));
+                return Err(AuthError::InvalidToken);
             }
             return self.ntlm_step(input, None);
         }
-        let tok = spnego::decode(input).map_err(|_| AuthError::InvalidToken("bad SPNEGO"))?;
+        let tok = spnego::decode(input).map_err(|_| AuthError::InvalidToken)?;
         match tok {
             NegotiationToken::Init(init) => {
                 if !matches!(self.state, State::Start) {
-                    return Err(AuthError::InvalidToken("NegTokenInit out of sequence"));
+                    return Err(AuthError::InvalidToken);
                 }
                 self.spnego = true;
                 let pos = init
                     .mech_types
                     .iter()
                     .position(|m| m == spnego::OID_NTLMSSP)
-                    .ok_or(AuthError::UnsupportedMechanism)?;
+                    .ok_or(AuthError::InvalidToken)?;
                 self.mech_types_der = Some(init.mech_types_der());
                 self.ntlm_not_preferred = pos != 0;
                 match init.mech_token {
@@ -217,14 +214,12 @@ impl ServerAuth {
             }
             NegotiationToken::Resp(resp) => {
                 if matches!(self.state, State::Start) && !self.spnego {
-                    return Err(AuthError::InvalidToken("NegTokenResp before NegTokenInit"));
+                    return Err(AuthError::InvalidToken);
                 }
                 if resp.neg_state == Some(NegState::Reject) {
                     return Err(AuthError::LogonFailure);
                 }
-                let tok = resp.response_token.ok_or(AuthError::InvalidToken(
-                    "NegTokenResp without responseToken",
-                ))?;
+                let tok = resp.response_token.ok_or(AuthError::InvalidToken)?;
                 self.ntlm_step(&tok, resp.mech_list_mic.as_deref())
             }
         }
@@ -250,8 +245,7 @@ impl ServerAuth {
     ) -> Result<AuthStep, AuthError> {
         match std::mem::replace(&mut self.state, State::Finished) {
             State::Start => {
-                let neg = NegotiateMessage::decode(token)
-                    .map_err(|_| AuthError::InvalidToken("bad NTLM NEGOTIATE"))?;
+                let neg = NegotiateMessage::decode(token).map_err(|_| AuthError::InvalidToken)?;
                 let (challenge_bytes, server_challenge, flags) = self.make_challenge(&neg)?;
                 let out = self.wrap_continue(challenge_bytes.clone());
                 self.state = State::Challenged {
@@ -275,7 +269,7 @@ impl ServerAuth {
                 &server_challenge,
                 flags,
             ),
-            State::Finished => Err(AuthError::InvalidToken("authentication already finished")),
+            State::Finished => Err(AuthError::InvalidToken),
         }
     }
 
@@ -291,8 +285,7 @@ impl ServerAuth {
             Some(f) => f,
             None => {
                 let mut c = [0u8; 8];
-                aws_lc_rs::rand::fill(&mut c)
-                    .map_err(|_| AuthError::InvalidToken("rng failure"))?;
+                aws_lc_rs::rand::fill(&mut c).map_err(|_| AuthError::InvalidToken)?;
                 (c, smbx_wire::time::now_filetime())
             }
         };
@@ -327,14 +320,13 @@ impl ServerAuth {
         server_challenge: &[u8; 8],
         challenge_flags: u32,
     ) -> Result<AuthStep, AuthError> {
-        let auth = AuthenticateMessage::decode(token)
-            .map_err(|_| AuthError::InvalidToken("bad NTLM AUTHENTICATE"))?;
+        let auth = AuthenticateMessage::decode(token).map_err(|_| AuthError::InvalidToken)?;
 
         // Anonymous: empty user and empty (or single zero byte) responses.
         let anon_lm = auth.lm_response.is_empty() || auth.lm_response == [0];
         if auth.user.is_empty() && auth.nt_response.is_empty() && anon_lm {
             if !self.policy.allow_anonymous {
-                return Err(AuthError::AnonymousNotAllowed);
+                return Err(AuthError::LogonFailure);
             }
             return Ok(self.done(
                 Identity {
@@ -392,7 +384,7 @@ impl ServerAuth {
                 .encrypted_session_key
                 .as_slice()
                 .try_into()
-                .map_err(|_| AuthError::InvalidToken("bad EncryptedRandomSessionKey length"))?;
+                .map_err(|_| AuthError::InvalidToken)?;
             ntlm::rc4(&base, &enc).try_into().expect("16 bytes")
         } else {
             base

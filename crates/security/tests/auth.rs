@@ -178,7 +178,10 @@ fn anonymous_by_policy() {
 
     let mut srv = server(true, false);
     let mut init = Initiator::anonymous();
-    assert!(spnego_exchange(&mut srv, &mut init, false).0.is_err());
+    assert_eq!(
+        spnego_exchange(&mut srv, &mut init, false).0,
+        Err(AuthError::LogonFailure)
+    );
 }
 
 #[test]
@@ -252,10 +255,7 @@ fn kerberos_first_falls_back_to_ntlm_with_mic() {
 #[test]
 fn garbage_and_out_of_order_tokens() {
     let mut srv = server(true, true);
-    assert!(matches!(
-        srv.step(b"hello"),
-        Err(AuthError::InvalidToken(_))
-    ));
+    assert!(matches!(srv.step(b"hello"), Err(AuthError::InvalidToken)));
     let mut srv = server(true, true);
     assert!(srv.step(&spnego::client_resp(b"NTLMSSP\0", None)).is_err());
     let mut srv = server(true, true);
@@ -265,7 +265,7 @@ fn garbage_and_out_of_order_tokens() {
     };
     assert_eq!(
         srv.step(&spnego::encode_init(&no_ntlm)),
-        Err(AuthError::UnsupportedMechanism)
+        Err(AuthError::InvalidToken)
     );
 }
 
