@@ -28,6 +28,7 @@ pub struct Handle {
     pub(crate) opath: bool,
     pub(crate) is_dir: bool,
     pub(crate) writable: bool,
+    pub(crate) meta_writable: bool,
     pub(crate) dev: u64,
     pub(crate) ino: u64,
     pub(crate) path: Mutex<Vec<String>>,
@@ -43,6 +44,13 @@ impl std::fmt::Debug for Handle {
             .field("writable", &self.writable)
             .finish()
     }
+}
+
+/// Write access granted to a handle.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Access {
+    pub data: bool,
+    pub meta: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,14 +70,15 @@ impl Handle {
         opath: bool,
         st: &libc::stat,
         path: Vec<String>,
-        writable: bool,
+        access: Access,
     ) -> Handle {
         Handle {
             share,
             file,
             opath,
             is_dir: is_dir_mode(st.st_mode),
-            writable,
+            writable: access.data,
+            meta_writable: access.meta,
             dev: st.st_dev,
             ino: st.st_ino,
             path: Mutex::new(path),
@@ -77,9 +86,8 @@ impl Handle {
         }
     }
 
-    pub(crate) fn with_stream(mut self, name: String, writable: bool) -> Handle {
+    pub(crate) fn with_stream(mut self, name: String) -> Handle {
         self.stream = Some(name);
-        self.writable = writable;
         self
     }
 
@@ -109,9 +117,15 @@ impl Handle {
         self.ino
     }
 
-    /// The handle permits modification (opened with `want_write` on a writable share).
+    /// The handle permits data writes (granted `want_write`, or MAXIMUM_ALLOWED where
+    /// possible).
     pub fn is_writable(&self) -> bool {
         self.writable && !self.share.opts.read_only
+    }
+
+    /// The handle permits setting times, attributes and EAs.
+    pub fn can_write_attributes(&self) -> bool {
+        (self.meta_writable || self.writable) && !self.share.opts.read_only
     }
 
     /// The underlying descriptor of the file or directory (for zero-copy data paths on
@@ -126,6 +140,13 @@ impl Handle {
 
     fn check_write(&self) -> Result<(), NtStatus> {
         if !self.is_writable() {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        Ok(())
+    }
+
+    fn check_write_meta(&self) -> Result<(), NtStatus> {
+        if !self.can_write_attributes() {
             return Err(NtStatus::ACCESS_DENIED);
         }
         Ok(())
@@ -292,7 +313,7 @@ impl Handle {
     /// settable bits (SPARSE_FILE is kept; DIRECTORY on a file or TEMPORARY on a
     /// directory is INVALID_PARAMETER).
     pub fn set_basic(&self, b: &BasicInfo) -> Result<(), NtStatus> {
-        self.check_write()?;
+        self.check_write_meta()?;
         if let Some(a) = b.attributes {
             if !self.is_dir && a & FILE_ATTRIBUTE_DIRECTORY != 0 {
                 return Err(NtStatus::INVALID_PARAMETER);
@@ -506,7 +527,7 @@ impl Handle {
     /// Sets or clears the SPARSE_FILE attribute (FSCTL_SET_SPARSE). Clearing fills holes
     /// (best effort).
     pub fn set_sparse(&self, sparse: bool) -> Result<(), NtStatus> {
-        self.check_write()?;
+        self.check_write_meta()?;
         if self.is_dir {
             return Err(NtStatus::INVALID_PARAMETER);
         }
@@ -569,7 +590,7 @@ impl Handle {
 
     /// Sets one EA; an empty value deletes it.
     pub fn set_ea(&self, name: &str, value: &[u8]) -> Result<(), NtStatus> {
-        self.check_write()?;
+        self.check_write_meta()?;
         stream::set_ea(self.fd(), name, value)
     }
 }

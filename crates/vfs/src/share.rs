@@ -13,7 +13,7 @@ use smbx_wire::time::filetime_from_unix;
 use smbx_wire::NtStatus;
 
 use crate::attr::*;
-use crate::handle::Handle;
+use crate::handle::{Access, Handle};
 use crate::path::{join, SmbPath};
 use crate::types::*;
 use crate::{stream, sys};
@@ -149,7 +149,7 @@ impl Share {
         }
         let ro = self.inner.opts.read_only;
         if ro
-            && (req.want_write
+            && ((!req.maximum_allowed && (req.want_write || req.want_write_attributes))
                 || matches!(
                     req.disposition,
                     Disposition::Create
@@ -164,7 +164,7 @@ impl Share {
         for _ in 0..8 {
             match self
                 .inner
-                .lookup(&p.components, req.want_write && !is_stream)?
+                .lookup(&p.components, self.wants_data(req) && !is_stream)?
             {
                 Lookup::Found {
                     real,
@@ -191,10 +191,7 @@ impl Share {
                                 return Ok((h, CreateAction::Created));
                             };
                             stream::write_stream(h.file.as_fd(), sname, &[])?;
-                            return Ok((
-                                h.with_stream(sname.clone(), req.want_write),
-                                CreateAction::Created,
-                            ));
+                            return Ok((h.with_stream(sname.clone()), CreateAction::Created));
                         }
                         None if req.disposition == Disposition::Create => {
                             return Err(NtStatus::OBJECT_NAME_COLLISION)
@@ -205,6 +202,32 @@ impl Share {
             }
         }
         Err(NtStatus::ACCESS_DENIED)
+    }
+
+    fn wants_data(&self, req: &CreateRequest) -> bool {
+        !self.inner.opts.read_only && (req.want_write || req.maximum_allowed)
+    }
+
+    /// The write access a handle gets; READONLY files refuse explicit data writes and
+    /// silently drop MAXIMUM_ALLOWED's.
+    fn access_for(&self, req: &CreateRequest, readonly_file: bool) -> Result<Access, NtStatus> {
+        if self.inner.opts.read_only {
+            return Ok(Access {
+                data: false,
+                meta: false,
+            });
+        }
+        let mut data = req.want_write || req.maximum_allowed;
+        if readonly_file && data {
+            if req.want_write {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            data = false;
+        }
+        Ok(Access {
+            data,
+            meta: data || req.want_write_attributes || req.maximum_allowed,
+        })
     }
 
     fn open_existing(
@@ -223,9 +246,7 @@ impl Share {
             if opath {
                 return Err(NtStatus::ACCESS_DENIED);
             }
-            if req.want_write && !is_dir && attrs & FILE_ATTRIBUTE_READONLY != 0 {
-                return Err(NtStatus::ACCESS_DENIED);
-            }
+            let access = self.access_for(req, !is_dir && attrs & FILE_ATTRIBUTE_READONLY != 0)?;
             let fd = file.as_fd();
             let found = stream::find_stream(fd, sname, inner.opts.case_sensitive)?;
             let (name, action) = match (found, req.disposition) {
@@ -251,8 +272,8 @@ impl Share {
                     (sname.clone(), CreateAction::Created)
                 }
             };
-            let h = Handle::new(inner.clone(), file, opath, &st, real, req.want_write);
-            return Ok((h.with_stream(name, req.want_write), action));
+            let h = Handle::new(inner.clone(), file, opath, &st, real, access);
+            return Ok((h.with_stream(name), action));
         }
         if req.disposition == Disposition::Create {
             return Err(NtStatus::OBJECT_NAME_COLLISION);
@@ -274,7 +295,7 @@ impl Share {
                     return Err(NtStatus::ACCESS_DENIED);
                 }
             }
-            if !req.want_write {
+            if !self.wants_data(req) {
                 let (f, o, _) = inner.open_obj(&join(&real), true).map_err(open_err)?;
                 file = f;
                 opath = o;
@@ -293,11 +314,13 @@ impl Share {
             } else {
                 CreateAction::Overwritten
             };
-        } else if req.want_write && !is_dir && attrs & FILE_ATTRIBUTE_READONLY != 0 {
-            return Err(NtStatus::ACCESS_DENIED);
         }
+        let access = self.access_for(
+            req,
+            !is_dir && action == CreateAction::Opened && attrs & FILE_ATTRIBUTE_READONLY != 0,
+        )?;
         Ok((
-            Handle::new(inner.clone(), file, opath, &st, real, req.want_write),
+            Handle::new(inner.clone(), file, opath, &st, real, access),
             action,
         ))
     }
@@ -362,7 +385,7 @@ impl Share {
             false,
             &st,
             full,
-            req.want_write,
+            self.access_for(req, false)?,
         )))
     }
 

@@ -102,9 +102,17 @@ pub struct CreateRequest {
     pub non_directory: bool,
     /// Read access to data will be used.
     pub want_read: bool,
-    /// Any modifying access was granted (write/append data, write attributes or EAs,
-    /// delete): the handle then permits writes and the share must be writable.
+    /// Data write access (FILE_WRITE_DATA / FILE_APPEND_DATA / GENERIC_WRITE) was
+    /// granted: the file is opened read-write. Refused with ACCESS_DENIED on a read-only
+    /// share and on files with the READONLY attribute.
     pub want_write: bool,
+    /// Metadata write access (FILE_WRITE_ATTRIBUTES / FILE_WRITE_EA / DELETE /
+    /// WRITE_DAC / WRITE_OWNER) was granted: the handle may set times, attributes and
+    /// EAs (also on READONLY files). Refused on a read-only share.
+    pub want_write_attributes: bool,
+    /// MAXIMUM_ALLOWED: grant whatever write access is possible instead of failing;
+    /// query [`crate::Handle::is_writable`] / [`crate::Handle::can_write_attributes`].
+    pub maximum_allowed: bool,
     /// FileAttributes for new (or overwritten) files.
     pub attributes: u32,
     /// AllocationSize hint for new files (0 = none).
@@ -119,6 +127,8 @@ impl Default for CreateRequest {
             non_directory: false,
             want_read: true,
             want_write: false,
+            want_write_attributes: false,
+            maximum_allowed: false,
             attributes: 0,
             allocation_size: 0,
         }
@@ -126,22 +136,34 @@ impl Default for CreateRequest {
 }
 
 impl CreateRequest {
-    /// Builds a request from wire fields: CreateDisposition and CreateOptions.
-    /// Returns `None` for an invalid disposition.
+    /// Builds a request from wire fields: CreateDisposition, CreateOptions and the
+    /// access mask to grant (generic rights may be unmapped). Returns `None` for an
+    /// invalid disposition.
     pub fn from_wire(
         disposition: u32,
         create_options: u32,
-        want_read: bool,
-        want_write: bool,
+        access_mask: u32,
         attributes: u32,
         allocation_size: u64,
     ) -> Option<CreateRequest> {
+        const READ: u32 = 0x0000_0001 | 0x0000_0020 | 0x8000_0000 | 0x2000_0000 | 0x1000_0000;
+        const WRITE_DATA: u32 = 0x0000_0002 | 0x0000_0004 | 0x4000_0000 | 0x1000_0000;
+        const WRITE_META: u32 = 0x0000_0010
+            | 0x0000_0100
+            | 0x0001_0000
+            | 0x0004_0000
+            | 0x0008_0000
+            | 0x4000_0000
+            | 0x1000_0000;
+        const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
         Some(CreateRequest {
             disposition: Disposition::from_u32(disposition)?,
             directory: create_options & FILE_DIRECTORY_FILE != 0,
             non_directory: create_options & FILE_NON_DIRECTORY_FILE != 0,
-            want_read,
-            want_write,
+            want_read: access_mask & (READ | MAXIMUM_ALLOWED) != 0,
+            want_write: access_mask & WRITE_DATA != 0,
+            want_write_attributes: access_mask & WRITE_META != 0,
+            maximum_allowed: access_mask & MAXIMUM_ALLOWED != 0,
             attributes,
             allocation_size,
         })

@@ -818,3 +818,68 @@ fn allocation_hint_and_overwrite_attributes() {
         FILE_ATTRIBUTE_HIDDEN | FILE_ATTRIBUTE_SYSTEM | FILE_ATTRIBUTE_ARCHIVE
     );
 }
+
+#[test]
+fn access_modes_on_readonly_files_and_shares() {
+    let (_t, dir, s) = setup(ShareOptions::default());
+    let (h, _) = s.create("ro", &req(Disposition::Create)).unwrap();
+    h.set_basic(&BasicInfo {
+        attributes: Some(FILE_ATTRIBUTE_READONLY),
+        ..BasicInfo::default()
+    })
+    .unwrap();
+    // FILE_WRITE_ATTRIBUTES is allowed on a READONLY file, so it can be cleared.
+    let wa = CreateRequest {
+        want_write_attributes: true,
+        ..CreateRequest::default()
+    };
+    let (h, _) = s.create("ro", &wa).unwrap();
+    assert!(!h.is_writable() && h.can_write_attributes());
+    assert_eq!(h.write_at(b"x", 0).unwrap_err(), NtStatus::ACCESS_DENIED);
+    h.set_basic(&BasicInfo {
+        attributes: Some(FILE_ATTRIBUTE_ARCHIVE),
+        ..BasicInfo::default()
+    })
+    .unwrap();
+    assert_eq!(h.stat().unwrap().attributes, FILE_ATTRIBUTE_ARCHIVE);
+    // Read-only handles cannot set attributes.
+    let (r, _) = s.create("ro", &CreateRequest::default()).unwrap();
+    assert_eq!(
+        r.set_basic(&BasicInfo {
+            last_write: Some(1),
+            ..BasicInfo::default()
+        })
+        .unwrap_err(),
+        NtStatus::ACCESS_DENIED
+    );
+    // MAXIMUM_ALLOWED drops data writes on READONLY files instead of failing.
+    let h2 = s.create("ro", &wa).unwrap().0;
+    h2.set_basic(&BasicInfo {
+        attributes: Some(FILE_ATTRIBUTE_READONLY),
+        ..BasicInfo::default()
+    })
+    .unwrap();
+    let max = CreateRequest::from_wire(1, 0, 0x0200_0000, 0, 0).unwrap();
+    let (m, _) = s.create("ro", &max).unwrap();
+    assert!(!m.is_writable() && m.can_write_attributes());
+    // Wire access masks map to the flags.
+    let gw = CreateRequest::from_wire(3, 0x40, 0x4000_0000, 0, 0).unwrap();
+    assert!(gw.want_write && gw.want_write_attributes && !gw.want_read && gw.non_directory);
+    let rd = CreateRequest::from_wire(1, 1, 0x0012_0089, 0, 0).unwrap();
+    assert!(rd.want_read && !rd.want_write && !rd.want_write_attributes && rd.directory);
+    let del = CreateRequest::from_wire(1, 0, 0x0001_0000, 0, 0).unwrap();
+    assert!(!del.want_write && del.want_write_attributes);
+    assert!(CreateRequest::from_wire(6, 0, 0, 0, 0).is_none());
+    // On a read-only share MAXIMUM_ALLOWED opens read-only; explicit writes fail.
+    let ro = Share::open(
+        &dir,
+        ShareOptions {
+            read_only: true,
+            ..ShareOptions::default()
+        },
+    )
+    .unwrap();
+    let (m, _) = ro.create("ro", &max).unwrap();
+    assert!(!m.is_writable() && !m.can_write_attributes());
+    assert_eq!(ro.create("ro", &wa).unwrap_err(), NtStatus::ACCESS_DENIED);
+}
