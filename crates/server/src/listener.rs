@@ -59,8 +59,20 @@ fn parse_interface(s: &str) -> Option<IpAddr> {
 impl Server {
     /// Builds server state and binds every listening address.
     pub async fn bind(config: Arc<Config>) -> io::Result<Server> {
-        let addrs = bind_addresses(&config);
-        let state = Arc::new(ServerState::new(config));
+        let state = Arc::new(ServerState::new(config)?);
+        Self::bind_state(state).await
+    }
+
+    /// Binds with an explicit credential store instead of `passdb backend`.
+    pub async fn bind_with_credentials(
+        config: Arc<Config>,
+        credentials: Arc<dyn smbx_security::auth::CredentialStore>,
+    ) -> io::Result<Server> {
+        Self::bind_state(Arc::new(ServerState::with_credentials(config, credentials))).await
+    }
+
+    async fn bind_state(state: Arc<ServerState>) -> io::Result<Server> {
+        let addrs = bind_addresses(&state.config);
         let mut listeners = Vec::new();
         for a in addrs {
             let l = TcpListener::bind(a)

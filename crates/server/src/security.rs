@@ -1,53 +1,167 @@
 //! The seam between the server and smbx-security: per-session keys, signing,
 //! sealing and preauth hashing. Everything cryptographic goes through here.
 
+use smbx_security::auth::ServerAuth;
+use smbx_security::cipher::{CipherId, Sealer};
+use smbx_security::keys::SessionKeys;
+use smbx_security::preauth::PreauthHash;
+use smbx_security::signing::{Signer, SigningAlgorithm};
+use smbx_security::transform::{self, NonceSource};
+use smbx_wire::negotiate::{DIALECT_300, DIALECT_302, DIALECT_311};
 use smbx_wire::NtStatus;
 
 use crate::conn::Connection;
-use crate::state::Session;
+use crate::handlers::PreauthTarget;
+use crate::state::{ServerState, Session};
 
-/// Per-session security material.
+/// Per-session security material. Lives inside `Session::state`; lock briefly.
 #[derive(Default)]
 pub struct SessionSecurity {
-    /// Signing key, once derived.
-    pub signing_key: Option<Vec<u8>>,
+    /// The authentication exchange in progress (first logon or re-authentication).
+    pub auth: Option<ServerAuth>,
+    /// The session's preauth integrity hash (3.1.1, until the session is valid).
+    pub preauth: Option<PreauthHash>,
+    /// Signs and verifies messages, once keys exist.
+    pub signer: Option<Signer>,
+    /// Encrypts server-to-client messages (3.x).
+    pub encryptor: Option<Sealer>,
+    /// Decrypts client-to-server messages (3.x).
+    pub decryptor: Option<Sealer>,
+    /// Nonces for `encryptor`.
+    pub nonces: Option<NonceSource>,
+    /// The application key (3.x), for anyone who needs it.
+    pub application_key: Vec<u8>,
+}
+
+/// The signing algorithm of a connection: HMAC-SHA256 for 2.x, AES-CMAC for 3.0/3.0.2,
+/// the negotiated one (default AES-CMAC) for 3.1.1.
+pub fn signing_algorithm(dialect: u16, negotiated: Option<u16>) -> SigningAlgorithm {
+    if dialect < DIALECT_300 {
+        SigningAlgorithm::HmacSha256
+    } else if dialect == DIALECT_311 {
+        negotiated
+            .and_then(SigningAlgorithm::from_wire)
+            .unwrap_or(SigningAlgorithm::AesCmac)
+    } else {
+        SigningAlgorithm::AesCmac
+    }
+}
+
+/// The cipher of a connection, if encryption is possible on it.
+pub fn connection_cipher(conn: &Connection) -> Option<CipherId> {
+    let n = conn.negotiate.lock();
+    match n.dialect {
+        DIALECT_300 | DIALECT_302 if n.cipher != 0 => Some(CipherId::Aes128Ccm),
+        DIALECT_311 => CipherId::from_wire(n.cipher),
+        _ => None,
+    }
+}
+
+/// Installs signing and (3.x) encryption keys on a session.
+pub fn install_keys(conn: &Connection, sec: &mut SessionSecurity, keys: &SessionKeys) {
+    let (dialect, alg) = {
+        let n = conn.negotiate.lock();
+        (n.dialect, n.signing_algorithm)
+    };
+    sec.signer = Some(Signer::new(signing_algorithm(dialect, alg), &keys.signing));
+    sec.application_key = keys.application.clone();
+    if let Some(cipher) = connection_cipher(conn) {
+        if !keys.encrypt_s2c.is_empty() {
+            sec.encryptor = Sealer::new(cipher, &keys.encrypt_s2c).ok();
+            sec.decryptor = Sealer::new(cipher, &keys.decrypt_c2s).ok();
+            sec.nonces = Some(NonceSource::new(cipher));
+        }
+    }
 }
 
 /// Signs `msg` (one compound member, header first) with the session's key.
-pub fn sign(_session: &Session, _msg: &mut [u8]) {}
+pub fn sign(session: &Session, msg: &mut [u8]) {
+    if let Some(s) = session.state.lock().security.signer.as_ref() {
+        s.sign(msg);
+    }
+}
 
 /// True if the session can sign (has a signing key).
 pub fn can_sign(session: &Session) -> bool {
-    session.state.lock().security.signing_key.is_some()
+    session.state.lock().security.signer.is_some()
+}
+
+/// True if the session can encrypt.
+pub fn can_encrypt(session: &Session) -> bool {
+    session.state.lock().security.encryptor.is_some()
 }
 
 /// Verifies the signature of one received member.
-pub fn verify(_session: &Session, _msg: &[u8]) -> bool {
-    false
+pub fn verify(session: &Session, msg: &[u8]) -> bool {
+    match session.state.lock().security.signer.as_ref() {
+        Some(s) => s.verify(msg),
+        None => false,
+    }
 }
 
 /// Decrypts a TRANSFORM message; returns the plaintext and the SessionId.
-pub fn unseal(_conn: &Connection, _frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatus> {
-    Err(NtStatus::ACCESS_DENIED)
+pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatus> {
+    let h = transform::parse_header(frame).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let session = conn
+        .server
+        .sessions
+        .get(h.session_id)
+        .filter(|s| s.conn_id == conn.id)
+        .ok_or(NtStatus::USER_SESSION_DELETED)?;
+    let st = session.state.lock();
+    let d = st
+        .security
+        .decryptor
+        .as_ref()
+        .ok_or(NtStatus::ACCESS_DENIED)?;
+    let plain = transform::unseal(d, frame).map_err(|_| NtStatus::ACCESS_DENIED)?;
+    Ok((plain, h.session_id))
 }
 
 /// Encrypts a response chain for `session_id`.
-pub fn seal(_conn: &Connection, _session_id: u64, msg: Vec<u8>) -> Result<Vec<u8>, NtStatus> {
-    Ok(msg)
+pub fn seal(conn: &Connection, session_id: u64, msg: Vec<u8>) -> Result<Vec<u8>, NtStatus> {
+    let session = conn
+        .server
+        .sessions
+        .get(session_id)
+        .ok_or(NtStatus::USER_SESSION_DELETED)?;
+    let st = session.state.lock();
+    let (Some(e), Some(n)) = (st.security.encryptor.as_ref(), st.security.nonces.as_ref()) else {
+        return Err(NtStatus::ACCESS_DENIED);
+    };
+    let nonce = n.next().map_err(|_| NtStatus::ENCRYPTION_FAILED)?;
+    transform::seal(e, session_id, &nonce, &msg).map_err(|_| NtStatus::ENCRYPTION_FAILED)
 }
 
 /// Feeds a final response into the preauth hash it belongs to.
-pub(crate) fn preauth_response(
-    _conn: &Connection,
-    _target: crate::handlers::PreauthTarget,
-    _msg: &[u8],
-) {
+pub(crate) fn preauth_response(conn: &Connection, target: PreauthTarget, msg: &[u8]) {
+    match target {
+        PreauthTarget::Connection => {
+            let mut n = conn.negotiate.lock();
+            if let Some(v) = n.preauth {
+                let mut h = PreauthHash::from_value(v);
+                h.update(msg);
+                n.preauth = Some(*h.value());
+            }
+        }
+        PreauthTarget::Session(id) => {
+            if let Some(s) = conn.server.sessions.get(id) {
+                if let Some(h) = s.state.lock().security.preauth.as_mut() {
+                    h.update(msg);
+                }
+            }
+        }
+    }
 }
 
 /// Starts the connection preauth hash with the NEGOTIATE request (3.1.1).
-pub(crate) fn preauth_negotiate_request(_conn: &Connection, _msg: &[u8]) {}
+pub(crate) fn preauth_negotiate_request(conn: &Connection, msg: &[u8]) {
+    let mut h = PreauthHash::new();
+    h.update(msg);
+    conn.negotiate.lock().preauth = Some(*h.value());
+}
 
 /// The SPNEGO NegTokenInit2 hint for the NEGOTIATE response.
-pub(crate) fn negotiate_token(_server: &crate::state::ServerState) -> Vec<u8> {
-    Vec::new()
+pub(crate) fn negotiate_token(server: &ServerState) -> Vec<u8> {
+    ServerAuth::initial_token(&server.auth_policy)
 }

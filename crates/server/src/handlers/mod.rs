@@ -128,7 +128,6 @@ pub(crate) enum PreauthTarget {
     /// The connection hash (NEGOTIATE).
     Connection,
     /// A session's hash (SESSION_SETUP legs).
-    #[allow(dead_code)] // until SESSION_SETUP lands
     Session(u64),
 }
 

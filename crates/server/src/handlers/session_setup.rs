@@ -1,10 +1,214 @@
-//! SESSION_SETUP ([MS-SMB2] 3.3.5.5).
+//! SESSION_SETUP ([MS-SMB2] 3.3.5.5): multi-leg SPNEGO/NTLM through
+//! `smbx_security::auth::ServerAuth`, re-authentication, key derivation, session
+//! flags, and the signed final response.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use smbx_config::{EncryptSetting, SigningSetting};
+use smbx_security::auth::{AuthError, AuthStep, Identity, IdentityKind, ServerAuth};
+use smbx_security::keys;
+use smbx_security::preauth::PreauthHash;
+use smbx_wire::negotiate::{DIALECT_300, DIALECT_311, SECURITY_SIGNING_REQUIRED};
+use smbx_wire::session::*;
 use smbx_wire::NtStatus;
 
-use super::{Ctx, HandlerResult, Request};
+use super::{Ctx, HandlerResult, PreauthTarget, Request, Response};
+use crate::security::{self, SessionSecurity};
+use crate::state::session::{SessionPhase, SessionUser};
+use crate::state::Session;
 
 /// Handles SESSION_SETUP.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let ss = SessionSetupRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let dialect = ctx.dialect();
+    if ss.flags & SESSION_FLAG_BINDING != 0 {
+        // Multichannel binding is not implemented yet.
+        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+    }
+    let is_311 = dialect == DIALECT_311;
+
+    // Find or create the session.
+    let (session, new) = if ctx.header.session_id == 0 {
+        let mut sec = SessionSecurity {
+            auth: Some(ServerAuth::new(
+                ctx.server.credentials.clone(),
+                ctx.server.auth_policy.clone(),
+            )),
+            ..Default::default()
+        };
+        if is_311 {
+            let v = ctx
+                .conn
+                .negotiate
+                .lock()
+                .preauth
+                .ok_or(NtStatus::INTERNAL_ERROR)?;
+            sec.preauth = Some(PreauthHash::from_value(v));
+        }
+        let s = ctx.server.sessions.create(dialect, ctx.conn.id, sec);
+        ctx.conn.sessions.lock().push(s.id);
+        (s, true)
+    } else {
+        let s = ctx.session()?.clone();
+        {
+            let mut st = s.state.lock();
+            if st.security.auth.is_none() {
+                // Re-authentication of a valid session.
+                st.security.auth = Some(ServerAuth::new(
+                    ctx.server.credentials.clone(),
+                    ctx.server.auth_policy.clone(),
+                ));
+            }
+        }
+        (s, false)
+    };
+    ctx.response_session_id = Some(session.id);
+    ctx.session = Some(session.clone());
+    let first_logon = session.phase() == SessionPhase::InProgress;
+
+    // Run one authentication leg without holding the lock across anything else.
+    let step = {
+        let mut st = session.state.lock();
+        if first_logon {
+            if let Some(h) = st.security.preauth.as_mut() {
+                h.update(req.msg);
+            }
+        }
+        match st.security.auth.as_mut() {
+            Some(a) => a.step(&ss.security_buffer),
+            None => Err(AuthError::InvalidToken),
+        }
+    };
+
+    match step {
+        Ok(AuthStep::Continue(token)) => {
+            if first_logon && is_311 {
+                ctx.preauth_response = Some(PreauthTarget::Session(session.id));
+            }
+            Ok(Response::with_status(
+                NtStatus::MORE_PROCESSING_REQUIRED,
+                SessionSetupResponse {
+                    session_flags: 0,
+                    security_buffer: token,
+                }
+                .encode(),
+            ))
+        }
+        Ok(AuthStep::Done { token, identity }) => {
+            let flags = complete(ctx, &session, &ss, identity, first_logon, new)?;
+            Ok(Response::ok(
+                SessionSetupResponse {
+                    session_flags: flags,
+                    security_buffer: token,
+                }
+                .encode(),
+            ))
+        }
+        Err(e) => {
+            fail(ctx, &session);
+            Err(match e {
+                AuthError::LogonFailure => NtStatus::LOGON_FAILURE,
+                AuthError::InvalidToken => NtStatus::INVALID_PARAMETER,
+            })
+        }
+    }
+}
+
+/// Drops a session whose authentication failed.
+fn fail(ctx: &mut Ctx<'_>, session: &Arc<Session>) {
+    let sid = session.id;
+    ctx.conn.sessions.lock().retain(|s| *s != sid);
+    ctx.conn.pending.cancel_all(Some(sid));
+    super::logoff::destroy_session(ctx.server, sid);
+}
+
+/// Finishes a successful logon: keys, signing/encryption policy, session flags.
+fn complete(
+    ctx: &mut Ctx<'_>,
+    session: &Arc<Session>,
+    ss: &SessionSetupRequest,
+    identity: Identity,
+    first_logon: bool,
+    _new: bool,
+) -> Result<u16, NtStatus> {
+    let dialect = ctx.dialect();
+    let g = &ctx.server.config.global;
+    let guest = identity.kind == IdentityKind::Guest;
+    let anonymous = identity.kind == IdentityKind::Anonymous;
+    let user = SessionUser {
+        name: identity.user.clone(),
+        domain: identity.domain.clone(),
+        guest,
+        anonymous,
+    };
+
+    if !first_logon {
+        // Re-authentication: same keys; the identity may be refreshed.
+        let mut st = session.state.lock();
+        st.security.auth = None;
+        let flags = session_flags(&user, st.encrypt_data);
+        st.user = Some(user);
+        ctx.sign_response = st.security.signer.is_some();
+        return Ok(flags);
+    }
+
+    let mut st = session.state.lock();
+    st.security.auth = None;
+    let preauth = st.security.preauth.take();
+    let has_key = !identity.session_key.is_empty() && !guest && !anonymous;
+    if has_key {
+        let cipher = security::connection_cipher(ctx.conn);
+        let k = keys::derive(
+            dialect,
+            &identity.session_key,
+            preauth.as_ref().map(|h| h.value()),
+            cipher,
+        );
+        security::install_keys(ctx.conn, &mut st.security, &k);
+    }
+    let client_requires = u16::from(ss.security_mode) & SECURITY_SIGNING_REQUIRED != 0;
+    st.signing_required =
+        has_key && (g.server_signing == SigningSetting::Mandatory || client_requires);
+    let can_encrypt = has_key && dialect >= DIALECT_300 && st.security.encryptor.is_some();
+    st.encrypt_data = match g.server_smb_encrypt {
+        EncryptSetting::Required => {
+            if !can_encrypt {
+                drop(st);
+                fail(ctx, session);
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            true
+        }
+        EncryptSetting::Desired => can_encrypt,
+        _ => false,
+    };
+    // 3.x signs the final response whenever there is a key; 2.x when signing is required.
+    ctx.sign_response = has_key && (dialect >= DIALECT_300 || st.signing_required);
+    let flags = session_flags(&user, st.encrypt_data);
+    st.user = Some(user);
+    st.phase = SessionPhase::Valid;
+    drop(st);
+    ctx.conn.authenticated.store(true, Ordering::Relaxed);
+    tracing::info!(
+        conn = ctx.conn.id,
+        session = session.id,
+        user = %identity.user,
+        kind = ?identity.kind,
+        "session established"
+    );
+    Ok(flags)
+}
+
+fn session_flags(user: &SessionUser, encrypt: bool) -> u16 {
+    let mut f = 0;
+    if user.anonymous {
+        f |= SESSION_FLAG_IS_NULL;
+    } else if user.guest {
+        f |= SESSION_FLAG_IS_GUEST;
+    }
+    if encrypt {
+        f |= SESSION_FLAG_ENCRYPT_DATA;
+    }
+    f
 }

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
-use smbx_config::Config;
+use smbx_config::{Config, MapToGuest};
+use smbx_security::auth::{AuthPolicy, CredentialStore};
 
 use crate::conn::Connection;
 pub use open::{FileId, FileOpen, Open, OpenKind, OpenTable, PipeOpen};
@@ -35,12 +36,41 @@ pub struct ServerState {
     pub opens: OpenTable,
     /// Live connections by id (weak: a connection owns itself through its task).
     pub connections: Mutex<HashMap<u64, Weak<Connection>>>,
+    /// Where SESSION_SETUP finds NT hashes (the passdb).
+    pub credentials: Arc<dyn CredentialStore>,
+    /// Authentication policy derived from the configuration.
+    pub auth_policy: AuthPolicy,
     next_conn_id: AtomicU64,
 }
 
 impl ServerState {
-    /// Builds the state for `config`.
-    pub fn new(config: Arc<Config>) -> ServerState {
+    /// Builds the state for `config`, loading the password database from
+    /// `passdb backend`.
+    pub fn new(config: Arc<Config>) -> std::io::Result<ServerState> {
+        let path = config.global.passdb_backend.clone();
+        let db = smbx_passdb::SharedPassDb::open(&path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot open password database {}: {e}", path.display()),
+            )
+        })?;
+        Ok(Self::with_credentials(config, Arc::new(db)))
+    }
+
+    /// Builds the state for `config` with an explicit credential store (tests, embedding).
+    pub fn with_credentials(
+        config: Arc<Config>,
+        credentials: Arc<dyn CredentialStore>,
+    ) -> ServerState {
+        let g = &config.global;
+        let auth_policy = AuthPolicy {
+            map_to_guest_bad_user: g.map_to_guest == MapToGuest::BadUser,
+            allow_anonymous: true,
+            netbios_name: g.netbios_name.to_uppercase(),
+            netbios_domain: g.workgroup.to_uppercase(),
+            dns_name: g.netbios_name.to_lowercase(),
+            dns_domain: String::new(),
+        };
         let mut guid = [0u8; 16];
         rand::Rng::fill(&mut rand::thread_rng(), &mut guid[..]);
         let shares = share::shares_from_config(&config);
@@ -51,6 +81,8 @@ impl ServerState {
             sessions: SessionTable::default(),
             opens: OpenTable::default(),
             connections: Mutex::new(HashMap::new()),
+            credentials,
+            auth_policy,
             next_conn_id: AtomicU64::new(1),
         }
     }

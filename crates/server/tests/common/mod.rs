@@ -36,9 +36,34 @@ pub fn test_config(dir: &std::path::Path) -> Config {
     c
 }
 
-/// Starts a server with `config`.
+/// An in-memory credential store: user → NT hash.
+pub struct Users(pub Vec<(String, [u8; 16])>);
+
+impl smbx_security::auth::CredentialStore for Users {
+    fn nt_hash(&self, user: &str) -> Option<[u8; 16]> {
+        self.0
+            .iter()
+            .find(|(u, _)| u.eq_ignore_ascii_case(user))
+            .map(|(_, h)| *h)
+    }
+}
+
+/// Starts a server with `config` and the user `user` / password `pass`.
 pub async fn start(config: Config) -> TestServer {
-    let server = Server::bind(Arc::new(config)).await.expect("bind");
+    start_with_users(config, &[("user", "pass")]).await
+}
+
+/// Starts a server with `config` and the given users.
+pub async fn start_with_users(config: Config, users: &[(&str, &str)]) -> TestServer {
+    let store = Users(
+        users
+            .iter()
+            .map(|(u, p)| (u.to_string(), smbx_passdb::nt_hash(p)))
+            .collect(),
+    );
+    let server = Server::bind_with_credentials(Arc::new(config), Arc::new(store))
+        .await
+        .expect("bind");
     let addr = server.local_addrs()[0];
     let state = server.state();
     tokio::spawn(server.run());
@@ -77,6 +102,16 @@ pub struct Client {
     pub tree_id: u32,
     /// Credits to request per message.
     pub credit_request: u16,
+    /// Negotiated dialect.
+    pub dialect: u16,
+    /// Signs requests once set (after SESSION_SETUP).
+    pub signer: Option<smbx_security::signing::Signer>,
+    /// Running preauth hash (3.1.1).
+    pub preauth: Option<smbx_security::preauth::PreauthHash>,
+    /// Negotiated signing algorithm id (3.1.1).
+    pub signing_alg: Option<u16>,
+    /// Session keys, server view (client decrypts with `encrypt_s2c`).
+    pub keys: Option<smbx_security::keys::SessionKeys>,
 }
 
 impl Client {
@@ -88,6 +123,11 @@ impl Client {
             session_id: 0,
             tree_id: 0,
             credit_request: 64,
+            dialect: 0,
+            signer: None,
+            preauth: None,
+            signing_alg: None,
+            keys: None,
         }
     }
 
@@ -112,6 +152,112 @@ impl Client {
         h.encode(&mut w);
         w.bytes(body);
         w.into_vec()
+    }
+
+    /// Sends a signed (when a signer is set) single request and returns the final
+    /// response.
+    pub async fn request_signed(&mut self, cmd: Command, body: &[u8]) -> Msg {
+        let mut h = self.header(cmd);
+        if self.signer.is_some() {
+            h.flags |= smbx_wire::header::FLAGS_SIGNED;
+        }
+        let mut m = Self::message(&h, body);
+        if let Some(s) = &self.signer {
+            s.sign(&mut m);
+        }
+        self.send_raw(&m).await;
+        loop {
+            let r = self.recv().await.expect("connection closed").remove(0);
+            if r.header.status == NtStatus::PENDING && r.header.is_async() {
+                continue;
+            }
+            return r;
+        }
+    }
+
+    /// NTLM (raw NTLMSSP) SESSION_SETUP as `user`/`pass` (anonymous if `user` is
+    /// empty); derives keys and starts signing. Returns the final response.
+    pub async fn session_setup(&mut self, user: &str, pass: &str) -> Msg {
+        use smbx_security::ntlm::Initiator;
+        use smbx_wire::session::{SessionSetupRequest, SessionSetupResponse};
+        let mut init = if user.is_empty() {
+            Initiator::anonymous()
+        } else {
+            Initiator::new(user, pass, "")
+        };
+        let mut pre = self.preauth;
+        let mut token = init.negotiate();
+        let mut key = [0u8; 16];
+        loop {
+            let req = SessionSetupRequest {
+                security_mode: 1,
+                security_buffer: token.clone(),
+                ..Default::default()
+            };
+            let h = self.header(Command::SessionSetup);
+            let m = Self::message(&h, &req.encode());
+            if let Some(p) = pre.as_mut() {
+                p.update(&m);
+            }
+            self.send_raw(&m).await;
+            let r = self.recv().await.expect("closed").remove(0);
+            if r.status() != NtStatus::MORE_PROCESSING_REQUIRED {
+                if r.status() == NtStatus::SUCCESS {
+                    self.session_id = r.header.session_id;
+                    let flags = SessionSetupResponse::decode(&r.bytes)
+                        .unwrap()
+                        .session_flags;
+                    if !user.is_empty() && flags & 3 == 0 {
+                        let cipher = if self.dialect >= DIALECT_300 {
+                            Some(smbx_security::cipher::CipherId::Aes128Ccm)
+                        } else {
+                            None
+                        };
+                        let k = smbx_security::keys::derive(
+                            self.dialect,
+                            &key,
+                            pre.as_ref().map(|p| p.value()),
+                            cipher,
+                        );
+                        let alg = if self.dialect < DIALECT_300 {
+                            smbx_security::signing::SigningAlgorithm::HmacSha256
+                        } else {
+                            self.signing_alg
+                                .and_then(smbx_security::signing::SigningAlgorithm::from_wire)
+                                .unwrap_or(smbx_security::signing::SigningAlgorithm::AesCmac)
+                        };
+                        self.signer = Some(smbx_security::signing::Signer::new(alg, &k.signing));
+                        self.keys = Some(k);
+                    }
+                }
+                return r;
+            }
+            if let Some(p) = pre.as_mut() {
+                p.update(&r.bytes);
+            }
+            self.session_id = r.header.session_id;
+            let challenge = SessionSetupResponse::decode(&r.bytes)
+                .unwrap()
+                .security_buffer;
+            let (auth, k) = init.authenticate(&challenge).expect("authenticate");
+            key = k;
+            token = auth;
+        }
+    }
+
+    /// TREE_CONNECT to `\\srv\share`; sets `tree_id` on success.
+    pub async fn tree_connect(&mut self, share: &str) -> Msg {
+        let req = smbx_wire::tree::TreeConnectRequest {
+            flags: 0,
+            path: format!("\\\\127.0.0.1\\{share}"),
+        };
+        let r = self
+            .request_signed(Command::TreeConnect, &req.encode())
+            .await;
+        if r.status() == NtStatus::SUCCESS {
+            self.tree_id = r.header.tree_id;
+        }
+        r
     }
 
     /// Sends one framed message (a single request, a compound, or anything raw).
@@ -197,8 +343,25 @@ impl Client {
                 },
             ];
         }
-        let m = self.request(Command::Negotiate, &req.encode()).await;
+        let h = self.header(Command::Negotiate);
+        let raw = Self::message(&h, &req.encode());
+        self.send_raw(&raw).await;
+        let m = self.recv().await.expect("closed").remove(0);
         let parsed = NegotiateResponse::decode(&m.bytes).ok();
+        if let Some(p) = &parsed {
+            self.dialect = p.dialect;
+            if p.dialect == DIALECT_311 {
+                let mut h = smbx_security::preauth::PreauthHash::new();
+                h.update(&raw);
+                h.update(&m.bytes);
+                self.preauth = Some(h);
+                for c in &p.contexts {
+                    if let NegotiateContext::Signing { algorithms } = c {
+                        self.signing_alg = algorithms.first().copied();
+                    }
+                }
+            }
+        }
         (m, parsed)
     }
 }

@@ -1,0 +1,188 @@
+//! SESSION_SETUP, signing, TREE_CONNECT, LOGOFF over a real socket.
+
+mod common;
+
+use common::*;
+use smbx_wire::session::*;
+use smbx_wire::tree::*;
+use smbx_wire::{Command, NtStatus};
+
+fn cfg() -> smbx_config::Config {
+    test_config(&std::env::temp_dir())
+}
+
+#[tokio::test]
+async fn ntlm_logon_signing_tree_connect_logoff_all_dialects() {
+    let srv = start(cfg()).await;
+    for d in [0x202u16, 0x210, 0x300, 0x302, 0x311] {
+        let mut c = Client::connect(srv.addr).await;
+        c.negotiate(&[d]).await;
+        let r = c.session_setup("user", "pass").await;
+        assert_eq!(r.status(), NtStatus::SUCCESS, "dialect {d:x}");
+        let flags = SessionSetupResponse::decode(&r.bytes)
+            .unwrap()
+            .session_flags;
+        assert_eq!(flags, 0);
+        if d >= 0x300 {
+            // The final response is signed, with the key the client derived.
+            assert!(r.header.is_signed(), "dialect {d:x}");
+            assert!(c.signer.as_ref().unwrap().verify(&r.bytes), "dialect {d:x}");
+        }
+        let t = c.tree_connect("share").await;
+        assert_eq!(t.status(), NtStatus::SUCCESS, "dialect {d:x}");
+        assert!(t.header.is_signed());
+        assert!(c.signer.as_ref().unwrap().verify(&t.bytes));
+        let tr = TreeConnectResponse::decode(&t.bytes).unwrap();
+        assert_eq!(tr.share_type, SHARE_TYPE_DISK);
+        assert_eq!(tr.maximal_access, 0x001F_01FF);
+        // A bad signature is refused.
+        let mut h = c.header(Command::Echo);
+        h.flags |= smbx_wire::header::FLAGS_SIGNED;
+        let mut m = Client::message(&h, &[4, 0, 0, 0]);
+        c.signer.as_ref().unwrap().sign(&mut m);
+        m[60] ^= 1;
+        let mut h2 = c.header(Command::TreeDisconnect);
+        h2.flags |= smbx_wire::header::FLAGS_SIGNED;
+        let mut m2 = Client::message(&h2, &[4, 0, 0, 0]);
+        m2[60] = 0xAA;
+        c.send_raw(&m2).await;
+        let r = c.recv().await.unwrap().remove(0);
+        assert_eq!(r.status(), NtStatus::ACCESS_DENIED, "dialect {d:x}");
+        let r = c
+            .request_signed(
+                Command::TreeConnect,
+                &TreeConnectRequest {
+                    flags: 0,
+                    path: "\\\\x\\nope".into(),
+                }
+                .encode(),
+            )
+            .await;
+        assert_eq!(r.status(), NtStatus::BAD_NETWORK_NAME);
+        let r = c
+            .request_signed(Command::TreeDisconnect, &[4, 0, 0, 0])
+            .await;
+        assert_eq!(r.status(), NtStatus::SUCCESS);
+        let r = c
+            .request_signed(Command::TreeDisconnect, &[4, 0, 0, 0])
+            .await;
+        assert_eq!(r.status(), NtStatus::NETWORK_NAME_DELETED);
+        let r = c.request_signed(Command::Logoff, &[4, 0, 0, 0]).await;
+        assert_eq!(r.status(), NtStatus::SUCCESS);
+        let r = c.request(Command::Logoff, &[4, 0, 0, 0]).await;
+        assert_eq!(r.status(), NtStatus::USER_SESSION_DELETED);
+    }
+    assert!(srv.state.sessions.is_empty());
+}
+
+#[tokio::test]
+async fn wrong_password_and_guest_mapping() {
+    let srv = start(cfg()).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    let r = c.session_setup("user", "wrong").await;
+    assert_eq!(r.status(), NtStatus::LOGON_FAILURE);
+    assert!(srv.state.sessions.is_empty());
+
+    let mut g = cfg();
+    g.global.map_to_guest = smbx_config::MapToGuest::BadUser;
+    g.shares[0].guest_ok = true;
+    let srv = start(g).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    let r = c.session_setup("nobody-here", "x").await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    let flags = SessionSetupResponse::decode(&r.bytes)
+        .unwrap()
+        .session_flags;
+    assert_eq!(flags, SESSION_FLAG_IS_GUEST);
+    assert!(!r.header.is_signed());
+    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+}
+
+#[tokio::test]
+async fn anonymous_reaches_ipc_only() {
+    let srv = start(cfg()).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    let r = c.session_setup("", "").await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    let flags = SessionSetupResponse::decode(&r.bytes)
+        .unwrap()
+        .session_flags;
+    assert_eq!(flags, SESSION_FLAG_IS_NULL);
+    assert_eq!(
+        c.tree_connect("share").await.status(),
+        NtStatus::ACCESS_DENIED
+    );
+    let t = c.tree_connect("ipc$").await;
+    assert_eq!(t.status(), NtStatus::SUCCESS);
+    assert_eq!(
+        TreeConnectResponse::decode(&t.bytes).unwrap().share_type,
+        SHARE_TYPE_PIPE
+    );
+}
+
+#[tokio::test]
+async fn mandatory_signing_refuses_unsigned_requests() {
+    let mut g = cfg();
+    g.global.server_signing = smbx_config::SigningSetting::Mandatory;
+    let srv = start(g).await;
+    let mut c = Client::connect(srv.addr).await;
+    let (_, n) = c.negotiate(&[0x311]).await;
+    assert_eq!(n.unwrap().security_mode & 2, 2);
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    let signer = c.signer.take();
+    let r = c.tree_connect("share").await;
+    assert_eq!(r.status(), NtStatus::ACCESS_DENIED);
+    c.signer = signer;
+    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+}
+
+#[tokio::test]
+async fn encryption_required_share_refuses_plain_clients() {
+    let mut g = cfg();
+    g.shares[0].smb_encrypt = Some(smbx_config::EncryptSetting::Required);
+    let srv = start(g).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x210]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    assert_eq!(
+        c.tree_connect("share").await.status(),
+        NtStatus::ACCESS_DENIED
+    );
+    // A 3.1.1 client that can encrypt gets the share flagged ENCRYPT_DATA.
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    let t = c.tree_connect("share").await;
+    assert_eq!(t.status(), NtStatus::SUCCESS);
+    let tr = TreeConnectResponse::decode(&t.bytes).unwrap();
+    assert!(tr.share_flags & SHAREFLAG_ENCRYPT_DATA != 0);
+    // Unencrypted requests on that tree are refused.
+    let r = c.request_signed(Command::Flush, &[0; 24]).await;
+    assert_eq!(r.status(), NtStatus::ACCESS_DENIED);
+}
+
+#[tokio::test]
+async fn binding_is_refused_for_now() {
+    let srv = start(cfg()).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    let req = SessionSetupRequest {
+        flags: SESSION_FLAG_BINDING,
+        security_buffer: vec![1],
+        ..Default::default()
+    };
+    let r = c.request(Command::SessionSetup, &req.encode()).await;
+    assert_eq!(r.status(), NtStatus::REQUEST_NOT_ACCEPTED);
+}
