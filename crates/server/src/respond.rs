@@ -154,7 +154,10 @@ pub(crate) async fn send_chain(
         }
     }
     if let Some(sid) = encrypted {
-        match security::seal(conn, sid, buf) {
+        let session = out
+            .iter()
+            .find_map(|m| m.session.clone().filter(|s| s.id == sid));
+        match security::seal(conn, sid, session.as_ref(), buf) {
             Ok(b) => buf = b,
             Err(_) => {
                 conn.close();
@@ -210,10 +213,102 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
         security::sign(s, &mut msg);
     }
     if let Some(sid) = encrypted {
-        match security::seal(&conn, sid, msg) {
+        match security::seal(&conn, sid, session.as_ref(), msg) {
             Ok(b) => msg = b,
             Err(_) => return,
         }
     }
     conn.send(msg).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ServerState;
+    use smbx_wire::Command;
+    use tokio::sync::mpsc;
+
+    struct NoUsers;
+    impl smbx_security::auth::CredentialStore for NoUsers {
+        fn nt_hash(&self, _: &str) -> Option<[u8; 16]> {
+            None
+        }
+    }
+
+    fn conn() -> (Arc<Connection>, mpsc::Receiver<Vec<u8>>) {
+        let state = Arc::new(ServerState::with_credentials(
+            Arc::new(smbx_config::Config::default()),
+            Arc::new(NoUsers),
+        ));
+        let (tx, rx) = mpsc::channel(8);
+        let a = "127.0.0.1:1".parse().unwrap();
+        let c = Arc::new(Connection::new(1, state, a, a, tx));
+        c.negotiate.lock().dialect = 0x0311;
+        (c, rx)
+    }
+
+    fn req(id: u64) -> Header {
+        Header {
+            command: Command::ChangeNotify as u16,
+            message_id: id,
+            credits: 5,
+            credit_charge: 1,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn pending_sends_interim_then_final() {
+        let (c, mut rx) = conn();
+        c.credits.lock().consume(0, 1).unwrap();
+        let (gate_tx, gate_rx) = oneshot::channel::<()>();
+        let resp = Response::pending(async move {
+            let _ = gate_rx.await;
+            Ok(Response::ok(vec![7; 8]))
+        });
+        let om = build(&c, &req(0), resp, &MemberInfo::default(), false);
+        send_chain(&c, vec![om], None).await;
+        let interim = rx.recv().await.unwrap();
+        let h = Header::decode(&interim).unwrap();
+        assert_eq!(h.status, NtStatus::PENDING);
+        assert!(h.is_async());
+        assert_eq!(h.credits, 5);
+        assert_eq!(c.pending.len(), 1);
+        gate_tx.send(()).unwrap();
+        let fin = rx.recv().await.unwrap();
+        let f = Header::decode(&fin).unwrap();
+        assert_eq!(f.status, NtStatus::SUCCESS);
+        assert_eq!(f.async_id, h.async_id);
+        assert_eq!(f.message_id, 0);
+        assert_eq!(f.credits, 0);
+        assert_eq!(&fin[64..], &[7; 8]);
+        assert!(c.pending.is_empty());
+    }
+
+    #[tokio::test]
+    async fn cancel_by_async_id_and_message_id() {
+        let (c, mut rx) = conn();
+        for (i, by_async) in [(0u64, true), (1, false)] {
+            let om = build(
+                &c,
+                &req(i),
+                Response::pending(std::future::pending()),
+                &MemberInfo::default(),
+                false,
+            );
+            send_chain(&c, vec![om], None).await;
+            let h = Header::decode(&rx.recv().await.unwrap()).unwrap();
+            assert_eq!(h.status, NtStatus::PENDING);
+            let found = if by_async {
+                c.pending.cancel_async(h.async_id, 0)
+            } else {
+                c.pending.cancel_message(i, 0)
+            };
+            assert!(found);
+            let f = Header::decode(&rx.recv().await.unwrap()).unwrap();
+            assert_eq!(f.status, NtStatus::CANCELLED);
+            assert_eq!(f.message_id, i);
+        }
+        assert!(!c.pending.cancel_async(999, 0));
+    }
 }

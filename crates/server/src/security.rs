@@ -1,6 +1,8 @@
 //! The seam between the server and smbx-security: per-session keys, signing,
 //! sealing and preauth hashing. Everything cryptographic goes through here.
 
+use std::sync::Arc;
+
 use smbx_security::auth::ServerAuth;
 use smbx_security::cipher::{CipherId, Sealer};
 use smbx_security::keys::SessionKeys;
@@ -118,13 +120,26 @@ pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatu
     Ok((plain, h.session_id))
 }
 
-/// Encrypts a response chain for `session_id`.
-pub fn seal(conn: &Connection, session_id: u64, msg: Vec<u8>) -> Result<Vec<u8>, NtStatus> {
-    let session = conn
-        .server
-        .sessions
-        .get(session_id)
-        .ok_or(NtStatus::USER_SESSION_DELETED)?;
+/// Encrypts a response chain for `session_id`. `session` is used when given (a
+/// LOGOFF response is sealed after the session left the table).
+pub fn seal(
+    conn: &Connection,
+    session_id: u64,
+    session: Option<&Arc<Session>>,
+    msg: Vec<u8>,
+) -> Result<Vec<u8>, NtStatus> {
+    let found;
+    let session = match session.filter(|s| s.id == session_id) {
+        Some(s) => s,
+        None => {
+            found = conn
+                .server
+                .sessions
+                .get(session_id)
+                .ok_or(NtStatus::USER_SESSION_DELETED)?;
+            &found
+        }
+    };
     let st = session.state.lock();
     let (Some(e), Some(n)) = (st.security.encryptor.as_ref(), st.security.nonces.as_ref()) else {
         return Err(NtStatus::ACCESS_DENIED);

@@ -186,3 +186,41 @@ async fn binding_is_refused_for_now() {
     let r = c.request(Command::SessionSetup, &req.encode()).await;
     assert_eq!(r.status(), NtStatus::REQUEST_NOT_ACCEPTED);
 }
+
+#[tokio::test]
+async fn reauthentication_keeps_the_session() {
+    let srv = start(cfg()).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x302]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    let sid = c.session_id;
+    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    // Re-authenticate on the same session (SessionId set, no BINDING flag).
+    let signer = c.signer.take();
+    let keys = c.keys.take();
+    let r = c.session_setup("user", "pass").await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    assert_eq!(c.session_id, sid);
+    // Keys are unchanged by re-authentication.
+    c.signer = signer;
+    c.keys = keys;
+    assert_eq!(srv.state.sessions.len(), 1);
+    let r = c
+        .request_signed(Command::TreeDisconnect, &[4, 0, 0, 0])
+        .await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+}
+
+#[tokio::test]
+async fn unauthenticated_connections_time_out() {
+    let mut g = cfg();
+    g.global.unauthenticated_timeout_secs = 1;
+    let srv = start(g).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    // No SESSION_SETUP: the server drops the connection.
+    assert!(c.recv_frame().await.is_none());
+}
