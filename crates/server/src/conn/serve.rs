@@ -42,9 +42,10 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: &Arc<Connection>, rd: &mut R) -> 
     let dead = Duration::from_secs(u64::from(g.deadtime_secs));
     let max_pdu = conn.max_pdu();
     loop {
-        let limit = if !conn.authenticated.load(Ordering::Relaxed) {
+        let authenticated = conn.authenticated.load(Ordering::Relaxed);
+        let limit = if !authenticated {
             Some(unauth)
-        } else if g.deadtime_secs > 0 && !has_opens(conn) {
+        } else if g.deadtime_secs > 0 {
             Some(dead)
         } else {
             None
@@ -61,6 +62,11 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: &Arc<Connection>, rd: &mut R) -> 
         };
         let frame = match frame {
             Ok(f) => f,
+            // Idle past deadtime only counts when nothing is open (read_frame is
+            // cancel-safe only at a frame boundary, so a partial frame still drops).
+            Err("timeout") if authenticated && (has_opens(conn) || !conn.pending.is_empty()) => {
+                continue
+            }
             Err(why) => return why,
         };
         if let Flow::Disconnect(why) = dispatch::on_frame(conn, frame).await {
