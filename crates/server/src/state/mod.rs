@@ -3,6 +3,7 @@
 //! `.await`; an `Arc` they hold stays valid memory but may be marked closed by the
 //! time they use it, so state changes are re-checked under the object's lock.
 
+pub mod file;
 pub mod open;
 pub mod session;
 pub mod share;
@@ -17,6 +18,7 @@ use smbx_config::{Config, MapToGuest};
 use smbx_security::auth::{AuthPolicy, CredentialStore};
 
 use crate::conn::Connection;
+pub use file::FileTable;
 pub use open::{FileId, FileOpen, Open, OpenKind, OpenTable, PipeOpen};
 pub use session::{Session, SessionTable};
 pub use share::Share;
@@ -34,6 +36,9 @@ pub struct ServerState {
     pub sessions: SessionTable,
     /// Every open on every connection (share modes and oplocks see all of them).
     pub opens: OpenTable,
+    /// Per-file state (share modes, delete-pending) keyed by (volume, file id), and the
+    /// vfs share of each disk share.
+    pub files: FileTable,
     /// Live connections by id (weak: a connection owns itself through its task).
     pub connections: Mutex<HashMap<u64, Weak<Connection>>>,
     /// Where SESSION_SETUP finds NT hashes (the passdb).
@@ -80,6 +85,7 @@ impl ServerState {
             shares,
             sessions: SessionTable::default(),
             opens: OpenTable::default(),
+            files: FileTable::default(),
             connections: Mutex::new(HashMap::new()),
             credentials,
             auth_policy,

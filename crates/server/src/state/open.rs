@@ -3,10 +3,14 @@
 //! can see the opens of every connection.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use smbx_wire::codec::{Reader, WireError, Writer};
+use smbx_wire::NtStatus;
+
+use super::file::SharedFile;
 
 /// An SMB2_FILEID: persistent and volatile halves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -43,12 +47,125 @@ impl FileId {
     }
 }
 
-/// A file or directory open. The CREATE engineer extends this with the vfs handle,
-/// access mask, share access, oplock/lease state, etc.
-#[derive(Debug, Default)]
+/// A file or directory open ([MS-SMB2] 3.3.1.10, [MS-FSA] 2.1.1.8). Shared through
+/// `Arc<Open>`, so everything that changes after CREATE is interior-mutable.
 pub struct FileOpen {
     /// Path relative to the share root, with `\` separators as the client sent it.
     pub path: String,
+    /// The vfs handle (data and metadata operations).
+    pub handle: Arc<smbx_vfs::Handle>,
+    /// The vfs share the handle belongs to (rename, delete, hard links).
+    pub vfs: smbx_vfs::Share,
+    /// Granted access mask (generic rights mapped, MAXIMUM_ALLOWED resolved).
+    pub access: u32,
+    /// ShareAccess of the open.
+    pub share_access: u32,
+    /// CreateOptions as requested (FILE_WRITE_THROUGH, FILE_SEQUENTIAL_ONLY, ...).
+    pub create_options: u32,
+    /// The open is a directory.
+    pub is_dir: bool,
+    /// Per-file state shared with every other open of the file (share modes,
+    /// delete-pending).
+    pub file: Arc<SharedFile>,
+    /// This open's entry in `file`.
+    pub entry_id: u64,
+    /// FILE_DELETE_ON_CLOSE (set at CREATE): delete becomes pending when this open
+    /// closes.
+    pub delete_on_close: AtomicBool,
+    /// FilePositionInformation.CurrentByteOffset.
+    pub position: AtomicU64,
+    /// Granted oplock level (SMB2_OPLOCK_LEVEL_*), owned by the oplock module.
+    pub oplock_level: AtomicU8,
+    /// FileModeInformation bits changed through SET_INFO (initially from CreateOptions).
+    pub mode: AtomicU32,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for FileOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileOpen")
+            .field("path", &self.path)
+            .field("access", &format_args!("{:#x}", self.access))
+            .field("share_access", &self.share_access)
+            .field("is_dir", &self.is_dir)
+            .finish()
+    }
+}
+
+/// Parameters of [`FileOpen::new`].
+pub struct FileOpenParams {
+    /// See [`FileOpen::path`].
+    pub path: String,
+    /// See [`FileOpen::handle`].
+    pub handle: Arc<smbx_vfs::Handle>,
+    /// See [`FileOpen::vfs`].
+    pub vfs: smbx_vfs::Share,
+    /// See [`FileOpen::access`].
+    pub access: u32,
+    /// See [`FileOpen::share_access`].
+    pub share_access: u32,
+    /// See [`FileOpen::create_options`].
+    pub create_options: u32,
+    /// See [`FileOpen::file`].
+    pub file: Arc<SharedFile>,
+    /// See [`FileOpen::entry_id`].
+    pub entry_id: u64,
+}
+
+impl FileOpen {
+    /// A new open (already registered in the file table as `entry_id`).
+    pub fn new(p: FileOpenParams) -> FileOpen {
+        const FILE_DELETE_ON_CLOSE: u32 = 0x1000;
+        const MODE_BITS: u32 = 0x0000_0002 | 0x0000_0004 | 0x0000_0010 | 0x0000_0020;
+        FileOpen {
+            is_dir: p.handle.is_dir(),
+            path: p.path,
+            handle: p.handle,
+            vfs: p.vfs,
+            access: p.access,
+            share_access: p.share_access,
+            create_options: p.create_options,
+            file: p.file,
+            entry_id: p.entry_id,
+            delete_on_close: AtomicBool::new(p.create_options & FILE_DELETE_ON_CLOSE != 0),
+            position: AtomicU64::new(0),
+            oplock_level: AtomicU8::new(0),
+            mode: AtomicU32::new(p.create_options & MODE_BITS),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// True once [`FileOpen::close`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Closes the open ([MS-FSA] 2.1.5.4 cleanup): a DELETE_ON_CLOSE open makes delete
+    /// pending; the last open of a delete-pending file deletes it. Runs once (later
+    /// calls and `Drop` do nothing). Returns the outcome of the delete, if one ran.
+    pub fn close(&self) -> Option<Result<(), NtStatus>> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        if self.delete_on_close.load(Ordering::Acquire) {
+            self.file.set_delete_pending(true);
+        }
+        let outcome = self.file.remove(self.entry_id);
+        if outcome.delete {
+            let r = self.vfs.delete(&self.handle);
+            if let Err(e) = &r {
+                tracing::debug!(path = %self.path, "delete on close failed: {e:?}");
+            }
+            return Some(r);
+        }
+        None
+    }
+}
+
+impl Drop for FileOpen {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
 }
 
 /// A named pipe open on `IPC$`, backed by an in-process DCE/RPC endpoint.
