@@ -123,6 +123,7 @@ def samba_conf(root: Path, port: int, map_to_guest: str = "bad user") -> str:
     kernel oplocks = no
     create mask = 0666
     directory mask = 0777
+{os.environ.get("SMBX_SAMBA_EXTRA_GLOBAL", "").replace(";", chr(10))}
 
 [share]
     path = {root}/share
