@@ -7,8 +7,12 @@
 pub mod codec;
 pub mod error;
 pub mod framing;
+pub mod fscc;
 pub mod header;
 pub mod negotiate;
+pub mod query_directory;
+pub mod query_info;
+pub mod security_descriptor;
 pub mod session;
 pub mod simple;
 pub mod smb1;
