@@ -1,10 +1,160 @@
-//! SMB2 QUERY_DIRECTORY ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 QUERY_DIRECTORY ([MS-SMB2] 3.3.5.18, [MS-FSA] 2.1.5.6.3).
+//!
+//! Each directory open keeps an enumeration cursor in [`QueryState`] (stored in the
+//! `FileOpen`): the pattern and a snapshot of the matching entries, taken at the first
+//! query and again on RESTART_SCANS / REOPEN. Entries are listed and stat'ed once per
+//! snapshot (O(n)), and each request encodes only the entries it returns.
 
-use smbx_wire::NtStatus;
+use smbx_vfs::{short_name, DirEntry};
+use smbx_wire::fscc::dir::{self, DirBuffer, DirEntryInfo};
+use smbx_wire::fscc::Times;
+use smbx_wire::query_directory::{
+    encode_output_response, QueryDirectoryRequest, SMB2_INDEX_SPECIFIED, SMB2_REOPEN,
+    SMB2_RESTART_SCANS, SMB2_RETURN_SINGLE_ENTRY,
+};
+use smbx_wire::{NtStatus, Reader};
 
-use super::{Ctx, HandlerResult, Request};
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::FileId;
+
+/// FILE_LIST_DIRECTORY access right.
+const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
+
+/// An enumeration in progress on one directory open.
+#[derive(Debug)]
+pub struct DirCursor {
+    /// The search pattern the snapshot was taken with.
+    pub pattern: String,
+    /// Matching entries ("." and ".." first when they match), with metadata.
+    pub entries: Vec<DirEntry>,
+    /// Index of the next entry to return.
+    pub pos: usize,
+}
+
+/// Per-open query state (enumeration cursor, FileFullEaInformation index), kept in
+/// `FileOpen::query`.
+#[derive(Debug, Default)]
+pub struct QueryState {
+    /// The directory enumeration, once started.
+    pub dir: Option<DirCursor>,
+    /// Index (0-based) of the next EA FileFullEaInformation returns without
+    /// RESTART_SCAN.
+    pub ea_index: usize,
+}
+
+/// Converts vfs metadata to a directory entry of the wire encoder.
+pub(crate) fn entry_info<'a>(e: &'a DirEntry, short: Option<&'a str>) -> DirEntryInfo<'a> {
+    let i = &e.info;
+    DirEntryInfo {
+        file_index: 0,
+        times: Times {
+            creation: i.creation_time,
+            last_access: i.last_access_time,
+            last_write: i.last_write_time,
+            change: i.change_time,
+        },
+        end_of_file: if i.is_dir { 0 } else { i.size },
+        allocation_size: if i.is_dir { 0 } else { i.allocation_size },
+        attributes: i.attributes,
+        ea_size: 0,
+        reparse_tag: 0,
+        file_id: i.file_id,
+        file_id_high: 0,
+        short_name: short,
+        name: &e.name,
+    }
+}
 
 /// Handles QUERY_DIRECTORY.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let q = QueryDirectoryRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let id =
+        FileId::decode(&mut Reader::new(&q.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let open = ctx.lookup_open(id)?;
+    let Some(f) = open.as_file() else {
+        return Err(NtStatus::INVALID_PARAMETER);
+    };
+    let Some(fixed) = dir::fixed_size(q.info_class) else {
+        return Err(NtStatus::INVALID_INFO_CLASS);
+    };
+    if !f.is_dir {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let max = q.output_buffer_length as usize;
+    let max_trans = if ctx.dialect() <= smbx_wire::negotiate::DIALECT_202 {
+        65536
+    } else {
+        (ctx.config().global.smb2_max_trans as usize).max(65536)
+    };
+    if max > max_trans {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    ctx.check_credit_charge(max)?;
+    if f.access & FILE_LIST_DIRECTORY == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if q.pattern.contains(['\\', '/']) {
+        return Err(NtStatus::OBJECT_PATH_INVALID);
+    }
+    if max < fixed {
+        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+    }
+
+    let restart = q.flags & (SMB2_RESTART_SCANS | SMB2_REOPEN) != 0;
+    let mut state = f.query.lock();
+    let first = restart || state.dir.is_none();
+    if first {
+        let pattern = if q.pattern.is_empty() {
+            "*".to_string()
+        } else {
+            q.pattern.clone()
+        };
+        // The snapshot: one listing + one stat per matching entry.
+        let entries = f.handle.read_dir_matching(&pattern)?;
+        state.dir = Some(DirCursor {
+            pattern,
+            entries,
+            pos: 0,
+        });
+    }
+    let Some(cur) = state.dir.as_mut() else {
+        return Err(NtStatus::INTERNAL_ERROR);
+    };
+    if q.flags & SMB2_INDEX_SPECIFIED != 0 && !first {
+        // FileIndex values are not meaningful on this file system (always 0): the
+        // enumeration continues where it was, as on NTFS.
+    }
+    if cur.pos >= cur.entries.len() {
+        return Err(if first && cur.entries.is_empty() {
+            NtStatus::NO_SUCH_FILE
+        } else {
+            NtStatus::NO_MORE_FILES
+        });
+    }
+    let needs_short = matches!(
+        q.info_class,
+        dir::FILE_BOTH_DIRECTORY_INFORMATION | dir::FILE_ID_BOTH_DIRECTORY_INFORMATION
+    );
+    let Some(mut buf) = DirBuffer::new(q.info_class, max) else {
+        return Err(NtStatus::INVALID_INFO_CLASS);
+    };
+    while let Some(e) = cur.entries.get(cur.pos) {
+        let short = if needs_short {
+            short_name(&e.name)
+        } else {
+            None
+        };
+        if !buf.push(&entry_info(e, short.as_deref())) {
+            break;
+        }
+        cur.pos += 1;
+        if q.flags & SMB2_RETURN_SINGLE_ENTRY != 0 {
+            break;
+        }
+    }
+    drop(state);
+    if buf.is_empty() {
+        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+    }
+    Ok(Response::ok(encode_output_response(&buf.into_vec())))
 }

@@ -78,6 +78,9 @@ pub struct FileOpen {
     pub oplock_level: AtomicU8,
     /// FileModeInformation bits changed through SET_INFO (initially from CreateOptions).
     pub mode: AtomicU32,
+    /// QUERY_DIRECTORY enumeration cursor and FileFullEaInformation index
+    /// (handlers/query_directory.rs, handlers/query_info.rs).
+    pub query: Mutex<crate::handlers::query_directory::QueryState>,
     closed: AtomicBool,
 }
 
@@ -131,6 +134,7 @@ impl FileOpen {
             position: AtomicU64::new(0),
             oplock_level: AtomicU8::new(0),
             mode: AtomicU32::new(p.create_options & MODE_BITS),
+            query: Mutex::new(Default::default()),
             closed: AtomicBool::new(false),
         }
     }
