@@ -47,9 +47,6 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
     let config = Arc::new(config);
     runtime.block_on(async move {
         let announce = |addrs: &[SocketAddr]| {
-            for a in addrs {
-                tracing::info!("listening on {a}");
-            }
             if let (Some(z), Some(addr)) = (&zero, addrs.first()) {
                 print!("{}", zeroconf::connection_help(z, *addr));
             }
@@ -97,7 +94,6 @@ async fn shutdown_signal() {
     }
 }
 
-#[cfg(feature = "server")]
 mod backend {
     use super::*;
 
@@ -108,28 +104,11 @@ mod backend {
     ) -> Result<(), CliError> {
         let server = smbx_server::Server::bind(config)
             .await
-            .map_err(|e| other(format!("cannot listen: {e}")))?;
+            .map_err(|e| other(e.to_string()))?;
         announce(&server.local_addrs());
         server
             .run()
             .await
             .map_err(|e| other(format!("server failed: {e}")))
-    }
-}
-
-#[cfg(not(feature = "server"))]
-mod backend {
-    use super::*;
-
-    /// Stand-in until crates/server provides `Server::bind` and `run`.
-    // TODO(server): drop this stub and make the `server` feature default once
-    // smbx_server::Server lands.
-    pub async fn serve(
-        _config: Arc<Config>,
-        _announce: impl FnOnce(&[SocketAddr]),
-    ) -> Result<(), CliError> {
-        Err(other(
-            "this smbx was built without the SMB server (cargo feature `server`)",
-        ))
     }
 }

@@ -1,5 +1,4 @@
-//! `smbx serve` end to end; needs the server (cargo feature `server`).
-#![cfg(feature = "server")]
+//! `smbx serve` end to end.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
