@@ -260,6 +260,7 @@ def start_smbx(map_to_guest: str = "bad user") -> Server:
         timeout=60,
     )
     if add.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"smbx user add failed ({add.returncode}): {add.stdout}{add.stderr}")
     log_path = root / "server.log"
     log = open(log_path, "wb")
@@ -279,7 +280,9 @@ def start_smbx(map_to_guest: str = "bad user") -> Server:
         wait_for_port(port, proc)
     except RuntimeError as e:
         server.stop()
-        pytest.fail(f"{e}\n--- smbx output ---\n{server.log_text()}")
+        out = server.log_text()
+        _cleanup(server)
+        pytest.fail(f"{e}\n--- smbx output ---\n{out}")
     return server
 
 
@@ -299,6 +302,7 @@ def start_samba(map_to_guest: str = "bad user") -> Server:
         timeout=60,
     )
     if add.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"smbpasswd -a failed: {add.stdout}{add.stderr}")
     log_path = root / "server.log"
     log = open(log_path, "wb")
@@ -316,7 +320,9 @@ def start_samba(map_to_guest: str = "bad user") -> Server:
         wait_for_port(port, proc)
     except RuntimeError as e:
         server.stop()
-        pytest.fail(f"{e}\n--- smbd output ---\n{server.log_text()}")
+        out = server.log_text()
+        _cleanup(server)
+        pytest.fail(f"{e}\n--- smbd output ---\n{out}")
     return server
 
 
@@ -334,17 +340,28 @@ def _cleanup(server: Server) -> None:
 
 
 class _Holder:
-    """Keeps one server per module, restarting it if a test killed it."""
+    """Keeps one server per module, restarting it if a test killed it.
+
+    If the server cannot be started at all, the remaining tests of the module
+    fail at once with the same message instead of each waiting again."""
 
     def __init__(self, factory):
         self.factory = factory
         self.server: Server | None = None
+        self.start_failure: str | None = None
 
     def get(self) -> Server:
+        if self.start_failure is not None:
+            pytest.fail(f"(earlier in this module) {self.start_failure}")
         if self.server is None or not self.server.alive():
             if self.server is not None:
                 _cleanup(self.server)
-            self.server = self.factory()
+                self.server = None
+            try:
+                self.server = self.factory()
+            except pytest.fail.Exception as e:
+                self.start_failure = str(e)
+                raise
         return self.server
 
     def close(self) -> None:
@@ -371,6 +388,39 @@ def _samba_holder():
     holder = _Holder(lambda: start_samba("bad user"))
     yield holder
     holder.close()
+
+
+# ------------------------------------------------------------------ bounds
+#
+# Every test is bounded in time (SIGALRM; the smbprotocol and socket waits
+# are interruptible), and so is the whole session: once SMBX_PYTEST_BUDGET
+# seconds have passed, the remaining tests fail at once.  These bound the
+# run against a server that hangs; they are not assertions about speed.
+
+TEST_TIMEOUT_S = float(os.environ.get("SMBX_TEST_TIMEOUT", "600"))
+SESSION_BUDGET_S = float(os.environ.get("SMBX_PYTEST_BUDGET", "0"))  # 0: unbounded
+_SESSION_START = time.monotonic()
+
+
+class TestTimeout(Exception):
+    """Raised inside a test that ran longer than SMBX_TEST_TIMEOUT."""
+
+
+def _on_alarm(signum, frame):
+    raise TestTimeout(f"test exceeded SMBX_TEST_TIMEOUT={TEST_TIMEOUT_S:g} s (server hung?)")
+
+
+@pytest.fixture(autouse=True)
+def _bounded():
+    if SESSION_BUDGET_S and time.monotonic() - _SESSION_START > SESSION_BUDGET_S:
+        pytest.fail(f"SMBX_PYTEST_BUDGET={SESSION_BUDGET_S:g} s exhausted; not run")
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, TEST_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _checked(holder: _Holder):

@@ -84,7 +84,7 @@ def smbclient(
         args += ["-L", f"//{server.host}"]
     else:
         args += [f"//{server.host}/{share}"]
-    args += ["-p", str(server.port), "-U", f"{user}%{password}", "-n", "interop-client"]
+    args += ["-p", str(server.port), "-U", f"{user}%{password}", "-n", "interop-client", "-t", "120"]
     if dialect:
         args += ["-m", dialect, f"--option=client min protocol={dialect}"]
     if protection:

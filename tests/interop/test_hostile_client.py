@@ -197,14 +197,24 @@ def _drain(sock):
         sock.settimeout(5)
 
 
-def _setup(server, rng):
-    """A connection with a guest session, a tree on [public] and two open handles."""
+def _setup(server, rng, n):
+    """A connection with a guest session, a tree on [public] and two open handles.
+
+    NEGOTIATE, SESSION_SETUP and TREE_CONNECT must always work.  The opens may
+    legitimately fail once earlier mutated SET_INFOs changed attributes or
+    security descriptors on [public]; then the fuzzer uses the null file id."""
     conn = r.RawConn(server.host, server.port, timeout=5)
     conn.negotiate(rng.choice(((0x0202, 0x0210, 0x0300, 0x0302), (0x0210,), (0x0300, 0x0302))))
     conn.guest_session()
     conn.tree_connect(server.unc("public"))
-    fid = conn.create("fuzzfile.bin", disposition=5)
-    dir_fid = conn.create("", options=1, access=0x00100081)
+    try:
+        fid = conn.create(f"fuzz-{n}.bin", disposition=5)
+    except ConnectionError:
+        fid = r.FILE_ID_NONE
+    try:
+        dir_fid = conn.create("", options=1, access=0x00100081)
+    except ConnectionError:
+        dir_fid = r.FILE_ID_NONE
     return conn, fid, dir_fid
 
 
@@ -216,7 +226,8 @@ def test_hostile_client(smbx):
     # Warm up with a normal session, then take the baseline RSS.
     res = smbclient(smbx, "share", "ls")
     assert res.ok(), res.describe()
-    conn, fid, dir_fid = _setup(smbx, rng)
+    conn, fid, dir_fid = _setup(smbx, rng, 0)
+    assert fid != r.FILE_ID_NONE and dir_fid != r.FILE_ID_NONE, "cannot open files on [public] as guest"
     conn.close()
     rss_before = smbx.rss_kib()
 
@@ -228,7 +239,7 @@ def test_hostile_client(smbx):
         kind = rng.randrange(10)
         try:
             if kind < 7:
-                conn, fid, dir_fid = _setup(smbx, rng)
+                conn, fid, dir_fid = _setup(smbx, rng, connections)
                 tpl = templates(fid, dir_fid, smbx.unc("public"))
                 frames = []
                 for _ in range(PER_CONN):

@@ -100,7 +100,7 @@ st_start_smbx() {
     printf '%s\n' "$ST_PASS" |
         "$bin" user add --config "$root/smb.conf" --stdin "$ST_USER" >"$root/useradd.out" 2>&1 ||
         { st_log "smbx user add failed: $(cat "$root/useradd.out")"; return 1; }
-    "$bin" serve --config "$root/smb.conf" >"$root/server.out" 2>&1 </dev/null &
+    setsid "$bin" serve --config "$root/smb.conf" >"$root/server.out" 2>&1 </dev/null &
     local pid=$!
     st_wait_port "$port" "$pid" || { cat "$root/server.out" >&2; return 1; }
     echo "$pid"
@@ -137,12 +137,36 @@ st_reported() {
     sed -n -E 's/^(success|failure|error|skip|xfail|uxsuccess|todo): ([^[]*[^[ ]).*$/\2/p' "$1" | LC_ALL=C sort -u
 }
 
+# st_suite_opts SUITE: extra smbtorture arguments from suite-options.txt.
+st_suite_opts() {
+    awk -v s="$1" '$1 == s { for (i = 2; i <= NF; i++) print $i }' "$ST_DIR/suite-options.txt"
+}
+
+# st_prepare_share SUITE SHAREDIR: files some suites expect to exist.
+st_prepare_share() {
+    local suite=$1 dir=$2
+    case $suite in
+    smb2.set-sparse-ioctl)
+        head -c 65536 /dev/urandom >"$dir/sparse-test.dat"
+        chown "$ST_USER" "$dir/sparse-test.dat"
+        ;;
+    smb2.zero-data-ioctl)
+        head -c 131072 /dev/urandom >"$dir/zero-data-test.dat"
+        chown "$ST_USER" "$dir/zero-data-test.dat"
+        ;;
+    esac
+}
+
 # st_torture PORT SUITE LOGFILE: run one suite; output (plain format) to LOGFILE.
 # Bounded: ST_TIMEOUT for the whole suite, ST_STALL without output per subtest.
 st_torture() {
     local port=$1 suite=$2 log=$3
     local list=$log.list remaining=$log.remaining part=$log.part
+    local -a extra=()
+    mapfile -t extra < <(st_suite_opts "$suite")
     local deadline=$(($(date +%s) + ST_TIMEOUT)) round=0 pid size last_size now last_change stalled cur
+    # ST_DEADLINE (epoch seconds), if set, bounds every suite of a whole run.
+    if [ -n "${ST_DEADLINE:-}" ] && [ "$ST_DEADLINE" -lt "$deadline" ]; then deadline=$ST_DEADLINE; fi
     st_list "$port" "$suite" >"$list" || true
     : >"$log"
     cp "$list" "$remaining"
@@ -151,7 +175,7 @@ st_torture() {
         local -a sel=()
         if [ -s "$list" ]; then sel=(--load-list="$remaining"); fi
         smbtorture "//127.0.0.1/share" -p "$port" -U "$ST_USER%$ST_PASS" \
-            "${ST_TORTURE_OPTS[@]}" --maximum-runtime="$ST_TIMEOUT" "${sel[@]}" \
+            "${ST_TORTURE_OPTS[@]}" "${extra[@]}" --maximum-runtime="$ST_TIMEOUT" "${sel[@]}" \
             "$suite" >"$part" 2>&1 </dev/null &
         pid=$!
         stalled=0 last_size=-1 last_change=$(date +%s)
@@ -198,8 +222,8 @@ st_count() {
 
 # st_run_one KIND SUITE OUTDIR: start a server of KIND (smbd|smbx), run SUITE
 # against it, write OUTDIR/SUITE.log (full output), OUTDIR/SUITE.pass (passing
-# subtests) and OUTDIR/SUITE.time (seconds), stop the server.  Returns
-# non-zero if the server could not be started or crashed during the suite.
+# subtests) and OUTDIR/SUITE.time (seconds), stop the server.  Returns 0, or
+# 1 if the server died or panicked during the suite, 2 if it did not start.
 st_run_one() {
     local kind=$1 suite=$2 outdir=$3 root port pid start end rc=0
     root=$(mktemp -d "${TMPDIR:-/tmp}/smbtorture-$kind-$suite.XXXXXX")
@@ -211,8 +235,9 @@ st_run_one() {
         echo "server did not start" >"$outdir/$suite.log"
         echo 0 >"$outdir/$suite.time"
         [ -n "${ST_KEEP_ROOT:-}" ] || rm -rf "$root"
-        return 1
+        return 2
     fi
+    st_prepare_share "$suite" "$root/share"
     st_torture "$port" "$suite" "$outdir/$suite.log" || true
     end=$(date +%s)
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -242,6 +267,14 @@ st_parallel() {
         while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
             wait -n || true
         done
+        if [ -n "${ST_DEADLINE:-}" ] && [ "$(date +%s)" -ge "$ST_DEADLINE" ]; then
+            st_log "$suite: not run (run time budget exhausted)"
+            : >"$outdir/$suite.pass"
+            echo "not run: run time budget exhausted" >"$outdir/$suite.log"
+            echo 0 >"$outdir/$suite.time"
+            echo 3 >"$outdir/$suite.rc"
+            continue
+        fi
         (
             st_run_one "$kind" "$suite" "$outdir"
             echo $? >"$outdir/$suite.rc"

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# THE test command: dependencies, format, lint, unit tests, release build,
+# interop tests against real peers, smbtorture.  Exit status non-zero on any
+# failure.  Every step runs even if an earlier test step failed (so one run
+# shows everything), except that nothing runs after a failed build.
+#
+# Env: SMBX_SKIP_DEPS=1 (don't install packages), SMBX_SKIP_TORTURE=1,
+#      PYTEST_ARGS (extra pytest arguments), ST_* (see tests/interop/smbtorture).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+failed=()
+step() {
+    local name=$1
+    shift
+    echo
+    echo "=== $name: $*"
+    local t0=$SECONDS
+    if "$@"; then
+        echo "=== $name: ok ($((SECONDS - t0)) s)"
+        return 0
+    fi
+    echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+    failed+=("$name")
+    return 1
+}
+
+finish() {
+    echo
+    if [ ${#failed[@]} -eq 0 ]; then
+        echo "test.sh: all steps passed"
+        exit 0
+    fi
+    echo "test.sh: FAILED steps: ${failed[*]}"
+    exit 1
+}
+
+if [ -z "${SMBX_SKIP_DEPS:-}" ]; then
+    step deps scripts/install-deps.sh || finish
+fi
+command -v cargo >/dev/null || { echo "cargo not found: install a Rust toolchain (rustup, >= 1.85)"; exit 1; }
+
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --workspace --all-targets -- -D warnings
+step unit cargo test --workspace
+step build cargo build --release -p smbx-cli || finish
+
+export SMBX_BIN=${SMBX_BIN:-$ROOT/target/release/smbx}
+# shellcheck disable=SC2086
+step interop python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} tests/interop
+if [ -z "${SMBX_SKIP_TORTURE:-}" ]; then
+    step smbtorture tests/interop/smbtorture/run.sh
+fi
+finish
