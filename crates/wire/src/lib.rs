@@ -9,6 +9,7 @@ pub mod error;
 pub mod framing;
 pub mod fscc;
 pub mod header;
+pub mod ioctl;
 pub mod negotiate;
 pub mod query_directory;
 pub mod query_info;
