@@ -4,13 +4,16 @@
 //! Every decoder checks every length and offset against its buffer and returns
 //! [`WireError`] instead of panicking.
 
+pub mod change_notify;
 pub mod codec;
 pub mod error;
 pub mod framing;
 pub mod fscc;
 pub mod header;
+pub mod lock;
 pub mod ioctl;
 pub mod negotiate;
+pub mod oplock;
 pub mod query_directory;
 pub mod query_info;
 pub mod security_descriptor;

@@ -95,6 +95,8 @@ impl NtStatus {
     pub const NONE_MAPPED: NtStatus = NtStatus(0xC0000073);
     /// STATUS_RANGE_NOT_LOCKED.
     pub const RANGE_NOT_LOCKED: NtStatus = NtStatus(0xC000007E);
+    /// STATUS_INVALID_LOCK_RANGE.
+    pub const INVALID_LOCK_RANGE: NtStatus = NtStatus(0xC00001A1);
     /// STATUS_DISK_FULL.
     pub const DISK_FULL: NtStatus = NtStatus(0xC000007F);
     /// STATUS_INSUFFICIENT_RESOURCES.
@@ -290,6 +292,7 @@ impl NtStatus {
             NtStatus::ACCOUNT_DISABLED => "STATUS_ACCOUNT_DISABLED",
             NtStatus::NONE_MAPPED => "STATUS_NONE_MAPPED",
             NtStatus::RANGE_NOT_LOCKED => "STATUS_RANGE_NOT_LOCKED",
+            NtStatus::INVALID_LOCK_RANGE => "STATUS_INVALID_LOCK_RANGE",
             NtStatus::DISK_FULL => "STATUS_DISK_FULL",
             NtStatus::INSUFFICIENT_RESOURCES => "STATUS_INSUFFICIENT_RESOURCES",
             NtStatus::FILE_IS_A_DIRECTORY => "STATUS_FILE_IS_A_DIRECTORY",
