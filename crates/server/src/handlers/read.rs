@@ -1,10 +1,127 @@
-//! SMB2 READ ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 READ ([MS-SMB2] 3.3.5.12): file data read straight into the response body,
+//! pipe reads from the in-process RPC endpoint.
 
+use std::future::Future;
+
+use smbx_wire::negotiate::DIALECT_202;
+use smbx_wire::rw::{put_read_response_header, ReadRequest, CHANNEL_NONE};
 use smbx_wire::NtStatus;
 
-use super::{Ctx, HandlerResult, Request};
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::file::{FILE_EXECUTE, FILE_READ_DATA};
+use crate::state::{FileId, Open, OpenKind};
+
+/// STATUS_PIPE_EMPTY: a read found no data in the pipe.
+pub const STATUS_PIPE_EMPTY: NtStatus = NtStatus(0xC000_00D9);
+/// I/O at least this large leaves the async worker (spawn_blocking).
+pub const BLOCKING_THRESHOLD: usize = 64 * 1024;
+
+/// The negotiated MaxReadSize.
+pub fn max_read(ctx: &Ctx<'_>) -> u32 {
+    if ctx.dialect() <= DIALECT_202 {
+        65536
+    } else {
+        ctx.config().global.smb2_max_read
+    }
+}
+
+/// The negotiated MaxWriteSize.
+pub fn max_write(ctx: &Ctx<'_>) -> u32 {
+    if ctx.dialect() <= DIALECT_202 {
+        65536
+    } else {
+        ctx.config().global.smb2_max_write
+    }
+}
+
+/// Runs blocking file work: on the blocking pool when `big`, inline otherwise.
+pub fn run_blocking<T: Send + 'static>(
+    big: bool,
+    f: impl FnOnce() -> Result<T, NtStatus> + Send + 'static,
+) -> impl Future<Output = Result<T, NtStatus>> {
+    async move {
+        if big {
+            tokio::task::spawn_blocking(f)
+                .await
+                .map_err(|_| NtStatus::INTERNAL_ERROR)?
+        } else {
+            f()
+        }
+    }
+}
+
+/// Hook for byte-range lock conflicts ([MS-SMB2] 3.3.5.12: FILE_LOCK_CONFLICT when the
+/// range is locked by another open). Filled in by the lock module.
+pub fn check_lock_conflict(
+    _open: &Open,
+    _offset: u64,
+    _len: u64,
+    _write: bool,
+) -> Result<(), NtStatus> {
+    Ok(())
+}
 
 /// Handles READ.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let r = ReadRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    if r.length > max_read(ctx) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    ctx.check_credit_charge(r.length as usize)?;
+    if r.channel != CHANNEL_NONE {
+        // No RDMA transport here.
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let open = ctx.lookup_open(FileId {
+        persistent: r.file_id_persistent,
+        volatile: r.file_id_volatile,
+    })?;
+    let len = r.length as usize;
+    match &open.kind {
+        OpenKind::Pipe(p) => {
+            let (data, more) = p.pipe.lock().read(len);
+            if data.is_empty() && len > 0 {
+                return Err(STATUS_PIPE_EMPTY);
+            }
+            let mut body = vec![0u8; 16 + data.len()];
+            let mut h = [0u8; 16];
+            put_read_response_header(&mut h, data.len() as u32, 0);
+            body[..16].copy_from_slice(&h);
+            body[16..].copy_from_slice(&data);
+            Ok(if more {
+                Response::with_status(NtStatus::BUFFER_OVERFLOW, body)
+            } else {
+                Response::ok(body)
+            })
+        }
+        OpenKind::File(f) => {
+            if f.is_dir {
+                return Err(NtStatus::INVALID_DEVICE_REQUEST);
+            }
+            if f.access & (FILE_READ_DATA | FILE_EXECUTE) == 0 {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            if r.offset > i64::MAX as u64 || r.offset.checked_add(r.length as u64).is_none() {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            check_lock_conflict(&open, r.offset, r.length as u64, false)?;
+            let handle = f.handle.clone();
+            let min = r.minimum_count as usize;
+            let offset = r.offset;
+            let body = run_blocking(len >= BLOCKING_THRESHOLD, move || {
+                let mut body = vec![0u8; 16 + len];
+                let n = handle.read_at(&mut body[16..], offset)?;
+                if (n == 0 && len > 0) || n < min {
+                    return Err(NtStatus::END_OF_FILE);
+                }
+                body.truncate(16 + n);
+                let mut h = [0u8; 16];
+                put_read_response_header(&mut h, n as u32, 0);
+                body[..16].copy_from_slice(&h);
+                Ok(body)
+            })
+            .await?;
+            Ok(Response::ok(body))
+        }
+    }
 }

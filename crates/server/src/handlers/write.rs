@@ -1,10 +1,81 @@
-//! SMB2 WRITE ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 WRITE ([MS-SMB2] 3.3.5.13): file writes (write-through honoured), pipe writes
+//! into the in-process RPC endpoint.
 
+use smbx_wire::rw::{encode_write_response, WriteRequest, CHANNEL_NONE, WRITEFLAG_WRITE_THROUGH};
 use smbx_wire::NtStatus;
 
-use super::{Ctx, HandlerResult, Request};
+use super::create::FILE_WRITE_THROUGH;
+use super::read::{check_lock_conflict, max_write, BLOCKING_THRESHOLD};
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::file::{FILE_APPEND_DATA, FILE_WRITE_DATA};
+use crate::state::{FileId, OpenKind};
+
+/// Offset meaning "at the end of file" ([MS-FSA] 2.1.5.3, FILE_WRITE_TO_END_OF_FILE).
+pub const WRITE_TO_END_OF_FILE: u64 = u64::MAX;
 
 /// Handles WRITE.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let w = WriteRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    if w.length > max_write(ctx) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    ctx.check_credit_charge(w.length as usize)?;
+    if w.channel != CHANNEL_NONE {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let open = ctx.lookup_open(FileId {
+        persistent: w.file_id_persistent,
+        volatile: w.file_id_volatile,
+    })?;
+    match &open.kind {
+        OpenKind::Pipe(p) => {
+            let n = p
+                .pipe
+                .lock()
+                .write(w.data)
+                .map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            Ok(Response::ok(encode_write_response(n as u32)))
+        }
+        OpenKind::File(f) => {
+            if f.is_dir {
+                return Err(NtStatus::INVALID_DEVICE_REQUEST);
+            }
+            if f.access & (FILE_WRITE_DATA | FILE_APPEND_DATA) == 0 {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            let mut offset = w.offset;
+            if offset == WRITE_TO_END_OF_FILE {
+                offset = f.handle.stat()?.size;
+            } else if offset > i64::MAX as u64 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            if w.data.is_empty() {
+                return Ok(Response::ok(encode_write_response(0)));
+            }
+            check_lock_conflict(&open, offset, w.data.len() as u64, true)?;
+            let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
+                || f.create_options & FILE_WRITE_THROUGH != 0;
+            let handle = &f.handle;
+            let data = w.data;
+            let work = || -> Result<usize, NtStatus> {
+                let n = handle.write_at(data, offset)?;
+                if through && handle.stream_name().is_none() {
+                    handle.file().sync_data().map_err(NtStatus::from)?;
+                }
+                Ok(n)
+            };
+            // The payload is borrowed from the request: large writes leave the async
+            // worker with block_in_place instead of being copied to the blocking pool.
+            let big = data.len() >= BLOCKING_THRESHOLD;
+            let n = if big
+                && tokio::runtime::Handle::current().runtime_flavor()
+                    == tokio::runtime::RuntimeFlavor::MultiThread
+            {
+                tokio::task::block_in_place(work)?
+            } else {
+                work()?
+            };
+            Ok(Response::ok(encode_write_response(n as u32)))
+        }
+    }
 }

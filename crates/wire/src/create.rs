@@ -1,0 +1,533 @@
+//! SMB2 CREATE request and response ([MS-SMB2] 2.2.13, 2.2.14) and the create
+//! context chain (2.2.13.2, 2.2.14.2).
+
+use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
+use crate::header::HEADER_SIZE;
+
+/// Fixed part of the request body (StructureSize 57 minus the 1-byte buffer).
+const REQ_FIXED: usize = 56;
+/// Fixed part of the response body (StructureSize 89 minus the 1-byte buffer).
+const RESP_FIXED: usize = 88;
+/// Longest file name accepted, in bytes of UTF-16 (Windows: 32767 characters).
+pub const MAX_NAME_BYTES: usize = 65534;
+/// Most create contexts accepted in one request.
+pub const MAX_CONTEXTS: usize = 64;
+
+/// Oplock level none.
+pub const OPLOCK_LEVEL_NONE: u8 = 0x00;
+/// Oplock level II.
+pub const OPLOCK_LEVEL_II: u8 = 0x01;
+/// Oplock level exclusive.
+pub const OPLOCK_LEVEL_EXCLUSIVE: u8 = 0x08;
+/// Oplock level batch.
+pub const OPLOCK_LEVEL_BATCH: u8 = 0x09;
+/// "Oplock level" lease.
+pub const OPLOCK_LEVEL_LEASE: u8 = 0xFF;
+
+/// Impersonation level: Anonymous.
+pub const IMPERSONATION_ANONYMOUS: u32 = 0;
+/// Impersonation level: Delegate (the highest valid value).
+pub const IMPERSONATION_DELEGATE: u32 = 3;
+
+/// Create context names ([MS-SMB2] 2.2.13.2).
+pub mod ctx {
+    /// SMB2_CREATE_EA_BUFFER.
+    pub const EXTA: &[u8] = b"ExtA";
+    /// SMB2_CREATE_SD_BUFFER.
+    pub const SECD: &[u8] = b"SecD";
+    /// SMB2_CREATE_DURABLE_HANDLE_REQUEST.
+    pub const DHNQ: &[u8] = b"DHnQ";
+    /// SMB2_CREATE_DURABLE_HANDLE_RECONNECT.
+    pub const DHNC: &[u8] = b"DHnC";
+    /// SMB2_CREATE_ALLOCATION_SIZE.
+    pub const ALSI: &[u8] = b"AlSi";
+    /// SMB2_CREATE_QUERY_MAXIMAL_ACCESS_REQUEST.
+    pub const MXAC: &[u8] = b"MxAc";
+    /// SMB2_CREATE_TIMEWARP_TOKEN.
+    pub const TWRP: &[u8] = b"TWrp";
+    /// SMB2_CREATE_QUERY_ON_DISK_ID.
+    pub const QFID: &[u8] = b"QFid";
+    /// SMB2_CREATE_REQUEST_LEASE (v1 and v2).
+    pub const RQLS: &[u8] = b"RqLs";
+    /// SMB2_CREATE_DURABLE_HANDLE_REQUEST_V2.
+    pub const DH2Q: &[u8] = b"DH2Q";
+    /// SMB2_CREATE_DURABLE_HANDLE_RECONNECT_V2.
+    pub const DH2C: &[u8] = b"DH2C";
+    /// SMB2_CREATE_APP_INSTANCE_ID.
+    pub const APP_INSTANCE_ID: &[u8] = &[
+        0x45, 0xBC, 0xA6, 0x6A, 0xEF, 0xA7, 0xF7, 0x4A, 0x90, 0x08, 0xFA, 0x46, 0x2E, 0x14, 0x4D,
+        0x74,
+    ];
+}
+
+/// One create context: its name and data, borrowed from the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateContext<'a> {
+    /// Context name (usually 4 ASCII bytes, or a 16-byte GUID).
+    pub name: &'a [u8],
+    /// Context data.
+    pub data: &'a [u8],
+}
+
+/// Parses a create context chain ([MS-SMB2] 2.2.13.2): each element's Next,
+/// NameOffset/NameLength and DataOffset/DataLength must lie within the chain, Next and
+/// DataOffset must be 8-byte aligned, names are at least 4 bytes.
+pub fn parse_contexts(buf: &[u8]) -> Result<Vec<CreateContext<'_>>, WireError> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    if buf.is_empty() {
+        return Ok(out);
+    }
+    loop {
+        let rest = buf.get(pos..).ok_or(WireError::Invalid("context offset"))?;
+        let mut r = Reader::new(rest);
+        let next = r.u32()? as usize;
+        let name_off = r.u16()? as usize;
+        let name_len = r.u16()? as usize;
+        r.u16()?;
+        let data_off = r.u16()? as usize;
+        let data_len = r.u32()? as usize;
+        let len = if next == 0 { rest.len() } else { next };
+        if !next.is_multiple_of(8) || len > rest.len() || len < 16 {
+            return Err(WireError::Invalid("context Next"));
+        }
+        let elem = &rest[..len];
+        if name_off < 16 || name_len < 4 {
+            return Err(WireError::Invalid("context name"));
+        }
+        let name = slice_at(elem, name_off, name_len)?;
+        let data = if data_len == 0 {
+            &[][..]
+        } else {
+            if !data_off.is_multiple_of(8) || data_off < name_off + name_len {
+                return Err(WireError::Invalid("context DataOffset"));
+            }
+            slice_at(elem, data_off, data_len)?
+        };
+        out.push(CreateContext { name, data });
+        if out.len() > MAX_CONTEXTS {
+            return Err(WireError::Invalid("too many create contexts"));
+        }
+        if next == 0 {
+            return Ok(out);
+        }
+        pos += next;
+    }
+}
+
+/// Encodes a create context chain: each context 8-byte aligned, Next linking them,
+/// the last one's Next 0. Names and data are placed as Windows does (name at 16,
+/// data at the next 8-byte boundary).
+pub fn encode_contexts(ctxs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut w = Writer::new();
+    for (i, (name, data)) in ctxs.iter().enumerate() {
+        let start = w.len();
+        let name_off = 16usize;
+        let data_off = if data.is_empty() {
+            0
+        } else {
+            (name_off + name.len()).next_multiple_of(8)
+        };
+        w.u32(0)
+            .u16(name_off as u16)
+            .u16(name.len() as u16)
+            .u16(0)
+            .u16(data_off as u16)
+            .u32(data.len() as u32)
+            .bytes(name);
+        if !data.is_empty() {
+            w.align_from(start, 8);
+            w.bytes(data);
+        }
+        if i + 1 < ctxs.len() {
+            w.align_from(start, 8);
+            let next = w.len() - start;
+            w.patch_u32(start, next as u32);
+        }
+    }
+    w.into_vec()
+}
+
+trait AlignFrom {
+    fn align_from(&mut self, start: usize, a: usize);
+}
+
+impl AlignFrom for Writer {
+    fn align_from(&mut self, start: usize, a: usize) {
+        let rel = self.len() - start;
+        let pad = rel.next_multiple_of(a) - rel;
+        self.zeros(pad);
+    }
+}
+
+/// An SMB2 CREATE request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateRequest<'a> {
+    /// SecurityFlags (reserved).
+    pub security_flags: u8,
+    /// RequestedOplockLevel.
+    pub oplock_level: u8,
+    /// ImpersonationLevel.
+    pub impersonation_level: u32,
+    /// SmbCreateFlags (reserved).
+    pub smb_create_flags: u64,
+    /// DesiredAccess.
+    pub desired_access: u32,
+    /// FileAttributes.
+    pub file_attributes: u32,
+    /// ShareAccess.
+    pub share_access: u32,
+    /// CreateDisposition.
+    pub create_disposition: u32,
+    /// CreateOptions.
+    pub create_options: u32,
+    /// The raw UTF-16LE name bytes.
+    pub name_utf16: &'a [u8],
+    /// The raw create context chain.
+    pub contexts: &'a [u8],
+}
+
+impl<'a> CreateRequest<'a> {
+    /// Decodes the request from the message starting at the SMB2 header.
+    pub fn decode(msg: &'a [u8]) -> Result<CreateRequest<'a>, WireError> {
+        let mut r = Reader::new(msg);
+        r.seek(HEADER_SIZE)?;
+        if r.u16()? != 57 {
+            return Err(WireError::Invalid("StructureSize is not 57"));
+        }
+        if msg.len() < HEADER_SIZE + REQ_FIXED {
+            return Err(WireError::Invalid("CREATE body too short"));
+        }
+        let security_flags = r.u8()?;
+        let oplock_level = r.u8()?;
+        let impersonation_level = r.u32()?;
+        let smb_create_flags = r.u64()?;
+        r.u64()?;
+        let desired_access = r.u32()?;
+        let file_attributes = r.u32()?;
+        let share_access = r.u32()?;
+        let create_disposition = r.u32()?;
+        let create_options = r.u32()?;
+        let name_off = r.u16()? as usize;
+        let name_len = r.u16()? as usize;
+        let ctx_off = r.u32()? as usize;
+        let ctx_len = r.u32()? as usize;
+        if !name_len.is_multiple_of(2) || name_len > MAX_NAME_BYTES {
+            return Err(WireError::Invalid("NameLength"));
+        }
+        let name_utf16 = if name_len == 0 {
+            &[][..]
+        } else {
+            if name_off < HEADER_SIZE + REQ_FIXED {
+                return Err(WireError::Invalid("NameOffset"));
+            }
+            slice_at(msg, name_off, name_len)?
+        };
+        let contexts = if ctx_len == 0 {
+            &[][..]
+        } else {
+            if ctx_off < HEADER_SIZE + REQ_FIXED || !ctx_off.is_multiple_of(8) {
+                return Err(WireError::Invalid("CreateContextsOffset"));
+            }
+            slice_at(msg, ctx_off, ctx_len)?
+        };
+        Ok(CreateRequest {
+            security_flags,
+            oplock_level,
+            impersonation_level,
+            smb_create_flags,
+            desired_access,
+            file_attributes,
+            share_access,
+            create_disposition,
+            create_options,
+            name_utf16,
+            contexts,
+        })
+    }
+
+    /// The name as a string (INVALID_PARAMETER-worthy error for unpaired surrogates).
+    pub fn name(&self) -> Result<String, WireError> {
+        from_utf16le(self.name_utf16)
+    }
+
+    /// The parsed create contexts.
+    pub fn create_contexts(&self) -> Result<Vec<CreateContext<'a>>, WireError> {
+        parse_contexts(self.contexts)
+    }
+}
+
+/// Builds a CREATE request body (for tests and the client).
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequestBuilder {
+    /// RequestedOplockLevel.
+    pub oplock_level: u8,
+    /// ImpersonationLevel.
+    pub impersonation_level: u32,
+    /// DesiredAccess.
+    pub desired_access: u32,
+    /// FileAttributes.
+    pub file_attributes: u32,
+    /// ShareAccess.
+    pub share_access: u32,
+    /// CreateDisposition.
+    pub create_disposition: u32,
+    /// CreateOptions.
+    pub create_options: u32,
+    /// Name.
+    pub name: String,
+    /// Encoded create context chain.
+    pub contexts: Vec<u8>,
+}
+
+impl CreateRequestBuilder {
+    /// Encodes the body (offsets assume it follows a 64-byte header).
+    pub fn encode(&self) -> Vec<u8> {
+        let name = crate::codec::utf16le(&self.name);
+        let mut w = Writer::new();
+        w.u16(57)
+            .u8(0)
+            .u8(self.oplock_level)
+            .u32(self.impersonation_level)
+            .u64(0)
+            .u64(0)
+            .u32(self.desired_access)
+            .u32(self.file_attributes)
+            .u32(self.share_access)
+            .u32(self.create_disposition)
+            .u32(self.create_options)
+            .u16((HEADER_SIZE + REQ_FIXED) as u16)
+            .u16(name.len() as u16)
+            .u32(0)
+            .u32(self.contexts.len() as u32);
+        w.bytes(&name);
+        if self.contexts.is_empty() {
+            if name.is_empty() {
+                w.u8(0);
+            }
+        } else {
+            w.align(8);
+            let off = HEADER_SIZE + w.len();
+            w.patch_u32(48, off as u32);
+            w.bytes(&self.contexts);
+        }
+        w.into_vec()
+    }
+}
+
+/// An SMB2 CREATE response.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CreateResponse {
+    /// OplockLevel granted.
+    pub oplock_level: u8,
+    /// Flags (SMB2_CREATE_FLAG_REPARSEPOINT).
+    pub flags: u8,
+    /// CreateAction.
+    pub create_action: u32,
+    /// CreationTime.
+    pub creation_time: u64,
+    /// LastAccessTime.
+    pub last_access_time: u64,
+    /// LastWriteTime.
+    pub last_write_time: u64,
+    /// ChangeTime.
+    pub change_time: u64,
+    /// AllocationSize.
+    pub allocation_size: u64,
+    /// EndofFile.
+    pub end_of_file: u64,
+    /// FileAttributes.
+    pub file_attributes: u32,
+    /// FileId persistent half.
+    pub file_id_persistent: u64,
+    /// FileId volatile half.
+    pub file_id_volatile: u64,
+    /// Encoded create context chain (see [`encode_contexts`]).
+    pub contexts: Vec<u8>,
+}
+
+impl CreateResponse {
+    /// Encodes the response body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(RESP_FIXED + 8 + self.contexts.len());
+        let (off, len) = if self.contexts.is_empty() {
+            (0, 0)
+        } else {
+            (HEADER_SIZE + RESP_FIXED, self.contexts.len())
+        };
+        w.u16(89)
+            .u8(self.oplock_level)
+            .u8(self.flags)
+            .u32(self.create_action)
+            .u64(self.creation_time)
+            .u64(self.last_access_time)
+            .u64(self.last_write_time)
+            .u64(self.change_time)
+            .u64(self.allocation_size)
+            .u64(self.end_of_file)
+            .u32(self.file_attributes)
+            .u32(0)
+            .u64(self.file_id_persistent)
+            .u64(self.file_id_volatile)
+            .u32(off as u32)
+            .u32(len as u32);
+        if self.contexts.is_empty() {
+            w.u8(0);
+        } else {
+            w.bytes(&self.contexts);
+        }
+        w.into_vec()
+    }
+
+    /// Decodes a response (message starting at the header); contexts are kept raw.
+    pub fn decode(msg: &[u8]) -> Result<CreateResponse, WireError> {
+        let mut r = Reader::new(msg);
+        r.seek(HEADER_SIZE)?;
+        if r.u16()? != 89 {
+            return Err(WireError::Invalid("StructureSize is not 89"));
+        }
+        let oplock_level = r.u8()?;
+        let flags = r.u8()?;
+        let create_action = r.u32()?;
+        let creation_time = r.u64()?;
+        let last_access_time = r.u64()?;
+        let last_write_time = r.u64()?;
+        let change_time = r.u64()?;
+        let allocation_size = r.u64()?;
+        let end_of_file = r.u64()?;
+        let file_attributes = r.u32()?;
+        r.u32()?;
+        let file_id_persistent = r.u64()?;
+        let file_id_volatile = r.u64()?;
+        let off = r.u32()? as usize;
+        let len = r.u32()? as usize;
+        let contexts = if len == 0 {
+            Vec::new()
+        } else {
+            slice_at(msg, off, len)?.to_vec()
+        };
+        Ok(CreateResponse {
+            oplock_level,
+            flags,
+            create_action,
+            creation_time,
+            last_access_time,
+            last_write_time,
+            change_time,
+            allocation_size,
+            end_of_file,
+            file_attributes,
+            file_id_persistent,
+            file_id_volatile,
+            contexts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(body: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; HEADER_SIZE];
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn request_roundtrip_with_contexts() {
+        let ctxs = encode_contexts(&[(ctx::MXAC, &[]), (ctx::QFID, &[]), (ctx::ALSI, &[1; 8])]);
+        let b = CreateRequestBuilder {
+            desired_access: 0x12019f,
+            share_access: 7,
+            create_disposition: 3,
+            create_options: 0x40,
+            impersonation_level: 2,
+            name: "dir\\file.txt".into(),
+            contexts: ctxs,
+            ..Default::default()
+        }
+        .encode();
+        let m = msg(&b);
+        let r = CreateRequest::decode(&m).unwrap();
+        assert_eq!(r.name().unwrap(), "dir\\file.txt");
+        assert_eq!(r.desired_access, 0x12019f);
+        assert_eq!(r.create_disposition, 3);
+        let c = r.create_contexts().unwrap();
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].name, b"MxAc");
+        assert!(c[0].data.is_empty());
+        assert_eq!(c[2].name, b"AlSi");
+        assert_eq!(c[2].data, &[1; 8]);
+    }
+
+    #[test]
+    fn bad_context_chains_are_errors() {
+        let good = encode_contexts(&[(ctx::MXAC, &[0; 8]), (ctx::QFID, &[])]);
+        assert!(parse_contexts(&good).is_ok());
+        // Next not aligned.
+        let mut b = good.clone();
+        b[0] = 9;
+        assert!(parse_contexts(&b).is_err());
+        // Next beyond the buffer.
+        let mut b = good.clone();
+        b[0..4].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(parse_contexts(&b).is_err());
+        // Data beyond the element.
+        let mut b = good.clone();
+        b[12..16].copy_from_slice(&100u32.to_le_bytes());
+        assert!(parse_contexts(&b).is_err());
+        // Name too short.
+        let mut b = good.clone();
+        b[6] = 2;
+        assert!(parse_contexts(&b).is_err());
+        // Truncated.
+        assert!(parse_contexts(&good[..10]).is_err());
+        // Every prefix and every single-byte corruption: no panic.
+        for i in 0..good.len() {
+            let _ = parse_contexts(&good[..i]);
+            for v in [0u8, 0xff, 7] {
+                let mut b = good.clone();
+                b[i] = v;
+                let _ = parse_contexts(&b);
+            }
+        }
+    }
+
+    #[test]
+    fn request_name_bounds_checked() {
+        let b = CreateRequestBuilder {
+            name: "abc".into(),
+            ..Default::default()
+        }
+        .encode();
+        let mut m = msg(&b);
+        // NameLength past the end.
+        m[HEADER_SIZE + 46] = 200;
+        assert!(CreateRequest::decode(&m).is_err());
+        // Odd length.
+        m[HEADER_SIZE + 46] = 5;
+        assert!(CreateRequest::decode(&m).is_err());
+        // Short body.
+        assert!(CreateRequest::decode(&msg(&b[..40])).is_err());
+    }
+
+    #[test]
+    fn response_roundtrip() {
+        let resp = CreateResponse {
+            oplock_level: 0,
+            create_action: 2,
+            end_of_file: 5,
+            file_attributes: 0x20,
+            file_id_persistent: 1,
+            file_id_volatile: 2,
+            contexts: encode_contexts(&[(ctx::MXAC, &[0; 8])]),
+            ..Default::default()
+        };
+        let b = resp.encode();
+        assert_eq!(b.len(), 88 + resp.contexts.len());
+        assert_eq!(CreateResponse::decode(&msg(&b)).unwrap(), resp);
+        let empty = CreateResponse::default().encode();
+        assert_eq!(empty.len(), 89);
+    }
+}

@@ -1,0 +1,347 @@
+//! SMB2 READ and WRITE ([MS-SMB2] 2.2.19–2.2.22).
+
+use crate::codec::{slice_at, Reader, WireError, Writer};
+use crate::header::HEADER_SIZE;
+
+/// READ flag (3.0.2+): read unbuffered.
+pub const READFLAG_READ_UNBUFFERED: u8 = 0x01;
+/// READ flag (3.1.1): the response may be compressed.
+pub const READFLAG_REQUEST_COMPRESSED: u8 = 0x02;
+/// WRITE flag (3.0+): write through.
+pub const WRITEFLAG_WRITE_THROUGH: u32 = 0x0000_0001;
+/// WRITE flag (3.0.2+): write unbuffered.
+pub const WRITEFLAG_WRITE_UNBUFFERED: u32 = 0x0000_0002;
+/// Channel: none.
+pub const CHANNEL_NONE: u32 = 0;
+/// Channel: RDMA v1.
+pub const CHANNEL_RDMA_V1: u32 = 1;
+/// Channel: RDMA v1 with invalidate.
+pub const CHANNEL_RDMA_V1_INVALIDATE: u32 = 2;
+/// Channel: RDMA transform.
+pub const CHANNEL_RDMA_TRANSFORM: u32 = 3;
+/// DataOffset of every READ response: header + 16 fixed bytes.
+pub const READ_RESPONSE_DATA_OFFSET: usize = HEADER_SIZE + 16;
+
+/// A READ request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadRequest<'a> {
+    /// Padding: requested DataOffset of the response.
+    pub padding: u8,
+    /// Flags.
+    pub flags: u8,
+    /// Length to read.
+    pub length: u32,
+    /// Offset.
+    pub offset: u64,
+    /// FileId persistent half.
+    pub file_id_persistent: u64,
+    /// FileId volatile half.
+    pub file_id_volatile: u64,
+    /// MinimumCount.
+    pub minimum_count: u32,
+    /// Channel.
+    pub channel: u32,
+    /// RemainingBytes.
+    pub remaining_bytes: u32,
+    /// ReadChannelInfo (SMB_DIRECT buffer descriptors), bounds-checked.
+    pub channel_info: &'a [u8],
+}
+
+impl<'a> ReadRequest<'a> {
+    /// Decodes the request from the message starting at the SMB2 header.
+    pub fn decode(msg: &'a [u8]) -> Result<ReadRequest<'a>, WireError> {
+        let mut r = Reader::new(msg);
+        r.seek(HEADER_SIZE)?;
+        if r.u16()? != 49 {
+            return Err(WireError::Invalid("StructureSize is not 49"));
+        }
+        let padding = r.u8()?;
+        let flags = r.u8()?;
+        let length = r.u32()?;
+        let offset = r.u64()?;
+        let file_id_persistent = r.u64()?;
+        let file_id_volatile = r.u64()?;
+        let minimum_count = r.u32()?;
+        let channel = r.u32()?;
+        let remaining_bytes = r.u32()?;
+        let ci_off = r.u16()? as usize;
+        let ci_len = r.u16()? as usize;
+        let channel_info = if ci_len == 0 {
+            &[][..]
+        } else {
+            if ci_off < HEADER_SIZE + 48 {
+                return Err(WireError::Invalid("ReadChannelInfoOffset"));
+            }
+            slice_at(msg, ci_off, ci_len)?
+        };
+        Ok(ReadRequest {
+            padding,
+            flags,
+            length,
+            offset,
+            file_id_persistent,
+            file_id_volatile,
+            minimum_count,
+            channel,
+            remaining_bytes,
+            channel_info,
+        })
+    }
+
+    /// Encodes the 49-byte body (no channel info).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(49);
+        w.u16(49)
+            .u8(self.padding)
+            .u8(self.flags)
+            .u32(self.length)
+            .u64(self.offset)
+            .u64(self.file_id_persistent)
+            .u64(self.file_id_volatile)
+            .u32(self.minimum_count)
+            .u32(self.channel)
+            .u32(self.remaining_bytes)
+            .u16(0)
+            .u16(0)
+            .u8(0);
+        w.into_vec()
+    }
+}
+
+/// Writes the 16-byte READ response body header into `out[..16]` for `data_len` bytes
+/// of data placed right after it (at [`READ_RESPONSE_DATA_OFFSET`]). Lets the server
+/// read file data directly into the response buffer.
+pub fn put_read_response_header(out: &mut [u8; 16], data_len: u32, data_remaining: u32) {
+    out[0..2].copy_from_slice(&17u16.to_le_bytes());
+    out[2] = READ_RESPONSE_DATA_OFFSET as u8;
+    out[3] = 0;
+    out[4..8].copy_from_slice(&data_len.to_le_bytes());
+    out[8..12].copy_from_slice(&data_remaining.to_le_bytes());
+    out[12..16].copy_from_slice(&0u32.to_le_bytes());
+}
+
+/// A decoded READ response: the data it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadResponse<'a> {
+    /// DataRemaining.
+    pub data_remaining: u32,
+    /// The data.
+    pub data: &'a [u8],
+}
+
+impl<'a> ReadResponse<'a> {
+    /// Decodes a response (message starting at the header).
+    pub fn decode(msg: &'a [u8]) -> Result<ReadResponse<'a>, WireError> {
+        let mut r = Reader::new(msg);
+        r.seek(HEADER_SIZE)?;
+        if r.u16()? != 17 {
+            return Err(WireError::Invalid("StructureSize is not 17"));
+        }
+        let off = r.u8()? as usize;
+        r.u8()?;
+        let len = r.u32()? as usize;
+        let data_remaining = r.u32()?;
+        let data = if len == 0 {
+            &[][..]
+        } else {
+            slice_at(msg, off, len)?
+        };
+        Ok(ReadResponse {
+            data_remaining,
+            data,
+        })
+    }
+}
+
+/// A WRITE request; `data` borrows the payload from the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteRequest<'a> {
+    /// Offset.
+    pub offset: u64,
+    /// FileId persistent half.
+    pub file_id_persistent: u64,
+    /// FileId volatile half.
+    pub file_id_volatile: u64,
+    /// Channel.
+    pub channel: u32,
+    /// RemainingBytes.
+    pub remaining_bytes: u32,
+    /// WriteChannelInfo, bounds-checked.
+    pub channel_info: &'a [u8],
+    /// Flags.
+    pub flags: u32,
+    /// Length as sent (equals `data.len()` unless the data comes over RDMA).
+    pub length: u32,
+    /// The data in the message (empty for RDMA channels).
+    pub data: &'a [u8],
+}
+
+/// Fixed part of the WRITE request body.
+const WRITE_FIXED: usize = 48;
+
+impl<'a> WriteRequest<'a> {
+    /// Decodes the request from the message starting at the SMB2 header. DataOffset and
+    /// Length must lie within the message (unless a channel carries the data).
+    pub fn decode(msg: &'a [u8]) -> Result<WriteRequest<'a>, WireError> {
+        let mut r = Reader::new(msg);
+        r.seek(HEADER_SIZE)?;
+        if r.u16()? != 49 {
+            return Err(WireError::Invalid("StructureSize is not 49"));
+        }
+        let data_off = r.u16()? as usize;
+        let length = r.u32()?;
+        let offset = r.u64()?;
+        let file_id_persistent = r.u64()?;
+        let file_id_volatile = r.u64()?;
+        let channel = r.u32()?;
+        let remaining_bytes = r.u32()?;
+        let ci_off = r.u16()? as usize;
+        let ci_len = r.u16()? as usize;
+        let flags = r.u32()?;
+        let channel_info = if ci_len == 0 {
+            &[][..]
+        } else {
+            if ci_off < HEADER_SIZE + WRITE_FIXED {
+                return Err(WireError::Invalid("WriteChannelInfoOffset"));
+            }
+            slice_at(msg, ci_off, ci_len)?
+        };
+        let rdma = matches!(
+            channel,
+            CHANNEL_RDMA_V1 | CHANNEL_RDMA_V1_INVALIDATE | CHANNEL_RDMA_TRANSFORM
+        );
+        let data = if length == 0 || rdma {
+            &[][..]
+        } else {
+            if data_off < HEADER_SIZE + WRITE_FIXED {
+                return Err(WireError::Invalid("DataOffset"));
+            }
+            slice_at(msg, data_off, length as usize)?
+        };
+        Ok(WriteRequest {
+            offset,
+            file_id_persistent,
+            file_id_volatile,
+            channel,
+            remaining_bytes,
+            channel_info,
+            flags,
+            length,
+            data,
+        })
+    }
+
+    /// Encodes the body with `data` right after the fixed part.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(WRITE_FIXED + self.data.len().max(1));
+        w.u16(49)
+            .u16((HEADER_SIZE + WRITE_FIXED) as u16)
+            .u32(self.data.len() as u32)
+            .u64(self.offset)
+            .u64(self.file_id_persistent)
+            .u64(self.file_id_volatile)
+            .u32(self.channel)
+            .u32(self.remaining_bytes)
+            .u16(0)
+            .u16(0)
+            .u32(self.flags);
+        if self.data.is_empty() {
+            w.u8(0);
+        } else {
+            w.bytes(self.data);
+        }
+        w.into_vec()
+    }
+}
+
+/// Encodes the WRITE response body for `count` bytes written.
+pub fn encode_write_response(count: u32) -> Vec<u8> {
+    let mut w = Writer::with_capacity(16);
+    w.u16(17).u16(0).u32(count).u32(0).u16(0).u16(0);
+    w.into_vec()
+}
+
+/// Decodes the Count of a WRITE response (message starting at the header).
+pub fn decode_write_response(msg: &[u8]) -> Result<u32, WireError> {
+    let mut r = Reader::new(msg);
+    r.seek(HEADER_SIZE)?;
+    if r.u16()? != 17 {
+        return Err(WireError::Invalid("StructureSize is not 17"));
+    }
+    r.u16()?;
+    r.u32()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(body: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; HEADER_SIZE];
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn read_request_roundtrip() {
+        let q = ReadRequest {
+            length: 4096,
+            offset: 8192,
+            file_id_persistent: 1,
+            file_id_volatile: 2,
+            minimum_count: 5,
+            ..Default::default()
+        };
+        let b = q.encode();
+        assert_eq!(b.len(), 49);
+        assert_eq!(ReadRequest::decode(&msg(&b)).unwrap(), q);
+        let mut bad = b.clone();
+        bad[44..46].copy_from_slice(&200u16.to_le_bytes());
+        bad[46..48].copy_from_slice(&100u16.to_le_bytes());
+        assert!(ReadRequest::decode(&msg(&bad)).is_err());
+    }
+
+    #[test]
+    fn read_response_header() {
+        let mut h = [0u8; 16];
+        put_read_response_header(&mut h, 3, 0);
+        let mut m = msg(&h);
+        m.extend_from_slice(b"abc");
+        let r = ReadResponse::decode(&m).unwrap();
+        assert_eq!(r.data, b"abc");
+        assert_eq!(h[2], 0x50);
+    }
+
+    #[test]
+    fn write_request_bounds() {
+        let q = WriteRequest {
+            offset: 10,
+            file_id_volatile: 3,
+            flags: WRITEFLAG_WRITE_THROUGH,
+            data: b"hello",
+            length: 5,
+            ..Default::default()
+        };
+        let b = q.encode();
+        let m = msg(&b);
+        let d = WriteRequest::decode(&m).unwrap();
+        assert_eq!(d.data, b"hello");
+        assert_eq!(d.flags, WRITEFLAG_WRITE_THROUGH);
+        // Length beyond the message.
+        let mut bad = b.clone();
+        bad[4..8].copy_from_slice(&6u32.to_le_bytes());
+        assert!(WriteRequest::decode(&msg(&bad)).is_err());
+        // DataOffset inside the fixed part.
+        let mut bad = b.clone();
+        bad[2..4].copy_from_slice(&64u16.to_le_bytes());
+        assert!(WriteRequest::decode(&msg(&bad)).is_err());
+        // DataOffset huge.
+        let mut bad = b;
+        bad[2..4].copy_from_slice(&0xffffu16.to_le_bytes());
+        assert!(WriteRequest::decode(&msg(&bad)).is_err());
+        assert_eq!(
+            decode_write_response(&msg(&encode_write_response(5))).unwrap(),
+            5
+        );
+    }
+}
