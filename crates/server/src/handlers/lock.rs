@@ -1,10 +1,107 @@
-//! SMB2 LOCK ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 LOCK ([MS-SMB2] 3.3.5.14): byte-range locks through `state::locks`.
+//!
+//! - The first element decides the mode: if it is UNLOCK every element must be exactly
+//!   UNLOCK; otherwise every element must be SHARED or EXCLUSIVE, optionally with
+//!   FAIL_IMMEDIATELY (anything else: INVALID_PARAMETER).
+//! - Unlocks are applied in order; the first that names no lock of this open fails
+//!   with RANGE_NOT_LOCKED.
+//! - Locks are taken all-or-nothing. A conflict fails with LOCK_NOT_GRANTED, except
+//!   for a single lock without FAIL_IMMEDIATELY, which goes async (STATUS_PENDING)
+//!   until the conflicting lock goes away; CANCEL ends it with STATUS_CANCELLED and
+//!   closing its handle with RANGE_NOT_LOCKED.
 
-use smbx_wire::NtStatus;
+use std::sync::Arc;
 
-use super::{Ctx, HandlerResult, Request};
+use smbx_wire::lock::{
+    encode_lock_response, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY,
+    LOCKFLAG_SHARED, LOCKFLAG_UNLOCK,
+};
+use smbx_wire::{NtStatus, Reader};
+
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::file::{SharedFile, FILE_APPEND_DATA, FILE_READ_DATA, FILE_WRITE_DATA};
+use crate::state::FileId;
 
 /// Handles LOCK.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let r = LockRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let id =
+        FileId::decode(&mut Reader::new(&r.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let open = ctx.lookup_open(id)?;
+    let f = open.as_file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    if f.is_dir {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if f.access & (FILE_READ_DATA | FILE_WRITE_DATA | FILE_APPEND_DATA) == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let file = f.file.clone();
+    let owner = f.entry_id;
+    drop(open);
+
+    if r.locks[0].flags & LOCKFLAG_UNLOCK != 0 {
+        for l in &r.locks {
+            if l.flags != LOCKFLAG_UNLOCK {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            file.locks.unlock(owner, l.offset, l.length)?;
+        }
+        return Ok(Response::ok(encode_lock_response()));
+    }
+
+    let mut wanted = Vec::with_capacity(r.locks.len());
+    for l in &r.locks {
+        let exclusive = match l.flags & !LOCKFLAG_FAIL_IMMEDIATELY {
+            LOCKFLAG_SHARED => false,
+            LOCKFLAG_EXCLUSIVE => true,
+            _ => return Err(NtStatus::INVALID_PARAMETER),
+        };
+        wanted.push((l.offset, l.length, exclusive));
+    }
+    let blocking = r.locks.len() == 1 && r.locks[0].flags & LOCKFLAG_FAIL_IMMEDIATELY == 0;
+    match file.locks.try_lock_all(owner, &wanted) {
+        Ok(()) => Ok(Response::ok(encode_lock_response())),
+        Err((_, NtStatus::LOCK_NOT_GRANTED)) if blocking => {
+            let (offset, length, exclusive) = wanted[0];
+            Ok(Response::pending(wait_for_lock(
+                file, owner, offset, length, exclusive,
+            )))
+        }
+        Err((_, st)) => Err(st),
+    }
+}
+
+fn alive(file: &SharedFile, owner: u64) -> bool {
+    file.opens().iter().any(|o| o.entry_id == owner)
+}
+
+/// The async part of a blocking lock: retries whenever a lock of the file goes away.
+async fn wait_for_lock(
+    file: Arc<SharedFile>,
+    owner: u64,
+    offset: u64,
+    length: u64,
+    exclusive: bool,
+) -> HandlerResult {
+    loop {
+        let changed = file.locks.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        match file.locks.try_lock(owner, offset, length, exclusive) {
+            Ok(()) => {
+                if !alive(&file, owner) {
+                    // The handle closed meanwhile; its locks are gone with it.
+                    file.locks.release_owner(owner);
+                }
+                return Ok(Response::ok(encode_lock_response()));
+            }
+            Err(NtStatus::LOCK_NOT_GRANTED) => {
+                if !alive(&file, owner) {
+                    return Err(NtStatus::RANGE_NOT_LOCKED);
+                }
+            }
+            Err(st) => return Err(st),
+        }
+        changed.await;
+    }
 }

@@ -1,10 +1,62 @@
-//! SMB2 OPLOCK_BREAK ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 OPLOCK_BREAK acknowledgments ([MS-SMB2] 3.3.5.22): the oplock form (24 bytes,
+//! by FileId) and the lease form (36 bytes, by LeaseKey of this client).
 
-use smbx_wire::NtStatus;
+use std::sync::atomic::Ordering;
 
-use super::{Ctx, HandlerResult, Request};
+use smbx_wire::negotiate::DIALECT_210;
+use smbx_wire::oplock::{break_ack_structure_size, LeaseBreakAck, OplockBreak, OPLOCK_LEVEL_LEASE};
+use smbx_wire::{NtStatus, Reader};
 
-/// Handles OPLOCK_BREAK.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::FileId;
+
+/// Handles an OPLOCK_BREAK acknowledgment.
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let size = break_ack_structure_size(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    match size {
+        24 => {
+            let ack = OplockBreak::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            let id = FileId::decode(&mut Reader::new(&ack.file_id))
+                .map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            let open = ctx.lookup_open(id)?;
+            let f = open.as_file().ok_or(NtStatus::INVALID_PARAMETER)?;
+            if ack.oplock_level == OPLOCK_LEVEL_LEASE {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            let level = f.file.oplocks.ack_oplock(f.entry_id, ack.oplock_level)?;
+            f.oplock_level.store(level, Ordering::Release);
+            Ok(Response::ok(
+                OplockBreak {
+                    oplock_level: level,
+                    file_id: ack.file_id,
+                }
+                .encode(),
+            ))
+        }
+        36 => {
+            if ctx.dialect() < DIALECT_210 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            let ack = LeaseBreakAck::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            let guid = ctx.conn.negotiate.lock().client_guid;
+            let file = ctx
+                .server
+                .leases
+                .get(guid, ack.lease_key)
+                .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+            let state = file
+                .oplocks
+                .ack_lease(guid, ack.lease_key, ack.lease_state)?;
+            Ok(Response::ok(
+                LeaseBreakAck {
+                    flags: 0,
+                    lease_key: ack.lease_key,
+                    lease_state: state,
+                    lease_duration: 0,
+                }
+                .encode(),
+            ))
+        }
+        _ => Err(NtStatus::INVALID_PARAMETER),
+    }
 }

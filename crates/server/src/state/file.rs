@@ -73,6 +73,10 @@ type FileMap = Mutex<HashMap<FileKey, Arc<SharedFile>>>;
 pub struct SharedFile {
     /// Which file.
     pub key: FileKey,
+    /// Byte-range locks of this file (owned by the LOCK handler, state/locks.rs).
+    pub locks: super::locks::ByteRangeLocks,
+    /// Oplocks and leases granted on this file (state/oplock.rs).
+    pub oplocks: super::oplock::FileOplocks,
     state: Mutex<FileState>,
     map: Weak<FileMap>,
 }
@@ -212,6 +216,8 @@ impl FileTable {
             .or_insert_with(|| {
                 Arc::new(SharedFile {
                     key,
+                    locks: Default::default(),
+                    oplocks: Default::default(),
                     state: Mutex::new(FileState::default()),
                     map: Arc::downgrade(&self.files),
                 })

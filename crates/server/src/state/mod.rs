@@ -4,7 +4,10 @@
 //! time they use it, so state changes are re-checked under the object's lock.
 
 pub mod file;
+pub mod locks;
+pub mod notify;
 pub mod open;
+pub mod oplock;
 pub mod session;
 pub mod share;
 pub mod tree;
@@ -39,6 +42,8 @@ pub struct ServerState {
     /// Per-file state (share modes, delete-pending) keyed by (volume, file id), and the
     /// vfs share of each disk share.
     pub files: FileTable,
+    /// Leases by (ClientGuid, LeaseKey), for LEASE_BREAK acknowledgments.
+    pub leases: oplock::LeaseIndex,
     /// Live connections by id (weak: a connection owns itself through its task).
     pub connections: Mutex<HashMap<u64, Weak<Connection>>>,
     /// Where SESSION_SETUP finds NT hashes (the passdb).
@@ -86,6 +91,7 @@ impl ServerState {
             sessions: SessionTable::default(),
             opens: OpenTable::default(),
             files: FileTable::default(),
+            leases: oplock::LeaseIndex::default(),
             connections: Mutex::new(HashMap::new()),
             credentials,
             auth_policy,

@@ -78,6 +78,8 @@ pub struct FileOpen {
     pub oplock_level: AtomicU8,
     /// FileModeInformation bits changed through SET_INFO (initially from CreateOptions).
     pub mode: AtomicU32,
+    /// CHANGE_NOTIFY state of a directory open (state/notify.rs).
+    pub notify: super::notify::OpenNotify,
     /// QUERY_DIRECTORY enumeration cursor and FileFullEaInformation index
     /// (handlers/query_directory.rs, handlers/query_info.rs).
     pub query: Mutex<crate::handlers::query_directory::QueryState>,
@@ -134,6 +136,7 @@ impl FileOpen {
             position: AtomicU64::new(0),
             oplock_level: AtomicU8::new(0),
             mode: AtomicU32::new(p.create_options & MODE_BITS),
+            notify: Default::default(),
             query: Mutex::new(Default::default()),
             closed: AtomicBool::new(false),
         }
@@ -154,6 +157,11 @@ impl FileOpen {
         if self.delete_on_close.load(Ordering::Acquire) {
             self.file.set_delete_pending(true);
         }
+        // Byte-range locks, oplocks/leases and pending CHANGE_NOTIFYs of this open end
+        // with it (state/locks.rs, state/oplock.rs, state/notify.rs).
+        self.file.locks.release_owner(self.entry_id);
+        self.file.oplocks.release(self.entry_id);
+        self.notify.cleanup();
         let outcome = self.file.remove(self.entry_id);
         if outcome.delete {
             let r = self.vfs.delete(&self.handle);

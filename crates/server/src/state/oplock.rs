@@ -1,0 +1,778 @@
+//! Oplocks and leases ([MS-SMB2] 3.3.1.4, 3.3.4.6, 3.3.4.7, 3.3.5.9, 3.3.5.22;
+//! [MS-FSA] 2.1.5.17): what a CREATE is granted, and breaking the oplocks and leases
+//! of other opens of the same file when a new open conflicts with them.
+//!
+//! Every [`SharedFile`] carries a [`FileOplocks`]. CREATE calls, in order:
+//! 1. [`break_conflicting`] before its share-mode check: conflicting holders (on any
+//!    connection) get an OPLOCK_BREAK / LEASE_BREAK notification and the CREATE waits
+//!    (it is already async) for their acknowledgment or [`break_timeout`];
+//! 2. [`grant`] once the open is registered: the level / lease state for the new open.
+//!
+//! The OPLOCK_BREAK handler calls [`FileOplocks::ack_oplock`] / [`ack_lease`].
+//! Closing an open calls [`FileOplocks::release`].
+//!
+//! Rules implemented (the ones smbtorture's basic oplock/lease tests check):
+//! - Oplocks: EXCLUSIVE and BATCH are granted only to the only open of a file; a new
+//!   open of a file held EXCLUSIVE/BATCH breaks the holder to LEVEL_II (to NONE when the
+//!   new open overwrites); a BATCH holder is also broken when the new open would hit a
+//!   sharing violation (handle caching), an EXCLUSIVE one is not. LEVEL_II is granted
+//!   when other opens exist; LEVEL_II holders are broken to NONE (no acknowledgment)
+//!   only by writes and overwrites ([`break_level2`]).
+//! - Leases: states R, RH, RW, RWH (others are granted as NONE); W only to the only
+//!   lease on the file; a new open with another lease key breaks W (and H on a
+//!   sharing conflict, everything on overwrite). Opens with the same client GUID and
+//!   lease key share one lease. Version 2 leases carry an epoch incremented on every
+//!   state change.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use smbx_wire::header::FLAGS_SERVER_TO_REDIR;
+use smbx_wire::oplock::{
+    LeaseBreakNotification, LeaseContext, OplockBreak, LEASE_BREAK_ACK_REQUIRED,
+    LEASE_FLAG_BREAK_IN_PROGRESS, LEASE_HANDLE, LEASE_NONE, LEASE_READ, LEASE_WRITE,
+    OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_EXCLUSIVE, OPLOCK_LEVEL_II, OPLOCK_LEVEL_LEASE,
+    OPLOCK_LEVEL_NONE,
+};
+use smbx_wire::{Command, Header, NtStatus, Writer};
+use tokio::sync::Notify;
+
+use super::file::SharedFile;
+use super::{FileId, ServerState};
+
+static BREAK_TIMEOUT_MS: AtomicU64 = AtomicU64::new(35_000);
+
+/// How long a CREATE waits for a break acknowledgment ([MS-SMB2] default 35 s).
+pub fn break_timeout() -> Duration {
+    Duration::from_millis(BREAK_TIMEOUT_MS.load(Ordering::Relaxed))
+}
+
+/// Sets the break acknowledgment timeout for this process (tests use a short one).
+pub fn set_break_timeout(d: Duration) {
+    BREAK_TIMEOUT_MS.store(
+        d.as_millis().min(u64::MAX as u128) as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// Who is opening.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester {
+    /// Connection of the CREATE.
+    pub conn_id: u64,
+    /// Session of the CREATE.
+    pub session_id: u64,
+    /// ClientGuid of the connection (lease keys are per client).
+    pub client_guid: [u8; 16],
+}
+
+/// What the CREATE asked for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OplockRequest {
+    /// RequestedOplockLevel.
+    pub level: u8,
+    /// The `RqLs` context when `level` is LEASE (and the dialect is 2.1+).
+    pub lease: Option<LeaseContext>,
+}
+
+/// What the CREATE is granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// OplockLevel for the CREATE response (LEASE when a lease context answers).
+    pub level: u8,
+    /// The `RqLs` response context to return, if any.
+    pub lease: Option<LeaseContext>,
+}
+
+#[derive(Debug)]
+struct OplockHolder {
+    entry_id: u64,
+    file_id: FileId,
+    conn_id: u64,
+    session_id: u64,
+    level: u8,
+    breaking_to: Option<u8>,
+}
+
+#[derive(Debug)]
+struct Lease {
+    client_guid: [u8; 16],
+    key: [u8; 16],
+    state: u32,
+    breaking_to: Option<u32>,
+    epoch: u16,
+    version: u8,
+    parent_key: [u8; 16],
+    conn_id: u64,
+    session_id: u64,
+    entries: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    oplocks: Vec<OplockHolder>,
+    leases: Vec<Lease>,
+}
+
+/// Oplocks and leases of one file.
+#[derive(Debug, Default)]
+pub struct FileOplocks {
+    inner: Mutex<Inner>,
+    changed: Notify,
+}
+
+/// Server-wide index of leases by (ClientGuid, LeaseKey), for LEASE_BREAK
+/// acknowledgments (which carry no FileId).
+#[derive(Default)]
+pub struct LeaseIndex {
+    map: Mutex<HashMap<([u8; 16], [u8; 16]), Weak<SharedFile>>>,
+}
+
+impl LeaseIndex {
+    fn insert(&self, guid: [u8; 16], key: [u8; 16], file: &Arc<SharedFile>) {
+        let mut m = self.map.lock();
+        if m.len() > 100_000 {
+            m.retain(|_, w| w.strong_count() > 0);
+        }
+        m.insert((guid, key), Arc::downgrade(file));
+    }
+
+    /// The file a lease belongs to, if it is still open.
+    pub fn get(&self, guid: [u8; 16], key: [u8; 16]) -> Option<Arc<SharedFile>> {
+        let mut m = self.map.lock();
+        match m.get(&(guid, key)).and_then(Weak::upgrade) {
+            Some(f) => Some(f),
+            None => {
+                m.remove(&(guid, key));
+                None
+            }
+        }
+    }
+}
+
+/// A valid lease state for `requested` (R, RH, RW, RWH), or NONE.
+pub fn valid_lease_state(requested: u32) -> u32 {
+    let s = requested & (LEASE_READ | LEASE_HANDLE | LEASE_WRITE);
+    if s & LEASE_READ == 0 {
+        LEASE_NONE
+    } else {
+        s
+    }
+}
+
+/// A queued break notification.
+struct BreakMsg {
+    conn_id: u64,
+    session_id: u64,
+    body: Vec<u8>,
+}
+
+impl FileOplocks {
+    /// Forgets the oplock / lease membership of an open (it closed) and wakes waiters.
+    pub fn release(&self, entry_id: u64) {
+        let mut st = self.inner.lock();
+        st.oplocks.retain(|o| o.entry_id != entry_id);
+        for l in st.leases.iter_mut() {
+            l.entries.retain(|e| *e != entry_id);
+        }
+        st.leases.retain(|l| !l.entries.is_empty());
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
+    /// The oplock level currently held by an open (NONE if none).
+    pub fn oplock_level(&self, entry_id: u64) -> u8 {
+        self.inner
+            .lock()
+            .oplocks
+            .iter()
+            .find(|o| o.entry_id == entry_id)
+            .map_or(OPLOCK_LEVEL_NONE, |o| o.level)
+    }
+
+    /// The lease state of (guid, key) on this file, if such a lease exists.
+    pub fn lease_state(&self, guid: [u8; 16], key: [u8; 16]) -> Option<u32> {
+        self.inner
+            .lock()
+            .leases
+            .iter()
+            .find(|l| l.client_guid == guid && l.key == key)
+            .map(|l| l.state)
+    }
+
+    fn any_breaking(&self) -> bool {
+        let st = self.inner.lock();
+        st.oplocks.iter().any(|o| o.breaking_to.is_some())
+            || st.leases.iter().any(|l| l.breaking_to.is_some())
+    }
+
+    /// Times out every break in progress: holders drop to their break-to level.
+    fn force_breaks(&self) {
+        let mut st = self.inner.lock();
+        for o in st.oplocks.iter_mut() {
+            if let Some(to) = o.breaking_to.take() {
+                o.level = to;
+            }
+        }
+        for l in st.leases.iter_mut() {
+            if let Some(to) = l.breaking_to.take() {
+                l.state = to;
+            }
+        }
+        st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
+    /// Decides which holders to break for a new open and marks them breaking.
+    /// Returns the notifications to send.
+    fn start_breaks(
+        &self,
+        new: &Requester,
+        lease_key: Option<[u8; 16]>,
+        c: Conflict,
+    ) -> Vec<BreakMsg> {
+        let mut out = Vec::new();
+        let mut st = self.inner.lock();
+        let mut dropped_to_none = false;
+        for o in st.oplocks.iter_mut() {
+            if o.breaking_to.is_some() {
+                continue;
+            }
+            let to = match o.level {
+                OPLOCK_LEVEL_BATCH | OPLOCK_LEVEL_EXCLUSIVE => {
+                    if c.overwrite {
+                        OPLOCK_LEVEL_NONE
+                    } else if c.sharing && o.level == OPLOCK_LEVEL_EXCLUSIVE {
+                        continue;
+                    } else {
+                        OPLOCK_LEVEL_II
+                    }
+                }
+                OPLOCK_LEVEL_II if c.overwrite => OPLOCK_LEVEL_NONE,
+                _ => continue,
+            };
+            out.push(BreakMsg {
+                conn_id: o.conn_id,
+                session_id: o.session_id,
+                body: OplockBreak {
+                    oplock_level: to,
+                    file_id: file_id_bytes(o.file_id),
+                }
+                .encode(),
+            });
+            if o.level == OPLOCK_LEVEL_II {
+                // LEVEL_II -> NONE needs no acknowledgment.
+                o.level = OPLOCK_LEVEL_NONE;
+                dropped_to_none = true;
+            } else {
+                o.breaking_to = Some(to);
+            }
+        }
+        if dropped_to_none {
+            st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
+        }
+        for l in st.leases.iter_mut() {
+            if l.breaking_to.is_some() {
+                continue;
+            }
+            if lease_key == Some(l.key) && l.client_guid == new.client_guid {
+                continue;
+            }
+            let to = if c.overwrite {
+                LEASE_NONE
+            } else if c.sharing {
+                l.state & LEASE_READ
+            } else {
+                l.state & !LEASE_WRITE
+            };
+            if to == l.state {
+                continue;
+            }
+            let ack = l.state & !LEASE_READ != 0;
+            if l.version >= 2 {
+                l.epoch = l.epoch.wrapping_add(1);
+            }
+            out.push(BreakMsg {
+                conn_id: l.conn_id,
+                session_id: l.session_id,
+                body: LeaseBreakNotification {
+                    new_epoch: if l.version >= 2 { l.epoch } else { 0 },
+                    flags: if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 },
+                    lease_key: l.key,
+                    current_lease_state: l.state,
+                    new_lease_state: to,
+                }
+                .encode(),
+            });
+            if ack {
+                l.breaking_to = Some(to);
+            } else {
+                l.state = to;
+            }
+        }
+        out
+    }
+
+    /// Acknowledges an oplock break for `entry_id` ([MS-SMB2] 3.3.5.22.1); returns the
+    /// level now held.
+    pub fn ack_oplock(&self, entry_id: u64, level: u8) -> Result<u8, NtStatus> {
+        let mut st = self.inner.lock();
+        let Some(pos) = st.oplocks.iter().position(|o| o.entry_id == entry_id) else {
+            return Err(NtStatus::INVALID_OPLOCK_PROTOCOL);
+        };
+        let o = &mut st.oplocks[pos];
+        let Some(to) = o.breaking_to else {
+            return Err(NtStatus::INVALID_OPLOCK_PROTOCOL);
+        };
+        let result = if level != OPLOCK_LEVEL_NONE && level != OPLOCK_LEVEL_II {
+            Err(NtStatus::INVALID_PARAMETER)
+        } else if level > to {
+            o.level = OPLOCK_LEVEL_NONE;
+            o.breaking_to = None;
+            Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
+        } else {
+            o.level = level;
+            o.breaking_to = None;
+            Ok(level)
+        };
+        if st.oplocks[pos].level == OPLOCK_LEVEL_NONE {
+            st.oplocks.remove(pos);
+        }
+        drop(st);
+        self.changed.notify_waiters();
+        result
+    }
+
+    /// Acknowledges a lease break ([MS-SMB2] 3.3.5.22.2); returns the state now held.
+    pub fn ack_lease(&self, guid: [u8; 16], key: [u8; 16], state: u32) -> Result<u32, NtStatus> {
+        let mut st = self.inner.lock();
+        let l = st
+            .leases
+            .iter_mut()
+            .find(|l| l.client_guid == guid && l.key == key)
+            .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+        let Some(to) = l.breaking_to else {
+            return Err(NtStatus::UNSUCCESSFUL);
+        };
+        if state & !to != 0 {
+            return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+        }
+        l.state = state;
+        l.breaking_to = None;
+        drop(st);
+        self.changed.notify_waiters();
+        Ok(state)
+    }
+}
+
+/// How a new open conflicts with the existing ones.
+#[derive(Debug, Clone, Copy, Default)]
+struct Conflict {
+    /// The open overwrites / supersedes the file.
+    overwrite: bool,
+    /// The open would fail the share-mode check as things stand.
+    sharing: bool,
+}
+
+fn file_id_bytes(id: FileId) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&id.persistent.to_le_bytes());
+    b[8..].copy_from_slice(&id.volatile.to_le_bytes());
+    b
+}
+
+/// Sends an unsolicited break notification on `conn_id` (MessageId all ones,
+/// SessionId 0, sealed when the holder's session requires encryption).
+async fn send_break(server: &Arc<ServerState>, m: BreakMsg) {
+    let Some(conn) = server.connection(m.conn_id) else {
+        return;
+    };
+    let h = Header {
+        command: Command::OplockBreak as u16,
+        flags: FLAGS_SERVER_TO_REDIR,
+        message_id: u64::MAX,
+        ..Default::default()
+    };
+    let mut w = Writer::with_capacity(64 + m.body.len());
+    h.encode(&mut w);
+    w.bytes(&m.body);
+    let mut msg = w.into_vec();
+    if let Some(s) = server.sessions.get(m.session_id) {
+        let encrypt = s.state.lock().encrypt_data;
+        if encrypt && crate::security::can_encrypt(&s) {
+            match crate::security::seal(&conn, m.session_id, Some(&s), msg) {
+                Ok(b) => msg = b,
+                Err(_) => return,
+            }
+        }
+    }
+    conn.send(msg).await;
+}
+
+/// Phase 1 of CREATE: breaks the oplocks and leases of other opens of `file` that
+/// conflict with a new open (`access`, `share_access`, overwriting or not, with
+/// `lease_key` if it asks for a lease) and waits for the acknowledgments (or
+/// [`break_timeout`], after which the holders are broken unilaterally).
+pub async fn break_conflicting(
+    server: &Arc<ServerState>,
+    file: &Arc<SharedFile>,
+    new: &Requester,
+    lease_key: Option<[u8; 16]>,
+    access: u32,
+    share_access: u32,
+    overwrite: bool,
+) {
+    let sharing = file.check_share(access, share_access, None).is_err();
+    let msgs = file
+        .oplocks
+        .start_breaks(new, lease_key, Conflict { overwrite, sharing });
+    for m in msgs {
+        send_break(server, m).await;
+    }
+    let deadline = tokio::time::Instant::now() + break_timeout();
+    loop {
+        let n = file.oplocks.changed.notified();
+        tokio::pin!(n);
+        n.as_mut().enable();
+        if !file.oplocks.any_breaking() {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, n).await.is_err() {
+            file.oplocks.force_breaks();
+            return;
+        }
+    }
+}
+
+/// Breaks LEVEL_II oplocks and read leases of other opens to NONE (a write, a set
+/// of the end of file, an overwrite): notifications without acknowledgment.
+pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, writer_entry: u64) {
+    let msgs = {
+        let mut out = Vec::new();
+        let mut st = file.oplocks.inner.lock();
+        let writer_lease = st
+            .leases
+            .iter()
+            .position(|l| l.entries.contains(&writer_entry));
+        for o in st.oplocks.iter_mut() {
+            if o.entry_id != writer_entry && o.level == OPLOCK_LEVEL_II && o.breaking_to.is_none() {
+                o.level = OPLOCK_LEVEL_NONE;
+                out.push(BreakMsg {
+                    conn_id: o.conn_id,
+                    session_id: o.session_id,
+                    body: OplockBreak {
+                        oplock_level: OPLOCK_LEVEL_NONE,
+                        file_id: file_id_bytes(o.file_id),
+                    }
+                    .encode(),
+                });
+            }
+        }
+        st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
+        for (i, l) in st.leases.iter_mut().enumerate() {
+            if Some(i) == writer_lease || l.breaking_to.is_some() || l.state != LEASE_READ {
+                continue;
+            }
+            if l.version >= 2 {
+                l.epoch = l.epoch.wrapping_add(1);
+            }
+            out.push(BreakMsg {
+                conn_id: l.conn_id,
+                session_id: l.session_id,
+                body: LeaseBreakNotification {
+                    new_epoch: if l.version >= 2 { l.epoch } else { 0 },
+                    flags: 0,
+                    lease_key: l.key,
+                    current_lease_state: l.state,
+                    new_lease_state: LEASE_NONE,
+                }
+                .encode(),
+            });
+            l.state = LEASE_NONE;
+        }
+        out
+    };
+    for m in msgs {
+        send_break(server, m).await;
+    }
+}
+
+/// Phase 2 of CREATE, after the open is registered as `entry_id` in `file`: the
+/// oplock level or lease state it gets.
+pub fn grant(
+    server: &ServerState,
+    file: &Arc<SharedFile>,
+    new: &Requester,
+    entry_id: u64,
+    file_id: FileId,
+    is_dir: bool,
+    req: &OplockRequest,
+) -> Grant {
+    let others = file
+        .opens()
+        .iter()
+        .filter(|o| o.entry_id != entry_id)
+        .count();
+    let mut st = file.oplocks.inner.lock();
+    if req.level == OPLOCK_LEVEL_LEASE {
+        let Some(ctx) = req.lease else {
+            return Grant {
+                level: OPLOCK_LEVEL_NONE,
+                lease: None,
+            };
+        };
+        let want = if is_dir {
+            LEASE_NONE
+        } else {
+            valid_lease_state(ctx.lease_state)
+        };
+        let strong_oplock = st
+            .oplocks
+            .iter()
+            .any(|o| o.level == OPLOCK_LEVEL_BATCH || o.level == OPLOCK_LEVEL_EXCLUSIVE);
+        if let Some(l) = st
+            .leases
+            .iter_mut()
+            .find(|l| l.client_guid == new.client_guid && l.key == ctx.lease_key)
+        {
+            // Another open joins an existing lease.
+            l.entries.push(entry_id);
+            let mut flags = 0;
+            if l.breaking_to.is_some() {
+                flags |= LEASE_FLAG_BREAK_IN_PROGRESS;
+            } else {
+                let members = l.entries.len();
+                let upgrade = valid_lease_state(l.state | want);
+                let allow_w = others + 1 <= members && !strong_oplock;
+                let upgrade = if allow_w {
+                    upgrade
+                } else {
+                    upgrade & !LEASE_WRITE
+                };
+                if upgrade != l.state && upgrade & l.state == l.state {
+                    l.state = upgrade;
+                    if l.version >= 2 {
+                        l.epoch = l.epoch.wrapping_add(1);
+                    }
+                }
+            }
+            let resp = LeaseContext {
+                version: ctx.version,
+                lease_key: l.key,
+                lease_state: l.state,
+                lease_flags: flags
+                    | (ctx.lease_flags & smbx_wire::oplock::LEASE_FLAG_PARENT_LEASE_KEY_SET),
+                parent_lease_key: l.parent_key,
+                epoch: l.epoch,
+            };
+            return Grant {
+                level: OPLOCK_LEVEL_LEASE,
+                lease: Some(resp),
+            };
+        }
+        let mut state = want;
+        if others > 0 || strong_oplock {
+            state &= !LEASE_WRITE;
+        }
+        if strong_oplock {
+            state = LEASE_NONE;
+        }
+        let epoch = if ctx.version >= 2 {
+            ctx.epoch.wrapping_add(1)
+        } else {
+            0
+        };
+        if state != LEASE_NONE {
+            st.leases.push(Lease {
+                client_guid: new.client_guid,
+                key: ctx.lease_key,
+                state,
+                breaking_to: None,
+                epoch,
+                version: ctx.version,
+                parent_key: ctx.parent_lease_key,
+                conn_id: new.conn_id,
+                session_id: new.session_id,
+                entries: vec![entry_id],
+            });
+            drop(st);
+            server.leases.insert(new.client_guid, ctx.lease_key, file);
+        }
+        let resp = LeaseContext {
+            version: ctx.version,
+            lease_key: ctx.lease_key,
+            lease_state: state,
+            lease_flags: ctx.lease_flags & smbx_wire::oplock::LEASE_FLAG_PARENT_LEASE_KEY_SET,
+            parent_lease_key: ctx.parent_lease_key,
+            epoch,
+        };
+        return Grant {
+            level: OPLOCK_LEVEL_LEASE,
+            lease: Some(resp),
+        };
+    }
+    let level = match req.level {
+        OPLOCK_LEVEL_II | OPLOCK_LEVEL_EXCLUSIVE | OPLOCK_LEVEL_BATCH if !is_dir => {
+            let strong = st
+                .oplocks
+                .iter()
+                .any(|o| o.level == OPLOCK_LEVEL_BATCH || o.level == OPLOCK_LEVEL_EXCLUSIVE)
+                || st.leases.iter().any(|l| l.state & LEASE_WRITE != 0);
+            if strong {
+                OPLOCK_LEVEL_NONE
+            } else if others == 0 {
+                req.level
+            } else {
+                OPLOCK_LEVEL_II
+            }
+        }
+        _ => OPLOCK_LEVEL_NONE,
+    };
+    if level != OPLOCK_LEVEL_NONE {
+        st.oplocks.push(OplockHolder {
+            entry_id,
+            file_id,
+            conn_id: new.conn_id,
+            session_id: new.session_id,
+            level,
+            breaking_to: None,
+        });
+    }
+    Grant { level, lease: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_state_normalisation() {
+        assert_eq!(valid_lease_state(LEASE_READ), LEASE_READ);
+        assert_eq!(valid_lease_state(LEASE_HANDLE), LEASE_NONE);
+        assert_eq!(valid_lease_state(LEASE_WRITE), LEASE_NONE);
+        assert_eq!(valid_lease_state(LEASE_WRITE | LEASE_HANDLE), LEASE_NONE);
+        assert_eq!(
+            valid_lease_state(LEASE_READ | LEASE_WRITE | LEASE_HANDLE | 0x80),
+            LEASE_READ | LEASE_WRITE | LEASE_HANDLE
+        );
+    }
+
+    fn holder(f: &FileOplocks, entry: u64, level: u8) {
+        f.inner.lock().oplocks.push(OplockHolder {
+            entry_id: entry,
+            file_id: FileId::default(),
+            conn_id: 1,
+            session_id: 1,
+            level,
+            breaking_to: None,
+        });
+    }
+
+    const REQ: Requester = Requester {
+        conn_id: 2,
+        session_id: 2,
+        client_guid: [2; 16],
+    };
+
+    #[test]
+    fn batch_breaks_to_level2_and_acks() {
+        let f = FileOplocks::default();
+        holder(&f, 1, OPLOCK_LEVEL_BATCH);
+        let m = f.start_breaks(&REQ, None, Conflict::default());
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].body[2], OPLOCK_LEVEL_II);
+        assert!(f.any_breaking());
+        // Acknowledging higher than the break-to level is a protocol error.
+        assert_eq!(
+            f.ack_oplock(1, OPLOCK_LEVEL_BATCH),
+            Err(NtStatus::INVALID_PARAMETER)
+        );
+        assert_eq!(f.ack_oplock(1, OPLOCK_LEVEL_II), Ok(OPLOCK_LEVEL_II));
+        assert!(!f.any_breaking());
+        assert_eq!(f.oplock_level(1), OPLOCK_LEVEL_II);
+        // Not breaking any more.
+        assert_eq!(
+            f.ack_oplock(1, OPLOCK_LEVEL_II),
+            Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
+        );
+        // A plain second open leaves LEVEL_II alone; an overwrite breaks it without ack.
+        assert!(f.start_breaks(&REQ, None, Conflict::default()).is_empty());
+        let m = f.start_breaks(
+            &REQ,
+            None,
+            Conflict {
+                overwrite: true,
+                sharing: false,
+            },
+        );
+        assert_eq!(m.len(), 1);
+        assert_eq!(f.oplock_level(1), OPLOCK_LEVEL_NONE);
+    }
+
+    #[test]
+    fn exclusive_not_broken_by_sharing_conflict() {
+        let f = FileOplocks::default();
+        holder(&f, 1, OPLOCK_LEVEL_EXCLUSIVE);
+        let c = Conflict {
+            overwrite: false,
+            sharing: true,
+        };
+        assert!(f.start_breaks(&REQ, None, c).is_empty());
+        holder(&f, 3, OPLOCK_LEVEL_BATCH);
+        assert_eq!(f.start_breaks(&REQ, None, c).len(), 1);
+        f.force_breaks();
+        assert_eq!(f.oplock_level(3), OPLOCK_LEVEL_II);
+    }
+
+    #[test]
+    fn lease_break_strips_write_and_ack_rules() {
+        let f = FileOplocks::default();
+        f.inner.lock().leases.push(Lease {
+            client_guid: [1; 16],
+            key: [9; 16],
+            state: LEASE_READ | LEASE_WRITE | LEASE_HANDLE,
+            breaking_to: None,
+            epoch: 1,
+            version: 2,
+            parent_key: [0; 16],
+            conn_id: 1,
+            session_id: 1,
+            entries: vec![1],
+        });
+        // Same client, same key: no break.
+        let same = Requester {
+            client_guid: [1; 16],
+            ..REQ
+        };
+        assert!(f
+            .start_breaks(&same, Some([9; 16]), Conflict::default())
+            .is_empty());
+        let m = f.start_breaks(&REQ, Some([8; 16]), Conflict::default());
+        assert_eq!(m.len(), 1);
+        let mut msg = vec![0u8; 64];
+        msg.extend_from_slice(&m[0].body);
+        let n = LeaseBreakNotification::decode(&msg).unwrap();
+        assert_eq!(n.new_lease_state, LEASE_READ | LEASE_HANDLE);
+        assert_eq!(n.new_epoch, 2);
+        assert_eq!(n.flags, LEASE_BREAK_ACK_REQUIRED);
+        assert_eq!(
+            f.ack_lease([1; 16], [9; 16], LEASE_READ | LEASE_WRITE),
+            Err(NtStatus::REQUEST_NOT_ACCEPTED)
+        );
+        assert_eq!(
+            f.ack_lease([1; 16], [7; 16], LEASE_READ),
+            Err(NtStatus::OBJECT_NAME_NOT_FOUND)
+        );
+        assert_eq!(f.ack_lease([1; 16], [9; 16], LEASE_READ), Ok(LEASE_READ));
+        assert_eq!(
+            f.ack_lease([1; 16], [9; 16], LEASE_READ),
+            Err(NtStatus::UNSUCCESSFUL)
+        );
+        f.release(1);
+        assert_eq!(f.lease_state([1; 16], [9; 16]), None);
+    }
+}
