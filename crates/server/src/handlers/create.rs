@@ -6,14 +6,14 @@ use std::sync::Arc;
 use smbx_vfs::{CreateAction, Disposition, FileInfo};
 use smbx_wire::create::{
     ctx as cname, encode_contexts, CreateContext, CreateRequest, CreateResponse,
-    IMPERSONATION_DELEGATE, OPLOCK_LEVEL_NONE,
+    IMPERSONATION_DELEGATE, OPLOCK_LEVEL_LEASE, OPLOCK_LEVEL_NONE,
 };
 use smbx_wire::NtStatus;
 
 use super::{pipe, Ctx, HandlerResult, Request, Response};
 use crate::state::file::{FileKey, DELETE, FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::open::{FileOpen, FileOpenParams};
-use crate::state::OpenKind;
+use crate::state::{oplock, OpenKind};
 
 /// CreateOptions: FILE_DIRECTORY_FILE.
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
@@ -150,6 +150,8 @@ struct Contexts<'a> {
     twrp: bool,
     alloc: Option<u64>,
     ea: Option<&'a [u8]>,
+    /// `RqLs` lease request data (decoded by state/oplock.rs).
+    lease: Option<&'a [u8]>,
 }
 
 fn scan_contexts<'a>(list: &[CreateContext<'a>]) -> Result<Contexts<'a>, NtStatus> {
@@ -169,6 +171,7 @@ fn scan_contexts<'a>(list: &[CreateContext<'a>]) -> Result<Contexts<'a>, NtStatu
                 c.alloc = Some(u64::from_le_bytes(b));
             }
             n if n == cname::EXTA => c.ea = Some(x.data),
+            n if n == cname::RQLS => c.lease = Some(x.data),
             n if n == cname::DHNC || n == cname::DH2C => {
                 // No durable handles are granted, so there is nothing to reconnect to.
                 return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
@@ -255,6 +258,32 @@ fn fadvise(h: &smbx_vfs::Handle, options: u32) {
     }
 }
 
+/// The oplock / lease the CREATE asks for: a lease only with a valid `RqLs` context
+/// on 2.1+, otherwise the plain oplock level (a lease request without context or on
+/// 2.0.2 gets none).
+fn oplock_request(ctx: &Ctx<'_>, level: u8, lease: Option<&[u8]>) -> oplock::OplockRequest {
+    if level != OPLOCK_LEVEL_LEASE {
+        return oplock::OplockRequest { level, lease: None };
+    }
+    let lease = if ctx.dialect() >= smbx_wire::negotiate::DIALECT_210 {
+        lease.and_then(|d| smbx_wire::oplock::decode_lease_request(d).ok())
+    } else {
+        None
+    };
+    match lease {
+        Some(mut l) => {
+            if ctx.dialect() < smbx_wire::negotiate::DIALECT_300 {
+                l.version = 1;
+            }
+            oplock::OplockRequest {
+                level,
+                lease: Some(l),
+            }
+        }
+        None => oplock::OplockRequest::default(),
+    }
+}
+
 /// Handles CREATE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let cr = CreateRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
@@ -316,6 +345,15 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let files = &ctx.server.files;
     let share_access = cr.share_access;
 
+    // Oplocks/leases (state/oplock.rs): the request, and who is asking.
+    let oplock_req = oplock_request(ctx, cr.oplock_level, cx.lease);
+    let requester = oplock::Requester {
+        conn_id: ctx.conn.id,
+        session_id: ctx.session()?.id,
+        client_guid: ctx.conn.negotiate.lock().client_guid,
+    };
+    let lease_key = oplock_req.lease.map(|l| l.lease_key);
+
     // Sharing is checked before a truncating disposition touches the file.
     let mut pre = None;
     if matches!(
@@ -336,6 +374,20 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             Ok((h, _)) => {
                 let info = h.stat()?;
                 let key = key_of(&info, &h);
+                // Break conflicting oplocks/leases (and wait) before the share check.
+                if let Some(f) = files.get(&key) {
+                    let (server, req) = (ctx.server.clone(), requester);
+                    oplock::break_conflicting(
+                        &server,
+                        &f,
+                        &req,
+                        lease_key,
+                        granted,
+                        share_access,
+                        true,
+                    )
+                    .await;
+                }
                 pre = Some(files.register(key, granted, share_access)?);
             }
             Err(NtStatus::OBJECT_NAME_NOT_FOUND) => {}
@@ -360,6 +412,20 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         other => {
             if let Some((f, id)) = other {
                 f.remove(id);
+            }
+            // Break conflicting oplocks/leases (and wait) before the share check.
+            if let Some(f) = files.get(&key) {
+                let (server, req) = (ctx.server.clone(), requester);
+                oplock::break_conflicting(
+                    &server,
+                    &f,
+                    &req,
+                    lease_key,
+                    granted,
+                    share_access,
+                    false,
+                )
+                .await;
             }
             match files.register(key.clone(), granted, share_access) {
                 Ok(x) => x,
@@ -421,6 +487,24 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     resp.file_id_persistent = open.file_id.persistent;
     resp.file_id_volatile = open.file_id.volatile;
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    // Oplock / lease grant (state/oplock.rs).
+    if let Some(f) = open.as_file() {
+        let g = oplock::grant(
+            ctx.server,
+            &f.file,
+            &requester,
+            f.entry_id,
+            open.file_id,
+            f.is_dir,
+            &oplock_req,
+        );
+        f.oplock_level
+            .store(g.level, std::sync::atomic::Ordering::Release);
+        resp.oplock_level = g.level;
+        if let Some(l) = g.lease {
+            out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
+        }
+    }
     if cx.mxac {
         let mut d = Vec::with_capacity(8);
         d.extend_from_slice(&0u32.to_le_bytes());

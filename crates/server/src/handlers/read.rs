@@ -51,14 +51,17 @@ pub fn run_blocking<T: Send + 'static>(
 }
 
 /// Hook for byte-range lock conflicts ([MS-SMB2] 3.3.5.12: FILE_LOCK_CONFLICT when the
-/// range is locked by another open). Filled in by the lock module.
+/// range is locked by another open): see `state::locks`.
 pub fn check_lock_conflict(
-    _open: &Open,
-    _offset: u64,
-    _len: u64,
-    _write: bool,
+    open: &Open,
+    offset: u64,
+    len: u64,
+    write: bool,
 ) -> Result<(), NtStatus> {
-    Ok(())
+    match open.as_file() {
+        Some(f) => crate::state::locks::check_io(&f.file, f.entry_id, offset, len, write),
+        None => Ok(()),
+    }
 }
 
 /// Handles READ.
