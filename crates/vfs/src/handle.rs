@@ -594,3 +594,88 @@ impl Handle {
         stream::set_ea(self.fd(), name, value)
     }
 }
+
+/// Name-first directory enumeration (QUERY_DIRECTORY cursors): list names once, read
+/// each entry's metadata only when it is returned, so entries removed meanwhile are
+/// skipped and metadata is current.
+impl Handle {
+    /// The names in this directory that match the SMB search `pattern`: "." and ".."
+    /// first (when they match), then the rest sorted. Reads no metadata; names that are
+    /// not valid UTF-8 are omitted. [`Handle::dir_entry`] later yields `None` for names
+    /// a listing would hide (special files, symlinks under the default policy).
+    pub fn list_names_matching(&self, pattern: &str) -> Result<Vec<String>, NtStatus> {
+        if !self.is_dir || self.stream.is_some() {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let cs = self.share.opts.case_sensitive;
+        let matches = |n: &str| crate::wildcard_match(pattern, n, cs);
+        let mut out: Vec<String> = [".", ".."]
+            .into_iter()
+            .filter(|n| matches(n))
+            .map(String::from)
+            .collect();
+        let mut rest: Vec<String> = sys::list_dir(self.fd())?
+            .into_iter()
+            .filter_map(|e| String::from_utf8(e.name).ok())
+            .filter(|n| n != "." && n != ".." && matches(n))
+            .collect();
+        rest.sort();
+        out.extend(rest);
+        Ok(out)
+    }
+
+    /// Metadata of the entry `name` of this directory as [`Handle::read_dir`] reports
+    /// it ("." and ".." included); `None` if it no longer exists or a listing hides it.
+    pub fn dir_entry(&self, name: &str) -> Option<DirEntry> {
+        if !self.is_dir || self.stream.is_some() {
+            return None;
+        }
+        if name == "." || name == ".." {
+            return self
+                .read_dir_matching(name)
+                .ok()?
+                .into_iter()
+                .find(|e| e.name == name);
+        }
+        if crate::path::validate_component(name).is_err() {
+            return None;
+        }
+        let path = lock(&self.path).clone();
+        let info = self.entry_info(&path, name)?;
+        Some(DirEntry {
+            name: name.to_string(),
+            info,
+        })
+    }
+}
+
+#[cfg(test)]
+mod dirlist_tests {
+    use crate::{CreateRequest, Share, ShareOptions};
+
+    #[test]
+    fn names_then_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("s");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("b.txt"), b"xy").unwrap();
+        std::fs::write(root.join("a.txt"), b"x").unwrap();
+        std::fs::create_dir(root.join("d")).unwrap();
+        let s = Share::open(&root, ShareOptions::default()).unwrap();
+        let (h, _) = s.create("", &CreateRequest::default()).unwrap();
+        let names = h.list_names_matching("*").unwrap();
+        assert_eq!(names, vec![".", "..", "a.txt", "b.txt", "d"]);
+        assert_eq!(
+            h.list_names_matching("*.TXT").unwrap(),
+            vec!["a.txt", "b.txt"]
+        );
+        assert_eq!(h.dir_entry("b.txt").unwrap().info.size, 2);
+        assert!(h.dir_entry("d").unwrap().info.is_dir);
+        assert!(h.dir_entry(".").unwrap().info.is_dir);
+        assert!(h.dir_entry("..").unwrap().info.is_dir);
+        std::fs::remove_file(root.join("a.txt")).unwrap();
+        assert!(h.dir_entry("a.txt").is_none());
+        assert!(h.dir_entry("../x").is_none());
+        assert!(h.dir_entry("").is_none());
+    }
+}

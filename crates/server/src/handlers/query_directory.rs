@@ -1,16 +1,17 @@
 //! SMB2 QUERY_DIRECTORY ([MS-SMB2] 3.3.5.18, [MS-FSA] 2.1.5.6.3).
 //!
 //! Each directory open keeps an enumeration cursor in [`QueryState`] (stored in the
-//! `FileOpen`): the pattern and a snapshot of the matching entries, taken at the first
-//! query and again on RESTART_SCANS / REOPEN. Entries are listed and stat'ed once per
-//! snapshot (O(n)), and each request encodes only the entries it returns.
+//! `FileOpen`): the pattern and the sorted names that matched it, listed at the first
+//! query and again on RESTART_SCANS / REOPEN. Metadata is read only for the entries a
+//! request returns (so a listing costs one directory read plus one stat per entry), and
+//! entries deleted after the listing are skipped, as on Windows.
 
 use smbx_vfs::{short_name, DirEntry};
 use smbx_wire::fscc::dir::{self, DirBuffer, DirEntryInfo};
 use smbx_wire::fscc::Times;
 use smbx_wire::query_directory::{
-    encode_output_response, QueryDirectoryRequest, SMB2_INDEX_SPECIFIED, SMB2_REOPEN,
-    SMB2_RESTART_SCANS, SMB2_RETURN_SINGLE_ENTRY,
+    encode_output_response, QueryDirectoryRequest, SMB2_REOPEN, SMB2_RESTART_SCANS,
+    SMB2_RETURN_SINGLE_ENTRY,
 };
 use smbx_wire::{NtStatus, Reader};
 
@@ -25,8 +26,8 @@ const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
 pub struct DirCursor {
     /// The search pattern the snapshot was taken with.
     pub pattern: String,
-    /// Matching entries ("." and ".." first when they match), with metadata.
-    pub entries: Vec<DirEntry>,
+    /// Matching names ("." and ".." first when they match).
+    pub names: Vec<String>,
     /// Index of the next entry to return.
     pub pos: usize,
 }
@@ -109,28 +110,18 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         } else {
             q.pattern.clone()
         };
-        // The snapshot: one listing + one stat per matching entry.
-        let entries = f.handle.read_dir_matching(&pattern)?;
+        let names = f.handle.list_names_matching(&pattern)?;
         state.dir = Some(DirCursor {
             pattern,
-            entries,
+            names,
             pos: 0,
         });
     }
     let Some(cur) = state.dir.as_mut() else {
         return Err(NtStatus::INTERNAL_ERROR);
     };
-    if q.flags & SMB2_INDEX_SPECIFIED != 0 && !first {
-        // FileIndex values are not meaningful on this file system (always 0): the
-        // enumeration continues where it was, as on NTFS.
-    }
-    if cur.pos >= cur.entries.len() {
-        return Err(if first && cur.entries.is_empty() {
-            NtStatus::NO_SUCH_FILE
-        } else {
-            NtStatus::NO_MORE_FILES
-        });
-    }
+    // FileIndex values are not meaningful on this file system (always 0): with
+    // INDEX_SPECIFIED the enumeration continues where it was, as on NTFS.
     let needs_short = matches!(
         q.info_class,
         dir::FILE_BOTH_DIRECTORY_INFORMATION | dir::FILE_ID_BOTH_DIRECTORY_INFORMATION
@@ -138,13 +129,20 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let Some(mut buf) = DirBuffer::new(q.info_class, max) else {
         return Err(NtStatus::INVALID_INFO_CLASS);
     };
-    while let Some(e) = cur.entries.get(cur.pos) {
+    let mut blocked = false;
+    while let Some(name) = cur.names.get(cur.pos) {
+        let Some(e) = f.handle.dir_entry(name) else {
+            // Removed since the listing (or hidden): skip it.
+            cur.pos += 1;
+            continue;
+        };
         let short = if needs_short {
             short_name(&e.name)
         } else {
             None
         };
-        if !buf.push(&entry_info(e, short.as_deref())) {
+        if !buf.push(&entry_info(&e, short.as_deref())) {
+            blocked = true;
             break;
         }
         cur.pos += 1;
@@ -154,7 +152,13 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     drop(state);
     if buf.is_empty() {
-        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+        return Err(if blocked {
+            NtStatus::INFO_LENGTH_MISMATCH
+        } else if first {
+            NtStatus::NO_SUCH_FILE
+        } else {
+            NtStatus::NO_MORE_FILES
+        });
     }
     Ok(Response::ok(encode_output_response(&buf.into_vec())))
 }
