@@ -45,15 +45,24 @@ st_ensure_unix_user() {
     fi
 }
 
-# st_make_root ROOT PORT: directory tree and smb.conf for one server instance.
+# st_make_root ROOT PORT [SUITE]: directory tree and smb.conf for one server
+# instance (with SUITE's lines from suite-share-options.txt added to [share]).
 st_make_root() {
-    local root=$1 port=$2
+    local root=$1 port=$2 suite=${3:-}
     mkdir -p "$root"/{private,lock,state,cache,pid,ncalrpc,log,share,public,secret,ro}
     chmod 755 "$root"
     chmod 700 "$root/private"
     chown "$ST_USER" "$root"/share "$root"/public "$root"/secret
     chmod 777 "$root/public"
     sed -e "s|@PORT@|$port|g" -e "s|@ROOT@|$root|g" "$ST_DIR/smb.conf.in" >"$root/smb.conf"
+    if [ -n "$suite" ]; then
+        awk -v s="$suite" -v u="$ST_USER" '
+            FILENAME == ARGV[1] { if ($1 == s) { $1 = ""; sub(/^ /, ""); gsub(/@ST_USER@/, u); extra = extra "    " $0 "\n" } next }
+            { print }
+            /^\[share\]$/ { printf "%s", extra }
+        ' "$ST_DIR/suite-share-options.txt" "$root/smb.conf" >"$root/smb.conf.tmp"
+        mv "$root/smb.conf.tmp" "$root/smb.conf"
+    fi
 }
 
 # st_wait_port PORT PID: wait (at most 30 s) until PORT accepts; fail if PID dies.
@@ -73,10 +82,10 @@ st_wait_port() {
     return 1
 }
 
-# st_start_smbd ROOT PORT: start Samba's smbd in the foreground; prints its pid.
+# st_start_smbd ROOT PORT [SUITE]: start Samba's smbd in the foreground; prints its pid.
 st_start_smbd() {
-    local root=$1 port=$2
-    st_make_root "$root" "$port"
+    local root=$1 port=$2 suite=${3:-}
+    st_make_root "$root" "$port" "$suite"
     printf '%s\n%s\n' "$ST_PASS" "$ST_PASS" |
         smbpasswd -c "$root/smb.conf" -a -s "$ST_USER" >"$root/smbpasswd.out" 2>&1
     # Own session: on SIGTERM, smbd signals its whole process group.
@@ -92,11 +101,11 @@ st_smbx_bin() {
     echo "${SMBX_BIN:-$REPO_ROOT/target/release/smbx}"
 }
 
-# st_start_smbx ROOT PORT: start smbx with the same smb.conf; prints its pid.
+# st_start_smbx ROOT PORT [SUITE]: start smbx with the same smb.conf; prints its pid.
 st_start_smbx() {
-    local root=$1 port=$2 bin
+    local root=$1 port=$2 suite=${3:-} bin
     bin=$(st_smbx_bin)
-    st_make_root "$root" "$port"
+    st_make_root "$root" "$port" "$suite"
     printf '%s\n' "$ST_PASS" |
         "$bin" user add --config "$root/smb.conf" --stdin "$ST_USER" >"$root/useradd.out" 2>&1 ||
         { st_log "smbx user add failed: $(cat "$root/useradd.out")"; return 1; }
@@ -229,7 +238,7 @@ st_run_one() {
     root=$(mktemp -d "${TMPDIR:-/tmp}/smbtorture-$kind-$suite.XXXXXX")
     port=$(st_free_port)
     start=$(date +%s)
-    if ! pid=$(st_start_"$kind" "$root" "$port"); then
+    if ! pid=$(st_start_"$kind" "$root" "$port" "$suite"); then
         st_log "$suite: could not start $kind"
         : >"$outdir/$suite.pass"
         echo "server did not start" >"$outdir/$suite.log"
