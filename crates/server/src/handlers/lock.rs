@@ -2,7 +2,8 @@
 //!
 //! - The first element decides the mode: if it is UNLOCK every element must be exactly
 //!   UNLOCK; otherwise every element must be SHARED or EXCLUSIVE, optionally with
-//!   FAIL_IMMEDIATELY (anything else: INVALID_PARAMETER).
+//!   FAIL_IMMEDIATELY (anything else: INVALID_PARAMETER); with more than one element
+//!   every one must carry FAIL_IMMEDIATELY (only a lone lock may block).
 //! - Unlocks are applied in order; the first that names no lock of this open fails
 //!   with RANGE_NOT_LOCKED.
 //! - Locks are taken all-or-nothing. A conflict fails with LOCK_NOT_GRANTED, except
@@ -56,6 +57,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             LOCKFLAG_EXCLUSIVE => true,
             _ => return Err(NtStatus::INVALID_PARAMETER),
         };
+        // Only a lone lock may block.
+        if r.locks.len() > 1 && l.flags & LOCKFLAG_FAIL_IMMEDIATELY == 0 {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
         wanted.push((l.offset, l.length, exclusive));
     }
     let blocking = r.locks.len() == 1 && r.locks[0].flags & LOCKFLAG_FAIL_IMMEDIATELY == 0;
