@@ -8,7 +8,6 @@
 
 use smbx_vfs::{short_name, DirEntry};
 use smbx_wire::fscc::dir::{self, DirBuffer, DirEntryInfo};
-use smbx_wire::fscc::Times;
 use smbx_wire::query_directory::{
     encode_output_response, QueryDirectoryRequest, SMB2_REOPEN, SMB2_RESTART_SCANS,
     SMB2_RETURN_SINGLE_ENTRY,
@@ -48,12 +47,7 @@ pub(crate) fn entry_info<'a>(e: &'a DirEntry, short: Option<&'a str>) -> DirEntr
     let i = &e.info;
     DirEntryInfo {
         file_index: 0,
-        times: Times {
-            creation: i.creation_time,
-            last_access: i.last_access_time,
-            last_write: i.last_write_time,
-            change: i.change_time,
-        },
+        times: super::query_info::times(i),
         end_of_file: if i.is_dir { 0 } else { i.size },
         allocation_size: if i.is_dir { 0 } else { i.allocation_size },
         attributes: i.attributes,

@@ -68,12 +68,15 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     Ok(Response::with_status(status, encode_output_response(&data)))
 }
 
-fn times(i: &FileInfo) -> Times {
+/// The four times of a file as clients see them. ChangeTime is reported as the last
+/// write time, as Samba does: POSIX ctime cannot be set, so a client that sets
+/// LastWriteTime (or ChangeTime through it) sees consistent values.
+pub(crate) fn times(i: &FileInfo) -> Times {
     Times {
         creation: i.creation_time,
         last_access: i.last_access_time,
         last_write: i.last_write_time,
-        change: i.change_time,
+        change: i.last_write_time,
     }
 }
 
