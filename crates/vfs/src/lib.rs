@@ -44,6 +44,7 @@
 pub mod attr;
 mod handle;
 pub mod path;
+mod perms;
 mod share;
 mod shortname;
 pub mod stream;

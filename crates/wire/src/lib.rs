@@ -21,6 +21,7 @@ pub mod query_info;
 pub mod rw;
 pub mod security_descriptor;
 pub mod session;
+pub mod set_info;
 pub mod simple;
 pub mod smb1;
 pub mod status;

@@ -23,6 +23,10 @@ impl NtStatus {
     pub const UNSUCCESSFUL: NtStatus = NtStatus(0xC0000001);
     /// STATUS_NOT_IMPLEMENTED.
     pub const NOT_IMPLEMENTED: NtStatus = NtStatus(0xC0000002);
+    /// STATUS_INVALID_EA_NAME.
+    pub const INVALID_EA_NAME: NtStatus = NtStatus(0x80000013);
+    /// STATUS_EA_LIST_INCONSISTENT.
+    pub const EA_LIST_INCONSISTENT: NtStatus = NtStatus(0x80000014);
     /// STATUS_INVALID_INFO_CLASS.
     pub const INVALID_INFO_CLASS: NtStatus = NtStatus(0xC0000003);
     /// STATUS_INFO_LENGTH_MISMATCH.
@@ -256,6 +260,8 @@ impl NtStatus {
             NtStatus::STOPPED_ON_SYMLINK => "STATUS_STOPPED_ON_SYMLINK",
             NtStatus::UNSUCCESSFUL => "STATUS_UNSUCCESSFUL",
             NtStatus::NOT_IMPLEMENTED => "STATUS_NOT_IMPLEMENTED",
+            NtStatus::INVALID_EA_NAME => "STATUS_INVALID_EA_NAME",
+            NtStatus::EA_LIST_INCONSISTENT => "STATUS_EA_LIST_INCONSISTENT",
             NtStatus::INVALID_INFO_CLASS => "STATUS_INVALID_INFO_CLASS",
             NtStatus::INFO_LENGTH_MISMATCH => "STATUS_INFO_LENGTH_MISMATCH",
             NtStatus::INVALID_HANDLE => "STATUS_INVALID_HANDLE",

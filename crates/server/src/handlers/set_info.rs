@@ -1,10 +1,483 @@
-//! SMB2 SET_INFO ([MS-SMB2] 3.3.5). Not implemented yet: answers STATUS_NOT_SUPPORTED.
+//! SMB2 SET_INFO ([MS-SMB2] 3.3.5.21) with the file-system semantics of [MS-FSA]
+//! 2.1.5.14 (file information), 2.1.5.15 (file-system information) and 2.1.5.16
+//! (security information).
+//!
+//! Access checks use the open's granted access: FILE_WRITE_ATTRIBUTES for
+//! FileBasicInformation, FILE_WRITE_DATA for end of file / allocation / valid data
+//! length, FILE_WRITE_EA for EAs, DELETE for disposition and rename, WRITE_DAC /
+//! WRITE_OWNER for security descriptors.
+//!
+//! Delete-pending lives in the per-file state ([`crate::state::file::SharedFile`]) so
+//! every open of the file sees it; the last close deletes (CLOSE / `FileOpen::close`).
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use smbx_vfs::{BasicInfo, FILE_ATTRIBUTE_READONLY};
+use smbx_wire::codec::Reader;
+use smbx_wire::set_info::{self as si, SetInfoRequest};
 use smbx_wire::NtStatus;
 
-use super::{Ctx, HandlerResult, Request};
+use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::file::{FileKey, DELETE, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE};
+use crate::state::{FileId, FileOpen, Open};
+
+pub mod security;
+
+/// FILE_WRITE_DATA.
+const FILE_WRITE_DATA: u32 = 0x0000_0002;
+/// FILE_APPEND_DATA.
+const FILE_APPEND_DATA: u32 = 0x0000_0004;
+/// FILE_WRITE_EA.
+const FILE_WRITE_EA: u32 = 0x0000_0010;
+/// FILE_WRITE_ATTRIBUTES.
+const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
 
 /// Handles SET_INFO.
-pub async fn handle(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> HandlerResult {
-    Err(NtStatus::NOT_SUPPORTED)
+pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let r = SetInfoRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let fid =
+        FileId::decode(&mut Reader::new(&r.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let open = ctx.lookup_open(fid)?;
+    let read_only_tree = ctx.tree()?.read_only;
+    let Some(file) = open.as_file() else {
+        // Named pipes: nothing is settable through SMB2 here.
+        return Err(match r.info_type {
+            si::SMB2_0_INFO_FILE => NtStatus::NOT_SUPPORTED,
+            _ => NtStatus::INVALID_PARAMETER,
+        });
+    };
+    let env = Env {
+        ctx,
+        open: &open,
+        file,
+        read_only_tree,
+    };
+    match r.info_type {
+        si::SMB2_0_INFO_FILE => env.file_info(r.info_class, r.buffer)?,
+        si::SMB2_0_INFO_FILESYSTEM => fs_info(file, r.info_class, r.buffer)?,
+        si::SMB2_0_INFO_SECURITY => {
+            security::set_security(file, read_only_tree, r.additional_information, r.buffer)?
+        }
+        si::SMB2_0_INFO_QUOTA => return Err(NtStatus::NOT_SUPPORTED),
+        _ => return Err(NtStatus::INVALID_PARAMETER),
+    }
+    Ok(Response::ok(si::encode_response()))
+}
+
+/// What one SET_INFO on a file open works with.
+struct Env<'a, 'c> {
+    ctx: &'a Ctx<'c>,
+    open: &'a Arc<Open>,
+    file: &'a FileOpen,
+    read_only_tree: bool,
+}
+
+fn require(file: &FileOpen, mask: u32) -> Result<(), NtStatus> {
+    if file.access & mask == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(())
+}
+
+impl Env<'_, '_> {
+    fn writable(&self) -> Result<(), NtStatus> {
+        if self.read_only_tree {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        Ok(())
+    }
+
+    fn file_info(&self, class: u8, buf: &[u8]) -> Result<(), NtStatus> {
+        let f = self.file;
+        match class {
+            si::FILE_BASIC_INFORMATION => {
+                let b = si::FileBasicInfo::decode(buf)?;
+                require(f, FILE_WRITE_ATTRIBUTES)?;
+                self.writable()?;
+                set_basic(f, &b)
+            }
+            si::FILE_RENAME_INFORMATION => {
+                let ri = si::FileRenameInfo::decode(buf)?;
+                self.rename(&ri)
+            }
+            si::FILE_LINK_INFORMATION => {
+                let li = si::FileRenameInfo::decode(buf)?;
+                self.link(&li)
+            }
+            si::FILE_DISPOSITION_INFORMATION => {
+                let delete = si::decode_disposition(buf)?;
+                self.disposition(delete, false)
+            }
+            si::FILE_DISPOSITION_INFORMATION_EX => {
+                let flags = si::decode_disposition_ex(buf)?;
+                self.disposition_ex(flags)
+            }
+            si::FILE_POSITION_INFORMATION => {
+                let pos = si::decode_u64(buf)?;
+                if pos > i64::MAX as u64 {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                let mode = f.mode.load(Ordering::Relaxed);
+                if mode & si::FILE_NO_INTERMEDIATE_BUFFERING != 0 && !pos.is_multiple_of(512) {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                f.position.store(pos, Ordering::Relaxed);
+                Ok(())
+            }
+            si::FILE_MODE_INFORMATION => {
+                let mode = si::decode_mode(buf)?;
+                set_mode(f, mode)
+            }
+            si::FILE_FULL_EA_INFORMATION => {
+                let eas = si::decode_full_ea_list(buf)?;
+                require(f, FILE_WRITE_EA)?;
+                self.writable()?;
+                set_eas(f, &eas)
+            }
+            si::FILE_ALLOCATION_INFORMATION => {
+                let size = si::decode_u64(buf)?;
+                require(f, FILE_WRITE_DATA)?;
+                self.writable()?;
+                if f.handle.is_dir() {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                f.handle.set_allocation(size)
+            }
+            si::FILE_END_OF_FILE_INFORMATION => {
+                let size = si::decode_u64(buf)?;
+                require(f, FILE_WRITE_DATA)?;
+                self.writable()?;
+                if f.handle.is_dir() {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                f.handle.set_end_of_file(size)
+            }
+            si::FILE_VALID_DATA_LENGTH_INFORMATION => {
+                let vdl = si::decode_u64(buf)?;
+                require(f, FILE_WRITE_DATA | FILE_APPEND_DATA)?;
+                self.writable()?;
+                if f.handle.is_dir() {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                // Linux keeps no separate valid data length: everything up to the end
+                // of file reads as written (or zero). Accept values within the file.
+                if vdl > f.handle.stat()?.size {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                Ok(())
+            }
+            si::FILE_SHORT_NAME_INFORMATION => {
+                si::decode_file_name(buf)?;
+                // Short names are generated, never stored: they cannot be set.
+                Err(NtStatus::NOT_SUPPORTED)
+            }
+            si::FILE_PIPE_INFORMATION => Err(NtStatus::INVALID_PARAMETER),
+            _ => Err(NtStatus::INVALID_INFO_CLASS),
+        }
+    }
+
+    /// FileDispositionInformation ([MS-FSA] 2.1.5.14.3).
+    fn disposition(&self, delete: bool, ignore_readonly: bool) -> Result<(), NtStatus> {
+        let f = self.file;
+        require(f, DELETE)?;
+        self.writable()?;
+        if delete {
+            if ignore_readonly {
+                clear_readonly(f)?;
+            }
+            f.vfs.can_delete(&f.handle)?;
+        }
+        f.file.set_delete_pending(delete);
+        Ok(())
+    }
+
+    /// FileDispositionInformationEx ([MS-FSA] 2.1.5.14.4). POSIX_SEMANTICS is
+    /// approximated by delete-pending (the name stays until the last close).
+    fn disposition_ex(&self, flags: u32) -> Result<(), NtStatus> {
+        let f = self.file;
+        let delete = flags & si::FILE_DISPOSITION_DELETE != 0;
+        let ignore_ro = flags & si::FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE != 0;
+        if flags & si::FILE_DISPOSITION_ON_CLOSE != 0 {
+            // Sets or clears this open's delete-on-close instead of delete-pending.
+            require(f, DELETE)?;
+            self.writable()?;
+            if delete {
+                if ignore_ro {
+                    clear_readonly(f)?;
+                }
+                f.vfs.can_delete(&f.handle)?;
+            }
+            f.delete_on_close.store(delete, Ordering::Release);
+            return Ok(());
+        }
+        self.disposition(delete, ignore_ro)
+    }
+
+    /// FileRenameInformation ([MS-FSA] 2.1.5.14.11, [MS-SMB2] 3.3.5.21.1).
+    fn rename(&self, ri: &si::FileRenameInfo) -> Result<(), NtStatus> {
+        let f = self.file;
+        require(f, DELETE)?;
+        self.writable()?;
+        if ri.root_directory != 0 {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let target = normalize_target(&ri.file_name)?;
+        if target.starts_with(':') {
+            // Stream renames (":new" on a stream handle) are not supported.
+            return Err(NtStatus::NOT_SUPPORTED);
+        }
+        if f.file.delete_pending() {
+            return Err(NtStatus::DELETE_PENDING);
+        }
+        let src = f.handle.path();
+        if f.handle.is_dir() && self.has_opens_below(&src) {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        // Other opens of the file must share delete.
+        f.file.check_share(
+            DELETE,
+            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+            Some(f.entry_id),
+        )?;
+        // Renaming adds a name to the target's parent: that conflicts with opens of the
+        // parent that hold DELETE or deny writing ([MS-FSA] opens the parent for
+        // FILE_ADD_FILE sharing read and write).
+        self.check_parent(&target)?;
+        self.check_parent(&src)?;
+        // Replacing a file that is open is refused as Windows does.
+        if ri.replace_if_exists {
+            if let Ok(info) = f.vfs.stat(&target) {
+                let own =
+                    info.file_id == f.file.key.file_id && info.volume_id == f.file.key.volume_id;
+                if !own && self.is_open(info.volume_id, info.file_id) {
+                    return Err(NtStatus::ACCESS_DENIED);
+                }
+            }
+        }
+        f.vfs.rename(&f.handle, &target, ri.replace_if_exists)
+    }
+
+    /// FileLinkInformation ([MS-FSA] 2.1.5.14.6).
+    fn link(&self, li: &si::FileRenameInfo) -> Result<(), NtStatus> {
+        let f = self.file;
+        self.writable()?;
+        if li.root_directory != 0 {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let target = normalize_target(&li.file_name)?;
+        if target.starts_with(':') {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        if f.handle.is_dir() {
+            return Err(NtStatus::FILE_IS_A_DIRECTORY);
+        }
+        self.check_parent(&target)?;
+        if li.replace_if_exists {
+            if let Ok(info) = f.vfs.stat(&target) {
+                if self.is_open(info.volume_id, info.file_id) {
+                    return Err(NtStatus::ACCESS_DENIED);
+                }
+            }
+        }
+        f.vfs.hardlink(&f.handle, &target, li.replace_if_exists)
+    }
+
+    /// Share-mode check of an implicit FILE_ADD_FILE open of `path`'s parent.
+    fn check_parent(&self, path: &str) -> Result<(), NtStatus> {
+        let parent = path.rsplit_once('\\').map(|(p, _)| p).unwrap_or("");
+        let Ok(info) = self.file.vfs.stat(parent) else {
+            return Ok(());
+        };
+        let key = FileKey {
+            volume_id: info.volume_id,
+            file_id: info.file_id,
+            stream: None,
+        };
+        if let Some(shared) = self.ctx.server.files.get(&key) {
+            shared.check_share(FILE_WRITE_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE, None)?;
+        }
+        Ok(())
+    }
+
+    /// The file (volume, inode) has opens on this server.
+    fn is_open(&self, volume_id: u64, file_id: u64) -> bool {
+        let key = FileKey {
+            volume_id,
+            file_id,
+            stream: None,
+        };
+        self.ctx
+            .server
+            .files
+            .get(&key)
+            .is_some_and(|s| s.open_count() > 0)
+    }
+
+    /// Some other open on the same share lies below directory `dir`.
+    fn has_opens_below(&self, dir: &str) -> bool {
+        let root = self.file.vfs.root_path().to_path_buf();
+        let ci = !self.file.vfs.options().case_sensitive;
+        let prefix = if ci {
+            format!("{}\\", dir.to_lowercase())
+        } else {
+            format!("{dir}\\")
+        };
+        let me = self.open.file_id;
+        !self
+            .ctx
+            .server
+            .opens
+            .find_where(|o| {
+                if o.file_id == me {
+                    return false;
+                }
+                let Some(of) = o.as_file() else {
+                    return false;
+                };
+                if of.vfs.root_path() != root {
+                    return false;
+                }
+                let p = of.handle.path();
+                if ci {
+                    p.to_lowercase().starts_with(&prefix)
+                } else {
+                    p.starts_with(&prefix)
+                }
+            })
+            .is_empty()
+    }
+}
+
+/// The rename/link target as a share-relative path: a leading backslash is dropped;
+/// empty names are invalid.
+fn normalize_target(name: &str) -> Result<String, NtStatus> {
+    let t = name.trim_start_matches('\\');
+    if t.is_empty() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    Ok(t.to_string())
+}
+
+/// Clears READONLY so a FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE delete can proceed.
+fn clear_readonly(f: &FileOpen) -> Result<(), NtStatus> {
+    let info = f.handle.stat()?;
+    if info.attributes & FILE_ATTRIBUTE_READONLY == 0 {
+        return Ok(());
+    }
+    let mut attrs =
+        info.attributes & !FILE_ATTRIBUTE_READONLY & !smbx_vfs::FILE_ATTRIBUTE_DIRECTORY;
+    if attrs == 0 {
+        attrs = smbx_vfs::FILE_ATTRIBUTE_NORMAL;
+    }
+    f.handle.set_basic(&BasicInfo {
+        attributes: Some(attrs),
+        ..Default::default()
+    })
+}
+
+/// FileBasicInformation ([MS-FSA] 2.1.5.14.2): 0 leaves a field, -1 / -2 stop and
+/// resume automatic updates for this handle (nothing to store here: Linux updates
+/// times itself; the values are accepted and nothing changes), other values set it.
+/// ChangeTime cannot be set on Linux (ctime is kernel-managed) and is ignored.
+pub fn set_basic(f: &FileOpen, b: &si::FileBasicInfo) -> Result<(), NtStatus> {
+    let attributes = match b.attributes {
+        0 => None,
+        a => {
+            let dir = f.handle.is_dir();
+            if !dir && a & smbx_vfs::FILE_ATTRIBUTE_DIRECTORY != 0 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            if dir && a & smbx_vfs::FILE_ATTRIBUTE_TEMPORARY != 0 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            Some(a)
+        }
+    };
+    let info = BasicInfo {
+        creation: b.creation.value(),
+        last_access: b.last_access.value(),
+        last_write: b.last_write.value(),
+        change: b.change.value(),
+        attributes,
+    };
+    let nothing = info.creation.is_none()
+        && info.last_access.is_none()
+        && info.last_write.is_none()
+        && info.attributes.is_none();
+    if nothing {
+        return Ok(());
+    }
+    f.handle.set_basic(&info)
+}
+
+/// FileModeInformation ([MS-FSA] 2.1.5.14.8).
+fn set_mode(f: &FileOpen, mode: u32) -> Result<(), NtStatus> {
+    const SYNC: u32 = si::FILE_SYNCHRONOUS_IO_ALERT | si::FILE_SYNCHRONOUS_IO_NONALERT;
+    const SETTABLE: u32 = si::FILE_WRITE_THROUGH | si::FILE_SEQUENTIAL_ONLY | SYNC;
+    if mode & !SETTABLE != 0 || mode & SYNC == SYNC {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let cur = f.mode.load(Ordering::Relaxed);
+    let new = (cur & !(si::FILE_WRITE_THROUGH | si::FILE_SEQUENTIAL_ONLY))
+        | (mode & (si::FILE_WRITE_THROUGH | si::FILE_SEQUENTIAL_ONLY));
+    f.mode.store(new, Ordering::Relaxed);
+    Ok(())
+}
+
+/// FileFullEaInformation ([MS-FSA] 2.1.5.14.5): every name is checked before any EA
+/// is changed; names are stored upper-cased (EA names are case-insensitive).
+fn set_eas(f: &FileOpen, eas: &[si::FullEa]) -> Result<(), NtStatus> {
+    if f.handle.stream_name().is_some() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let mut names = Vec::with_capacity(eas.len());
+    for ea in eas {
+        si::validate_ea_name(&ea.name)?;
+        let name = String::from_utf8(ea.name.to_ascii_uppercase())
+            .map_err(|_| NtStatus::INVALID_EA_NAME)?;
+        names.push(name);
+    }
+    for (ea, name) in eas.iter().zip(names) {
+        f.handle.set_ea(&name, &ea.value).map_err(|e| match e {
+            NtStatus::DISK_FULL => NtStatus::EA_TOO_LARGE,
+            NtStatus::OBJECT_NAME_INVALID => NtStatus::INVALID_EA_NAME,
+            e => e,
+        })?;
+    }
+    Ok(())
+}
+
+/// SMB2_0_INFO_FILESYSTEM ([MS-FSA] 2.1.5.15): quotas and object ids cannot be set
+/// on this server.
+fn fs_info(_f: &FileOpen, class: u8, buf: &[u8]) -> Result<(), NtStatus> {
+    match class {
+        si::FILE_FS_CONTROL_INFORMATION => {
+            if buf.len() < 48 {
+                return Err(NtStatus::INFO_LENGTH_MISMATCH);
+            }
+            Err(NtStatus::ACCESS_DENIED)
+        }
+        si::FILE_FS_OBJECT_ID_INFORMATION => {
+            if buf.len() < 64 {
+                return Err(NtStatus::INFO_LENGTH_MISMATCH);
+            }
+            Err(NtStatus::ACCESS_DENIED)
+        }
+        // FileFsLabelInformation.
+        2 => Err(NtStatus::ACCESS_DENIED),
+        _ => Err(NtStatus::INVALID_INFO_CLASS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(normalize_target("\\a\\b").unwrap(), "a\\b");
+        assert_eq!(normalize_target("a").unwrap(), "a");
+        assert_eq!(normalize_target("\\"), Err(NtStatus::INVALID_PARAMETER));
+    }
 }

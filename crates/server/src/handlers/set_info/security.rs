@@ -1,0 +1,190 @@
+//! SET_INFO with SMB2_0_INFO_SECURITY ([MS-SMB2] 3.3.5.21.3, [MS-FSA] 2.1.5.16):
+//! a security descriptor mapped, best effort, onto POSIX ownership and mode bits.
+//!
+//! - Owner / group: only the Unix SIDs S-1-22-1-<uid> / S-1-22-2-<gid> map (to
+//!   fchown); any other owner SID is INVALID_OWNER, any other group SID is ignored.
+//!   Setting the current owner or group always succeeds; other ids need the
+//!   kernel's permission (ACCESS_DENIED otherwise).
+//! - DACL: ACCESS_ALLOWED ACEs for the owner (its Unix SID or CREATOR OWNER), the
+//!   group (its Unix SID or CREATOR GROUP) and Everyone grant r/w/x: read from
+//!   FILE_READ_DATA / GENERIC_READ / GENERIC_ALL, write from FILE_WRITE_DATA /
+//!   FILE_APPEND_DATA / GENERIC_WRITE / GENERIC_ALL, execute from FILE_EXECUTE /
+//!   GENERIC_EXECUTE / GENERIC_ALL. Everyone's rights apply to owner, group and
+//!   other. Inherit-only ACEs, deny ACEs and other trustees are ignored. A NULL DACL
+//!   (DACL_SECURITY_INFORMATION without SE_DACL_PRESENT) means full access for all.
+//!   The owner always keeps read and write so the server can still reach the file.
+//!   setuid/setgid/sticky bits are kept.
+//! - SACL / label: need ACCESS_SYSTEM_SECURITY, which the server never grants
+//!   (PRIVILEGE_NOT_HELD).
+
+use smbx_wire::security_descriptor::{
+    well_known, Ace, SecurityDescriptor, Sid, ACCESS_ALLOWED_ACE_TYPE, DACL_SECURITY_INFORMATION,
+    GROUP_SECURITY_INFORMATION, INHERIT_ONLY_ACE, LABEL_SECURITY_INFORMATION,
+    OWNER_SECURITY_INFORMATION, SACL_SECURITY_INFORMATION, SE_DACL_PRESENT,
+};
+use smbx_wire::NtStatus;
+
+use crate::state::FileOpen;
+
+/// WRITE_DAC.
+const WRITE_DAC: u32 = 0x0004_0000;
+/// WRITE_OWNER.
+const WRITE_OWNER: u32 = 0x0008_0000;
+/// ACCESS_SYSTEM_SECURITY.
+const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
+
+const GENERIC_ALL: u32 = 0x1000_0000;
+const GENERIC_EXECUTE: u32 = 0x2000_0000;
+const GENERIC_WRITE: u32 = 0x4000_0000;
+const GENERIC_READ: u32 = 0x8000_0000;
+const READ_BITS: u32 = 0x0000_0001 | GENERIC_READ | GENERIC_ALL;
+const WRITE_BITS: u32 = 0x0000_0002 | 0x0000_0004 | GENERIC_WRITE | GENERIC_ALL;
+const EXEC_BITS: u32 = 0x0000_0020 | GENERIC_EXECUTE | GENERIC_ALL;
+
+/// Applies the parts of `buf` (a self-relative security descriptor) that
+/// `info` (SecurityInformation) selects.
+pub fn set_security(
+    f: &FileOpen,
+    read_only_tree: bool,
+    info: u32,
+    buf: &[u8],
+) -> Result<(), NtStatus> {
+    // Access first ([MS-SMB2] 3.3.5.21.3 / [MS-FSA] 2.1.5.16).
+    if info & (OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | LABEL_SECURITY_INFORMATION)
+        != 0
+        && f.access & WRITE_OWNER == 0
+    {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if info & DACL_SECURITY_INFORMATION != 0 && f.access & WRITE_DAC == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if info & SACL_SECURITY_INFORMATION != 0 && f.access & ACCESS_SYSTEM_SECURITY == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if read_only_tree {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let sd = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    let st = f.handle.stat()?;
+    let mut uid = None;
+    let mut gid = None;
+    if info & OWNER_SECURITY_INFORMATION != 0 {
+        if let Some(owner) = &sd.owner {
+            uid = Some(unix_id(owner, 1).ok_or(NtStatus::INVALID_OWNER)?);
+        }
+    }
+    if info & GROUP_SECURITY_INFORMATION != 0 {
+        if let Some(group) = &sd.group {
+            // Windows accepts any valid SID as primary group; only Unix SIDs map.
+            gid = unix_id(group, 2);
+        }
+    }
+    if uid.is_some() || gid.is_some() {
+        f.handle.set_owner(uid, gid)?;
+    }
+    if info & DACL_SECURITY_INFORMATION != 0 {
+        let owner = uid.unwrap_or(st.uid);
+        let group = gid.unwrap_or(st.gid);
+        let perm = if sd.control & SE_DACL_PRESENT == 0 || sd.dacl.is_none() {
+            0o777
+        } else {
+            let aces = sd.dacl.as_ref().map(|a| a.aces.as_slice()).unwrap_or(&[]);
+            dacl_to_mode(aces, owner, group)
+        };
+        let mode = (st.mode & 0o7000) | perm | 0o600;
+        f.handle.set_mode(mode)?;
+    }
+    Ok(())
+}
+
+/// The id of a Unix SID S-1-22-`kind`-<id>.
+fn unix_id(sid: &Sid, kind: u32) -> Option<u32> {
+    if sid.authority_value() != 22 {
+        return None;
+    }
+    match sid.sub_authorities.as_slice() {
+        [k, id] if *k == kind => Some(*id),
+        _ => None,
+    }
+}
+
+fn rwx(mask: u32) -> u32 {
+    let mut m = 0;
+    if mask & READ_BITS != 0 {
+        m |= 4;
+    }
+    if mask & WRITE_BITS != 0 {
+        m |= 2;
+    }
+    if mask & EXEC_BITS != 0 {
+        m |= 1;
+    }
+    m
+}
+
+/// POSIX permission bits (0o777 range) granted by the ALLOW ACEs of a DACL.
+pub fn dacl_to_mode(aces: &[Ace], uid: u32, gid: u32) -> u32 {
+    let owner_sid = well_known::unix_user(uid);
+    let group_sid = well_known::unix_group(gid);
+    let everyone = well_known::everyone();
+    let creator_owner = well_known::creator_owner();
+    let creator_group = well_known::creator_group();
+    let (mut u, mut g, mut o) = (0u32, 0u32, 0u32);
+    for ace in aces {
+        let Ace::Simple {
+            ace_type,
+            flags,
+            mask,
+            sid,
+        } = ace
+        else {
+            continue;
+        };
+        if *ace_type != ACCESS_ALLOWED_ACE_TYPE || flags & INHERIT_ONLY_ACE != 0 {
+            continue;
+        }
+        let bits = rwx(*mask);
+        if *sid == owner_sid || *sid == creator_owner {
+            u |= bits;
+        } else if *sid == group_sid || *sid == creator_group {
+            g |= bits;
+        } else if *sid == everyone {
+            u |= bits;
+            g |= bits;
+            o |= bits;
+        }
+    }
+    (u << 6) | (g << 3) | o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbx_wire::security_descriptor::well_known::*;
+
+    #[test]
+    fn maps_dacl_to_mode() {
+        let aces = vec![
+            Ace::allow(unix_user(1000), 0x001f_01ff, 0),
+            Ace::allow(unix_group(100), 0x0012_0089, 0),
+            Ace::allow(everyone(), GENERIC_READ, 0),
+            // Ignored: inherit-only, deny, unknown trustee.
+            Ace::allow(everyone(), GENERIC_ALL, INHERIT_ONLY_ACE),
+            Ace::deny(unix_user(1000), 0x2, 0),
+            Ace::allow("S-1-5-21-1-2-3-1001".parse().unwrap(), GENERIC_ALL, 0),
+        ];
+        assert_eq!(dacl_to_mode(&aces, 1000, 100), 0o744);
+        assert_eq!(dacl_to_mode(&[], 1000, 100), 0);
+        let exec_only = [Ace::allow(unix_group(100), 0x20, 0)];
+        assert_eq!(dacl_to_mode(&exec_only, 1, 100), 0o010);
+    }
+
+    #[test]
+    fn unix_sids() {
+        assert_eq!(unix_id(&unix_user(42), 1), Some(42));
+        assert_eq!(unix_id(&unix_group(7), 2), Some(7));
+        assert_eq!(unix_id(&unix_group(7), 1), None);
+        assert_eq!(unix_id(&everyone(), 1), None);
+    }
+}
