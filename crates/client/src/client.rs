@@ -1,0 +1,611 @@
+//! `Client` (one connection: negotiate, echo) and `Session` (an authenticated user on it:
+//! SESSION_SETUP with SPNEGO/NTLMv2, keys, LOGOFF, TREE_CONNECT).
+
+use std::sync::Arc;
+
+use smbx_security::cipher::CipherId;
+use smbx_security::keys::derive;
+use smbx_security::ntlm::Initiator;
+use smbx_security::preauth::PreauthHash;
+use smbx_security::signing::SigningAlgorithm;
+use smbx_security::spnego::{self, NegState, NegotiationToken};
+use smbx_wire::codec::utf16le;
+use smbx_wire::negotiate::{
+    NegotiateContext, NegotiateRequest, NegotiateResponse, CAP_ENCRYPTION, CAP_LARGE_MTU,
+    DIALECT_202, DIALECT_300, DIALECT_302, DIALECT_311, HASH_SHA512, SECURITY_SIGNING_ENABLED,
+    SECURITY_SIGNING_REQUIRED,
+};
+use smbx_wire::session::{
+    SessionSetupRequest, SessionSetupResponse, SESSION_FLAG_ENCRYPT_DATA, SESSION_FLAG_IS_GUEST,
+    SESSION_FLAG_IS_NULL,
+};
+use smbx_wire::simple::{decode_simple, encode_simple};
+use smbx_wire::tree::{TreeConnectRequest, TreeConnectResponse, SHAREFLAG_ENCRYPT_DATA};
+use smbx_wire::{Command, NtStatus};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::conn::{Connection, Event, Request, Response, Route};
+use crate::error::{Error, Result};
+use crate::options::{ClientOptions, Encryption, Signing};
+use crate::protect::{signing_algorithm, SessionSecurity};
+use crate::tree::Tree;
+use crate::url::DEFAULT_PORT;
+
+/// What NEGOTIATE settled.
+#[derive(Debug, Clone)]
+pub struct Negotiated {
+    /// The dialect.
+    pub dialect: u16,
+    /// The server's SecurityMode.
+    pub security_mode: u16,
+    /// The server's capabilities.
+    pub capabilities: u32,
+    /// ServerGuid.
+    pub server_guid: [u8; 16],
+    /// Largest READ the client will send (server MaxReadSize capped by our options).
+    pub max_read: u32,
+    /// Largest WRITE the client will send.
+    pub max_write: u32,
+    /// MaxTransactSize.
+    pub max_transact: u32,
+    /// The cipher, if the connection can encrypt.
+    pub cipher: Option<CipherId>,
+    /// The signing algorithm sessions use.
+    pub signing_algorithm: SigningAlgorithm,
+    /// The connection's preauth integrity hash after NEGOTIATE (3.1.1).
+    pub preauth: Option<PreauthHash>,
+}
+
+impl Negotiated {
+    /// True if the server requires signing.
+    pub fn server_requires_signing(&self) -> bool {
+        self.security_mode & SECURITY_SIGNING_REQUIRED != 0
+    }
+}
+
+pub(crate) struct ClientInner {
+    pub conn: Connection,
+    pub negotiated: Negotiated,
+    pub options: ClientOptions,
+    pub host: String,
+}
+
+/// A connection to an SMB server, negotiated and ready for logons. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("host", &self.inner.host)
+            .field("negotiated", &self.inner.negotiated)
+            .finish_non_exhaustive()
+    }
+}
+
+fn split_host(addr: &str) -> (String, String) {
+    // "[v6]:port", "[v6]", "host:port", "host", bare IPv6.
+    if let Some(rest) = addr.strip_prefix('[') {
+        if let Some(end) = rest.find(']') {
+            let host = rest[..end].to_string();
+            let target = if rest[end + 1..].starts_with(':') {
+                addr.to_string()
+            } else {
+                format!("[{host}]:{DEFAULT_PORT}")
+            };
+            return (host, target);
+        }
+    }
+    match addr.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.parse::<u16>().is_ok() => {
+            (h.to_string(), addr.to_string())
+        }
+        _ if addr.matches(':').count() > 1 => {
+            (addr.to_string(), format!("[{addr}]:{DEFAULT_PORT}"))
+        }
+        _ => (addr.to_string(), format!("{addr}:{DEFAULT_PORT}")),
+    }
+}
+
+impl Client {
+    /// Connects to `addr` ("host", "host:port", "[v6]:port") and negotiates.
+    pub async fn connect(addr: &str, options: ClientOptions) -> Result<Client> {
+        let (host, target) = split_host(addr);
+        let stream = TcpStream::connect(&target).await?;
+        Client::from_stream(stream, &host, options).await
+    }
+
+    /// Negotiates over an already connected socket; `host` names the server in
+    /// TREE_CONNECT paths.
+    pub async fn from_stream(
+        stream: TcpStream,
+        host: &str,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        if options.dialects.is_empty() {
+            return Err(Error::InvalidArgument("no dialects to offer".into()));
+        }
+        let conn = Connection::start(stream, options.max_credits, options.timeout);
+        let negotiated = negotiate(&conn, &options, host).await?;
+        conn.set_negotiated(
+            negotiated.dialect,
+            negotiated.dialect != DIALECT_202 && negotiated.capabilities & CAP_LARGE_MTU != 0,
+        );
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                conn,
+                negotiated,
+                options,
+                host: host.to_string(),
+            }),
+        })
+    }
+
+    /// What NEGOTIATE settled.
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.inner.negotiated
+    }
+
+    /// The dialect in use.
+    pub fn dialect(&self) -> u16 {
+        self.inner.negotiated.dialect
+    }
+
+    /// The connection (credits, events, close).
+    pub fn connection(&self) -> &Connection {
+        &self.inner.conn
+    }
+
+    /// Unsolicited server messages (oplock/lease breaks); only the first caller gets them.
+    pub fn events(&self) -> Option<mpsc::Receiver<Event>> {
+        self.inner.conn.take_events()
+    }
+
+    /// ECHO without a session.
+    pub async fn echo(&self) -> Result<()> {
+        let r = self
+            .inner
+            .conn
+            .call(
+                Request::new(Command::Echo, encode_simple(), 0),
+                &Route::default(),
+            )
+            .await?
+            .ok()?;
+        decode_simple(&r.msg)?;
+        Ok(())
+    }
+
+    /// Logs on with NTLMv2 (inside SPNEGO).
+    pub async fn login(&self, user: &str, password: &str, domain: &str) -> Result<Session> {
+        let init = Initiator::new(user, password, domain)
+            .with_workstation(&self.inner.options.workstation);
+        self.session_setup(init, false).await
+    }
+
+    /// Logs on anonymously (a null session: no signing keys).
+    pub async fn login_anonymous(&self) -> Result<Session> {
+        self.session_setup(Initiator::anonymous(), true).await
+    }
+
+    async fn session_setup(&self, mut init: Initiator, anonymous: bool) -> Result<Session> {
+        let inner = &self.inner;
+        let n = &inner.negotiated;
+        let require_signing = inner.options.signing == Signing::Required;
+        let security_mode = SECURITY_SIGNING_ENABLED as u8
+            | if require_signing {
+                SECURITY_SIGNING_REQUIRED as u8
+            } else {
+                0
+            };
+        let mut preauth = n.preauth;
+
+        // Leg 1: NegTokenInit carrying NTLM NEGOTIATE.
+        let token = spnego::client_init_ntlm(&init.negotiate());
+        let req = SessionSetupRequest {
+            security_mode,
+            security_buffer: token,
+            ..Default::default()
+        };
+        let (resp, sent) = self.setup_leg(req, 0).await?;
+        if let Some(h) = preauth.as_mut() {
+            h.update(&sent);
+            h.update(&resp.msg);
+        }
+        if resp.status() != NtStatus::MORE_PROCESSING_REQUIRED {
+            return Err(resp.ok().err().unwrap_or_else(|| {
+                Error::Auth("server accepted the logon without a challenge".into())
+            }));
+        }
+        let session_id = resp.header.session_id;
+        let challenge = spnego_token(&SessionSetupResponse::decode(&resp.msg)?.security_buffer)?
+            .ok_or_else(|| Error::Auth("no NTLM challenge in the server's token".into()))?;
+
+        // Leg 2: NegTokenResp carrying NTLM AUTHENTICATE and the mechListMIC.
+        let (auth, session_key) = init
+            .authenticate(&challenge)
+            .map_err(|e| Error::Auth(e.to_string()))?;
+        let mic = if anonymous {
+            None
+        } else {
+            init.session()
+                .map(|s| s.sign_c2s(&spnego::ntlm_only_mech_types_der()).to_vec())
+        };
+        let req = SessionSetupRequest {
+            security_mode,
+            security_buffer: spnego::client_resp(&auth, mic.as_deref()),
+            ..Default::default()
+        };
+        let (resp, sent) = self.setup_leg(req, session_id).await?;
+        if let Some(h) = preauth.as_mut() {
+            h.update(&sent);
+        }
+        let resp = resp.ok()?;
+        let setup = SessionSetupResponse::decode(&resp.msg)?;
+        if let Ok(NegotiationToken::Resp(r)) = spnego::decode(&setup.security_buffer) {
+            if r.neg_state == Some(NegState::Reject) {
+                return Err(Error::Auth(
+                    "the server rejected the SPNEGO exchange".into(),
+                ));
+            }
+        }
+        let flags = setup.session_flags;
+        let keyless = anonymous || flags & (SESSION_FLAG_IS_GUEST | SESSION_FLAG_IS_NULL) != 0;
+        let sec = if keyless {
+            if require_signing {
+                return Err(Error::Auth(
+                    "logged on as guest or anonymous, which cannot sign".into(),
+                ));
+            }
+            SessionSecurity::none()
+        } else {
+            let keys = derive(
+                n.dialect,
+                &session_key,
+                preauth.as_ref().map(|h| h.value()),
+                n.cipher,
+            );
+            let mut sec = SessionSecurity::from_keys(&keys, n.signing_algorithm, n.cipher)?;
+            sec.sign = n.server_requires_signing() || require_signing;
+            let must_encrypt = flags & SESSION_FLAG_ENCRYPT_DATA != 0
+                || inner.options.encryption == Encryption::Required;
+            if must_encrypt && !sec.can_seal() {
+                return Err(Error::Protocol(format!(
+                    "encryption is required but dialect {} negotiated no cipher",
+                    crate::options::dialect_name(n.dialect)
+                )));
+            }
+            sec.encrypt = must_encrypt;
+            // The final response is signed with the new key (always in 3.1.1).
+            let signer = sec.signer.as_ref().expect("keys give a signer");
+            if resp.header.is_signed() {
+                if !signer.verify(&resp.msg) {
+                    return Err(Error::Crypto(
+                        "bad signature on SESSION_SETUP response".into(),
+                    ));
+                }
+            } else if sec.sign || n.dialect == DIALECT_311 {
+                return Err(Error::Crypto("unsigned SESSION_SETUP response".into()));
+            }
+            sec
+        };
+        let sec = Arc::new(sec);
+        inner.conn.add_session(session_id, sec.clone());
+        Ok(Session {
+            inner: Arc::new(SessionInner {
+                client: self.clone(),
+                id: session_id,
+                flags,
+                security: sec,
+            }),
+        })
+    }
+
+    async fn setup_leg(
+        &self,
+        req: SessionSetupRequest,
+        session_id: u64,
+    ) -> Result<(Response, Vec<u8>)> {
+        let route = Route {
+            session_id,
+            ..Default::default()
+        };
+        let (mut v, sent) = self
+            .inner
+            .conn
+            .send(
+                vec![Request::new(Command::SessionSetup, req.encode(), 0)],
+                &route,
+                true,
+            )
+            .await?;
+        let resp = v
+            .pop()
+            .ok_or_else(|| Error::Protocol("no response".into()))?;
+        Ok((resp, sent.unwrap_or_default()))
+    }
+}
+
+/// The NTLM token inside a server SPNEGO token (or a raw NTLMSSP token).
+fn spnego_token(buf: &[u8]) -> Result<Option<Vec<u8>>> {
+    if buf.starts_with(b"NTLMSSP\0") {
+        return Ok(Some(buf.to_vec()));
+    }
+    match spnego::decode(buf).map_err(|e| Error::Auth(e.to_string()))? {
+        NegotiationToken::Resp(r) => {
+            if r.neg_state == Some(NegState::Reject) {
+                return Err(Error::Auth("the server rejected NTLMSSP".into()));
+            }
+            Ok(r.response_token)
+        }
+        NegotiationToken::Init(i) => Ok(i.mech_token),
+    }
+}
+
+async fn negotiate(conn: &Connection, opts: &ClientOptions, host: &str) -> Result<Negotiated> {
+    let offers_311 = opts.dialects.contains(&DIALECT_311);
+    let offers_3 = opts.dialects.iter().any(|&d| d >= DIALECT_300);
+    let mut contexts = Vec::new();
+    if offers_311 {
+        contexts.push(NegotiateContext::PreauthIntegrity {
+            hash_algorithms: vec![HASH_SHA512],
+            salt: rand::random::<[u8; 32]>().to_vec(),
+        });
+        if !opts.ciphers.is_empty() {
+            contexts.push(NegotiateContext::Encryption {
+                ciphers: opts.ciphers.iter().map(|c| c.to_wire()).collect(),
+            });
+        }
+        if !opts.signing_algorithms.is_empty() {
+            contexts.push(NegotiateContext::Signing {
+                algorithms: opts
+                    .signing_algorithms
+                    .iter()
+                    .map(|a| a.to_wire())
+                    .collect(),
+            });
+        }
+        contexts.push(NegotiateContext::NetName(utf16le(host)));
+    }
+    let req = NegotiateRequest {
+        security_mode: SECURITY_SIGNING_ENABLED
+            | if opts.signing == Signing::Required {
+                SECURITY_SIGNING_REQUIRED
+            } else {
+                0
+            },
+        capabilities: if offers_3 {
+            CAP_LARGE_MTU | CAP_ENCRYPTION
+        } else {
+            CAP_LARGE_MTU
+        },
+        client_guid: opts.client_guid,
+        dialects: opts.dialects.clone(),
+        contexts,
+    };
+    let (mut v, sent) = conn
+        .send(
+            vec![Request::new(Command::Negotiate, req.encode(), 0)],
+            &Route::default(),
+            true,
+        )
+        .await?;
+    let resp = v
+        .pop()
+        .ok_or_else(|| Error::Protocol("no response".into()))?
+        .ok()?;
+    let nr = NegotiateResponse::decode(&resp.msg)?;
+    if !opts.dialects.contains(&nr.dialect) {
+        return Err(Error::Protocol(format!(
+            "server chose dialect {:#06x}, which we did not offer",
+            nr.dialect
+        )));
+    }
+    let mut preauth = None;
+    let mut cipher = None;
+    let mut negotiated_alg = None;
+    match nr.dialect {
+        DIALECT_311 => {
+            let mut h = PreauthHash::new();
+            h.update(&sent.unwrap_or_default());
+            h.update(&resp.msg);
+            preauth = Some(h);
+            let mut saw_preauth = false;
+            for c in &nr.contexts {
+                match c {
+                    NegotiateContext::PreauthIntegrity {
+                        hash_algorithms, ..
+                    } => {
+                        if hash_algorithms.as_slice() != [HASH_SHA512] {
+                            return Err(Error::Protocol(
+                                "server chose an unknown preauth hash".into(),
+                            ));
+                        }
+                        saw_preauth = true;
+                    }
+                    NegotiateContext::Encryption { ciphers } => {
+                        let id = ciphers.first().copied().unwrap_or(0);
+                        if id != 0 {
+                            let c = CipherId::from_wire(id)
+                                .filter(|c| opts.ciphers.contains(c))
+                                .ok_or_else(|| {
+                                    Error::Protocol(format!(
+                                        "server chose cipher {id}, not offered"
+                                    ))
+                                })?;
+                            cipher = Some(c);
+                        }
+                    }
+                    NegotiateContext::Signing { algorithms } => {
+                        let id = algorithms.first().copied().unwrap_or(u16::MAX);
+                        let a = SigningAlgorithm::from_wire(id)
+                            .filter(|a| opts.signing_algorithms.contains(a))
+                            .ok_or_else(|| {
+                                Error::Protocol(format!(
+                                    "server chose signing algorithm {id}, not offered"
+                                ))
+                            })?;
+                        negotiated_alg = Some(a);
+                    }
+                    _ => {}
+                }
+            }
+            if !saw_preauth {
+                return Err(Error::Protocol(
+                    "3.1.1 response without a preauth integrity context".into(),
+                ));
+            }
+        }
+        DIALECT_300 | DIALECT_302 if nr.capabilities & CAP_ENCRYPTION != 0 => {
+            cipher = Some(CipherId::Aes128Ccm);
+        }
+        _ => {}
+    }
+    let small = nr.dialect == DIALECT_202 || nr.capabilities & CAP_LARGE_MTU == 0;
+    let cap = if small {
+        65536
+    } else {
+        opts.max_io_size.max(65536)
+    };
+    Ok(Negotiated {
+        dialect: nr.dialect,
+        security_mode: nr.security_mode,
+        capabilities: nr.capabilities,
+        server_guid: nr.server_guid,
+        max_read: nr.max_read_size.clamp(4096, cap),
+        max_write: nr.max_write_size.clamp(4096, cap),
+        max_transact: nr.max_transact_size.clamp(4096, cap),
+        cipher,
+        signing_algorithm: signing_algorithm(nr.dialect, negotiated_alg),
+        preauth,
+    })
+}
+
+pub(crate) struct SessionInner {
+    pub client: Client,
+    pub id: u64,
+    pub flags: u16,
+    pub security: Arc<SessionSecurity>,
+}
+
+/// An authenticated session. Cheap to clone.
+#[derive(Clone)]
+pub struct Session {
+    pub(crate) inner: Arc<SessionInner>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &format_args!("{:#x}", self.inner.id))
+            .field("flags", &self.inner.flags)
+            .field("signed", &self.inner.security.sign)
+            .field("encrypted", &self.inner.security.encrypt)
+            .finish()
+    }
+}
+
+impl Session {
+    /// The SessionId.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+    /// The client this session belongs to.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+    /// True if the server logged us on as guest.
+    pub fn is_guest(&self) -> bool {
+        self.inner.flags & SESSION_FLAG_IS_GUEST != 0
+    }
+    /// True if requests are signed.
+    pub fn is_signed(&self) -> bool {
+        self.inner.security.sign && !self.inner.security.encrypt
+    }
+    /// True if every request of the session is sealed.
+    pub fn is_encrypted(&self) -> bool {
+        self.inner.security.encrypt
+    }
+
+    pub(crate) fn route(&self, encrypt_tree: bool) -> Route {
+        Route {
+            session_id: self.inner.id,
+            security: Some(self.inner.security.clone()),
+            encrypt: self.inner.security.encrypt || encrypt_tree,
+        }
+    }
+
+    /// ECHO on this session.
+    pub async fn echo(&self) -> Result<()> {
+        let r = self
+            .inner
+            .client
+            .inner
+            .conn
+            .call(
+                Request::new(Command::Echo, encode_simple(), 0),
+                &self.route(false),
+            )
+            .await?
+            .ok()?;
+        decode_simple(&r.msg)?;
+        Ok(())
+    }
+
+    /// Connects to a share by name (`\\host\share` is built from the connect address).
+    pub async fn tree(&self, share: &str) -> Result<Tree> {
+        let client = &self.inner.client.inner;
+        let path = format!("\\\\{}\\{}", client.host, share.trim_matches(['\\', '/']));
+        let req = TreeConnectRequest { flags: 0, path };
+        let resp = client
+            .conn
+            .call(
+                Request::new(Command::TreeConnect, req.encode(), 0),
+                &self.route(false),
+            )
+            .await?
+            .ok()?;
+        let tc = TreeConnectResponse::decode(&resp.msg)?;
+        let encrypt = tc.share_flags & SHAREFLAG_ENCRYPT_DATA != 0;
+        if encrypt && !self.inner.security.can_seal() {
+            return Err(Error::Protocol(format!(
+                "share {share} requires encryption, which this session cannot do"
+            )));
+        }
+        Ok(Tree::new(self.clone(), resp.header.tree_id, encrypt, tc))
+    }
+
+    /// LOGOFF. The session's trees and files become unusable.
+    pub async fn logoff(&self) -> Result<()> {
+        let conn = &self.inner.client.inner.conn;
+        let r = conn
+            .call(
+                Request::new(Command::Logoff, encode_simple(), 0),
+                &self.route(false),
+            )
+            .await;
+        conn.remove_session(self.inner.id);
+        r?.ok()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_splitting() {
+        assert_eq!(split_host("h"), ("h".into(), "h:445".into()));
+        assert_eq!(split_host("h:1445"), ("h".into(), "h:1445".into()));
+        assert_eq!(split_host("[::1]:99"), ("::1".into(), "[::1]:99".into()));
+        assert_eq!(split_host("[::1]"), ("::1".into(), "[::1]:445".into()));
+        assert_eq!(
+            split_host("fe80::1"),
+            ("fe80::1".into(), "[fe80::1]:445".into())
+        );
+    }
+}

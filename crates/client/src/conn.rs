@@ -1,0 +1,617 @@
+//! One SMB2 connection over Direct TCP: a writer task that sends frames, a reader task that
+//! unseals, verifies and routes responses to the waiting requests by MessageId, and the
+//! credit window that bounds how many requests are in flight.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
+use smbx_wire::framing::{decode_frame_header, encode_frame_header, MAX_FRAME_LEN};
+use smbx_wire::header::{FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID};
+use smbx_wire::negotiate::{DIALECT_202, DIALECT_311};
+use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+use tracing::{debug, trace, warn};
+
+use crate::credits::credit_request;
+use crate::error::{Error, Result};
+use crate::pdu_tmp::{decode_oplock_break, OplockBreak};
+use crate::protect::SessionSecurity;
+
+/// The MessageId of unsolicited server messages (oplock and lease breaks).
+const UNSOLICITED_ID: u64 = u64::MAX;
+/// Frames queued for the writer task before senders wait.
+const WRITE_QUEUE: usize = 1024;
+/// Events buffered before further ones are dropped.
+const EVENT_QUEUE: usize = 256;
+
+/// One request of a (possibly compound) send.
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// The command.
+    pub command: Command,
+    /// The body (everything after the 64-byte header).
+    pub body: Vec<u8>,
+    /// TreeId (0 when not tree-scoped).
+    pub tree_id: u32,
+    /// Credits this request costs (see [`crate::credits::charge_for`]); at least 1.
+    pub charge: u16,
+    /// True for the second and later members of a related compound.
+    pub related: bool,
+}
+
+impl Request {
+    /// A request costing one credit.
+    pub fn new(command: Command, body: Vec<u8>, tree_id: u32) -> Request {
+        Request {
+            command,
+            body,
+            tree_id,
+            charge: 1,
+            related: false,
+        }
+    }
+}
+
+/// One response: its header and the whole message starting at the header.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The decoded header.
+    pub header: Header,
+    /// The message (header, body, and for compound members any padding).
+    pub msg: Vec<u8>,
+}
+
+impl Response {
+    /// The response status.
+    pub fn status(&self) -> NtStatus {
+        self.header.status
+    }
+    /// Ok(self) on success, the typed error otherwise.
+    pub fn ok(self) -> Result<Response> {
+        if self.header.status.is_error() {
+            return Err(Error::Status {
+                status: self.header.status,
+                command: self.header.command,
+            });
+        }
+        Ok(self)
+    }
+}
+
+/// Something the server sent without being asked.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// An oplock break notification.
+    OplockBreak(OplockBreak),
+    /// Any other unsolicited message (lease break notifications), raw.
+    Other(Response),
+}
+
+/// Where a send goes: its session and whether it is sealed.
+#[derive(Clone, Default)]
+pub(crate) struct Route {
+    /// SessionId (0 before a session exists).
+    pub session_id: u64,
+    /// The session's keys, if it has any.
+    pub security: Option<Arc<SessionSecurity>>,
+    /// Seal the message.
+    pub encrypt: bool,
+}
+
+struct Pending {
+    tx: oneshot::Sender<Result<Response>>,
+    charge: u16,
+    async_id: Option<u64>,
+}
+
+#[derive(Default)]
+struct Table {
+    pending: HashMap<u64, Pending>,
+    /// Why the connection is closed, once it is.
+    closed: Option<String>,
+}
+
+struct Shared {
+    table: Mutex<Table>,
+    sessions: RwLock<HashMap<u64, Arc<SessionSecurity>>>,
+    credits: Semaphore,
+    next_message_id: Mutex<u64>,
+    in_flight: AtomicUsize,
+    dialect: AtomicU16,
+    large_mtu: AtomicBool,
+    max_credits: u16,
+    events: mpsc::Sender<Event>,
+}
+
+impl Shared {
+    fn close(&self, why: &str) {
+        let pending = {
+            let mut t = self.table.lock().expect("table lock");
+            if t.closed.is_none() {
+                t.closed = Some(why.to_string());
+            }
+            std::mem::take(&mut t.pending)
+        };
+        self.credits.close();
+        for (_, p) in pending {
+            let _ = p.tx.send(Err(Error::Disconnected(why.to_string())));
+        }
+    }
+
+    fn session(&self, id: u64) -> Option<Arc<SessionSecurity>> {
+        self.sessions
+            .read()
+            .expect("sessions lock")
+            .get(&id)
+            .cloned()
+    }
+}
+
+/// A connection to one server.
+pub struct Connection {
+    shared: Arc<Shared>,
+    writer: mpsc::Sender<Vec<u8>>,
+    events: Mutex<Option<mpsc::Receiver<Event>>>,
+    timeout: Option<Duration>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("credits", &self.shared.credits.available_permits())
+            .field("in_flight", &self.shared.in_flight.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Connection {
+    /// Wraps a connected socket and starts the reader and writer tasks.
+    pub(crate) fn start(
+        stream: TcpStream,
+        max_credits: u16,
+        timeout: Option<Duration>,
+    ) -> Connection {
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
+        let shared = Arc::new(Shared {
+            table: Mutex::new(Table::default()),
+            sessions: RwLock::new(HashMap::new()),
+            credits: Semaphore::new(1),
+            next_message_id: Mutex::new(0),
+            in_flight: AtomicUsize::new(0),
+            dialect: AtomicU16::new(0),
+            large_mtu: AtomicBool::new(false),
+            max_credits: max_credits.max(1),
+            events: events_tx,
+        });
+        let (wtx, wrx) = mpsc::channel(WRITE_QUEUE);
+        let reader = tokio::spawn(reader_task(rd, shared.clone()));
+        let writer = tokio::spawn(writer_task(wr, wrx, shared.clone()));
+        Connection {
+            shared,
+            writer: wtx,
+            events: Mutex::new(Some(events_rx)),
+            timeout,
+            tasks: vec![reader, writer],
+        }
+    }
+
+    /// Records the negotiated dialect and whether multi-credit requests are allowed.
+    pub(crate) fn set_negotiated(&self, dialect: u16, large_mtu: bool) {
+        self.shared.dialect.store(dialect, Ordering::Relaxed);
+        self.shared.large_mtu.store(large_mtu, Ordering::Relaxed);
+    }
+
+    /// True if multi-credit requests are allowed.
+    pub(crate) fn large_mtu(&self) -> bool {
+        self.shared.large_mtu.load(Ordering::Relaxed)
+    }
+
+    /// Installs a session's keys, so responses on it are verified and unsealed.
+    pub(crate) fn add_session(&self, id: u64, sec: Arc<SessionSecurity>) {
+        self.shared
+            .sessions
+            .write()
+            .expect("sessions lock")
+            .insert(id, sec);
+    }
+
+    /// Forgets a session's keys.
+    pub(crate) fn remove_session(&self, id: u64) {
+        self.shared
+            .sessions
+            .write()
+            .expect("sessions lock")
+            .remove(&id);
+    }
+
+    /// The receiver of unsolicited messages (oplock and lease breaks); only the first
+    /// caller gets it.
+    pub fn take_events(&self) -> Option<mpsc::Receiver<Event>> {
+        self.events.lock().expect("events lock").take()
+    }
+
+    /// Credits currently granted and unused.
+    pub fn credits_available(&self) -> usize {
+        self.shared.credits.available_permits()
+    }
+
+    /// True once the connection has failed or been closed.
+    pub fn is_closed(&self) -> bool {
+        self.shared
+            .table
+            .lock()
+            .expect("table lock")
+            .closed
+            .is_some()
+    }
+
+    /// Sends requests as one compound (a single request is a compound of one) and waits
+    /// for all their responses. With `keep_sent`, also returns the plaintext bytes of the
+    /// message as sent (for the preauth integrity hash).
+    pub(crate) async fn send(
+        &self,
+        reqs: Vec<Request>,
+        route: &Route,
+        keep_sent: bool,
+    ) -> Result<(Vec<Response>, Option<Vec<u8>>)> {
+        if reqs.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let sh = &self.shared;
+        let large_mtu = sh.large_mtu.load(Ordering::Relaxed);
+        let dialect = sh.dialect.load(Ordering::Relaxed);
+        let charges: Vec<u16> = reqs
+            .iter()
+            .map(|r| if large_mtu { r.charge.max(1) } else { 1 })
+            .collect();
+        let total: u32 = charges.iter().map(|&c| c as u32).sum();
+        // Wait for the window to hold enough credits, then spend them.
+        let permits = sh
+            .credits
+            .acquire_many(total)
+            .await
+            .map_err(|_| self.closed_error())?;
+        permits.forget();
+        let first_id = {
+            let mut id = sh.next_message_id.lock().expect("message id lock");
+            let first = *id;
+            *id += total as u64;
+            first
+        };
+        let in_flight = sh.in_flight.fetch_add(total as usize, Ordering::Relaxed);
+        let ask = credit_request(
+            total.min(u16::MAX as u32) as u16,
+            sh.credits.available_permits(),
+            in_flight,
+            sh.max_credits,
+        );
+
+        let seal_with = if route.encrypt {
+            let sec = route
+                .security
+                .as_ref()
+                .filter(|s| s.can_seal())
+                .ok_or_else(|| {
+                    Error::Protocol("encryption requested but the session has no cipher".into())
+                })?;
+            Some(sec.clone())
+        } else {
+            None
+        };
+        // 3.1.1 signs every TREE_CONNECT (it protects the negotiation, [MS-SMB2] 3.2.4.1.1).
+        let must_sign = dialect == DIALECT_311 && reqs[0].command == Command::TreeConnect;
+        let signer = match (&route.security, route.encrypt) {
+            (Some(s), false) if s.sign || must_sign => s.signer.as_ref(),
+            _ => None,
+        };
+
+        let body_len: usize = reqs.iter().map(|r| HEADER_SIZE + r.body.len() + 8).sum();
+        let prefix = 4 + if seal_with.is_some() {
+            TRANSFORM_HEADER_LEN
+        } else {
+            0
+        };
+        let mut buf = Vec::with_capacity(prefix + body_len);
+        buf.resize(prefix, 0);
+        let mut ids = Vec::with_capacity(reqs.len());
+        let mut bounds = Vec::with_capacity(reqs.len());
+        let mut next_id = first_id;
+        let n = reqs.len();
+        for (i, (req, &charge)) in reqs.iter().zip(&charges).enumerate() {
+            let start = buf.len();
+            let mut flags = 0;
+            if req.related {
+                flags |= FLAGS_RELATED_OPERATIONS;
+            }
+            let hdr = Header {
+                credit_charge: if dialect == DIALECT_202 || dialect == 0 {
+                    0
+                } else {
+                    charge
+                },
+                status: NtStatus(0),
+                command: req.command as u16,
+                credits: if i == 0 { ask } else { charge },
+                flags,
+                next_command: 0,
+                message_id: next_id,
+                async_id: 0,
+                tree_id: req.tree_id,
+                session_id: route.session_id,
+                signature: [0; 16],
+            };
+            let mut w = Writer::with_capacity(HEADER_SIZE);
+            hdr.encode(&mut w);
+            buf.extend_from_slice(w.as_slice());
+            buf.extend_from_slice(&req.body);
+            if i + 1 < n {
+                let pad = (8 - (buf.len() - start) % 8) % 8;
+                buf.resize(buf.len() + pad, 0);
+                let next = (buf.len() - start) as u32;
+                buf[start + 20..start + 24].copy_from_slice(&next.to_le_bytes());
+            }
+            bounds.push((start, buf.len()));
+            ids.push((next_id, charge));
+            next_id += charge as u64;
+        }
+        if let Some(signer) = signer {
+            for &(s, e) in &bounds {
+                signer.sign(&mut buf[s..e]);
+            }
+        }
+        let sent = keep_sent.then(|| buf[prefix..].to_vec());
+
+        // Register the waiters before the bytes can reach the server.
+        let mut rxs = Vec::with_capacity(n);
+        {
+            let mut t = sh.table.lock().expect("table lock");
+            if let Some(why) = &t.closed {
+                return Err(Error::Disconnected(why.clone()));
+            }
+            for &(id, charge) in &ids {
+                let (tx, rx) = oneshot::channel();
+                t.pending.insert(
+                    id,
+                    Pending {
+                        tx,
+                        charge,
+                        async_id: None,
+                    },
+                );
+                rxs.push(rx);
+            }
+        }
+
+        if let Some(sec) = &seal_with {
+            let nonce = sec
+                .nonces
+                .as_ref()
+                .ok_or_else(|| Error::Protocol("no nonce source".into()))?
+                .next()?;
+            let enc = sec.encryptor.as_ref().expect("can_seal checked");
+            transform::seal_in_place(enc, route.session_id, &nonce, &mut buf[4..])?;
+        }
+        let frame_len = buf.len() - 4;
+        buf[..4].copy_from_slice(&encode_frame_header(frame_len)?);
+        if self.writer.send(buf).await.is_err() {
+            return Err(self.closed_error());
+        }
+
+        let mut out = Vec::with_capacity(n);
+        for rx in rxs {
+            let r = match self.timeout {
+                Some(d) => tokio::time::timeout(d, rx)
+                    .await
+                    .map_err(|_| Error::Timeout)?,
+                None => rx.await,
+            };
+            out.push(r.map_err(|_| self.closed_error())??);
+        }
+        Ok((out, sent))
+    }
+
+    fn closed_error(&self) -> Error {
+        let why = self
+            .shared
+            .table
+            .lock()
+            .expect("table lock")
+            .closed
+            .clone()
+            .unwrap_or_else(|| "connection closed".to_string());
+        Error::Disconnected(why)
+    }
+
+    /// Sends one request and returns its response (error statuses included).
+    pub(crate) async fn call(&self, req: Request, route: &Route) -> Result<Response> {
+        let (mut v, _) = self.send(vec![req], route, false).await?;
+        v.pop().ok_or_else(|| Error::Protocol("no response".into()))
+    }
+
+    /// Closes the connection: pending requests fail, tasks stop.
+    pub fn close(&self) {
+        self.shared.close("closed by the client");
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn writer_task(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, shared: Arc<Shared>) {
+    let mut w = BufWriter::with_capacity(256 * 1024, wr);
+    while let Some(frame) = rx.recv().await {
+        let mut res = w.write_all(&frame).await;
+        while res.is_ok() {
+            match rx.try_recv() {
+                Ok(f) => res = w.write_all(&f).await,
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = res.and(w.flush().await) {
+            shared.close(&format!("write failed: {e}"));
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+async fn reader_task(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+    let why = match read_loop(&mut rd, &shared).await {
+        Ok(()) => "the server closed the connection".to_string(),
+        Err(e) => e.to_string(),
+    };
+    debug!("connection reader stops: {why}");
+    shared.close(&why);
+}
+
+async fn read_loop(rd: &mut OwnedReadHalf, shared: &Shared) -> Result<()> {
+    loop {
+        let mut hdr = [0u8; 4];
+        match rd.read_exact(&mut hdr).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        let len = decode_frame_header(hdr, MAX_FRAME_LEN)?;
+        let mut frame = vec![0u8; len];
+        rd.read_exact(&mut frame).await?;
+        process_frame(frame, shared)?;
+    }
+}
+
+/// Unseals a frame if needed, splits a compound, and dispatches each response. Errors
+/// returned here are fatal to the connection; per-message failures go to their waiter.
+fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
+    let (plain, encrypted) = if frame.get(..4) == Some(&TRANSFORM_PROTOCOL_ID[..]) {
+        let th = transform::parse_header(&frame)?;
+        let sec = shared.session(th.session_id).ok_or_else(|| {
+            Error::Protocol(format!(
+                "sealed message for unknown session {:#x}",
+                th.session_id
+            ))
+        })?;
+        let dec = sec.decryptor.as_ref().ok_or_else(|| {
+            Error::Protocol("sealed message on a session without a cipher".into())
+        })?;
+        let mut frame = frame;
+        let n = transform::unseal_in_place(dec, &mut frame)
+            .map_err(|e| Error::Crypto(format!("unseal failed: {e}")))?
+            .len();
+        frame.drain(..TRANSFORM_HEADER_LEN);
+        debug_assert_eq!(frame.len(), n);
+        (frame, true)
+    } else {
+        (frame, false)
+    };
+    // Fast path: a single, uncompounded response keeps its buffer.
+    let first = Header::decode(&plain)?;
+    if first.next_command == 0 {
+        dispatch(first, plain, encrypted, shared);
+        return Ok(());
+    }
+    let mut off = 0usize;
+    loop {
+        let rest = plain
+            .get(off..)
+            .ok_or(Error::Protocol("compound offset".into()))?;
+        let h = Header::decode(rest)?;
+        let next = h.next_command as usize;
+        let end = if next == 0 {
+            plain.len()
+        } else {
+            if next < HEADER_SIZE || !next.is_multiple_of(8) {
+                return Err(Error::Protocol("bad NextCommand".into()));
+            }
+            off.checked_add(next)
+                .filter(|&e| e <= plain.len())
+                .ok_or(Error::Protocol("NextCommand past the end".into()))?
+        };
+        dispatch(h, plain[off..end].to_vec(), encrypted, shared);
+        if next == 0 {
+            return Ok(());
+        }
+        off = end;
+    }
+}
+
+fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, shared: &Shared) {
+    if !h.is_response() {
+        warn!("ignoring a request from the server (command {})", h.command);
+        return;
+    }
+    if h.credits > 0 {
+        shared.credits.add_permits(h.credits as usize);
+    }
+    let interim = h.status == NtStatus::PENDING && h.is_async();
+    // Verify before believing anything else the message says.
+    let mut verdict: Result<()> = Ok(());
+    if h.message_id != UNSOLICITED_ID && h.session_id != 0 {
+        if let Some(sec) = shared.session(h.session_id) {
+            if !encrypted {
+                if sec.encrypt && !interim {
+                    verdict = Err(Error::Crypto(
+                        "unencrypted response on an encrypted session".into(),
+                    ));
+                } else if h.flags & FLAGS_SIGNED != 0 {
+                    if let Some(s) = &sec.signer {
+                        if !s.verify(&msg) {
+                            verdict = Err(Error::Crypto("bad response signature".into()));
+                        }
+                    }
+                } else if sec.sign && !interim {
+                    verdict = Err(Error::Crypto(
+                        "unsigned response on a signed session".into(),
+                    ));
+                }
+            }
+        }
+    }
+    if h.message_id == UNSOLICITED_ID {
+        if verdict.is_ok() {
+            let ev = match decode_oplock_break(&msg) {
+                Some(b) if h.command == Command::OplockBreak as u16 => Event::OplockBreak(b),
+                _ => Event::Other(Response { header: h, msg }),
+            };
+            if shared.events.try_send(ev).is_err() {
+                warn!("dropping an unsolicited message: nobody reads events");
+            }
+        }
+        return;
+    }
+    let mut t = shared.table.lock().expect("table lock");
+    if interim && verdict.is_ok() {
+        if let Some(p) = t.pending.get_mut(&h.message_id) {
+            trace!("message {} went async ({:#x})", h.message_id, h.async_id);
+            p.async_id = Some(h.async_id);
+        }
+        return;
+    }
+    match t.pending.remove(&h.message_id) {
+        Some(p) => {
+            drop(t);
+            shared
+                .in_flight
+                .fetch_sub(p.charge as usize, Ordering::Relaxed);
+            let _ = p.tx.send(verdict.map(|_| Response { header: h, msg }));
+        }
+        None => debug!("response to unknown message id {}", h.message_id),
+    }
+}

@@ -1,0 +1,495 @@
+//! Open files: `OpenOptions` (what CREATE asks for) and `File` (read/write at offset,
+//! flush, stat, truncate, close).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::future::try_join_all;
+use smbx_wire::{Command, NtStatus, Writer};
+
+use crate::conn::Request;
+use crate::credits::charge_for;
+use crate::error::{Error, Result};
+use crate::info::FileInfo;
+use crate::pdu_tmp::{self, CreateRequest, FileId};
+use crate::tree::Tree;
+
+/// Access mask bits ([MS-SMB2] 2.2.13.1).
+pub mod access {
+    /// FILE_READ_DATA / FILE_LIST_DIRECTORY.
+    pub const READ_DATA: u32 = 0x0000_0001;
+    /// FILE_WRITE_DATA / FILE_ADD_FILE.
+    pub const WRITE_DATA: u32 = 0x0000_0002;
+    /// FILE_APPEND_DATA.
+    pub const APPEND_DATA: u32 = 0x0000_0004;
+    /// FILE_READ_EA.
+    pub const READ_EA: u32 = 0x0000_0008;
+    /// FILE_WRITE_EA.
+    pub const WRITE_EA: u32 = 0x0000_0010;
+    /// FILE_READ_ATTRIBUTES.
+    pub const READ_ATTRIBUTES: u32 = 0x0000_0080;
+    /// FILE_WRITE_ATTRIBUTES.
+    pub const WRITE_ATTRIBUTES: u32 = 0x0000_0100;
+    /// DELETE.
+    pub const DELETE: u32 = 0x0001_0000;
+    /// READ_CONTROL.
+    pub const READ_CONTROL: u32 = 0x0002_0000;
+    /// SYNCHRONIZE.
+    pub const SYNCHRONIZE: u32 = 0x0010_0000;
+    /// MAXIMUM_ALLOWED.
+    pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
+    /// GENERIC_ALL.
+    pub const GENERIC_ALL: u32 = 0x1000_0000;
+    /// GENERIC_WRITE.
+    pub const GENERIC_WRITE: u32 = 0x4000_0000;
+    /// GENERIC_READ.
+    pub const GENERIC_READ: u32 = 0x8000_0000;
+}
+
+/// CreateDisposition values.
+pub mod disposition {
+    /// Replace if it exists, create if not.
+    pub const SUPERSEDE: u32 = 0;
+    /// Open; fail if missing.
+    pub const OPEN: u32 = 1;
+    /// Create; fail if it exists.
+    pub const CREATE: u32 = 2;
+    /// Open or create.
+    pub const OPEN_IF: u32 = 3;
+    /// Open and truncate; fail if missing.
+    pub const OVERWRITE: u32 = 4;
+    /// Open and truncate, or create.
+    pub const OVERWRITE_IF: u32 = 5;
+}
+
+/// ShareAccess bits.
+pub mod share {
+    /// FILE_SHARE_READ.
+    pub const READ: u32 = 1;
+    /// FILE_SHARE_WRITE.
+    pub const WRITE: u32 = 2;
+    /// FILE_SHARE_DELETE.
+    pub const DELETE: u32 = 4;
+    /// All three.
+    pub const ALL: u32 = 7;
+}
+
+/// CreateOptions bits.
+pub mod create_options {
+    /// FILE_DIRECTORY_FILE.
+    pub const DIRECTORY_FILE: u32 = 0x0000_0001;
+    /// FILE_WRITE_THROUGH.
+    pub const WRITE_THROUGH: u32 = 0x0000_0002;
+    /// FILE_SEQUENTIAL_ONLY.
+    pub const SEQUENTIAL_ONLY: u32 = 0x0000_0004;
+    /// FILE_NO_INTERMEDIATE_BUFFERING.
+    pub const NO_INTERMEDIATE_BUFFERING: u32 = 0x0000_0008;
+    /// FILE_NON_DIRECTORY_FILE.
+    pub const NON_DIRECTORY_FILE: u32 = 0x0000_0040;
+    /// FILE_RANDOM_ACCESS.
+    pub const RANDOM_ACCESS: u32 = 0x0000_0800;
+    /// FILE_DELETE_ON_CLOSE.
+    pub const DELETE_ON_CLOSE: u32 = 0x0000_1000;
+}
+
+/// What to ask for when opening. Built like `std::fs::OpenOptions`; the raw fields can be
+/// set directly for anything the builder does not cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// DesiredAccess (0: derived from read/write).
+    pub access: u32,
+    /// ShareAccess.
+    pub share: u32,
+    /// CreateDisposition (`None`: derived from create/truncate).
+    pub disposition: Option<u32>,
+    /// CreateOptions.
+    pub options: u32,
+    /// FileAttributes for a new file.
+    pub attributes: u32,
+    read: bool,
+    write: bool,
+    create: bool,
+    create_new: bool,
+    truncate: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            access: 0,
+            share: share::READ | share::WRITE | share::DELETE,
+            disposition: None,
+            options: 0,
+            attributes: 0,
+            read: false,
+            write: false,
+            create: false,
+            create_new: false,
+            truncate: false,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// Nothing requested yet (open an existing file for attribute reads).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Open an existing file for reading.
+    pub fn read_only() -> Self {
+        Self::new().read(true)
+    }
+    /// Create or truncate a file for writing (and reading).
+    pub fn create_truncate() -> Self {
+        Self::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+    }
+    /// Request read access.
+    pub fn read(mut self, yes: bool) -> Self {
+        self.read = yes;
+        self
+    }
+    /// Request write access.
+    pub fn write(mut self, yes: bool) -> Self {
+        self.write = yes;
+        self
+    }
+    /// Create the file if it is missing.
+    pub fn create(mut self, yes: bool) -> Self {
+        self.create = yes;
+        self
+    }
+    /// Create the file, failing if it exists.
+    pub fn create_new(mut self, yes: bool) -> Self {
+        self.create_new = yes;
+        self
+    }
+    /// Truncate an existing file.
+    pub fn truncate(mut self, yes: bool) -> Self {
+        self.truncate = yes;
+        self
+    }
+    /// Open (or create) a directory rather than a file.
+    pub fn directory(mut self, yes: bool) -> Self {
+        if yes {
+            self.options = (self.options | create_options::DIRECTORY_FILE)
+                & !create_options::NON_DIRECTORY_FILE;
+        } else {
+            self.options &= !create_options::DIRECTORY_FILE;
+        }
+        self
+    }
+    /// Delete the file when the last handle closes.
+    pub fn delete_on_close(mut self, yes: bool) -> Self {
+        if yes {
+            self.options |= create_options::DELETE_ON_CLOSE;
+            self.access |= access::DELETE;
+        } else {
+            self.options &= !create_options::DELETE_ON_CLOSE;
+        }
+        self
+    }
+    /// Write through to stable storage.
+    pub fn write_through(mut self, yes: bool) -> Self {
+        if yes {
+            self.options |= create_options::WRITE_THROUGH;
+        } else {
+            self.options &= !create_options::WRITE_THROUGH;
+        }
+        self
+    }
+    /// ShareAccess to grant others.
+    pub fn share(mut self, share: u32) -> Self {
+        self.share = share;
+        self
+    }
+    /// An explicit access mask (added to what read/write imply).
+    pub fn access(mut self, mask: u32) -> Self {
+        self.access |= mask;
+        self
+    }
+    /// An explicit disposition (overrides create/truncate).
+    pub fn disposition(mut self, d: u32) -> Self {
+        self.disposition = Some(d);
+        self
+    }
+
+    pub(crate) fn to_request(&self, name: String) -> CreateRequest {
+        let mut desired = self.access | access::SYNCHRONIZE | access::READ_ATTRIBUTES;
+        if self.read {
+            desired |= access::READ_DATA | access::READ_EA;
+        }
+        if self.write {
+            desired |= access::WRITE_DATA
+                | access::APPEND_DATA
+                | access::WRITE_EA
+                | access::WRITE_ATTRIBUTES;
+        }
+        let disposition =
+            self.disposition
+                .unwrap_or(match (self.create_new, self.create, self.truncate) {
+                    (true, _, _) => disposition::CREATE,
+                    (false, true, true) => disposition::OVERWRITE_IF,
+                    (false, true, false) => disposition::OPEN_IF,
+                    (false, false, true) => disposition::OVERWRITE,
+                    (false, false, false) => disposition::OPEN,
+                });
+        CreateRequest {
+            oplock_level: 0,
+            impersonation: 2,
+            desired_access: desired,
+            file_attributes: self.attributes,
+            share_access: self.share,
+            disposition,
+            create_options: self.options,
+            name,
+            contexts: Vec::new(),
+        }
+    }
+}
+
+/// An open file or directory. Close it with [`File::close`]; dropping it closes it in the
+/// background (when a tokio runtime is running).
+#[derive(Debug)]
+pub struct File {
+    tree: Tree,
+    id: FileId,
+    info: FileInfo,
+    create_action: u32,
+    closed: AtomicBool,
+}
+
+impl File {
+    pub(crate) fn new(tree: Tree, id: FileId, info: FileInfo, create_action: u32) -> File {
+        File {
+            tree,
+            id,
+            info,
+            create_action,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The handle's FileId.
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+    /// The metadata CREATE returned.
+    pub fn info_at_open(&self) -> &FileInfo {
+        &self.info
+    }
+    /// The size when opened.
+    pub fn size_at_open(&self) -> u64 {
+        self.info.size
+    }
+    /// CreateAction: 0 superseded, 1 opened, 2 created, 3 overwritten.
+    pub fn create_action(&self) -> u32 {
+        self.create_action
+    }
+    /// The tree the file is on.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+
+    /// Reads up to `len` bytes at `offset`; fewer at end of file, none past it. Reads larger
+    /// than MaxReadSize go out as several READs in flight at once.
+    pub async fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let max = self.tree.max_read() as usize;
+        if len <= max {
+            return self.read_chunk(offset, len).await;
+        }
+        let chunks = (0..len).step_by(max).map(|start| {
+            let n = max.min(len - start);
+            self.read_chunk(offset + start as u64, n)
+        });
+        let parts = try_join_all(chunks).await?;
+        let mut out = Vec::with_capacity(len);
+        for (i, p) in parts.into_iter().enumerate() {
+            let want = max.min(len - i * max);
+            let short = p.len() < want;
+            out.extend_from_slice(&p);
+            if short {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads into `buf` at `offset`; returns the bytes read (0 at end of file).
+    pub async fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let data = self.read_at(offset, buf.len()).await?;
+        buf[..data.len()].copy_from_slice(&data);
+        Ok(data.len())
+    }
+
+    async fn read_chunk(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let mut req = Request::new(
+            Command::Read,
+            pdu_tmp::encode_read(self.id, offset, len as u32, 0),
+            self.tree.id(),
+        );
+        req.charge = charge_for(len, self.tree.large_mtu());
+        let resp = self.tree.call(req).await?;
+        if resp.status() == NtStatus::END_OF_FILE {
+            return Ok(Vec::new());
+        }
+        let resp = resp.ok()?;
+        let range = pdu_tmp::decode_read_response(&resp.msg)?;
+        if range.len() > len {
+            return Err(Error::Protocol(
+                "server returned more data than asked".into(),
+            ));
+        }
+        let mut msg = resp.msg;
+        msg.truncate(range.end);
+        msg.drain(..range.start);
+        Ok(msg)
+    }
+
+    /// Writes all of `data` at `offset` (several WRITEs in flight when it exceeds
+    /// MaxWriteSize). Returns the bytes written.
+    pub async fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize> {
+        let max = self.tree.max_write() as usize;
+        if data.len() <= max {
+            return self.write_chunk(offset, data).await;
+        }
+        let chunks = data
+            .chunks(max)
+            .enumerate()
+            .map(|(i, c)| self.write_chunk(offset + (i * max) as u64, c));
+        let counts = try_join_all(chunks).await?;
+        Ok(counts.into_iter().sum())
+    }
+
+    async fn write_chunk(&self, offset: u64, data: &[u8]) -> Result<usize> {
+        let mut w = Writer::with_capacity(pdu_tmp::WRITE_FIXED + data.len().max(1));
+        pdu_tmp::encode_write_into(&mut w, self.id, offset, data, 0);
+        let mut req = Request::new(Command::Write, w.into_vec(), self.tree.id());
+        req.charge = charge_for(data.len(), self.tree.large_mtu());
+        let resp = self.tree.call(req).await?.ok()?;
+        let n = pdu_tmp::decode_write_response(&resp.msg)? as usize;
+        if n != data.len() {
+            return Err(Error::Protocol(format!(
+                "short write: {n} of {} bytes",
+                data.len()
+            )));
+        }
+        Ok(n)
+    }
+
+    /// FLUSH: asks the server to commit the file's data.
+    pub async fn flush(&self) -> Result<()> {
+        let req = Request::new(
+            Command::Flush,
+            pdu_tmp::encode_flush(self.id),
+            self.tree.id(),
+        );
+        self.tree.call(req).await?.ok()?;
+        Ok(())
+    }
+
+    /// QUERY_INFO FileAllInformation on the open handle.
+    pub async fn stat(&self) -> Result<FileInfo> {
+        let req = Request::new(
+            Command::QueryInfo,
+            pdu_tmp::encode_query_info(
+                self.id,
+                pdu_tmp::INFO_FILE,
+                pdu_tmp::FILE_ALL_INFORMATION,
+                4096,
+            ),
+            self.tree.id(),
+        );
+        let resp = self.tree.call(req).await?;
+        Tree::decode_all_info(resp)
+    }
+
+    /// Sets the end of file (truncates or extends).
+    pub async fn set_len(&self, size: u64) -> Result<()> {
+        self.set_info(
+            pdu_tmp::FILE_END_OF_FILE_INFORMATION,
+            &pdu_tmp::encode_end_of_file_info(size),
+        )
+        .await
+    }
+
+    /// Marks the file for deletion when the last handle closes (FileDispositionInformation).
+    pub async fn set_delete_pending(&self, yes: bool) -> Result<()> {
+        self.set_info(
+            pdu_tmp::FILE_DISPOSITION_INFORMATION,
+            &pdu_tmp::encode_disposition_info(yes),
+        )
+        .await
+    }
+
+    async fn set_info(&self, class: u8, buf: &[u8]) -> Result<()> {
+        let req = Request::new(
+            Command::SetInfo,
+            pdu_tmp::encode_set_info(self.id, pdu_tmp::INFO_FILE, class, buf),
+            self.tree.id(),
+        );
+        self.tree.call(req).await?.ok()?;
+        Ok(())
+    }
+
+    /// CLOSE, returning the final metadata.
+    pub async fn close(self) -> Result<FileInfo> {
+        self.closed.store(true, Ordering::Relaxed);
+        let req = Request::new(
+            Command::Close,
+            pdu_tmp::encode_close(self.id, pdu_tmp::CLOSE_FLAG_POSTQUERY_ATTRIB),
+            self.tree.id(),
+        );
+        let resp = self.tree.call(req).await?.ok()?;
+        Ok(FileInfo::from_times(&pdu_tmp::decode_close_response(
+            &resp.msg,
+        )?))
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let tree = self.tree.clone();
+            let id = self.id;
+            rt.spawn(async move {
+                let req = Request::new(Command::Close, pdu_tmp::encode_close(id, 0), tree.id());
+                let _ = tree.call(req).await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispositions_follow_std_semantics() {
+        let d = |o: OpenOptions| o.to_request(String::new()).disposition;
+        assert_eq!(d(OpenOptions::read_only()), disposition::OPEN);
+        assert_eq!(d(OpenOptions::create_truncate()), disposition::OVERWRITE_IF);
+        assert_eq!(
+            d(OpenOptions::new().write(true).create(true)),
+            disposition::OPEN_IF
+        );
+        assert_eq!(d(OpenOptions::new().create_new(true)), disposition::CREATE);
+        assert_eq!(d(OpenOptions::new().truncate(true)), disposition::OVERWRITE);
+        let r = OpenOptions::new()
+            .write(true)
+            .delete_on_close(true)
+            .to_request("x".into());
+        assert_ne!(r.desired_access & access::DELETE, 0);
+        assert_ne!(r.desired_access & access::WRITE_DATA, 0);
+        assert_eq!(r.desired_access & access::READ_DATA, 0);
+        assert_ne!(r.create_options & create_options::DELETE_ON_CLOSE, 0);
+    }
+}

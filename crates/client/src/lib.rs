@@ -1,0 +1,49 @@
+//! smbx-client: an async SMB2/3 client.
+//!
+//! ```no_run
+//! # async fn demo() -> smbx_client::Result<()> {
+//! use smbx_client::{Client, ClientOptions, OpenOptions};
+//! let client = Client::connect("127.0.0.1:445", ClientOptions::default()).await?;
+//! let session = client.login("alice", "secret", "").await?;
+//! let tree = session.tree("share").await?;
+//! let f = tree.open("dir/file.bin", &OpenOptions::create_truncate()).await?;
+//! f.write_at(0, b"hello").await?;
+//! let back = f.read_at(0, 5).await?;
+//! f.close().await?;
+//! for e in tree.list("dir").await? {
+//!     println!("{} {}", e.name, e.info.size);
+//! }
+//! # let _ = back; Ok(()) }
+//! ```
+//!
+//! * [`Client`]: one Direct TCP connection, negotiated (SMB 2.0.2–3.1.1).
+//! * [`Session`]: an NTLMv2 logon (SPNEGO), with signing and encryption as negotiated.
+//! * [`Tree`]: a share; path operations run as compounds.
+//! * [`File`]: an open handle; reads and writes at offsets, split to the server's limits
+//!   and sent concurrently within the credit window.
+//!
+//! Errors from the server are [`Error::Status`], whose Display is the NTSTATUS name.
+
+mod client;
+mod conn;
+pub mod credits;
+mod error;
+mod file;
+pub mod info;
+pub mod options;
+pub mod pdu_tmp;
+mod protect;
+mod tree;
+pub mod url;
+
+pub use client::{Client, Negotiated, Session};
+pub use conn::{Connection, Event, Response};
+pub use error::{Error, Result};
+pub use file::{access, create_options, disposition, share, File, OpenOptions};
+pub use info::{filetime_to_system, DirEntry, FileInfo, ATTR_DIRECTORY};
+pub use options::{ClientOptions, Encryption, Signing, ALL_DIALECTS};
+pub use smbx_security::cipher::CipherId;
+pub use smbx_security::signing::SigningAlgorithm;
+pub use smbx_wire::NtStatus;
+pub use tree::{smb_path, Tree};
+pub use url::SmbUrl;

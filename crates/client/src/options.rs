@@ -1,0 +1,156 @@
+//! Connection options: dialects, signing, encryption, credits, timeouts.
+
+use std::time::Duration;
+
+use smbx_security::cipher::CipherId;
+use smbx_security::signing::SigningAlgorithm;
+use smbx_wire::negotiate::{DIALECT_202, DIALECT_210, DIALECT_300, DIALECT_302, DIALECT_311};
+
+/// Every dialect the client speaks, oldest first.
+pub const ALL_DIALECTS: [u16; 5] = [
+    DIALECT_202,
+    DIALECT_210,
+    DIALECT_300,
+    DIALECT_302,
+    DIALECT_311,
+];
+
+/// Whether to sign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Signing {
+    /// Sign only when the server requires it (the default).
+    #[default]
+    IfRequired,
+    /// Require signing on every session (refuses guest and anonymous logons).
+    Required,
+}
+
+/// Whether to encrypt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encryption {
+    /// Encrypt only when the session or the share requires it (the default).
+    #[default]
+    IfRequired,
+    /// Encrypt every message of every session (fails below SMB 3.0).
+    Required,
+}
+
+/// Options for [`crate::Client::connect`].
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Dialects offered, any order (a subset of [`ALL_DIALECTS`]).
+    pub dialects: Vec<u16>,
+    /// Signing policy.
+    pub signing: Signing,
+    /// Encryption policy.
+    pub encryption: Encryption,
+    /// Ciphers offered for SMB 3.1.1, in preference order (3.0/3.0.2 use AES-128-CCM).
+    pub ciphers: Vec<CipherId>,
+    /// Signing algorithms offered for SMB 3.1.1, in preference order.
+    pub signing_algorithms: Vec<SigningAlgorithm>,
+    /// The credit window the client asks the server to grant (it never sends beyond
+    /// what was actually granted).
+    pub max_credits: u16,
+    /// Upper bound on the bytes of one READ or WRITE (further capped by the server's
+    /// MaxReadSize / MaxWriteSize).
+    pub max_io_size: u32,
+    /// How long to wait for each response (`None`: forever). Interim STATUS_PENDING
+    /// responses do not count as answers.
+    pub timeout: Option<Duration>,
+    /// The workstation name sent in NTLM AUTHENTICATE.
+    pub workstation: String,
+    /// The ClientGuid (random by default).
+    pub client_guid: [u8; 16],
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            dialects: ALL_DIALECTS.to_vec(),
+            signing: Signing::default(),
+            encryption: Encryption::default(),
+            ciphers: vec![
+                CipherId::Aes128Gcm,
+                CipherId::Aes128Ccm,
+                CipherId::Aes256Gcm,
+                CipherId::Aes256Ccm,
+            ],
+            signing_algorithms: vec![
+                SigningAlgorithm::AesGmac,
+                SigningAlgorithm::AesCmac,
+                SigningAlgorithm::HmacSha256,
+            ],
+            max_credits: 2048,
+            max_io_size: 8 * 1024 * 1024,
+            timeout: Some(Duration::from_secs(120)),
+            workstation: "SMBX".to_string(),
+            client_guid: rand::random(),
+        }
+    }
+}
+
+impl ClientOptions {
+    /// Offers exactly one dialect.
+    pub fn with_dialect(mut self, dialect: u16) -> Self {
+        self.dialects = vec![dialect];
+        self
+    }
+    /// Sets the signing policy.
+    pub fn with_signing(mut self, signing: Signing) -> Self {
+        self.signing = signing;
+        self
+    }
+    /// Sets the encryption policy.
+    pub fn with_encryption(mut self, encryption: Encryption) -> Self {
+        self.encryption = encryption;
+        self
+    }
+    /// Offers exactly these ciphers (3.1.1).
+    pub fn with_ciphers(mut self, ciphers: &[CipherId]) -> Self {
+        self.ciphers = ciphers.to_vec();
+        self
+    }
+    /// Offers exactly these signing algorithms (3.1.1).
+    pub fn with_signing_algorithms(mut self, algs: &[SigningAlgorithm]) -> Self {
+        self.signing_algorithms = algs.to_vec();
+        self
+    }
+}
+
+/// A dialect's conventional name, e.g. "3.1.1".
+pub fn dialect_name(d: u16) -> &'static str {
+    match d {
+        DIALECT_202 => "2.0.2",
+        DIALECT_210 => "2.1",
+        DIALECT_300 => "3.0",
+        DIALECT_302 => "3.0.2",
+        DIALECT_311 => "3.1.1",
+        _ => "unknown",
+    }
+}
+
+/// Parses "2.0.2", "2.1", "3.0", "3.0.2", "3.1.1" (also "202", "0x0311" forms).
+pub fn parse_dialect(s: &str) -> Option<u16> {
+    Some(match s.trim().to_ascii_lowercase().as_str() {
+        "2.0.2" | "202" | "0x0202" | "smb2_02" => DIALECT_202,
+        "2.1" | "2.1.0" | "210" | "0x0210" | "smb2_10" => DIALECT_210,
+        "3.0" | "3.0.0" | "300" | "0x0300" | "smb3_00" => DIALECT_300,
+        "3.0.2" | "302" | "0x0302" | "smb3_02" => DIALECT_302,
+        "3.1.1" | "311" | "0x0311" | "smb3_11" => DIALECT_311,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialect_names_round_trip() {
+        for d in ALL_DIALECTS {
+            assert_eq!(parse_dialect(dialect_name(d)), Some(d));
+        }
+        assert_eq!(parse_dialect("SMB3_11"), Some(DIALECT_311));
+        assert_eq!(parse_dialect("1.0"), None);
+    }
+}

@@ -1,0 +1,128 @@
+//! Per-session message protection on the client side: signing requests, verifying
+//! responses, sealing requests and unsealing responses.
+
+use smbx_security::cipher::{CipherId, Sealer};
+use smbx_security::keys::SessionKeys;
+use smbx_security::signing::{Signer, SigningAlgorithm};
+use smbx_security::transform::NonceSource;
+use smbx_wire::negotiate::{DIALECT_300, DIALECT_311};
+
+use crate::error::Result;
+
+/// The keys and policy of one authenticated session.
+#[derive(Debug)]
+pub(crate) struct SessionSecurity {
+    /// Signs requests and verifies responses.
+    pub signer: Option<Signer>,
+    /// Sign requests and require signed responses (when not sealed).
+    pub sign: bool,
+    /// Seal every request of the session.
+    pub encrypt: bool,
+    /// Client-to-server sealing key.
+    pub encryptor: Option<Sealer>,
+    /// Server-to-client unsealing key.
+    pub decryptor: Option<Sealer>,
+    /// Nonces for `encryptor`.
+    pub nonces: Option<NonceSource>,
+}
+
+impl SessionSecurity {
+    /// Protection for a session without keys (guest or anonymous).
+    pub fn none() -> SessionSecurity {
+        SessionSecurity {
+            signer: None,
+            sign: false,
+            encrypt: false,
+            encryptor: None,
+            decryptor: None,
+            nonces: None,
+        }
+    }
+
+    /// Builds the session's signer and sealers from derived keys. `keys` is the server's
+    /// view: the client encrypts with `decrypt_c2s` and decrypts with `encrypt_s2c`.
+    pub fn from_keys(
+        keys: &SessionKeys,
+        alg: SigningAlgorithm,
+        cipher: Option<CipherId>,
+    ) -> Result<SessionSecurity> {
+        let mut s = SessionSecurity::none();
+        s.signer = Some(Signer::new(alg, &keys.signing));
+        if let Some(c) = cipher {
+            if !keys.decrypt_c2s.is_empty() {
+                s.encryptor = Some(Sealer::new(c, &keys.decrypt_c2s)?);
+                s.decryptor = Some(Sealer::new(c, &keys.encrypt_s2c)?);
+                s.nonces = Some(NonceSource::new(c));
+            }
+        }
+        Ok(s)
+    }
+
+    /// True if the session can seal (3.x with a cipher).
+    pub fn can_seal(&self) -> bool {
+        self.encryptor.is_some()
+    }
+}
+
+/// The signing algorithm of a dialect: HMAC-SHA256 for 2.x, AES-CMAC for 3.0/3.0.2, the
+/// negotiated one (default AES-CMAC) for 3.1.1.
+pub fn signing_algorithm(dialect: u16, negotiated: Option<SigningAlgorithm>) -> SigningAlgorithm {
+    if dialect < DIALECT_300 {
+        SigningAlgorithm::HmacSha256
+    } else if dialect == DIALECT_311 {
+        negotiated.unwrap_or(SigningAlgorithm::AesCmac)
+    } else {
+        SigningAlgorithm::AesCmac
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbx_security::keys::derive;
+    use smbx_security::transform::{seal, unseal};
+
+    #[test]
+    fn client_keys_mirror_server_keys() {
+        // The server seals with encrypt_s2c; a client built from the same keys unseals it.
+        let keys = derive(
+            DIALECT_311,
+            &[7u8; 16],
+            Some(&[1u8; 64]),
+            Some(CipherId::Aes256Gcm),
+        );
+        let client =
+            SessionSecurity::from_keys(&keys, SigningAlgorithm::AesGmac, Some(CipherId::Aes256Gcm))
+                .unwrap();
+        let server_enc = Sealer::new(CipherId::Aes256Gcm, &keys.encrypt_s2c).unwrap();
+        let msg = vec![0xfe; 80];
+        let sealed = seal(&server_enc, 9, &[3u8; 12], &msg).unwrap();
+        assert_eq!(
+            unseal(client.decryptor.as_ref().unwrap(), &sealed).unwrap(),
+            msg
+        );
+        // And what the client seals, the server's decrypt key opens.
+        let server_dec = Sealer::new(CipherId::Aes256Gcm, &keys.decrypt_c2s).unwrap();
+        let nonce = client.nonces.as_ref().unwrap().next().unwrap();
+        let sealed = seal(client.encryptor.as_ref().unwrap(), 9, &nonce, &msg).unwrap();
+        assert_eq!(unseal(&server_dec, &sealed).unwrap(), msg);
+        assert!(unseal(client.decryptor.as_ref().unwrap(), &sealed).is_err());
+    }
+
+    #[test]
+    fn algorithms_by_dialect() {
+        assert_eq!(
+            signing_algorithm(0x0202, None),
+            SigningAlgorithm::HmacSha256
+        );
+        assert_eq!(
+            signing_algorithm(0x0302, Some(SigningAlgorithm::AesGmac)),
+            SigningAlgorithm::AesCmac
+        );
+        assert_eq!(
+            signing_algorithm(0x0311, Some(SigningAlgorithm::AesGmac)),
+            SigningAlgorithm::AesGmac
+        );
+        assert_eq!(signing_algorithm(0x0311, None), SigningAlgorithm::AesCmac);
+    }
+}

@@ -1,0 +1,386 @@
+//! A connected share: open files, and the path operations (list, stat, remove, rename,
+//! mkdir, rmdir) that run as one compound each (CREATE + operation + CLOSE).
+
+use std::sync::Arc;
+
+use smbx_wire::tree::TreeConnectResponse;
+use smbx_wire::{Command, NtStatus};
+
+use crate::client::Session;
+use crate::conn::{Request, Response};
+use crate::credits::charge_for;
+use crate::error::{Error, Result};
+use crate::file::{access, create_options, disposition, share, File, OpenOptions};
+use crate::info::{DirEntry, FileInfo};
+use crate::pdu_tmp::{self, CreateRequest, CreateResponse, FileId};
+use smbx_wire::simple::encode_simple;
+
+/// Output buffer size of one QUERY_DIRECTORY.
+const DIR_BUFFER: u32 = 65536;
+/// Output buffer size of one FileAllInformation query.
+const INFO_BUFFER: u32 = 4096;
+
+struct TreeInner {
+    session: Session,
+    id: u32,
+    encrypt: bool,
+    response: TreeConnectResponse,
+}
+
+/// A connected share. Cheap to clone.
+#[derive(Clone)]
+pub struct Tree {
+    inner: Arc<TreeInner>,
+}
+
+impl std::fmt::Debug for Tree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tree")
+            .field("id", &self.inner.id)
+            .field("encrypt", &self.inner.encrypt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Converts a `/`- or `\`-separated path to the share-relative form SMB uses.
+pub fn smb_path(path: &str) -> String {
+    path.split(['/', '\\'])
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("\\")
+}
+
+fn first_error(resps: Vec<Response>) -> Result<Vec<Response>> {
+    for r in &resps {
+        if r.header.status.is_error() {
+            return Err(Error::Status {
+                status: r.header.status,
+                command: r.header.command,
+            });
+        }
+    }
+    Ok(resps)
+}
+
+impl Tree {
+    pub(crate) fn new(
+        session: Session,
+        id: u32,
+        encrypt: bool,
+        response: TreeConnectResponse,
+    ) -> Tree {
+        Tree {
+            inner: Arc::new(TreeInner {
+                session,
+                id,
+                encrypt,
+                response,
+            }),
+        }
+    }
+
+    /// The TreeId.
+    pub fn id(&self) -> u32 {
+        self.inner.id
+    }
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.inner.session
+    }
+    /// True if this share's traffic is sealed.
+    pub fn is_encrypted(&self) -> bool {
+        self.inner.encrypt || self.inner.session.is_encrypted()
+    }
+    /// ShareFlags from TREE_CONNECT.
+    pub fn share_flags(&self) -> u32 {
+        self.inner.response.share_flags
+    }
+    /// MaximalAccess from TREE_CONNECT.
+    pub fn maximal_access(&self) -> u32 {
+        self.inner.response.maximal_access
+    }
+
+    pub(crate) fn max_read(&self) -> u32 {
+        self.inner.session.inner.client.inner.negotiated.max_read
+    }
+    pub(crate) fn max_write(&self) -> u32 {
+        self.inner.session.inner.client.inner.negotiated.max_write
+    }
+    pub(crate) fn large_mtu(&self) -> bool {
+        self.inner.session.inner.client.inner.conn.large_mtu()
+    }
+
+    /// Sends one request on this tree.
+    pub(crate) async fn call(&self, req: Request) -> Result<Response> {
+        let conn = &self.inner.session.inner.client.inner.conn;
+        conn.call(req, &self.inner.session.route(self.inner.encrypt))
+            .await
+    }
+
+    /// Sends a compound on this tree; members after the first are related.
+    pub(crate) async fn compound(&self, mut reqs: Vec<Request>) -> Result<Vec<Response>> {
+        for r in reqs.iter_mut().skip(1) {
+            r.related = true;
+        }
+        let conn = &self.inner.session.inner.client.inner.conn;
+        let (v, _) = conn
+            .send(reqs, &self.inner.session.route(self.inner.encrypt), false)
+            .await?;
+        Ok(v)
+    }
+
+    fn create_req(&self, req: CreateRequest) -> Request {
+        Request::new(Command::Create, req.encode(), self.inner.id)
+    }
+
+    fn close_req(&self) -> Request {
+        Request::new(
+            Command::Close,
+            pdu_tmp::encode_close(FileId::RELATED, 0),
+            self.inner.id,
+        )
+    }
+
+    /// Opens (or creates) a file or directory.
+    pub async fn open(&self, path: &str, opts: &OpenOptions) -> Result<File> {
+        let req = self.create_req(opts.to_request(smb_path(path)));
+        let resp = self.call(req).await?.ok()?;
+        let cr = CreateResponse::decode(&resp.msg)?;
+        Ok(File::new(
+            self.clone(),
+            cr.file_id,
+            FileInfo::from_times(&cr.info),
+            cr.create_action,
+        ))
+    }
+
+    /// Creates or truncates `path` and writes `data` to it.
+    pub async fn write_file(&self, path: &str, data: &[u8]) -> Result<()> {
+        let f = self.open(path, &OpenOptions::create_truncate()).await?;
+        let r = f.write_at(0, data).await;
+        let c = f.close().await;
+        r?;
+        c?;
+        Ok(())
+    }
+
+    /// Reads the whole of `path`.
+    pub async fn read_file(&self, path: &str) -> Result<Vec<u8>> {
+        let f = self.open(path, &OpenOptions::read_only()).await?;
+        let size = f.size_at_open() as usize;
+        let r = f.read_at(0, size).await;
+        let c = f.close().await;
+        let data = r?;
+        c?;
+        Ok(data)
+    }
+
+    /// Lists a directory (FileIdBothDirectoryInformation), without `.` and `..`.
+    pub async fn list(&self, dir: &str) -> Result<Vec<DirEntry>> {
+        self.list_matching(dir, "*").await
+    }
+
+    /// Lists the entries of `dir` matching a wildcard pattern.
+    pub async fn list_matching(&self, dir: &str, pattern: &str) -> Result<Vec<DirEntry>> {
+        let opts = OpenOptions::new()
+            .access(access::READ_DATA)
+            .directory(true)
+            .share(share::ALL);
+        let d = self.open(dir, &opts).await?;
+        let r = self.list_handle(d.id(), pattern).await;
+        let c = d.close().await;
+        let out = r?;
+        c?;
+        Ok(out)
+    }
+
+    async fn list_handle(&self, id: FileId, pattern: &str) -> Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        let mut flags = pdu_tmp::QD_RESTART_SCANS;
+        loop {
+            let mut req = Request::new(
+                Command::QueryDirectory,
+                pdu_tmp::encode_query_directory(
+                    id,
+                    pdu_tmp::FILE_ID_BOTH_DIRECTORY_INFORMATION,
+                    flags,
+                    pattern,
+                    DIR_BUFFER,
+                ),
+                self.inner.id,
+            );
+            req.charge = charge_for(DIR_BUFFER as usize, self.large_mtu());
+            flags = 0;
+            let resp = self.call(req).await?;
+            if resp.status() == NtStatus::NO_MORE_FILES {
+                return Ok(out);
+            }
+            let resp = resp.ok()?;
+            let range = pdu_tmp::decode_output_buffer(&resp.msg)?;
+            if range.is_empty() {
+                return Ok(out);
+            }
+            for e in pdu_tmp::decode_id_both_directory(&resp.msg[range])? {
+                if e.name != "." && e.name != ".." {
+                    out.push(DirEntry::from_wire(e));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn decode_all_info(resp: Response) -> Result<FileInfo> {
+        // A long name may not fit: BUFFER_OVERFLOW still carries the fixed part.
+        if resp.status() != NtStatus::BUFFER_OVERFLOW {
+            resp.header
+                .status
+                .is_error()
+                .then_some(())
+                .map_or(Ok(()), |_| {
+                    Err(Error::Status {
+                        status: resp.header.status,
+                        command: resp.header.command,
+                    })
+                })?;
+        }
+        let range = pdu_tmp::decode_output_buffer(&resp.msg)?;
+        Ok(FileInfo::from_all(&pdu_tmp::decode_all_information(
+            &resp.msg[range],
+        )?))
+    }
+
+    /// Metadata of `path`: one compound of CREATE, QUERY_INFO (FileAllInformation), CLOSE.
+    pub async fn stat(&self, path: &str) -> Result<FileInfo> {
+        let open = OpenOptions::new()
+            .share(share::ALL)
+            .to_request(smb_path(path));
+        let query = Request::new(
+            Command::QueryInfo,
+            pdu_tmp::encode_query_info(
+                FileId::RELATED,
+                pdu_tmp::INFO_FILE,
+                pdu_tmp::FILE_ALL_INFORMATION,
+                INFO_BUFFER,
+            ),
+            self.inner.id,
+        );
+        let mut v = self
+            .compound(vec![self.create_req(open), query, self.close_req()])
+            .await?;
+        if let Some(create) = v.first() {
+            if create.header.status.is_error() {
+                return Err(Error::Status {
+                    status: create.header.status,
+                    command: create.header.command,
+                });
+            }
+        }
+        if v.len() != 3 {
+            return Err(Error::Protocol(
+                "compound answered with the wrong count".into(),
+            ));
+        }
+        Tree::decode_all_info(v.swap_remove(1))
+    }
+
+    /// Deletes a file (CREATE with DELETE_ON_CLOSE, then CLOSE, as one compound).
+    pub async fn remove(&self, path: &str) -> Result<()> {
+        let mut open = OpenOptions::new()
+            .share(share::ALL)
+            .delete_on_close(true)
+            .to_request(smb_path(path));
+        open.create_options |= create_options::NON_DIRECTORY_FILE;
+        first_error(
+            self.compound(vec![self.create_req(open), self.close_req()])
+                .await?,
+        )?;
+        Ok(())
+    }
+
+    /// Creates a directory.
+    pub async fn mkdir(&self, path: &str) -> Result<()> {
+        let open = OpenOptions::new()
+            .directory(true)
+            .share(share::ALL)
+            .disposition(disposition::CREATE)
+            .to_request(smb_path(path));
+        first_error(
+            self.compound(vec![self.create_req(open), self.close_req()])
+                .await?,
+        )?;
+        Ok(())
+    }
+
+    /// Removes an empty directory (FileDispositionInformation: DeletePending, as one
+    /// compound of CREATE, SET_INFO, CLOSE).
+    pub async fn rmdir(&self, path: &str) -> Result<()> {
+        let open = OpenOptions::new()
+            .directory(true)
+            .share(share::ALL)
+            .access(access::DELETE)
+            .to_request(smb_path(path));
+        let set = Request::new(
+            Command::SetInfo,
+            pdu_tmp::encode_set_info(
+                FileId::RELATED,
+                pdu_tmp::INFO_FILE,
+                pdu_tmp::FILE_DISPOSITION_INFORMATION,
+                &pdu_tmp::encode_disposition_info(true),
+            ),
+            self.inner.id,
+        );
+        first_error(
+            self.compound(vec![self.create_req(open), set, self.close_req()])
+                .await?,
+        )?;
+        Ok(())
+    }
+
+    /// Renames (moves) `from` to `to` within the share; fails if `to` exists unless
+    /// `replace` is set.
+    pub async fn rename_with(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        let open = OpenOptions::new()
+            .share(share::ALL)
+            .access(access::DELETE)
+            .to_request(smb_path(from));
+        let set = Request::new(
+            Command::SetInfo,
+            pdu_tmp::encode_set_info(
+                FileId::RELATED,
+                pdu_tmp::INFO_FILE,
+                pdu_tmp::FILE_RENAME_INFORMATION,
+                &pdu_tmp::encode_rename_info(&smb_path(to), replace),
+            ),
+            self.inner.id,
+        );
+        first_error(
+            self.compound(vec![self.create_req(open), set, self.close_req()])
+                .await?,
+        )?;
+        Ok(())
+    }
+
+    /// Renames `from` to `to`, failing if `to` exists.
+    pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.rename_with(from, to, false).await
+    }
+
+    /// TREE_DISCONNECT.
+    pub async fn disconnect(&self) -> Result<()> {
+        let req = Request::new(Command::TreeDisconnect, encode_simple(), self.inner.id);
+        self.call(req).await?.ok()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(smb_path("/a/b/c.txt"), "a\\b\\c.txt");
+        assert_eq!(smb_path("a\\b/"), "a\\b");
+        assert_eq!(smb_path("/"), "");
+        assert_eq!(smb_path("./x"), "x");
+    }
+}

@@ -1,0 +1,188 @@
+//! `smb://[domain;][user[:password]@]host[:port]/share/path` URLs.
+
+use crate::error::{Error, Result};
+
+/// The default SMB port (Direct TCP).
+pub const DEFAULT_PORT: u16 = 445;
+
+/// A parsed smb:// URL. User, password and path components are percent-decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmbUrl {
+    /// Domain, from a `DOMAIN;user` user part.
+    pub domain: Option<String>,
+    /// User name.
+    pub user: Option<String>,
+    /// Password.
+    pub password: Option<String>,
+    /// Host name or address (IPv6 without brackets).
+    pub host: String,
+    /// Port (445 unless given).
+    pub port: u16,
+    /// The share, if the URL names one.
+    pub share: Option<String>,
+    /// The path inside the share, `/`-separated, without leading or trailing `/`
+    /// (empty for the share's root).
+    pub path: String,
+}
+
+fn percent_decode(s: &str) -> Result<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| Error::InvalidArgument(format!("bad percent escape in {s:?}")))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| Error::InvalidArgument(format!("percent escapes in {s:?} are not UTF-8")))
+}
+
+impl SmbUrl {
+    /// Parses a URL.
+    pub fn parse(url: &str) -> Result<SmbUrl> {
+        let bad = |why: &str| Error::InvalidArgument(format!("{why}: {url:?}"));
+        let rest = url
+            .strip_prefix("smb://")
+            .or_else(|| url.strip_prefix("SMB://"))
+            .ok_or_else(|| bad("URL must start with smb://"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
+        };
+        let (userinfo, hostport) = match authority.rfind('@') {
+            Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
+            None => (None, authority),
+        };
+        let (mut domain, mut user, mut password) = (None, None, None);
+        if let Some(ui) = userinfo {
+            let (u, p) = match ui.find(':') {
+                Some(i) => (&ui[..i], Some(&ui[i + 1..])),
+                None => (ui, None),
+            };
+            let u = percent_decode(u)?;
+            let u = match u.split_once(';') {
+                Some((d, u)) => {
+                    domain = Some(d.to_string());
+                    u.to_string()
+                }
+                None => u,
+            };
+            if !u.is_empty() {
+                user = Some(u);
+            }
+            password = p.map(percent_decode).transpose()?;
+        }
+        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+            let end = v6.find(']').ok_or_else(|| bad("unclosed [ in host"))?;
+            let host = &v6[..end];
+            let after = &v6[end + 1..];
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(bad("junk after ]")),
+            };
+            (host.to_string(), port)
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (hostport.to_string(), None),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = match port {
+            Some(p) => p.parse::<u16>().map_err(|_| bad("bad port"))?,
+            None => DEFAULT_PORT,
+        };
+        let mut parts = path.split('/').filter(|s| !s.is_empty());
+        let share = parts.next().map(percent_decode).transpose()?;
+        let rest: Vec<String> = parts.map(percent_decode).collect::<Result<_>>()?;
+        if rest.iter().any(|p| p == "." || p == "..") {
+            return Err(bad("path may not contain . or .."));
+        }
+        Ok(SmbUrl {
+            domain,
+            user,
+            password,
+            host,
+            port,
+            share,
+            path: rest.join("/"),
+        })
+    }
+
+    /// `host:port`, with brackets around IPv6 addresses, for connecting.
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl std::str::FromStr for SmbUrl {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<SmbUrl> {
+        SmbUrl::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_url() {
+        let u =
+            SmbUrl::parse("smb://alice:p%40ss:w@host.example:4445/share/dir/f%20x.txt").unwrap();
+        assert_eq!(u.user.as_deref(), Some("alice"));
+        assert_eq!(u.password.as_deref(), Some("p@ss:w"));
+        assert_eq!(u.host, "host.example");
+        assert_eq!(u.port, 4445);
+        assert_eq!(u.share.as_deref(), Some("share"));
+        assert_eq!(u.path, "dir/f x.txt");
+        assert_eq!(u.addr(), "host.example:4445");
+    }
+
+    #[test]
+    fn minimal_and_ipv6_and_domain() {
+        let u = SmbUrl::parse("smb://server").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.share, u.user),
+            ("server", 445, None, None)
+        );
+        let u = SmbUrl::parse("smb://WG;bob@[::1]:1445/s/").unwrap();
+        assert_eq!(u.domain.as_deref(), Some("WG"));
+        assert_eq!(u.user.as_deref(), Some("bob"));
+        assert_eq!(u.host, "::1");
+        assert_eq!(u.addr(), "[::1]:1445");
+        assert_eq!(u.share.as_deref(), Some("s"));
+        assert_eq!(u.path, "");
+    }
+
+    #[test]
+    fn rejects() {
+        for bad in [
+            "http://x/s",
+            "smb://",
+            "smb://h:notaport/s",
+            "smb://h/s/../etc",
+            "smb://u%zz@h/s",
+            "smb://[::1/s",
+        ] {
+            assert!(SmbUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

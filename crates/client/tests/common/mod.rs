@@ -1,0 +1,341 @@
+//! Real SMB servers for the client tests: Samba's smbd, and smbx, each started on
+//! 127.0.0.1 with a free port and its own configuration under a temporary directory.
+//! A missing server binary fails the test loudly; it never skips.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+/// The unix and SMB user the servers know.
+pub const USER: &str = "alice";
+/// Its password.
+pub const PASSWORD: &str = "Alice-Passw0rd!";
+
+/// A running server; killed and cleaned up on drop.
+pub struct Server {
+    pub kind: &'static str,
+    pub port: u16,
+    pub root: tempfile::TempDir,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Server {
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+    /// The directory behind share `name`.
+    pub fn share_dir(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+    /// The server's output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM lets smbd clean up; fall back to SIGKILL below.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn which(bin: &str) -> Option<PathBuf> {
+    for dir in std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+    {
+        let p = Path::new(dir).join(bin);
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+fn ensure_unix_user() {
+    let ok = Command::new("id")
+        .arg(USER)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !matches!(ok, Ok(s) if s.success()) {
+        let st = Command::new("useradd")
+            .args(["-M", "-s", "/usr/sbin/nologin", USER])
+            .status()
+            .expect("run useradd");
+        assert!(st.success(), "useradd {USER} failed");
+    }
+}
+
+fn make_root(shares: &[&str], extra_dirs: &[&str]) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::Builder::new()
+        .prefix("smbx-client-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    ensure_unix_user();
+    for d in extra_dirs {
+        std::fs::create_dir(root.path().join(d)).unwrap();
+    }
+    for s in shares {
+        let p = root.path().join(s);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let st = Command::new("chown").arg(USER).arg(&p).status().unwrap();
+        assert!(st.success());
+    }
+    root
+}
+
+fn wait_for_port(port: u16, child: &mut Child, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!(
+                "server exited ({st}) before listening:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("server did not listen on {port} within 30 s");
+}
+
+/// Starts Samba's smbd with shares `share` (plain) and `secret` (encryption required).
+/// `extra_global` is appended to [global].
+pub fn start_samba(extra_global: &str) -> Server {
+    let smbd = which("smbd")
+        .expect("smbd is not installed: apt-get install samba (these tests need a real Samba)");
+    let smbpasswd =
+        which("smbpasswd").expect("smbpasswd is not installed (package samba-common-bin)");
+    let root = make_root(
+        &["share", "secret"],
+        &["private", "lock", "state", "cache", "pid", "ncalrpc", "log"],
+    );
+    let r = root.path().display().to_string();
+    let port = free_port();
+    let conf = format!(
+        "[global]
+    netbios name = SMBXCLIENTTEST
+    workgroup = WORKGROUP
+    server role = standalone server
+    smb ports = {port}
+    interfaces = 127.0.0.1
+    bind interfaces only = yes
+    disable netbios = yes
+    server min protocol = SMB2_02
+    passdb backend = smbpasswd:{r}/smbpasswd
+    private dir = {r}/private
+    lock directory = {r}/lock
+    state directory = {r}/state
+    cache directory = {r}/cache
+    pid directory = {r}/pid
+    ncalrpc dir = {r}/ncalrpc
+    log file = {r}/log/log.%m
+    map to guest = never
+    load printers = no
+    printcap name = /dev/null
+    disable spoolss = yes
+    kernel oplocks = no
+    create mask = 0666
+    directory mask = 0777
+{extra_global}
+
+[share]
+    path = {r}/share
+    read only = no
+
+[secret]
+    path = {r}/secret
+    read only = no
+    server smb encrypt = required
+"
+    );
+    let conf_path = root.path().join("smb.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut add = Command::new(smbpasswd)
+        .arg("-c")
+        .arg(&conf_path)
+        .args(["-a", "-s", USER])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run smbpasswd");
+    {
+        use std::io::Write;
+        let mut stdin = add.stdin.take().unwrap();
+        writeln!(stdin, "{PASSWORD}\n{PASSWORD}").unwrap();
+    }
+    let out = add.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "smbpasswd -a failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = root.path().join("server.log");
+    let logf = std::fs::File::create(&log).unwrap();
+    // Its own process group: on SIGTERM smbd signals its whole group.
+    let mut child = Command::new(smbd)
+        .process_group(0)
+        .args(["--foreground", "--no-process-group", "--debug-stdout", "-s"])
+        .arg(&conf_path)
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone().unwrap())
+        .stderr(logf)
+        .spawn()
+        .expect("spawn smbd");
+    wait_for_port(port, &mut child, &log);
+    Server {
+        kind: "samba",
+        port,
+        root,
+        child,
+        log,
+    }
+}
+
+/// The smbx binary: $SMBX_BIN or target/debug/smbx.
+pub fn smbx_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("SMBX_BIN") {
+        return PathBuf::from(p);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/smbx")
+}
+
+/// Starts `smbx serve` with the same shares.
+pub fn start_smbx() -> Server {
+    let bin = smbx_bin();
+    assert!(
+        bin.exists(),
+        "smbx binary not found at {}: build it (cargo build -p smbx-cli) or set SMBX_BIN",
+        bin.display()
+    );
+    let root = make_root(&["share", "secret"], &[]);
+    let r = root.path().display().to_string();
+    let port = free_port();
+    let conf = format!(
+        "[global]
+    netbios name = SMBXCLIENTTEST
+    smb ports = {port}
+    interfaces = 127.0.0.1
+    bind interfaces only = yes
+    passdb backend = smbpasswd:{r}/smbpasswd
+    map to guest = never
+
+[share]
+    path = {r}/share
+    read only = no
+
+[secret]
+    path = {r}/secret
+    read only = no
+    server smb encrypt = required
+"
+    );
+    let conf_path = root.path().join("smb.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut add = Command::new(&bin)
+        .args(["user", "add", "--config"])
+        .arg(&conf_path)
+        .args(["--stdin", USER])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run smbx user add");
+    {
+        use std::io::Write;
+        let mut stdin = add.stdin.take().unwrap();
+        writeln!(stdin, "{PASSWORD}").unwrap();
+    }
+    let out = add.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "smbx user add failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = root.path().join("server.log");
+    let logf = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(&bin)
+        .process_group(0)
+        .args(["serve", "--config"])
+        .arg(&conf_path)
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone().unwrap())
+        .stderr(logf)
+        .spawn()
+        .expect("spawn smbx");
+    wait_for_port(port, &mut child, &log);
+    Server {
+        kind: "smbx",
+        port,
+        root,
+        child,
+        log,
+    }
+}
+
+/// Random bytes (never all zeros).
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    let mut x: u64 = rand_seed();
+    for chunk in v.chunks_mut(8) {
+        // xorshift64*
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        chunk.copy_from_slice(&r[..chunk.len()]);
+    }
+    v
+}
+
+fn rand_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    t | 1
+}
+
+/// Hex SHA-256.
+pub fn sha256(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
