@@ -136,7 +136,7 @@ mod tests {
         let t = filetime_to_system(ft).unwrap();
         assert_eq!(
             t.duration_since(UNIX_EPOCH).unwrap(),
-            Duration::from_secs(1_700_000_000)
+            Duration::new(1_700_000_000, 500)
         );
         assert!(filetime_to_system(1).unwrap() < UNIX_EPOCH);
     }
