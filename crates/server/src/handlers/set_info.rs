@@ -426,7 +426,7 @@ fn set_mode(f: &FileOpen, mode: u32) -> Result<(), NtStatus> {
 }
 
 /// FileFullEaInformation ([MS-FSA] 2.1.5.14.5): every name is checked before any EA
-/// is changed; names are stored upper-cased (EA names are case-insensitive).
+/// is changed; names are case-insensitive and keep the case last set.
 fn set_eas(f: &FileOpen, eas: &[si::FullEa]) -> Result<(), NtStatus> {
     if f.handle.stream_name().is_some() {
         return Err(NtStatus::INVALID_PARAMETER);
@@ -434,11 +434,18 @@ fn set_eas(f: &FileOpen, eas: &[si::FullEa]) -> Result<(), NtStatus> {
     let mut names = Vec::with_capacity(eas.len());
     for ea in eas {
         si::validate_ea_name(&ea.name)?;
-        let name = String::from_utf8(ea.name.to_ascii_uppercase())
-            .map_err(|_| NtStatus::INVALID_EA_NAME)?;
+        let name = String::from_utf8(ea.name.clone()).map_err(|_| NtStatus::INVALID_EA_NAME)?;
         names.push(name);
     }
+    let existing = f.handle.eas().unwrap_or_default();
     for (ea, name) in eas.iter().zip(names) {
+        // Case-insensitive names, case preserved as last set: drop other spellings.
+        for old in existing
+            .iter()
+            .filter(|o| o.name != name && o.name.eq_ignore_ascii_case(&name))
+        {
+            f.handle.set_ea(&old.name, &[])?;
+        }
         f.handle.set_ea(&name, &ea.value).map_err(|e| match e {
             NtStatus::DISK_FULL => NtStatus::EA_TOO_LARGE,
             NtStatus::OBJECT_NAME_INVALID => NtStatus::INVALID_EA_NAME,
