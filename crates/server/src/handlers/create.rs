@@ -76,6 +76,9 @@ pub const WRITE_RIGHTS: u32 = 0x0000_0002
 /// and everything above 0x4000 but NO_SCRUB_DATA... as Windows does).
 pub const ATTRIBUTES_INVALID: u32 = 0xFFFF_8048;
 
+/// FILE_ATTRIBUTE_ENCRYPTED.
+pub const FILE_ATTRIBUTE_ENCRYPTED: u32 = 0x0000_4000;
+
 /// Maps generic rights to file rights ([MS-SMB2] 3.3.5.9 / Windows file mapping).
 pub fn map_generic(mask: u32) -> u32 {
     let mut m = mask & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ);
@@ -96,7 +99,7 @@ pub fn map_generic(mask: u32) -> u32 {
 
 /// Validates DesiredAccess and computes the granted mask given the tree's maximal
 /// access: reserved bits → ACCESS_DENIED, ACCESS_SYSTEM_SECURITY →
-/// PRIVILEGE_NOT_HELD, nothing but SYNCHRONIZE → ACCESS_DENIED, rights beyond
+/// PRIVILEGE_NOT_HELD, an empty mask → ACCESS_DENIED, rights beyond
 /// `maximal` → ACCESS_DENIED; MAXIMUM_ALLOWED grants `maximal`.
 pub fn granted_access(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
     if desired & ACCESS_RESERVED != 0 {
@@ -109,7 +112,7 @@ pub fn granted_access(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
     if desired & MAXIMUM_ALLOWED != 0 {
         return Ok(maximal | (mapped & maximal));
     }
-    if mapped & !SYNCHRONIZE == 0 {
+    if mapped == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if mapped & !(maximal | SYNCHRONIZE) != 0 {
@@ -134,9 +137,6 @@ fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     if req.create_disposition > 5 || req.share_access > 7 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if req.file_attributes & ATTRIBUTES_INVALID != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     Ok(())
@@ -320,6 +320,14 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     let options = cr.create_options;
     let mut granted = granted_access(cr.desired_access, tree.maximal_access)?;
+    // Windows checks the access mask before the attributes.
+    if cr.file_attributes & ATTRIBUTES_INVALID != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if cr.file_attributes & FILE_ATTRIBUTE_ENCRYPTED != 0 && cr.create_disposition != 1 {
+        // No EFS: a standalone Windows server refuses encrypted files likewise.
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     if tree.read_only && map_generic(cr.desired_access & !MAXIMUM_ALLOWED) & WRITE_RIGHTS != 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -469,8 +477,13 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             }
         }
     }
+    if let Some(alloc) = cx.alloc {
+        if action != CreateAction::Opened && !handle.is_dir() && alloc > 0 {
+            let _ = handle.set_allocation(alloc);
+        }
+    }
     fadvise(&handle, options);
-    let info = if cx.ea.is_some() {
+    let info = if cx.ea.is_some() || cx.alloc.is_some() {
         handle.stat()?
     } else {
         info
@@ -559,16 +572,17 @@ mod tests {
         );
         assert_eq!(
             granted_access(SYNCHRONIZE, FILE_ALL_ACCESS),
-            Err(NtStatus::ACCESS_DENIED)
+            Ok(SYNCHRONIZE)
         );
-        // Windows' gentest mask: every single bit that is refused.
+        // Every single bit that is refused (smb2.create.gentest's Windows 7 mask;
+        // SYNCHRONIZE alone is allowed as smb2.sharemode expects).
         let mut denied = 0;
         for i in 0..32 {
             if granted_access(1 << i, FILE_ALL_ACCESS).is_err() {
                 denied |= 1 << i;
             }
         }
-        assert_eq!(denied, 0x0df0fe00);
+        assert_eq!(denied, 0x0de0fe00);
         // Read-only trees refuse write rights.
         assert_eq!(
             granted_access(GENERIC_WRITE, 0x1200a9),

@@ -104,8 +104,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if f.access & (FILE_READ_DATA | FILE_EXECUTE) == 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
-            if r.offset > i64::MAX as u64 || r.offset.checked_add(r.length as u64).is_none() {
-                return Err(NtStatus::INVALID_PARAMETER);
+            // [MS-FSA] 2.1.5.2: offsets beyond the signed 64-bit range are invalid.
+            match r.offset.checked_add(r.length as u64) {
+                Some(end) if end <= i64::MAX as u64 => {}
+                _ => return Err(NtStatus::INVALID_PARAMETER),
             }
             check_lock_conflict(&open, r.offset, r.length as u64, false)?;
             let handle = f.handle.clone();
@@ -124,6 +126,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 Ok(body)
             })
             .await?;
+            // FilePositionInformation follows reads (as Samba does).
+            let n = (body.len() - 16) as u64;
+            f.position
+                .store(offset + n, std::sync::atomic::Ordering::Relaxed);
             Ok(Response::ok(body))
         }
     }

@@ -10,8 +10,9 @@ use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::file::{FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::{FileId, OpenKind};
 
-/// Offset meaning "at the end of file" ([MS-FSA] 2.1.5.3, FILE_WRITE_TO_END_OF_FILE).
-pub const WRITE_TO_END_OF_FILE: u64 = u64::MAX;
+/// Largest file size a write may reach (Windows MAXFILESIZE: 16 TiB - 64 KiB); writes
+/// ending beyond it are INVALID_PARAMETER.
+pub const MAX_FILE_SIZE: u64 = 0xfff_ffff_0000;
 
 /// Handles WRITE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
@@ -43,14 +44,17 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if f.access & (FILE_WRITE_DATA | FILE_APPEND_DATA) == 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
-            let mut offset = w.offset;
-            if offset == WRITE_TO_END_OF_FILE {
-                offset = f.handle.stat()?.size;
-            } else if offset > i64::MAX as u64 {
+            // SMB2 has no write-to-end-of-file offset: -1 is just out of range.
+            let offset = w.offset;
+            if offset > i64::MAX as u64 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             if w.data.is_empty() {
                 return Ok(Response::ok(encode_write_response(0)));
+            }
+            match offset.checked_add(w.data.len() as u64) {
+                Some(end) if end <= MAX_FILE_SIZE => {}
+                _ => return Err(NtStatus::INVALID_PARAMETER),
             }
             check_lock_conflict(&open, offset, w.data.len() as u64, true)?;
             let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
