@@ -615,3 +615,305 @@ fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, shared: &Shared) {
         None => debug!("response to unknown message id {}", h.message_id),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The connection against a scripted peer on loopback: interim responses, compound
+    //! splitting, credit accounting, unsolicited messages, signature checks, disconnects.
+
+    use super::*;
+    use smbx_security::signing::{Signer, SigningAlgorithm};
+    use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_SERVER_TO_REDIR};
+    use smbx_wire::simple::encode_simple;
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (Connection, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        (
+            Connection::start(c.unwrap(), 64, Some(Duration::from_secs(20))),
+            s.unwrap().0,
+        )
+    }
+
+    async fn read_frame(s: &mut TcpStream) -> Vec<u8> {
+        let mut h = [0u8; 4];
+        s.read_exact(&mut h).await.unwrap();
+        let mut b = vec![0u8; u32::from_be_bytes(h) as usize];
+        s.read_exact(&mut b).await.unwrap();
+        b
+    }
+
+    async fn write_frame(s: &mut TcpStream, msg: &[u8]) {
+        s.write_all(&(msg.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        s.write_all(msg).await.unwrap();
+    }
+
+    fn response(req: &Header, status: NtStatus, credits: u16, flags: u32, body: &[u8]) -> Vec<u8> {
+        let mut w = Writer::new();
+        Header {
+            status,
+            command: req.command,
+            credits,
+            flags: FLAGS_SERVER_TO_REDIR | flags,
+            message_id: req.message_id,
+            async_id: if flags & FLAGS_ASYNC_COMMAND != 0 {
+                77
+            } else {
+                0
+            },
+            tree_id: req.tree_id,
+            session_id: req.session_id,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        w.bytes(body);
+        w.into_vec()
+    }
+
+    #[tokio::test]
+    async fn interim_pending_then_final() {
+        let (conn, mut srv) = pair().await;
+        let server = tokio::spawn(async move {
+            let f = read_frame(&mut srv).await;
+            let h = Header::decode(&f).unwrap();
+            write_frame(
+                &mut srv,
+                &response(
+                    &h,
+                    NtStatus::PENDING,
+                    3,
+                    FLAGS_ASYNC_COMMAND,
+                    &[9, 0, 0, 0, 0, 0, 0, 0, 0],
+                ),
+            )
+            .await;
+            write_frame(
+                &mut srv,
+                &response(
+                    &h,
+                    NtStatus::SUCCESS,
+                    0,
+                    FLAGS_ASYNC_COMMAND,
+                    &encode_simple(),
+                ),
+            )
+            .await;
+            srv
+        });
+        let r = conn
+            .call(
+                Request::new(Command::Echo, encode_simple(), 0),
+                &Route::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), NtStatus::SUCCESS);
+        assert_eq!(r.header.async_id, 77);
+        // The interim response's credits count; the request's own credit was spent.
+        assert_eq!(conn.credits_available(), 3);
+        drop(server.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn compound_split_and_credit_charges() {
+        let (conn, mut srv) = pair().await;
+        conn.set_negotiated(0x0311, true);
+        let server = tokio::spawn(async move {
+            // 1: one echo, granted 10 credits.
+            let f = read_frame(&mut srv).await;
+            let h = Header::decode(&f).unwrap();
+            assert_eq!(h.message_id, 0);
+            write_frame(
+                &mut srv,
+                &response(&h, NtStatus::SUCCESS, 10, 0, &encode_simple()),
+            )
+            .await;
+            // 2: a compound of a 4-credit and a 1-credit request, answered as one chain.
+            let f = read_frame(&mut srv).await;
+            let a = Header::decode(&f).unwrap();
+            assert_eq!((a.message_id, a.credit_charge), (1, 4));
+            assert!(a.next_command as usize >= HEADER_SIZE);
+            let b = Header::decode(&f[a.next_command as usize..]).unwrap();
+            assert_eq!((b.message_id, b.credit_charge), (5, 1));
+            assert!(b.is_related());
+            let mut chain = response(&a, NtStatus::SUCCESS, 4, 0, &encode_simple());
+            chain.resize(chain.len().next_multiple_of(8), 0);
+            let next = chain.len() as u32;
+            chain[20..24].copy_from_slice(&next.to_le_bytes());
+            chain.extend_from_slice(&response(
+                &b,
+                NtStatus::OBJECT_NAME_NOT_FOUND,
+                1,
+                0,
+                &[9, 0, 0, 0, 0, 0, 0, 0, 0],
+            ));
+            write_frame(&mut srv, &chain).await;
+            srv
+        });
+        conn.call(
+            Request::new(Command::Echo, encode_simple(), 0),
+            &Route::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(conn.credits_available(), 10);
+        let mut big = Request::new(Command::Read, vec![0; 10], 1);
+        big.charge = 4;
+        let mut second = Request::new(Command::Close, vec![0; 10], 1);
+        second.related = true;
+        let (v, _) = conn
+            .send(vec![big, second], &Route::default(), false)
+            .await
+            .unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].status(), NtStatus::SUCCESS);
+        assert_eq!(v[1].status(), NtStatus::OBJECT_NAME_NOT_FOUND);
+        assert_eq!(
+            v[1].clone().ok().unwrap_err().to_string(),
+            "STATUS_OBJECT_NAME_NOT_FOUND"
+        );
+        // 10 granted - 5 spent + 5 granted back.
+        assert_eq!(conn.credits_available(), 10);
+        drop(server.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn never_exceeds_the_granted_window() {
+        let (conn, mut srv) = pair().await;
+        let conn = Arc::new(conn);
+        // Only one credit: two concurrent requests must go one after the other.
+        let c2 = conn.clone();
+        let both = tokio::spawn(async move {
+            let route = Route::default();
+            let a = c2.call(Request::new(Command::Echo, encode_simple(), 0), &route);
+            let b = c2.call(Request::new(Command::Echo, encode_simple(), 0), &route);
+            let (a, b) = tokio::join!(a, b);
+            (a.unwrap().header.message_id, b.unwrap().header.message_id)
+        });
+        let f = read_frame(&mut srv).await;
+        let h = Header::decode(&f).unwrap();
+        assert_eq!(h.message_id, 0);
+        // The second request cannot have been sent: no credit is left.
+        assert_eq!(conn.credits_available(), 0);
+        write_frame(
+            &mut srv,
+            &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
+        )
+        .await;
+        let f = read_frame(&mut srv).await;
+        let h = Header::decode(&f).unwrap();
+        assert_eq!(h.message_id, 1);
+        write_frame(
+            &mut srv,
+            &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
+        )
+        .await;
+        let (a, b) = both.await.unwrap();
+        let mut ids = [a, b];
+        ids.sort();
+        assert_eq!(ids, [0, 1]);
+    }
+
+    #[tokio::test]
+    async fn oplock_break_goes_to_events() {
+        let (conn, mut srv) = pair().await;
+        let mut events = conn.take_events().unwrap();
+        assert!(conn.take_events().is_none());
+        let mut body = Writer::new();
+        body.u16(24).u8(1).u8(0).u32(0).u64(5).u64(6);
+        let h = Header {
+            command: Command::OplockBreak as u16,
+            message_id: UNSOLICITED_ID,
+            ..Default::default()
+        };
+        write_frame(
+            &mut srv,
+            &response(&h, NtStatus::SUCCESS, 0, 0, body.as_slice()),
+        )
+        .await;
+        match events.recv().await.unwrap() {
+            Event::OplockBreak(b) => {
+                assert_eq!(b.oplock_level, 1);
+                assert_eq!((b.file_id.persistent, b.file_id.volatile), (5, 6));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn signatures_are_checked() {
+        let (conn, mut srv) = pair().await;
+        let key = [0x42u8; 16];
+        let mut sec = SessionSecurity::none();
+        sec.signer = Some(Signer::new(SigningAlgorithm::AesCmac, &key));
+        sec.sign = true;
+        let sec = Arc::new(sec);
+        conn.add_session(9, sec.clone());
+        let route = Route {
+            session_id: 9,
+            security: Some(sec),
+            encrypt: false,
+        };
+        let server = tokio::spawn(async move {
+            let signer = Signer::new(SigningAlgorithm::AesCmac, &key);
+            for case in 0..3 {
+                let f = read_frame(&mut srv).await;
+                assert!(signer.verify(&f), "request {case} not signed");
+                let h = Header::decode(&f).unwrap();
+                let mut r = response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple());
+                match case {
+                    0 => signer.sign(&mut r),
+                    1 => {
+                        signer.sign(&mut r);
+                        r[66] ^= 1; // tamper with the body after signing
+                    }
+                    _ => {} // unsigned
+                }
+                write_frame(&mut srv, &r).await;
+            }
+            srv
+        });
+        let echo = || Request::new(Command::Echo, encode_simple(), 0);
+        conn.call(echo(), &route).await.unwrap();
+        assert!(matches!(
+            conn.call(echo(), &route).await,
+            Err(Error::Crypto(_))
+        ));
+        assert!(matches!(
+            conn.call(echo(), &route).await,
+            Err(Error::Crypto(_))
+        ));
+        drop(server.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn disconnect_fails_pending_requests() {
+        let (conn, mut srv) = pair().await;
+        let server = tokio::spawn(async move {
+            read_frame(&mut srv).await;
+            drop(srv);
+        });
+        let e = conn
+            .call(
+                Request::new(Command::Echo, encode_simple(), 0),
+                &Route::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Disconnected(_)), "{e}");
+        assert!(conn.is_closed());
+        server.await.unwrap();
+        let e = conn
+            .call(
+                Request::new(Command::Echo, encode_simple(), 0),
+                &Route::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Disconnected(_)), "{e}");
+    }
+}

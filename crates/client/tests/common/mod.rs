@@ -237,7 +237,7 @@ pub fn smbx_bin() -> PathBuf {
 }
 
 /// Starts `smbx serve` with the same shares.
-pub fn start_smbx() -> Server {
+pub fn start_smbx(extra_global: &str) -> Server {
     let bin = smbx_bin();
     assert!(
         bin.exists(),
@@ -255,6 +255,7 @@ pub fn start_smbx() -> Server {
     bind interfaces only = yes
     passdb backend = smbpasswd:{r}/smbpasswd
     map to guest = never
+{extra_global}
 
 [share]
     path = {r}/share

@@ -1,0 +1,354 @@
+//! The scenarios every server is put through: every dialect with signing, every cipher,
+//! the file operations, many requests in flight. `start(extra_global)` starts the server.
+
+use super::common::{random_bytes, sha256, Server, PASSWORD, USER};
+use smbx_client::options::dialect_name;
+use smbx_client::{
+    CipherId, Client, ClientOptions, Encryption, Error, NtStatus, OpenOptions, Signing,
+    SigningAlgorithm, ALL_DIALECTS,
+};
+
+const MIB: usize = 1024 * 1024;
+
+async fn round_trip(server: &Server, opts: ClientOptions, share: &str, size: usize, label: &str) {
+    let client = Client::connect(&server.addr(), opts)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: connect: {e}\n{}", server.log()));
+    let session = client
+        .login(USER, PASSWORD, "")
+        .await
+        .unwrap_or_else(|e| panic!("{label}: login: {e}"));
+    let tree = session
+        .tree(share)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: tree: {e}"));
+    let data = random_bytes(size);
+    let name = format!("rt-{}.bin", label.replace(['/', ' ', '.'], "_"));
+    tree.write_file(&name, &data)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: write: {e}"));
+    let back = tree
+        .read_file(&name)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: read: {e}"));
+    assert_eq!(back.len(), data.len(), "{label}: length");
+    assert_eq!(sha256(&back), sha256(&data), "{label}: SHA-256 differs");
+    // The bytes on the server's disk are the same too.
+    let on_disk = std::fs::read(server.share_dir(share).join(&name)).unwrap();
+    assert_eq!(
+        sha256(&on_disk),
+        sha256(&data),
+        "{label}: on-disk SHA-256 differs"
+    );
+    tree.remove(&name).await.unwrap();
+    tree.disconnect().await.unwrap();
+    session.logoff().await.unwrap();
+}
+
+pub async fn every_dialect_with_signing_required(start: fn(&str) -> Server) {
+    let server = start("    server signing = mandatory");
+    for d in ALL_DIALECTS {
+        let opts = ClientOptions::default()
+            .with_dialect(d)
+            .with_signing(Signing::Required);
+        let client = Client::connect(&server.addr(), opts.clone()).await.unwrap();
+        assert_eq!(client.dialect(), d);
+        assert!(client.negotiated().server_requires_signing());
+        let s = client.login(USER, PASSWORD, "").await.unwrap();
+        assert!(s.is_signed(), "{}: session not signed", dialect_name(d));
+        s.echo().await.unwrap();
+        round_trip(
+            &server,
+            opts,
+            "share",
+            3 * MIB + 12345,
+            &format!("signed {}", dialect_name(d)),
+        )
+        .await;
+    }
+}
+
+pub async fn every_311_signing_algorithm(start: fn(&str) -> Server) {
+    let server = start("    server signing = mandatory");
+    for alg in [
+        SigningAlgorithm::AesGmac,
+        SigningAlgorithm::AesCmac,
+        SigningAlgorithm::HmacSha256,
+    ] {
+        let opts = ClientOptions::default()
+            .with_dialect(0x0311)
+            .with_signing(Signing::Required)
+            .with_signing_algorithms(&[alg]);
+        let c = Client::connect(&server.addr(), opts.clone()).await.unwrap();
+        assert_eq!(c.negotiated().signing_algorithm, alg);
+        round_trip(&server, opts, "share", 2 * MIB, &format!("3.1.1 {alg:?}")).await;
+    }
+}
+
+pub async fn every_cipher_client_requested(start: fn(&str) -> Server) {
+    let server = start("");
+    // 3.0 and 3.0.2: AES-128-CCM only.
+    for d in [0x0300, 0x0302] {
+        let opts = ClientOptions::default()
+            .with_dialect(d)
+            .with_encryption(Encryption::Required);
+        let c = Client::connect(&server.addr(), opts.clone()).await.unwrap();
+        assert_eq!(c.negotiated().cipher, Some(CipherId::Aes128Ccm));
+        let s = c.login(USER, PASSWORD, "").await.unwrap();
+        assert!(s.is_encrypted());
+        round_trip(
+            &server,
+            opts,
+            "share",
+            2 * MIB,
+            &format!("sealed {}", dialect_name(d)),
+        )
+        .await;
+    }
+    for cipher in [
+        CipherId::Aes128Ccm,
+        CipherId::Aes128Gcm,
+        CipherId::Aes256Ccm,
+        CipherId::Aes256Gcm,
+    ] {
+        let opts = ClientOptions::default()
+            .with_dialect(0x0311)
+            .with_encryption(Encryption::Required)
+            .with_ciphers(&[cipher]);
+        let c = Client::connect(&server.addr(), opts.clone()).await.unwrap();
+        assert_eq!(c.negotiated().cipher, Some(cipher));
+        round_trip(
+            &server,
+            opts,
+            "share",
+            3 * MIB,
+            &format!("sealed 3.1.1 {cipher:?}"),
+        )
+        .await;
+    }
+}
+
+pub async fn share_that_requires_encryption(start: fn(&str) -> Server) {
+    let server = start("");
+    for d in [0x0300, 0x0302, 0x0311] {
+        let opts = ClientOptions::default().with_dialect(d);
+        let c = Client::connect(&server.addr(), opts.clone()).await.unwrap();
+        let s = c.login(USER, PASSWORD, "").await.unwrap();
+        assert!(!s.is_encrypted());
+        let t = s.tree("secret").await.unwrap();
+        assert!(
+            t.is_encrypted(),
+            "{}: share did not ask for encryption",
+            dialect_name(d)
+        );
+        round_trip(
+            &server,
+            opts,
+            "secret",
+            MIB,
+            &format!("secret {}", dialect_name(d)),
+        )
+        .await;
+    }
+    // SMB 2.x cannot encrypt: Samba refuses the share.
+    let c = Client::connect(
+        &server.addr(),
+        ClientOptions::default().with_dialect(0x0210),
+    )
+    .await
+    .unwrap();
+    let s = c.login(USER, PASSWORD, "").await.unwrap();
+    let e = s.tree("secret").await.unwrap_err();
+    assert!(e.is_status(NtStatus::ACCESS_DENIED), "{e}");
+}
+
+pub async fn file_operations_and_errors(start: fn(&str) -> Server) {
+    let server = start("");
+    let c = Client::connect(&server.addr(), ClientOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(c.dialect(), 0x0311);
+    c.echo().await.unwrap();
+    // Wrong password: a typed error that prints the status name.
+    let e = c.login(USER, "wrong", "").await.unwrap_err();
+    assert_eq!(e.to_string(), "STATUS_LOGON_FAILURE");
+    let s = c.login(USER, PASSWORD, "").await.unwrap();
+    let e = s.tree("nosuchshare").await.unwrap_err();
+    assert_eq!(e.to_string(), "STATUS_BAD_NETWORK_NAME", "{}", server.log());
+    let t = s.tree("share").await.unwrap();
+
+    // mkdir, nested files, list, stat.
+    t.mkdir("dir").await.unwrap();
+    assert!(matches!(
+        t.mkdir("dir").await,
+        Err(Error::Status {
+            status: NtStatus::OBJECT_NAME_COLLISION,
+            ..
+        })
+    ));
+    t.mkdir("dir/sub").await.unwrap();
+    t.write_file("dir/a.txt", b"hello").await.unwrap();
+    t.write_file("dir/b.bin", &random_bytes(100_000))
+        .await
+        .unwrap();
+    let mut names: Vec<(String, bool, u64)> = t
+        .list("dir")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name.clone(), e.is_dir(), e.info.size))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            ("a.txt".to_string(), false, 5),
+            ("b.bin".to_string(), false, 100_000),
+            ("sub".to_string(), true, 0)
+        ]
+    );
+    let st = t.stat("dir/b.bin").await.unwrap();
+    assert_eq!(st.size, 100_000);
+    assert!(!st.is_dir());
+    assert!(st.modified().is_some());
+    assert!(t.stat("dir").await.unwrap().is_dir());
+    let e = t.stat("dir/missing").await.unwrap_err();
+    assert_eq!(e.to_string(), "STATUS_OBJECT_NAME_NOT_FOUND");
+    let e = t.stat("nodir/missing").await.unwrap_err();
+    assert_eq!(e.to_string(), "STATUS_OBJECT_PATH_NOT_FOUND");
+
+    // rename, including onto an existing name.
+    t.rename("dir/a.txt", "dir/c.txt").await.unwrap();
+    assert_eq!(t.read_file("dir/c.txt").await.unwrap(), b"hello");
+    assert!(t
+        .stat("dir/a.txt")
+        .await
+        .unwrap_err()
+        .is_status(NtStatus::OBJECT_NAME_NOT_FOUND));
+    let e = t.rename("dir/c.txt", "dir/b.bin").await.unwrap_err();
+    assert!(e.is_status(NtStatus::OBJECT_NAME_COLLISION), "{e}");
+    t.rename_with("dir/c.txt", "dir/b.bin", true).await.unwrap();
+    assert_eq!(t.stat("dir/b.bin").await.unwrap().size, 5);
+
+    // rmdir refuses a non-empty directory; remove, then rmdir.
+    let e = t.rmdir("dir").await.unwrap_err();
+    assert!(e.is_status(NtStatus::DIRECTORY_NOT_EMPTY), "{e}");
+    t.remove("dir/b.bin").await.unwrap();
+    let e = t.remove("dir/b.bin").await.unwrap_err();
+    assert!(e.is_status(NtStatus::OBJECT_NAME_NOT_FOUND), "{e}");
+    t.rmdir("dir/sub").await.unwrap();
+    t.rmdir("dir").await.unwrap();
+    assert!(t.list("").await.unwrap().is_empty());
+    assert!(!server.share_dir("share").join("dir").exists());
+
+    // Offsets, short reads at EOF, holes, truncation, flush, delete-on-close.
+    let f = t
+        .open("f.bin", &OpenOptions::create_truncate())
+        .await
+        .unwrap();
+    assert_eq!(f.create_action(), 2);
+    f.write_at(10, b"xyz").await.unwrap();
+    f.flush().await.unwrap();
+    assert_eq!(f.read_at(0, 100).await.unwrap(), b"\0\0\0\0\0\0\0\0\0\0xyz");
+    assert_eq!(f.read_at(12, 10).await.unwrap(), b"z");
+    assert!(f.read_at(13, 10).await.unwrap().is_empty());
+    assert!(f.read_at(1000, 10).await.unwrap().is_empty());
+    f.set_len(4).await.unwrap();
+    assert_eq!(f.stat().await.unwrap().size, 4);
+    let closed = f.close().await.unwrap();
+    assert_eq!(closed.size, 4);
+    let g = t
+        .open(
+            "gone.bin",
+            &OpenOptions::create_truncate().delete_on_close(true),
+        )
+        .await
+        .unwrap();
+    g.write_at(0, b"bye").await.unwrap();
+    g.close().await.unwrap();
+    assert!(t
+        .stat("gone.bin")
+        .await
+        .unwrap_err()
+        .is_status(NtStatus::OBJECT_NAME_NOT_FOUND));
+    let e = t
+        .open("missing.bin", &OpenOptions::read_only())
+        .await
+        .unwrap_err();
+    assert!(e.is_status(NtStatus::OBJECT_NAME_NOT_FOUND));
+    let e = t
+        .open("f.bin", &OpenOptions::new().create_new(true))
+        .await
+        .unwrap_err();
+    assert!(e.is_status(NtStatus::OBJECT_NAME_COLLISION));
+    t.remove("f.bin").await.unwrap();
+}
+
+pub async fn many_requests_in_flight(start: fn(&str) -> Server) {
+    let server = start("");
+    let c = Client::connect(&server.addr(), ClientOptions::default())
+        .await
+        .unwrap();
+    let s = c.login(USER, PASSWORD, "").await.unwrap();
+    let t = s.tree("share").await.unwrap();
+    let data = random_bytes(4 * MIB);
+    t.write_file("qd.bin", &data).await.unwrap();
+    let f = t.open("qd.bin", &OpenOptions::read_only()).await.unwrap();
+    // 1024 concurrent 4 KiB reads on one connection, bounded by the credit window.
+    let len = data.len() as u64;
+    let reads = (0..1024u64).map(|i| {
+        let f = &f;
+        async move {
+            let off = (i * 4096) % len;
+            (off, f.read_at(off, 4096).await)
+        }
+    });
+    for (off, r) in futures_util::future::join_all(reads).await {
+        let got = r.unwrap();
+        assert_eq!(got, &data[off as usize..off as usize + 4096]);
+    }
+    // Large multi-credit reads: 8 MiB at once spans several MaxReadSize READs.
+    let all = f.read_at(0, data.len()).await.unwrap();
+    assert_eq!(sha256(&all), sha256(&data));
+    f.close().await.unwrap();
+    assert!(c.connection().credits_available() > 1);
+}
+
+/// Opt-in (SMBX_CLIENT_BIG=1): 64 MiB round trip per dialect, signed and sealed.
+pub async fn big_round_trip_opt_in(start: fn(&str) -> Server) {
+    if std::env::var("SMBX_CLIENT_BIG").is_err() {
+        return;
+    }
+    let server = start("    server signing = mandatory");
+    for d in ALL_DIALECTS {
+        let opts = ClientOptions::default()
+            .with_dialect(d)
+            .with_signing(Signing::Required);
+        round_trip(
+            &server,
+            opts,
+            "share",
+            64 * MIB,
+            &format!("big signed {}", dialect_name(d)),
+        )
+        .await;
+    }
+    for cipher in [
+        CipherId::Aes128Ccm,
+        CipherId::Aes128Gcm,
+        CipherId::Aes256Ccm,
+        CipherId::Aes256Gcm,
+    ] {
+        let opts = ClientOptions::default()
+            .with_encryption(Encryption::Required)
+            .with_ciphers(&[cipher]);
+        round_trip(
+            &server,
+            opts,
+            "share",
+            64 * MIB,
+            &format!("big sealed {cipher:?}"),
+        )
+        .await;
+    }
+}

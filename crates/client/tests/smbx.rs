@@ -1,0 +1,42 @@
+//! The client against smbx itself (`smbx serve`; $SMBX_BIN or target/debug/smbx, which
+//! must be built first: these tests fail, never skip, without it).
+
+mod common;
+mod scenarios;
+
+use common::start_smbx;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dialect_with_signing_required() {
+    scenarios::every_dialect_with_signing_required(start_smbx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_311_signing_algorithm() {
+    scenarios::every_311_signing_algorithm(start_smbx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_cipher_client_requested() {
+    scenarios::every_cipher_client_requested(start_smbx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_that_requires_encryption() {
+    scenarios::share_that_requires_encryption(start_smbx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_operations_and_errors() {
+    scenarios::file_operations_and_errors(start_smbx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_requests_in_flight() {
+    scenarios::many_requests_in_flight(start_smbx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_round_trip_opt_in() {
+    scenarios::big_round_trip_opt_in(start_smbx).await;
+}
