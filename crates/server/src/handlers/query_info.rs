@@ -222,7 +222,9 @@ fn query_file(
         file::FILE_NORMALIZED_NAME_INFORMATION => file::name_info(&open_name(f)),
         FILE_ID_INFORMATION => {
             let mut b = Vec::with_capacity(24);
-            b.extend_from_slice(&info.volume_id.to_le_bytes());
+            // The same serial number FileFsVolumeInformation reports.
+            let serial = u64::from(f.vfs.fs_info()?.volume_serial);
+            b.extend_from_slice(&serial.to_le_bytes());
             b.extend_from_slice(&info.file_id.to_le_bytes());
             b.extend_from_slice(&[0u8; 8]);
             b
