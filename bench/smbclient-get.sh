@@ -96,7 +96,7 @@ run_get() { # port pid -> "MB/s cpu_seconds"
   c0=$(cpu_of "$pid"); t0=$(date +%s.%N)
   smbclient "//127.0.0.1/share" -p "$port" -U "$USER_NAME%$PASS" -m "$PROTO" "${EXTRA[@]}" \
     -c 'get big.bin /dev/null' >/dev/null 2>"$ROOT/err" || { cat "$ROOT/err" >&2; echo "0 0"; return; }
-  t1=$(date +%s.%N); c1=$(cpu_of "$pid")
+  t1=$(date +%s.%N); sleep 0.5; c1=$(cpu_of "$pid")
   awk -v a="$t0" -v b="$t1" -v s="$SIZE_MIB" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "%.1f %.3f\n", s*1.048576/(b-a), c1-c0 }'
 }
 
