@@ -76,7 +76,7 @@ cat > "$S/smb.conf" <<CONF
   path = $S/share
   read only = no
 CONF
-printf '%s\n%s\n' "$PASS" "$PASS" | smbpasswd -c "$S/smb.conf" -a -s "$USER_NAME" >/dev/null
+printf '%s\n%s\n' "$PASS" "$PASS" | smbpasswd -c "$S/smb.conf" -a -s "$USER_NAME" >/dev/null 2>&1
 smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 &
 SAMBA_PID=$!; PIDS+=("$SAMBA_PID")
 wait_port "$SMBX_PORT"; wait_port "$SAMBA_PORT"
