@@ -1,8 +1,6 @@
 //! SMB2 READ ([MS-SMB2] 3.3.5.12): file data read straight into the response body,
 //! pipe reads from the in-process RPC endpoint.
 
-use std::future::Future;
-
 use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::rw::{put_read_response_header, ReadRequest, CHANNEL_NONE};
 use smbx_wire::NtStatus;
@@ -35,18 +33,16 @@ pub fn max_write(ctx: &Ctx<'_>) -> u32 {
 }
 
 /// Runs blocking file work: on the blocking pool when `big`, inline otherwise.
-pub fn run_blocking<T: Send + 'static>(
+pub async fn run_blocking<T: Send + 'static>(
     big: bool,
     f: impl FnOnce() -> Result<T, NtStatus> + Send + 'static,
-) -> impl Future<Output = Result<T, NtStatus>> {
-    async move {
-        if big {
-            tokio::task::spawn_blocking(f)
-                .await
-                .map_err(|_| NtStatus::INTERNAL_ERROR)?
-        } else {
-            f()
-        }
+) -> Result<T, NtStatus> {
+    if big {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|_| NtStatus::INTERNAL_ERROR)?
+    } else {
+        f()
     }
 }
 
