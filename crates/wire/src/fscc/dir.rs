@@ -7,7 +7,7 @@
 //! entry has NextEntryOffset 0 and no trailing padding.
 
 use super::{align_up, Times};
-use crate::codec::{utf16le, Writer};
+use crate::codec::{from_utf16le, utf16le, Reader, WireError, Writer};
 
 /// FileDirectoryInformation.
 pub const FILE_DIRECTORY_INFORMATION: u8 = 1;
@@ -192,6 +192,93 @@ impl DirBuffer {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Client direction: decoding the entries a server returns.
+
+/// One decoded FileIdBothDirectoryInformation entry (owned).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecodedDirEntry {
+    /// FileIndex.
+    pub file_index: u32,
+    /// The four times.
+    pub times: Times,
+    /// EndOfFile.
+    pub end_of_file: u64,
+    /// AllocationSize.
+    pub allocation_size: u64,
+    /// FileAttributes.
+    pub attributes: u32,
+    /// EaSize.
+    pub ea_size: u32,
+    /// The 64-bit file id.
+    pub file_id: u64,
+    /// The 8.3 short name (empty if none).
+    pub short_name: String,
+    /// The name.
+    pub name: String,
+}
+
+/// Most entries accepted from one buffer (a server can send no more in 16 MiB).
+const MAX_DECODED_ENTRIES: usize = 1 << 17;
+
+/// Decodes a chain of FileIdBothDirectoryInformation entries (a QUERY_DIRECTORY output
+/// buffer). NextEntryOffset must move forward by at least the fixed size and stay inside
+/// `buf`; names must be valid UTF-16.
+pub fn decode_id_both_entries(buf: &[u8]) -> Result<Vec<DecodedDirEntry>, WireError> {
+    let fixed = 104usize;
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    loop {
+        if out.len() >= MAX_DECODED_ENTRIES {
+            return Err(WireError::Invalid("too many directory entries"));
+        }
+        let entry = buf
+            .get(pos..)
+            .ok_or(WireError::Invalid("NextEntryOffset"))?;
+        let mut r = Reader::new(entry);
+        let next = r.u32()? as usize;
+        let file_index = r.u32()?;
+        let times = Times {
+            creation: r.u64()?,
+            last_access: r.u64()?,
+            last_write: r.u64()?,
+            change: r.u64()?,
+        };
+        let end_of_file = r.u64()?;
+        let allocation_size = r.u64()?;
+        let attributes = r.u32()?;
+        let name_len = r.u32()? as usize;
+        let ea_size = r.u32()?;
+        let short_len = (r.u8()? as usize).min(24) & !1;
+        r.u8()?;
+        let short = r.bytes(24)?;
+        r.u16()?;
+        let file_id = r.u64()?;
+        let name = from_utf16le(r.bytes(name_len)?)?;
+        let short_name = from_utf16le(&short[..short_len]).unwrap_or_default();
+        out.push(DecodedDirEntry {
+            file_index,
+            times,
+            end_of_file,
+            allocation_size,
+            attributes,
+            ea_size,
+            file_id,
+            short_name,
+            name,
+        });
+        if next == 0 {
+            return Ok(out);
+        }
+        if next < fixed {
+            return Err(WireError::Invalid("NextEntryOffset too small"));
+        }
+        pos = pos
+            .checked_add(next)
+            .ok_or(WireError::Invalid("NextEntryOffset"))?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +343,58 @@ mod tests {
         let mut d = DirBuffer::new(1, 10).unwrap();
         assert!(!d.push(&entry("a")));
         assert!(d.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod decode_tests {
+    use super::*;
+
+    fn entry(name: &str, short: Option<&str>) -> Vec<u8> {
+        encode_entry(
+            FILE_ID_BOTH_DIRECTORY_INFORMATION,
+            &DirEntryInfo {
+                end_of_file: 5,
+                attributes: 0x20,
+                file_id: 99,
+                short_name: short,
+                name,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn decodes_what_encode_entry_makes() {
+        let mut first = entry("a.txt", None);
+        let len = align_up(first.len(), 8);
+        first.resize(len, 0);
+        first[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        let mut buf = first;
+        buf.extend_from_slice(&entry("bb", Some("BB")));
+        let e = decode_id_both_entries(&buf).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!((e[0].name.as_str(), e[1].name.as_str()), ("a.txt", "bb"));
+        assert_eq!(
+            (e[1].end_of_file, e[1].file_id, e[1].attributes),
+            (5, 99, 0x20)
+        );
+        assert_eq!(e[1].short_name, "BB");
+    }
+
+    #[test]
+    fn hostile_offsets_are_errors() {
+        let mut e = entry("x", None);
+        e[..4].copy_from_slice(&4u32.to_le_bytes());
+        assert!(decode_id_both_entries(&e).is_err());
+        e[..4].copy_from_slice(&4096u32.to_le_bytes());
+        assert!(decode_id_both_entries(&e).is_err());
+        e[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_id_both_entries(&e).is_err());
+        let good = entry("name", None);
+        for n in 0..good.len() {
+            assert!(decode_id_both_entries(&good[..n]).is_err());
+        }
     }
 }

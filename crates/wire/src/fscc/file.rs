@@ -236,6 +236,80 @@ pub fn fit(mut data: Vec<u8>, min: usize, max: usize) -> Result<(Vec<u8>, NtStat
     Ok((data, NtStatus::SUCCESS))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Client direction: decoding what QUERY_INFO returns.
+
+fn decode_times(r: &mut crate::codec::Reader<'_>) -> Result<Times, crate::codec::WireError> {
+    Ok(Times {
+        creation: r.u64()?,
+        last_access: r.u64()?,
+        last_write: r.u64()?,
+        change: r.u64()?,
+    })
+}
+
+/// Decodes FileAllInformation. A name cut short by a small output buffer (the server
+/// answers STATUS_BUFFER_OVERFLOW) is kept as far as it goes.
+pub fn decode_all(buf: &[u8]) -> Result<All, crate::codec::WireError> {
+    let mut r = crate::codec::Reader::new(buf);
+    let times = decode_times(&mut r)?;
+    let attributes = r.u32()?;
+    r.u32()?;
+    let standard = Standard {
+        allocation_size: r.u64()?,
+        end_of_file: r.u64()?,
+        number_of_links: r.u32()?,
+        delete_pending: r.u8()? != 0,
+        directory: r.u8()? != 0,
+    };
+    r.u16()?;
+    let index_number = r.u64()?;
+    let ea_size = r.u32()?;
+    let access_flags = r.u32()?;
+    let position = r.u64()?;
+    let mode = r.u32()?;
+    let alignment = r.u32()?;
+    let name_len = r.u32()? as usize;
+    let avail = r.remaining().min(name_len) & !1;
+    let name = crate::codec::from_utf16le(r.bytes(avail)?).unwrap_or_default();
+    Ok(All {
+        times,
+        attributes,
+        standard,
+        index_number,
+        ea_size,
+        access_flags,
+        position,
+        mode,
+        alignment,
+        name,
+    })
+}
+
+/// FileNetworkOpenInformation, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NetworkOpen {
+    /// Times.
+    pub times: Times,
+    /// AllocationSize.
+    pub allocation_size: u64,
+    /// EndOfFile.
+    pub end_of_file: u64,
+    /// FileAttributes.
+    pub attributes: u32,
+}
+
+/// Decodes FileNetworkOpenInformation (56 bytes).
+pub fn decode_network_open(buf: &[u8]) -> Result<NetworkOpen, crate::codec::WireError> {
+    let mut r = crate::codec::Reader::new(buf);
+    Ok(NetworkOpen {
+        times: decode_times(&mut r)?,
+        allocation_size: r.u64()?,
+        end_of_file: r.u64()?,
+        attributes: r.u32()?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,5 +369,61 @@ mod tests {
             fit(vec![0; 8], 4, 9).unwrap(),
             (vec![0; 8], NtStatus::SUCCESS)
         );
+    }
+}
+
+#[cfg(test)]
+mod decode_tests {
+    use super::*;
+
+    #[test]
+    fn all_round_trip_and_truncated_name() {
+        let a = All {
+            times: Times {
+                creation: 1,
+                last_access: 2,
+                last_write: 3,
+                change: 4,
+            },
+            attributes: 0x10,
+            standard: Standard {
+                allocation_size: 8,
+                end_of_file: 7,
+                number_of_links: 1,
+                delete_pending: false,
+                directory: true,
+            },
+            index_number: 42,
+            name: "dir\\name".into(),
+            ..Default::default()
+        };
+        let b = all(&a);
+        let d = decode_all(&b).unwrap();
+        assert_eq!(
+            (d.times, d.attributes, d.standard, d.index_number),
+            (a.times, 0x10, a.standard, 42)
+        );
+        assert_eq!(d.name, a.name);
+        assert_eq!(decode_all(&b[..104]).unwrap().name, "di");
+        for n in 0..100 {
+            assert!(decode_all(&b[..n]).is_err());
+        }
+    }
+
+    #[test]
+    fn network_open_round_trip() {
+        let t = Times {
+            creation: 9,
+            last_access: 8,
+            last_write: 7,
+            change: 6,
+        };
+        let b = network_open(&t, 4096, 10, 0x20);
+        let d = decode_network_open(&b).unwrap();
+        assert_eq!(
+            (d.times, d.allocation_size, d.end_of_file, d.attributes),
+            (t, 4096, 10, 0x20)
+        );
+        assert!(decode_network_open(&b[..50]).is_err());
     }
 }
