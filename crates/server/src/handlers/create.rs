@@ -341,7 +341,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         options,
         // The vfs resolves MAXIMUM_ALLOWED itself (READONLY files drop data writes).
         if cr.desired_access & MAXIMUM_ALLOWED != 0 {
-            granted | MAXIMUM_ALLOWED
+            map_generic(cr.desired_access)
         } else {
             granted
         },

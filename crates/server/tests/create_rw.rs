@@ -1,0 +1,663 @@
+//! CREATE, CLOSE, FLUSH, READ and WRITE over a real socket: dispositions, share modes
+//! across connections, delete-on-close, access checks, create contexts, offsets and
+//! malformed requests, and named pipes on IPC$.
+
+mod common;
+
+use common::*;
+use smbx_wire::close::{CloseRequest, CloseResponse, FlushRequest, CLOSE_FLAG_POSTQUERY_ATTRIB};
+use smbx_wire::create::{ctx, encode_contexts, CreateRequestBuilder, CreateResponse};
+use smbx_wire::rw::{decode_write_response, ReadRequest, ReadResponse, WriteRequest};
+use smbx_wire::{Command, NtStatus, HEADER_SIZE};
+
+const ALL: u32 = 0x001F_01FF;
+const READ: u32 = 0x0012_0089;
+const MAX_ALLOWED: u32 = 0x0200_0000;
+const DELETE: u32 = 0x0001_0000;
+
+async fn session(dir: &std::path::Path) -> (TestServer, Client) {
+    let srv = start(test_config(dir)).await;
+    let c = connect(&srv).await;
+    (srv, c)
+}
+
+async fn connect(srv: &TestServer) -> Client {
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    c
+}
+
+struct Opened {
+    status: NtStatus,
+    resp: Option<CreateResponse>,
+}
+
+impl Opened {
+    fn fid(&self) -> (u64, u64) {
+        let r = self.resp.as_ref().expect("create succeeded");
+        (r.file_id_persistent, r.file_id_volatile)
+    }
+}
+
+async fn create_full(c: &mut Client, b: CreateRequestBuilder) -> Opened {
+    let r = c.request(Command::Create, &b.encode()).await;
+    let resp = if r.status() == NtStatus::SUCCESS {
+        let mut m = vec![0u8; HEADER_SIZE];
+        m.extend_from_slice(r.body());
+        Some(CreateResponse::decode(&m).unwrap())
+    } else {
+        None
+    };
+    Opened {
+        status: r.status(),
+        resp,
+    }
+}
+
+async fn create(
+    c: &mut Client,
+    name: &str,
+    access: u32,
+    share: u32,
+    disposition: u32,
+    options: u32,
+) -> Opened {
+    create_full(
+        c,
+        CreateRequestBuilder {
+            impersonation_level: 2,
+            desired_access: access,
+            file_attributes: 0x80,
+            share_access: share,
+            create_disposition: disposition,
+            create_options: options,
+            name: name.into(),
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+async fn close(c: &mut Client, fid: (u64, u64), flags: u16) -> (NtStatus, Option<CloseResponse>) {
+    let body = CloseRequest {
+        flags,
+        file_id_persistent: fid.0,
+        file_id_volatile: fid.1,
+    }
+    .encode();
+    let r = c.request(Command::Close, &body).await;
+    let resp = (r.status() == NtStatus::SUCCESS).then(|| {
+        let mut m = vec![0u8; HEADER_SIZE];
+        m.extend_from_slice(r.body());
+        CloseResponse::decode(&m).unwrap()
+    });
+    (r.status(), resp)
+}
+
+async fn write(c: &mut Client, fid: (u64, u64), off: u64, data: &[u8]) -> (NtStatus, u32) {
+    let body = WriteRequest {
+        offset: off,
+        file_id_persistent: fid.0,
+        file_id_volatile: fid.1,
+        length: data.len() as u32,
+        data,
+        ..Default::default()
+    }
+    .encode();
+    let r = c.request(Command::Write, &body).await;
+    let mut m = vec![0u8; HEADER_SIZE];
+    m.extend_from_slice(r.body());
+    let n = if r.status() == NtStatus::SUCCESS {
+        decode_write_response(&m).unwrap()
+    } else {
+        0
+    };
+    (r.status(), n)
+}
+
+async fn read(
+    c: &mut Client,
+    fid: (u64, u64),
+    off: u64,
+    len: u32,
+    min: u32,
+) -> (NtStatus, Vec<u8>) {
+    let body = ReadRequest {
+        length: len,
+        offset: off,
+        file_id_persistent: fid.0,
+        file_id_volatile: fid.1,
+        minimum_count: min,
+        ..Default::default()
+    }
+    .encode();
+    let r = c.request(Command::Read, &body).await;
+    if r.status() != NtStatus::SUCCESS && r.status() != NtStatus::BUFFER_OVERFLOW {
+        return (r.status(), Vec::new());
+    }
+    assert_eq!(r.body()[2], 0x50, "DataOffset");
+    let mut m = vec![0u8; HEADER_SIZE];
+    m.extend_from_slice(r.body());
+    (r.status(), ReadResponse::decode(&m).unwrap().data.to_vec())
+}
+
+#[tokio::test]
+async fn dispositions_and_actions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let o = create(&mut c, "f.txt", ALL, 7, 1, 0).await; // OPEN, missing
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    let o = create(&mut c, "f.txt", ALL, 7, 2, 0).await; // CREATE
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let r = o.resp.as_ref().unwrap();
+    assert_eq!(r.create_action, 2);
+    assert_eq!(r.file_attributes & 0x20, 0x20, "ARCHIVE on new files");
+    let fid = o.fid();
+    assert_eq!(
+        write(&mut c, fid, 0, b"hello world").await,
+        (NtStatus::SUCCESS, 11)
+    );
+    let (st, cr) = close(&mut c, fid, CLOSE_FLAG_POSTQUERY_ATTRIB).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    let cr = cr.unwrap();
+    assert_eq!(cr.flags, CLOSE_FLAG_POSTQUERY_ATTRIB);
+    assert_eq!(cr.end_of_file, 11);
+    // A second close of the same id.
+    assert_eq!(close(&mut c, fid, 0).await.0, NtStatus::FILE_CLOSED);
+
+    let o = create(&mut c, "f.txt", ALL, 7, 2, 0).await;
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_COLLISION);
+    let o = create(&mut c, "f.txt", ALL, 7, 3, 0).await; // OPEN_IF
+    assert_eq!(o.resp.as_ref().unwrap().create_action, 1);
+    assert_eq!(o.resp.as_ref().unwrap().end_of_file, 11);
+    close(&mut c, o.fid(), 0).await;
+    let o = create(&mut c, "f.txt", ALL, 7, 4, 0).await; // OVERWRITE
+    assert_eq!(o.resp.as_ref().unwrap().create_action, 3);
+    assert_eq!(o.resp.as_ref().unwrap().end_of_file, 0);
+    close(&mut c, o.fid(), 0).await;
+    let o = create(&mut c, "f.txt", ALL, 7, 0, 0).await; // SUPERSEDE
+    assert_eq!(o.resp.as_ref().unwrap().create_action, 0);
+    // Without POSTQUERY the close response is all zero.
+    let (_, cr) = close(&mut c, o.fid(), 0).await;
+    assert_eq!(cr.unwrap(), CloseResponse::default());
+
+    // Directories.
+    let o = create(&mut c, "d", ALL, 7, 2, 1).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(o.resp.as_ref().unwrap().file_attributes & 0x10, 0x10);
+    let d = o.fid();
+    assert_eq!(
+        read(&mut c, d, 0, 10, 0).await.0,
+        NtStatus::INVALID_DEVICE_REQUEST
+    );
+    close(&mut c, d, 0).await;
+    assert_eq!(
+        create(&mut c, "d", ALL, 7, 1, 0x40).await.status,
+        NtStatus::FILE_IS_A_DIRECTORY
+    );
+    assert_eq!(
+        create(&mut c, "f.txt", ALL, 7, 1, 1).await.status,
+        NtStatus::NOT_A_DIRECTORY
+    );
+    assert_eq!(
+        create(&mut c, "d", ALL, 7, 1, 0x41).await.status,
+        NtStatus::INVALID_PARAMETER
+    );
+    // Root of the share.
+    let o = create(&mut c, "", READ, 7, 1, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    close(&mut c, o.fid(), 0).await;
+}
+
+#[tokio::test]
+async fn request_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let base = CreateRequestBuilder {
+        impersonation_level: 2,
+        desired_access: MAX_ALLOWED,
+        share_access: 7,
+        create_disposition: 5,
+        name: "v.txt".into(),
+        ..Default::default()
+    };
+    let st = |o: Opened| o.status;
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                impersonation_level: 4,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::BAD_IMPERSONATION_LEVEL
+    );
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                create_options: 0xF000_0000,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::INVALID_PARAMETER
+    );
+    for bit in [0x80u32, 0x2000, 0x0010_0000] {
+        assert_eq!(
+            st(create_full(
+                &mut c,
+                CreateRequestBuilder {
+                    create_options: bit,
+                    ..base.clone()
+                }
+            )
+            .await),
+            NtStatus::NOT_SUPPORTED,
+            "option {bit:#x}"
+        );
+    }
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                file_attributes: 0x8,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                desired_access: 0x0800_0000,
+                file_attributes: 0x8,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::ACCESS_DENIED,
+        "access is checked before attributes"
+    );
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                desired_access: 0,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::ACCESS_DENIED
+    );
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                create_disposition: 6,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                share_access: 8,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                name: "\\v.txt".into(),
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::INVALID_PARAMETER
+    );
+    // DELETE_ON_CLOSE needs DELETE access.
+    assert_eq!(
+        st(create_full(
+            &mut c,
+            CreateRequestBuilder {
+                desired_access: READ,
+                create_options: 0x1000,
+                ..base.clone()
+            }
+        )
+        .await),
+        NtStatus::INVALID_PARAMETER
+    );
+    // Create contexts: MxAc and QFid answered, TWrp refused, unknown ignored, bad names.
+    let o = create_full(
+        &mut c,
+        CreateRequestBuilder {
+            contexts: encode_contexts(&[
+                (ctx::MXAC, &[]),
+                (ctx::QFID, &[]),
+                (b"FooO", &[]),
+                (ctx::ALSI, &(1u64 << 20).to_le_bytes()),
+            ]),
+            ..base.clone()
+        },
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let resp = o.resp.as_ref().unwrap();
+    assert_eq!(resp.allocation_size, 1 << 20);
+    let ctxs = smbx_wire::create::parse_contexts(&resp.contexts).unwrap();
+    assert_eq!(ctxs.len(), 2);
+    assert_eq!(ctxs[0].name, b"MxAc");
+    assert_eq!(&ctxs[0].data[4..8], &ALL.to_le_bytes());
+    assert_eq!(ctxs[1].name, b"QFid");
+    assert_eq!(ctxs[1].data.len(), 32);
+    close(&mut c, o.fid(), 0).await;
+    let o = create_full(
+        &mut c,
+        CreateRequestBuilder {
+            contexts: encode_contexts(&[(ctx::TWRP, &[0; 8])]),
+            ..base.clone()
+        },
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    let o = create_full(
+        &mut c,
+        CreateRequestBuilder {
+            contexts: encode_contexts(&[(b"xx", &[])]),
+            ..base.clone()
+        },
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
+    // Garbage context chain offsets: the request body is truncated.
+    let mut body = CreateRequestBuilder {
+        contexts: encode_contexts(&[(ctx::MXAC, &[])]),
+        ..base.clone()
+    }
+    .encode();
+    let n = body.len();
+    body.truncate(n - 4);
+    assert_eq!(
+        c.request(Command::Create, &body).await.status(),
+        NtStatus::INVALID_PARAMETER
+    );
+}
+
+#[tokio::test]
+async fn share_modes_across_connections_and_delete_on_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let (srv, mut a) = session(dir.path()).await;
+    let mut b = connect(&srv).await;
+    let o = create(&mut a, "s.txt", ALL, 1, 3, 0).await; // share READ only
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(
+        create(&mut b, "s.txt", 0x2, 7, 1, 0).await.status,
+        NtStatus::SHARING_VIOLATION
+    );
+    assert_eq!(
+        create(&mut b, "s.txt", 0x1, 7, 1, 0).await.status,
+        NtStatus::SUCCESS
+    );
+    // Attribute-only opens never conflict; overwrite is checked before truncating.
+    assert_eq!(
+        create(&mut b, "s.txt", 0x80, 0, 1, 0).await.status,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(
+        write(&mut a, o.fid(), 0, b"data").await.0,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(
+        create(&mut b, "s.txt", ALL, 7, 5, 0).await.status,
+        NtStatus::SHARING_VIOLATION
+    );
+    assert_eq!(std::fs::read(dir.path().join("s.txt")).unwrap(), b"data");
+    close(&mut a, o.fid(), 0).await;
+
+    // DELETE_ON_CLOSE: the file goes when the last open closes; new opens meanwhile
+    // see DELETE_PENDING.
+    let x = create(&mut a, "doc.txt", ALL, 7, 2, 0x1000).await;
+    assert_eq!(x.status, NtStatus::SUCCESS);
+    let y = create(&mut b, "doc.txt", READ, 7, 1, 0).await;
+    assert_eq!(y.status, NtStatus::SUCCESS);
+    close(&mut a, x.fid(), 0).await;
+    assert!(dir.path().join("doc.txt").exists());
+    assert_eq!(
+        create(&mut a, "doc.txt", READ, 7, 1, 0).await.status,
+        NtStatus::DELETE_PENDING
+    );
+    close(&mut b, y.fid(), 0).await;
+    assert!(!dir.path().join("doc.txt").exists());
+
+    // DELETE_ON_CLOSE on a READONLY file.
+    let r = create_full(
+        &mut a,
+        CreateRequestBuilder {
+            impersonation_level: 2,
+            desired_access: ALL,
+            file_attributes: 0x1,
+            share_access: 7,
+            create_disposition: 2,
+            name: "ro.txt".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    close(&mut a, r.fid(), 0).await;
+    assert_eq!(
+        create(&mut a, "ro.txt", DELETE, 7, 1, 0x1000).await.status,
+        NtStatus::CANNOT_DELETE
+    );
+    // Writing a READONLY file is refused; MAXIMUM_ALLOWED drops the data write rights.
+    assert_eq!(
+        create(&mut a, "ro.txt", ALL, 7, 1, 0).await.status,
+        NtStatus::ACCESS_DENIED
+    );
+    let m = create(&mut a, "ro.txt", MAX_ALLOWED, 7, 1, 0).await;
+    assert_eq!(m.status, NtStatus::SUCCESS);
+    assert_eq!(
+        write(&mut a, m.fid(), 0, b"x").await.0,
+        NtStatus::ACCESS_DENIED
+    );
+    close(&mut a, m.fid(), 0).await;
+
+    // A dropped connection closes its opens (and runs delete-on-close).
+    let z = create(&mut b, "gone.txt", ALL, 7, 2, 0x1000).await;
+    assert_eq!(z.status, NtStatus::SUCCESS);
+    drop(b);
+    for _ in 0..100 {
+        if !dir.path().join("gone.txt").exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!dir.path().join("gone.txt").exists());
+}
+
+#[tokio::test]
+async fn read_write_limits_and_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let o = create(&mut c, "rw.bin", ALL, 7, 5, 0).await;
+    let f = o.fid();
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
+    // 200 KB needs a credit charge above 1 on 3.1.1: the raw client charges 1.
+    assert_eq!(
+        write(&mut c, f, 0, &data[..65536]).await,
+        (NtStatus::SUCCESS, 65536)
+    );
+    assert_eq!(write(&mut c, f, 65536, &data[65536..131072]).await.1, 65536);
+    assert_eq!(read(&mut c, f, 0, 65536, 0).await.1, &data[..65536]);
+    let (st, tail) = read(&mut c, f, 131000, 1000, 0).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_eq!(tail, &data[131000..131072]);
+    assert_eq!(
+        read(&mut c, f, 131072, 10, 0).await.0,
+        NtStatus::END_OF_FILE
+    );
+    assert_eq!(read(&mut c, f, 131072, 0, 0).await.0, NtStatus::SUCCESS);
+    assert_eq!(read(&mut c, f, 131072, 0, 1).await.0, NtStatus::END_OF_FILE);
+    assert_eq!(
+        read(&mut c, f, 131000, 100, 100).await.0,
+        NtStatus::END_OF_FILE
+    );
+    assert_eq!(
+        read(&mut c, f, i64::MAX as u64, 1, 0).await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        read(&mut c, f, 1u64 << 63, 0, 0).await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        write(&mut c, f, u64::MAX, b"x").await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        write(&mut c, f, i64::MAX as u64, b"").await,
+        (NtStatus::SUCCESS, 0)
+    );
+    assert_eq!(
+        write(&mut c, f, 0xfff_ffff_0000, b"x").await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+    // Over the credit charge: 65537 bytes with CreditCharge 1.
+    assert_eq!(
+        read(&mut c, f, 0, 65537, 0).await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+    // FLUSH.
+    let fl = FlushRequest {
+        file_id_persistent: f.0,
+        file_id_volatile: f.1,
+    }
+    .encode();
+    assert_eq!(
+        c.request(Command::Flush, &fl).await.status(),
+        NtStatus::SUCCESS
+    );
+    close(&mut c, f, 0).await;
+
+    // Access checks: read-only open cannot write or flush; write-only cannot read.
+    let r = create(&mut c, "rw.bin", READ, 7, 1, 0).await.fid();
+    assert_eq!(write(&mut c, r, 0, b"x").await.0, NtStatus::ACCESS_DENIED);
+    let fl = FlushRequest {
+        file_id_persistent: r.0,
+        file_id_volatile: r.1,
+    }
+    .encode();
+    assert_eq!(
+        c.request(Command::Flush, &fl).await.status(),
+        NtStatus::ACCESS_DENIED
+    );
+    close(&mut c, r, 0).await;
+    let w = create(&mut c, "rw.bin", 0x2, 7, 1, 0).await.fid();
+    assert_eq!(read(&mut c, w, 0, 1, 0).await.0, NtStatus::ACCESS_DENIED);
+    close(&mut c, w, 0).await;
+
+    // Bad FileId, malformed WRITE (DataOffset into the header, Length past the end).
+    assert_eq!(
+        read(&mut c, (1, 12345), 0, 1, 0).await.0,
+        NtStatus::FILE_CLOSED
+    );
+    let o = create(&mut c, "rw.bin", ALL, 7, 1, 0).await.fid();
+    let mut body = WriteRequest {
+        file_id_persistent: o.0,
+        file_id_volatile: o.1,
+        data: b"abc",
+        length: 3,
+        ..Default::default()
+    }
+    .encode();
+    body[2..4].copy_from_slice(&10u16.to_le_bytes());
+    assert_eq!(
+        c.request(Command::Write, &body).await.status(),
+        NtStatus::INVALID_PARAMETER
+    );
+    body[2..4].copy_from_slice(&112u16.to_le_bytes());
+    body[4..8].copy_from_slice(&1000u32.to_le_bytes());
+    assert_eq!(
+        c.request(Command::Write, &body).await.status(),
+        NtStatus::INVALID_PARAMETER
+    );
+    close(&mut c, o, 0).await;
+}
+
+#[tokio::test]
+async fn ipc_pipes() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    c.session_setup("user", "pass").await;
+    assert_eq!(c.tree_connect("IPC$").await.status(), NtStatus::SUCCESS);
+    assert_eq!(
+        create(&mut c, "nosuchpipe", 0x12019f, 7, 1, 0).await.status,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+    let p = create(&mut c, "srvsvc", 0x12019f, 7, 1, 0).await;
+    assert_eq!(p.status, NtStatus::SUCCESS);
+    let f = p.fid();
+    // Nothing written yet.
+    assert_eq!(read(&mut c, f, 0, 1024, 0).await.0, NtStatus(0xC000_00D9));
+    // DCE/RPC bind to srvsvc (4b324fc8-1670-01d3-1278-5a47bf6ee188 v3.0, NDR).
+    let mut bind = vec![5, 0, 11, 3, 0x10, 0, 0, 0];
+    bind.extend_from_slice(&72u16.to_le_bytes());
+    bind.extend_from_slice(&0u16.to_le_bytes());
+    bind.extend_from_slice(&1u32.to_le_bytes());
+    bind.extend_from_slice(&4280u16.to_le_bytes());
+    bind.extend_from_slice(&4280u16.to_le_bytes());
+    bind.extend_from_slice(&0u32.to_le_bytes());
+    bind.extend_from_slice(&[1, 0, 0, 0]);
+    bind.extend_from_slice(&0u16.to_le_bytes());
+    bind.extend_from_slice(&[1, 0]);
+    bind.extend_from_slice(&[
+        0xc8, 0x4f, 0x32, 0x4b, 0x70, 0x16, 0xd3, 0x01, 0x12, 0x78, 0x5a, 0x47, 0xbf, 0x6e, 0xe1,
+        0x88,
+    ]);
+    bind.extend_from_slice(&3u16.to_le_bytes());
+    bind.extend_from_slice(&0u16.to_le_bytes());
+    bind.extend_from_slice(&[
+        0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08, 0x00, 0x2b, 0x10, 0x48,
+        0x60,
+    ]);
+    bind.extend_from_slice(&2u32.to_le_bytes());
+    assert_eq!(bind.len(), 72);
+    assert_eq!(write(&mut c, f, 0, &bind).await, (NtStatus::SUCCESS, 72));
+    // Read the bind_ack in two pieces: the first says BUFFER_OVERFLOW.
+    let (st, part) = read(&mut c, f, 0, 10, 0).await;
+    assert_eq!(st, NtStatus::BUFFER_OVERFLOW);
+    assert_eq!(part.len(), 10);
+    assert_eq!(part[2], 12, "bind_ack");
+    let (st, rest) = read(&mut c, f, 0, 4096, 0).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    let frag_len = u16::from_le_bytes([part[8], part[9]]) as usize;
+    assert_eq!(10 + rest.len(), frag_len);
+    let fl = FlushRequest {
+        file_id_persistent: f.0,
+        file_id_volatile: f.1,
+    }
+    .encode();
+    assert_eq!(
+        c.request(Command::Flush, &fl).await.status(),
+        NtStatus::SUCCESS
+    );
+    assert_eq!(close(&mut c, f, 0).await.0, NtStatus::SUCCESS);
+}
