@@ -11,6 +11,7 @@ use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
 use smbx_wire::framing::{decode_frame_header, encode_frame_header, MAX_FRAME_LEN};
 use smbx_wire::header::{FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID};
 use smbx_wire::negotiate::{DIALECT_202, DIALECT_311};
+use smbx_wire::oplock::OplockBreak;
 use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -21,7 +22,6 @@ use tracing::{debug, trace, warn};
 
 use crate::credits::credit_request;
 use crate::error::{Error, Result};
-use crate::pdu_tmp::{decode_oplock_break, OplockBreak};
 use crate::protect::SessionSecurity;
 
 /// The MessageId of unsolicited server messages (oplock and lease breaks).
@@ -586,8 +586,8 @@ fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, shared: &Shared) {
     }
     if h.message_id == UNSOLICITED_ID {
         if verdict.is_ok() {
-            let ev = match decode_oplock_break(&msg) {
-                Some(b) if h.command == Command::OplockBreak as u16 => Event::OplockBreak(b),
+            let ev = match OplockBreak::decode(&msg) {
+                Ok(b) if h.command == Command::OplockBreak as u16 => Event::OplockBreak(b),
                 _ => Event::Other(Response { header: h, msg }),
             };
             if shared.events.try_send(ev).is_err() {
@@ -838,7 +838,7 @@ mod tests {
         match events.recv().await.unwrap() {
             Event::OplockBreak(b) => {
                 assert_eq!(b.oplock_level, 1);
-                assert_eq!((b.file_id.persistent, b.file_id.volatile), (5, 6));
+                assert_eq!(crate::file::FileId::from_bytes(b.file_id).volatile, 6);
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -4,14 +4,92 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::future::try_join_all;
-use smbx_wire::{Command, NtStatus, Writer};
+use smbx_wire::close::{CloseRequest, CloseResponse, FlushRequest, CLOSE_FLAG_POSTQUERY_ATTRIB};
+use smbx_wire::create::CreateRequestBuilder;
+use smbx_wire::fscc::file::FILE_ALL_INFORMATION;
+use smbx_wire::query_info::{QueryInfoRequest, SMB2_0_INFO_FILE};
+use smbx_wire::rw::{decode_write_response, ReadRequest, ReadResponse, WriteRequest};
+use smbx_wire::set_info::{
+    SetInfoRequest, FILE_DISPOSITION_INFORMATION, FILE_END_OF_FILE_INFORMATION,
+};
+use smbx_wire::{Command, NtStatus};
 
 use crate::conn::Request;
 use crate::credits::charge_for;
 use crate::error::{Error, Result};
 use crate::info::FileInfo;
-use crate::pdu_tmp::{self, CreateRequest, FileId};
 use crate::tree::Tree;
+
+/// Output buffer size of one FileAllInformation query.
+pub(crate) const INFO_BUFFER: u32 = 4096;
+
+/// A 16-byte SMB2_FILEID: persistent and volatile halves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FileId {
+    /// Persistent part.
+    pub persistent: u64,
+    /// Volatile part.
+    pub volatile: u64,
+}
+
+impl FileId {
+    /// The all-ones id that means "the file opened earlier in this related compound".
+    pub const RELATED: FileId = FileId {
+        persistent: u64::MAX,
+        volatile: u64::MAX,
+    };
+
+    /// The 16 wire bytes.
+    pub fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.persistent.to_le_bytes());
+        b[8..].copy_from_slice(&self.volatile.to_le_bytes());
+        b
+    }
+
+    /// From the 16 wire bytes.
+    pub fn from_bytes(b: [u8; 16]) -> FileId {
+        let (p, v) = b.split_at(8);
+        FileId {
+            persistent: u64::from_le_bytes(p.try_into().expect("8 bytes")),
+            volatile: u64::from_le_bytes(v.try_into().expect("8 bytes")),
+        }
+    }
+}
+
+/// The bodies of the handle-based requests.
+pub(crate) fn close_body(id: FileId, flags: u16) -> Vec<u8> {
+    CloseRequest {
+        flags,
+        file_id_persistent: id.persistent,
+        file_id_volatile: id.volatile,
+    }
+    .encode()
+}
+
+pub(crate) fn query_info_body(id: FileId, info_type: u8, class: u8, output: u32) -> Vec<u8> {
+    QueryInfoRequest {
+        info_type,
+        info_class: class,
+        output_buffer_length: output,
+        input: &[],
+        additional_information: 0,
+        flags: 0,
+        file_id: id.to_bytes(),
+    }
+    .encode()
+}
+
+pub(crate) fn set_info_body(id: FileId, info_type: u8, class: u8, buffer: &[u8]) -> Vec<u8> {
+    SetInfoRequest {
+        info_type,
+        info_class: class,
+        additional_information: 0,
+        file_id: id.to_bytes(),
+        buffer,
+    }
+    .encode()
+}
 
 /// Access mask bits ([MS-SMB2] 2.2.13.1).
 pub mod access {
@@ -216,7 +294,7 @@ impl OpenOptions {
         self
     }
 
-    pub(crate) fn to_request(&self, name: String) -> CreateRequest {
+    pub(crate) fn to_request(&self, name: String) -> CreateRequestBuilder {
         let mut desired = self.access | access::SYNCHRONIZE | access::READ_ATTRIBUTES;
         if self.read {
             desired |= access::READ_DATA | access::READ_EA;
@@ -236,13 +314,13 @@ impl OpenOptions {
                     (false, false, true) => disposition::OVERWRITE,
                     (false, false, false) => disposition::OPEN,
                 });
-        CreateRequest {
+        CreateRequestBuilder {
             oplock_level: 0,
-            impersonation: 2,
+            impersonation_level: 2,
             desired_access: desired,
             file_attributes: self.attributes,
             share_access: self.share,
-            disposition,
+            create_disposition: disposition,
             create_options: self.options,
             name,
             contexts: Vec::new(),
@@ -328,23 +406,33 @@ impl File {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let mut req = Request::new(
-            Command::Read,
-            pdu_tmp::encode_read(self.id, offset, len as u32, 0),
-            self.tree.id(),
-        );
+        let body = ReadRequest {
+            padding: 0x50,
+            length: len as u32,
+            offset,
+            file_id_persistent: self.id.persistent,
+            file_id_volatile: self.id.volatile,
+            ..Default::default()
+        }
+        .encode();
+        let mut req = Request::new(Command::Read, body, self.tree.id());
         req.charge = charge_for(len, self.tree.large_mtu());
         let resp = self.tree.call(req).await?;
         if resp.status() == NtStatus::END_OF_FILE {
             return Ok(Vec::new());
         }
         let resp = resp.ok()?;
-        let range = pdu_tmp::decode_read_response(&resp.msg)?;
-        if range.len() > len {
-            return Err(Error::Protocol(
-                "server returned more data than asked".into(),
-            ));
-        }
+        let range = {
+            let data = ReadResponse::decode(&resp.msg)?.data;
+            if data.len() > len {
+                return Err(Error::Protocol(
+                    "server returned more data than asked".into(),
+                ));
+            }
+            // The data lies inside the message: keep the buffer, drop the headers.
+            let start = data.as_ptr() as usize - resp.msg.as_ptr() as usize;
+            start..start + data.len()
+        };
         let mut msg = resp.msg;
         msg.truncate(range.end);
         msg.drain(..range.start);
@@ -367,12 +455,19 @@ impl File {
     }
 
     async fn write_chunk(&self, offset: u64, data: &[u8]) -> Result<usize> {
-        let mut w = Writer::with_capacity(pdu_tmp::WRITE_FIXED + data.len().max(1));
-        pdu_tmp::encode_write_into(&mut w, self.id, offset, data, 0);
-        let mut req = Request::new(Command::Write, w.into_vec(), self.tree.id());
+        let body = WriteRequest {
+            offset,
+            file_id_persistent: self.id.persistent,
+            file_id_volatile: self.id.volatile,
+            length: data.len() as u32,
+            data,
+            ..Default::default()
+        }
+        .encode();
+        let mut req = Request::new(Command::Write, body, self.tree.id());
         req.charge = charge_for(data.len(), self.tree.large_mtu());
         let resp = self.tree.call(req).await?.ok()?;
-        let n = pdu_tmp::decode_write_response(&resp.msg)? as usize;
+        let n = decode_write_response(&resp.msg)? as usize;
         if n != data.len() {
             return Err(Error::Protocol(format!(
                 "short write: {n} of {} bytes",
@@ -384,71 +479,59 @@ impl File {
 
     /// FLUSH: asks the server to commit the file's data.
     pub async fn flush(&self) -> Result<()> {
-        let req = Request::new(
-            Command::Flush,
-            pdu_tmp::encode_flush(self.id),
-            self.tree.id(),
-        );
-        self.tree.call(req).await?.ok()?;
+        let body = FlushRequest {
+            file_id_persistent: self.id.persistent,
+            file_id_volatile: self.id.volatile,
+        }
+        .encode();
+        self.tree
+            .call(Request::new(Command::Flush, body, self.tree.id()))
+            .await?
+            .ok()?;
         Ok(())
     }
 
     /// QUERY_INFO FileAllInformation on the open handle.
     pub async fn stat(&self) -> Result<FileInfo> {
-        let req = Request::new(
-            Command::QueryInfo,
-            pdu_tmp::encode_query_info(
-                self.id,
-                pdu_tmp::INFO_FILE,
-                pdu_tmp::FILE_ALL_INFORMATION,
-                4096,
-            ),
-            self.tree.id(),
-        );
-        let resp = self.tree.call(req).await?;
+        let body = query_info_body(self.id, SMB2_0_INFO_FILE, FILE_ALL_INFORMATION, INFO_BUFFER);
+        let resp = self
+            .tree
+            .call(Request::new(Command::QueryInfo, body, self.tree.id()))
+            .await?;
         Tree::decode_all_info(resp)
     }
 
     /// Sets the end of file (truncates or extends).
     pub async fn set_len(&self, size: u64) -> Result<()> {
-        self.set_info(
-            pdu_tmp::FILE_END_OF_FILE_INFORMATION,
-            &pdu_tmp::encode_end_of_file_info(size),
-        )
-        .await
+        self.set_info(FILE_END_OF_FILE_INFORMATION, &size.to_le_bytes())
+            .await
     }
 
     /// Marks the file for deletion when the last handle closes (FileDispositionInformation).
     pub async fn set_delete_pending(&self, yes: bool) -> Result<()> {
-        self.set_info(
-            pdu_tmp::FILE_DISPOSITION_INFORMATION,
-            &pdu_tmp::encode_disposition_info(yes),
-        )
-        .await
+        self.set_info(FILE_DISPOSITION_INFORMATION, &[yes as u8])
+            .await
     }
 
     async fn set_info(&self, class: u8, buf: &[u8]) -> Result<()> {
-        let req = Request::new(
-            Command::SetInfo,
-            pdu_tmp::encode_set_info(self.id, pdu_tmp::INFO_FILE, class, buf),
-            self.tree.id(),
-        );
-        self.tree.call(req).await?.ok()?;
+        let body = set_info_body(self.id, SMB2_0_INFO_FILE, class, buf);
+        self.tree
+            .call(Request::new(Command::SetInfo, body, self.tree.id()))
+            .await?
+            .ok()?;
         Ok(())
     }
 
     /// CLOSE, returning the final metadata.
     pub async fn close(self) -> Result<FileInfo> {
         self.closed.store(true, Ordering::Relaxed);
-        let req = Request::new(
-            Command::Close,
-            pdu_tmp::encode_close(self.id, pdu_tmp::CLOSE_FLAG_POSTQUERY_ATTRIB),
-            self.tree.id(),
-        );
-        let resp = self.tree.call(req).await?.ok()?;
-        Ok(FileInfo::from_times(&pdu_tmp::decode_close_response(
-            &resp.msg,
-        )?))
+        let body = close_body(self.id, CLOSE_FLAG_POSTQUERY_ATTRIB);
+        let resp = self
+            .tree
+            .call(Request::new(Command::Close, body, self.tree.id()))
+            .await?
+            .ok()?;
+        Ok(FileInfo::from_close(&CloseResponse::decode(&resp.msg)?))
     }
 }
 
@@ -461,7 +544,7 @@ impl Drop for File {
             let tree = self.tree.clone();
             let id = self.id;
             rt.spawn(async move {
-                let req = Request::new(Command::Close, pdu_tmp::encode_close(id, 0), tree.id());
+                let req = Request::new(Command::Close, close_body(id, 0), tree.id());
                 let _ = tree.call(req).await;
             });
         }
@@ -474,7 +557,7 @@ mod tests {
 
     #[test]
     fn dispositions_follow_std_semantics() {
-        let d = |o: OpenOptions| o.to_request(String::new()).disposition;
+        let d = |o: OpenOptions| o.to_request(String::new()).create_disposition;
         assert_eq!(d(OpenOptions::read_only()), disposition::OPEN);
         assert_eq!(d(OpenOptions::create_truncate()), disposition::OVERWRITE_IF);
         assert_eq!(
@@ -491,5 +574,20 @@ mod tests {
         assert_ne!(r.desired_access & access::WRITE_DATA, 0);
         assert_eq!(r.desired_access & access::READ_DATA, 0);
         assert_ne!(r.create_options & create_options::DELETE_ON_CLOSE, 0);
+    }
+}
+
+#[cfg(test)]
+mod file_id_tests {
+    use super::*;
+
+    #[test]
+    fn file_id_bytes() {
+        let id = FileId {
+            persistent: 0x0102,
+            volatile: u64::MAX - 1,
+        };
+        assert_eq!(FileId::from_bytes(id.to_bytes()), id);
+        assert_eq!(FileId::RELATED.to_bytes(), [0xff; 16]);
     }
 }

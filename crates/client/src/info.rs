@@ -4,7 +4,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smbx_wire::time::EPOCH_DIFF_SECS;
 
-use crate::pdu_tmp::{AllInformation, DirectoryEntry, FileTimes};
+use smbx_wire::close::CloseResponse;
+use smbx_wire::create::CreateResponse;
+use smbx_wire::fscc::dir::DecodedDirEntry;
+use smbx_wire::fscc::file::All;
 
 /// FILE_ATTRIBUTE_READONLY.
 pub const ATTR_READONLY: u32 = 0x0001;
@@ -73,25 +76,44 @@ impl FileInfo {
         filetime_to_system(self.last_access_time)
     }
 
-    pub(crate) fn from_times(t: &FileTimes) -> FileInfo {
+    pub(crate) fn from_create(c: &CreateResponse) -> FileInfo {
         FileInfo {
-            size: t.end_of_file,
-            allocation_size: t.allocation_size,
-            attributes: t.file_attributes,
-            creation_time: t.creation_time,
-            last_access_time: t.last_access_time,
-            last_write_time: t.last_write_time,
-            change_time: t.change_time,
+            size: c.end_of_file,
+            allocation_size: c.allocation_size,
+            attributes: c.file_attributes,
+            creation_time: c.creation_time,
+            last_access_time: c.last_access_time,
+            last_write_time: c.last_write_time,
+            change_time: c.change_time,
             ..Default::default()
         }
     }
 
-    pub(crate) fn from_all(a: &AllInformation) -> FileInfo {
+    pub(crate) fn from_close(c: &CloseResponse) -> FileInfo {
         FileInfo {
-            number_of_links: a.number_of_links,
+            size: c.end_of_file,
+            allocation_size: c.allocation_size,
+            attributes: c.file_attributes,
+            creation_time: c.creation_time,
+            last_access_time: c.last_access_time,
+            last_write_time: c.last_write_time,
+            change_time: c.change_time,
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn from_all(a: &All) -> FileInfo {
+        FileInfo {
+            size: a.standard.end_of_file,
+            allocation_size: a.standard.allocation_size,
+            attributes: a.attributes,
+            creation_time: a.times.creation,
+            last_access_time: a.times.last_access,
+            last_write_time: a.times.last_write,
+            change_time: a.times.change,
+            number_of_links: a.standard.number_of_links,
             index_number: a.index_number,
-            delete_pending: a.delete_pending,
-            ..FileInfo::from_times(&a.times)
+            delete_pending: a.standard.delete_pending,
         }
     }
 }
@@ -113,11 +135,18 @@ impl DirEntry {
         self.info.is_dir()
     }
 
-    pub(crate) fn from_wire(e: DirectoryEntry) -> DirEntry {
+    pub(crate) fn from_wire(e: DecodedDirEntry) -> DirEntry {
         DirEntry {
             info: FileInfo {
+                size: e.end_of_file,
+                allocation_size: e.allocation_size,
+                attributes: e.attributes,
+                creation_time: e.times.creation,
+                last_access_time: e.times.last_access,
+                last_write_time: e.times.last_write,
+                change_time: e.times.change,
                 index_number: e.file_id,
-                ..FileInfo::from_times(&e.times)
+                ..Default::default()
             },
             name: e.name,
             short_name: e.short_name,

@@ -10,15 +10,23 @@ use crate::client::Session;
 use crate::conn::{Request, Response};
 use crate::credits::charge_for;
 use crate::error::{Error, Result};
-use crate::file::{access, create_options, disposition, share, File, OpenOptions};
+use crate::file::{
+    access, close_body, create_options, disposition, query_info_body, set_info_body, share, File,
+    FileId, OpenOptions, INFO_BUFFER,
+};
 use crate::info::{DirEntry, FileInfo};
-use crate::pdu_tmp::{self, CreateRequest, CreateResponse, FileId};
+use smbx_wire::create::{CreateRequestBuilder, CreateResponse};
+use smbx_wire::fscc::dir::{decode_id_both_entries, FILE_ID_BOTH_DIRECTORY_INFORMATION};
+use smbx_wire::fscc::file::{decode_all, FILE_ALL_INFORMATION};
+use smbx_wire::query_directory::{
+    decode_output_response, QueryDirectoryRequest, SMB2_RESTART_SCANS,
+};
+use smbx_wire::query_info::SMB2_0_INFO_FILE;
+use smbx_wire::set_info::{FileRenameInfo, FILE_DISPOSITION_INFORMATION, FILE_RENAME_INFORMATION};
 use smbx_wire::simple::encode_simple;
 
 /// Output buffer size of one QUERY_DIRECTORY.
 const DIR_BUFFER: u32 = 65536;
-/// Output buffer size of one FileAllInformation query.
-const INFO_BUFFER: u32 = 4096;
 
 struct TreeInner {
     session: Session,
@@ -129,14 +137,14 @@ impl Tree {
         Ok(v)
     }
 
-    fn create_req(&self, req: CreateRequest) -> Request {
+    fn create_req(&self, req: CreateRequestBuilder) -> Request {
         Request::new(Command::Create, req.encode(), self.inner.id)
     }
 
     fn close_req(&self) -> Request {
         Request::new(
             Command::Close,
-            pdu_tmp::encode_close(FileId::RELATED, 0),
+            close_body(FileId::RELATED, 0),
             self.inner.id,
         )
     }
@@ -148,8 +156,11 @@ impl Tree {
         let cr = CreateResponse::decode(&resp.msg)?;
         Ok(File::new(
             self.clone(),
-            cr.file_id,
-            FileInfo::from_times(&cr.info),
+            FileId {
+                persistent: cr.file_id_persistent,
+                volatile: cr.file_id_volatile,
+            },
+            FileInfo::from_create(&cr),
             cr.create_action,
         ))
     }
@@ -196,19 +207,18 @@ impl Tree {
 
     async fn list_handle(&self, id: FileId, pattern: &str) -> Result<Vec<DirEntry>> {
         let mut out = Vec::new();
-        let mut flags = pdu_tmp::QD_RESTART_SCANS;
+        let mut flags = SMB2_RESTART_SCANS;
         loop {
-            let mut req = Request::new(
-                Command::QueryDirectory,
-                pdu_tmp::encode_query_directory(
-                    id,
-                    pdu_tmp::FILE_ID_BOTH_DIRECTORY_INFORMATION,
-                    flags,
-                    pattern,
-                    DIR_BUFFER,
-                ),
-                self.inner.id,
-            );
+            let body = QueryDirectoryRequest {
+                info_class: FILE_ID_BOTH_DIRECTORY_INFORMATION,
+                flags,
+                file_index: 0,
+                file_id: id.to_bytes(),
+                pattern: pattern.to_string(),
+                output_buffer_length: DIR_BUFFER,
+            }
+            .encode();
+            let mut req = Request::new(Command::QueryDirectory, body, self.inner.id);
             req.charge = charge_for(DIR_BUFFER as usize, self.large_mtu());
             flags = 0;
             let resp = self.call(req).await?;
@@ -216,11 +226,11 @@ impl Tree {
                 return Ok(out);
             }
             let resp = resp.ok()?;
-            let range = pdu_tmp::decode_output_buffer(&resp.msg)?;
-            if range.is_empty() {
+            let buf = decode_output_response(&resp.msg)?;
+            if buf.is_empty() {
                 return Ok(out);
             }
-            for e in pdu_tmp::decode_id_both_directory(&resp.msg[range])? {
+            for e in decode_id_both_entries(buf)? {
                 if e.name != "." && e.name != ".." {
                     out.push(DirEntry::from_wire(e));
                 }
@@ -242,10 +252,8 @@ impl Tree {
                     })
                 })?;
         }
-        let range = pdu_tmp::decode_output_buffer(&resp.msg)?;
-        Ok(FileInfo::from_all(&pdu_tmp::decode_all_information(
-            &resp.msg[range],
-        )?))
+        let buf = decode_output_response(&resp.msg)?;
+        Ok(FileInfo::from_all(&decode_all(buf)?))
     }
 
     /// Metadata of `path`: one compound of CREATE, QUERY_INFO (FileAllInformation), CLOSE.
@@ -255,10 +263,10 @@ impl Tree {
             .to_request(smb_path(path));
         let query = Request::new(
             Command::QueryInfo,
-            pdu_tmp::encode_query_info(
+            query_info_body(
                 FileId::RELATED,
-                pdu_tmp::INFO_FILE,
-                pdu_tmp::FILE_ALL_INFORMATION,
+                SMB2_0_INFO_FILE,
+                FILE_ALL_INFORMATION,
                 INFO_BUFFER,
             ),
             self.inner.id,
@@ -320,11 +328,11 @@ impl Tree {
             .to_request(smb_path(path));
         let set = Request::new(
             Command::SetInfo,
-            pdu_tmp::encode_set_info(
+            set_info_body(
                 FileId::RELATED,
-                pdu_tmp::INFO_FILE,
-                pdu_tmp::FILE_DISPOSITION_INFORMATION,
-                &pdu_tmp::encode_disposition_info(true),
+                SMB2_0_INFO_FILE,
+                FILE_DISPOSITION_INFORMATION,
+                &[1],
             ),
             self.inner.id,
         );
@@ -344,11 +352,16 @@ impl Tree {
             .to_request(smb_path(from));
         let set = Request::new(
             Command::SetInfo,
-            pdu_tmp::encode_set_info(
+            set_info_body(
                 FileId::RELATED,
-                pdu_tmp::INFO_FILE,
-                pdu_tmp::FILE_RENAME_INFORMATION,
-                &pdu_tmp::encode_rename_info(&smb_path(to), replace),
+                SMB2_0_INFO_FILE,
+                FILE_RENAME_INFORMATION,
+                &FileRenameInfo {
+                    replace_if_exists: replace,
+                    root_directory: 0,
+                    file_name: smb_path(to),
+                }
+                .encode(),
             ),
             self.inner.id,
         );
