@@ -22,6 +22,7 @@ use smbx_wire::query_directory::{
     decode_output_response, QueryDirectoryRequest, SMB2_RESTART_SCANS,
 };
 use smbx_wire::query_info::SMB2_0_INFO_FILE;
+use smbx_wire::rw::{ReadRequest, ReadResponse};
 use smbx_wire::set_info::{FileRenameInfo, FILE_DISPOSITION_INFORMATION, FILE_RENAME_INFORMATION};
 use smbx_wire::simple::encode_simple;
 
@@ -184,6 +185,50 @@ impl Tree {
         let data = r?;
         c?;
         Ok(data)
+    }
+
+    /// Reads up to `max_len` bytes from the start of `path` in one round trip: a related
+    /// compound of CREATE, READ and CLOSE. `max_len` is capped at the server's MaxReadSize.
+    pub async fn read_small(&self, path: &str, max_len: usize) -> Result<Vec<u8>> {
+        let len = max_len.min(self.max_read() as usize);
+        let open = OpenOptions::read_only().to_request(smb_path(path));
+        let read_body = ReadRequest {
+            padding: 0x50,
+            length: len as u32,
+            file_id_persistent: FileId::RELATED.persistent,
+            file_id_volatile: FileId::RELATED.volatile,
+            ..Default::default()
+        }
+        .encode();
+        let mut read = Request::new(Command::Read, read_body, self.inner.id);
+        read.charge = charge_for(len, self.large_mtu());
+        let mut v = self
+            .compound(vec![self.create_req(open), read, self.close_req()])
+            .await?;
+        if v.len() != 3 {
+            return Err(Error::Protocol(
+                "compound answered with the wrong count".into(),
+            ));
+        }
+        let create = &v[0];
+        if create.header.status.is_error() {
+            return Err(Error::Status {
+                status: create.header.status,
+                command: create.header.command,
+            });
+        }
+        let read = v.swap_remove(1);
+        if read.status() == NtStatus::END_OF_FILE {
+            return Ok(Vec::new());
+        }
+        let read = read.ok()?;
+        let data = ReadResponse::decode(&read.msg)?.data;
+        if data.len() > len {
+            return Err(Error::Protocol(
+                "server returned more data than asked".into(),
+            ));
+        }
+        Ok(data.to_vec())
     }
 
     /// Lists a directory (FileIdBothDirectoryInformation), without `.` and `..`.

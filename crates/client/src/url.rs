@@ -132,6 +132,37 @@ impl SmbUrl {
     }
 }
 
+impl SmbUrl {
+    /// Connects to the URL's server, logs on and connects its share. The password comes
+    /// from the URL, else from `password`; without a user the logon is anonymous. Returns
+    /// the tree and the path inside the share.
+    pub async fn open(
+        &self,
+        password: Option<&str>,
+        options: crate::ClientOptions,
+    ) -> Result<(crate::Tree, String)> {
+        let share = self
+            .share
+            .as_deref()
+            .ok_or_else(|| Error::InvalidArgument("the URL names no share".into()))?;
+        let client = crate::Client::connect(&self.addr(), options).await?;
+        let session = match &self.user {
+            Some(user) => {
+                let pw = self
+                    .password
+                    .as_deref()
+                    .or(password)
+                    .ok_or_else(|| Error::InvalidArgument(format!("no password for {user}")))?;
+                let domain = self.domain.as_deref().unwrap_or("");
+                client.login(user, pw, domain).await?
+            }
+            None => client.login_anonymous().await?,
+        };
+        let tree = session.tree(share).await?;
+        Ok((tree, self.path.clone()))
+    }
+}
+
 impl std::str::FromStr for SmbUrl {
     type Err = Error;
     fn from_str(s: &str) -> Result<SmbUrl> {

@@ -40,3 +40,8 @@ async fn many_requests_in_flight() {
 async fn big_round_trip_opt_in() {
     scenarios::big_round_trip_opt_in(start_smbx).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn url_and_compound_read() {
+    scenarios::url_and_compound_read(start_smbx).await;
+}

@@ -314,6 +314,38 @@ pub async fn many_requests_in_flight(start: fn(&str) -> Server) {
     assert!(c.connection().credits_available() > 1);
 }
 
+/// A URL opens a tree; open+read+close runs as one compound.
+pub async fn url_and_compound_read(start: fn(&str) -> Server) {
+    let server = start("");
+    let url = smbx_client::SmbUrl::parse(&format!(
+        "smb://{USER}@127.0.0.1:{}/share/sub%20dir/f.txt",
+        server.port
+    ))
+    .unwrap();
+    let (tree, path) = url
+        .open(Some(PASSWORD), ClientOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(path, "sub dir/f.txt");
+    tree.mkdir("sub dir").await.unwrap();
+    let data = random_bytes(200_000);
+    tree.write_file(&path, &data).await.unwrap();
+    assert_eq!(tree.read_small(&path, 1 << 20).await.unwrap(), data);
+    assert_eq!(tree.read_small(&path, 10).await.unwrap(), &data[..10]);
+    tree.write_file("empty", b"").await.unwrap();
+    assert!(tree.read_small("empty", 100).await.unwrap().is_empty());
+    let e = tree.read_small("missing", 100).await.unwrap_err();
+    assert!(e.is_status(NtStatus::OBJECT_NAME_NOT_FOUND), "{e}");
+    // A wrong password in the URL is the server's refusal, by name.
+    let bad = smbx_client::SmbUrl::parse(&format!(
+        "smb://{USER}:nope@127.0.0.1:{}/share",
+        server.port
+    ))
+    .unwrap();
+    let e = bad.open(None, ClientOptions::default()).await.unwrap_err();
+    assert_eq!(e.to_string(), "STATUS_LOGON_FAILURE");
+}
+
 /// Opt-in (SMBX_CLIENT_BIG=1): 64 MiB round trip per dialect, signed and sealed.
 pub async fn big_round_trip_opt_in(start: fn(&str) -> Server) {
     if std::env::var("SMBX_CLIENT_BIG").is_err() {
