@@ -57,6 +57,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 _ => return Err(NtStatus::INVALID_PARAMETER),
             }
             check_lock_conflict(&open, offset, w.data.len() as u64, true)?;
+            // A write breaks LEVEL_II oplocks / read leases of other opens to NONE
+            // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited.
+            crate::state::oplock::break_level2(ctx.server, &f.file, f.entry_id).await;
             let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
                 || f.create_options & FILE_WRITE_THROUGH != 0;
             let handle = &f.handle;
