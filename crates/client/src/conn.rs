@@ -26,8 +26,6 @@ use crate::protect::SessionSecurity;
 
 /// The MessageId of unsolicited server messages (oplock and lease breaks).
 const UNSOLICITED_ID: u64 = u64::MAX;
-/// Frames queued for the writer task before senders wait.
-const WRITE_QUEUE: usize = 1024;
 /// Events buffered before further ones are dropped.
 const EVENT_QUEUE: usize = 256;
 
@@ -157,7 +155,10 @@ impl Shared {
 /// A connection to one server.
 pub struct Connection {
     shared: Arc<Shared>,
-    writer: mpsc::Sender<Vec<u8>>,
+    /// Unbounded so that nothing awaits between spending MessageIds and queueing the frame
+    /// (a cancelled caller must not leave a hole in the server's window); the credit
+    /// window bounds what can be queued.
+    writer: mpsc::UnboundedSender<Vec<u8>>,
     events: Mutex<Option<mpsc::Receiver<Event>>>,
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
@@ -201,7 +202,7 @@ impl Connection {
             max_credits: max_credits.max(1),
             events: events_tx,
         });
-        let (wtx, wrx) = mpsc::channel(WRITE_QUEUE);
+        let (wtx, wrx) = mpsc::unbounded_channel();
         let reader = tokio::spawn(reader_task(rd, shared.clone()));
         let writer = tokio::spawn(writer_task(wr, wrx, shared.clone()));
         Connection {
@@ -411,21 +412,37 @@ impl Connection {
         }
         let frame_len = buf.len() - 4;
         buf[..4].copy_from_slice(&encode_frame_header(frame_len)?);
-        if self.writer.send(buf).await.is_err() {
+        if self.writer.send(buf).is_err() {
             return Err(self.closed_error());
         }
 
         let mut out = Vec::with_capacity(n);
         for rx in rxs {
             let r = match self.timeout {
-                Some(d) => tokio::time::timeout(d, rx)
-                    .await
-                    .map_err(|_| Error::Timeout)?,
+                Some(d) => match tokio::time::timeout(d, rx).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        self.forget(&ids[out.len()..]);
+                        return Err(Error::Timeout);
+                    }
+                },
                 None => rx.await,
             };
             out.push(r.map_err(|_| self.closed_error())??);
         }
         Ok((out, sent))
+    }
+
+    /// Stops waiting for these MessageIds (after a timeout); their credits stay spent.
+    fn forget(&self, ids: &[(u64, u16)]) {
+        let mut t = self.shared.table.lock().expect("table lock");
+        for (id, _) in ids {
+            if let Some(p) = t.pending.remove(id) {
+                self.shared
+                    .in_flight
+                    .fetch_sub(p.charge as usize, Ordering::Relaxed);
+            }
+        }
     }
 
     fn closed_error(&self) -> Error {
@@ -455,7 +472,11 @@ impl Connection {
     }
 }
 
-async fn writer_task(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, shared: Arc<Shared>) {
+async fn writer_task(
+    wr: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    shared: Arc<Shared>,
+) {
     let mut w = BufWriter::with_capacity(256 * 1024, wr);
     while let Some(frame) = rx.recv().await {
         let mut res = w.write_all(&frame).await;
@@ -888,6 +909,42 @@ mod tests {
             Err(Error::Crypto(_))
         ));
         drop(server.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn timeout_forgets_the_request() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_millis(200)));
+        let mut srv = s.unwrap().0;
+        let e = conn
+            .call(
+                Request::new(Command::Echo, encode_simple(), 0),
+                &Route::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Timeout), "{e}");
+        assert!(conn.shared.table.lock().unwrap().pending.is_empty());
+        assert_eq!(conn.shared.in_flight.load(Ordering::Relaxed), 0);
+        // A late answer is dropped quietly, and its credits still count.
+        let f = read_frame(&mut srv).await;
+        let h = Header::decode(&f).unwrap();
+        write_frame(
+            &mut srv,
+            &response(&h, NtStatus::SUCCESS, 2, 0, &encode_simple()),
+        )
+        .await;
+        let granted = async {
+            while conn.credits_available() < 2 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), granted)
+            .await
+            .expect("the late response's credits were never added");
+        assert!(!conn.is_closed());
     }
 
     #[tokio::test]
