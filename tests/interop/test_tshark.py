@@ -7,9 +7,10 @@ the negotiated dialect on the wire must be the one that was asked for.
 
 from __future__ import annotations
 
+import select
 import shutil
+import socket
 import subprocess
-import time
 
 import pytest
 
@@ -20,34 +21,51 @@ pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark n
 WIRE_DIALECT = {"SMB2_02": "0x0202", "SMB2_10": "0x0210", "SMB3_00": "0x0300", "SMB3_02": "0x0302", "SMB3_11": "0x0311"}
 
 
-def _capture(port, pcap):
-    proc = subprocess.Popen(
-        ["tshark", "-i", "lo", "-f", f"tcp port {port}", "-w", str(pcap), "-q"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    # Wait until tshark reports that it is capturing (bounded).
-    deadline = time.monotonic() + 30
-    seen = ""
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        seen += line
-        if "Capturing on" in line:
-            return proc
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    pytest.fail(f"tshark did not start capturing: {seen}")
+class _Capture:
+    """tshark writing a capture of one TCP port on lo.
 
+    Synchronisation is by observation, not by sleeping: probe connections
+    are made until tshark prints one (-P), both after starting and before
+    stopping, so no packet of the session under test is missed."""
 
-def _stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    def __init__(self, port, pcap):
+        self.port = port
+        self.proc = subprocess.Popen(
+            ["tshark", "-i", "lo", "-f", f"tcp port {port}", "-w", str(pcap), "-P", "-l"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._sync()
+
+    def _sync(self):
+        for _ in range(120):
+            if self.proc.poll() is not None:
+                pytest.fail("tshark exited")
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5):
+                pass
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if ready:
+                # Drain everything printed so far.
+                while select.select([self.proc.stdout], [], [], 0.2)[0]:
+                    if not self.proc.stdout.readline():
+                        break
+                return
+        self.stop()
+        pytest.fail("tshark did not see probe connections")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def finish(self):
+        self._sync()
+        self.stop()
 
 
 def _fields(pcap, port, display_filter, fields):
@@ -64,7 +82,7 @@ def test_dissector_finds_no_errors(smbx, tmp_path, dialect):
     pcap = tmp_path / "cap.pcapng"
     src = tmp_path / "f.bin"
     src.write_bytes(bytes(range(256)) * 1024)
-    cap = _capture(smbx.port, pcap)
+    cap = _Capture(smbx.port, pcap)
     try:
         res = smbclient(
             smbx,
@@ -74,11 +92,10 @@ def test_dissector_finds_no_errors(smbx, tmp_path, dialect):
             dialect=dialect,
             protection="sign",
         )
-    finally:
-        # tshark writes what it has seen when it is stopped; give the last
-        # packets a moment to be read from the capture buffer.
-        time.sleep(1)
-        _stop(cap)
+    except BaseException:
+        cap.stop()
+        raise
+    cap.finish()
     assert res.ok(), res.describe()
 
     smb2 = _fields(pcap, smbx.port, "smb2", ["frame.number"])
