@@ -272,6 +272,29 @@ pub fn decode_write_response(msg: &[u8]) -> Result<u32, WireError> {
     r.u32()
 }
 
+impl WriteRequest<'_> {
+    /// Appends the body to `w` (client side), so a caller can build it after reserved
+    /// headroom without another copy of the data. Same bytes as [`WriteRequest::encode`].
+    pub fn encode_into(&self, w: &mut Writer) {
+        w.u16(49)
+            .u16((HEADER_SIZE + WRITE_FIXED) as u16)
+            .u32(self.data.len() as u32)
+            .u64(self.offset)
+            .u64(self.file_id_persistent)
+            .u64(self.file_id_volatile)
+            .u32(self.channel)
+            .u32(self.remaining_bytes)
+            .u16(0)
+            .u16(0)
+            .u32(self.flags);
+        if self.data.is_empty() {
+            w.u8(0);
+        } else {
+            w.bytes(self.data);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,5 +366,29 @@ mod tests {
             decode_write_response(&msg(&encode_write_response(5))).unwrap(),
             5
         );
+    }
+}
+
+#[cfg(test)]
+mod encode_into_tests {
+    use super::*;
+
+    #[test]
+    fn encode_into_matches_encode() {
+        for data in [&b""[..], &b"payload"[..]] {
+            let req = WriteRequest {
+                offset: 7,
+                file_id_persistent: 1,
+                file_id_volatile: 2,
+                flags: WRITEFLAG_WRITE_THROUGH,
+                length: data.len() as u32,
+                data,
+                ..Default::default()
+            };
+            let mut w = Writer::new();
+            w.bytes(&[0xAA; 3]);
+            req.encode_into(&mut w);
+            assert_eq!(&w.as_slice()[3..], &req.encode()[..]);
+        }
     }
 }
