@@ -25,7 +25,13 @@ pub struct PendingTable {
 struct Inner {
     ops: HashMap<u64, PendingOp>,
     next_async_id: u64,
+    /// (MessageId, SessionId) of CANCELs that arrived before their request went async
+    /// (the two are dispatched concurrently); bounded, oldest dropped first.
+    early_cancels: std::collections::VecDeque<(u64, u64)>,
 }
+
+/// Most early CANCELs remembered per connection.
+const MAX_EARLY_CANCELS: usize = 64;
 
 impl PendingTable {
     /// Registers an operation; returns its AsyncId and the receiver that fires on cancel.
@@ -41,6 +47,24 @@ impl PendingTable {
         t.next_async_id += 1;
         let id = t.next_async_id;
         let (tx, rx) = oneshot::channel();
+        if let Some(i) = t
+            .early_cancels
+            .iter()
+            .position(|&(m, s)| m == message_id && (s == session_id || s == 0))
+        {
+            // Its CANCEL already arrived: the operation is cancelled from the start.
+            t.early_cancels.remove(i);
+            let _ = tx.send(());
+            t.ops.insert(
+                id,
+                PendingOp {
+                    message_id,
+                    session_id,
+                    cancel: None,
+                },
+            );
+            return Ok((id, rx));
+        }
         t.ops.insert(
             id,
             PendingOp {
@@ -76,6 +100,10 @@ impl PendingTable {
                 return op.cancel.take().map(|c| c.send(())).is_some();
             }
         }
+        if t.early_cancels.len() >= MAX_EARLY_CANCELS {
+            t.early_cancels.pop_front();
+        }
+        t.early_cancels.push_back((message_id, session_id));
         false
     }
 

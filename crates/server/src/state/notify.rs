@@ -72,6 +72,15 @@ impl NotifySink {
         if st.overflow {
             return;
         }
+        // One create or write produces several kernel events (data, DOS-attribute
+        // xattr, times): report a modification of the name just reported only once.
+        if action == ACTION_MODIFIED
+            && st.entries.last().is_some_and(|e| {
+                e.name == name && (e.action == ACTION_ADDED || e.action == ACTION_MODIFIED)
+            })
+        {
+            return;
+        }
         let len = 12 + name.encode_utf16().count() * 2 + 3;
         if st.bytes + len > MAX_PENDING_BYTES {
             st.overflow = true;
