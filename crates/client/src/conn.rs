@@ -42,6 +42,20 @@ pub(crate) struct Request {
     pub charge: u16,
     /// True for the second and later members of a related compound.
     pub related: bool,
+    /// True if `body` starts with [`HEADROOM`] reserved bytes, so that a lone request can
+    /// become its frame without another copy.
+    pub headroom: bool,
+}
+
+/// Bytes reserved before a body built with [`body_writer`]: frame header, TRANSFORM_HEADER
+/// and SMB2 header.
+pub(crate) const HEADROOM: usize = 4 + TRANSFORM_HEADER_LEN + HEADER_SIZE;
+
+/// A writer for a request body, with [`HEADROOM`] reserved in front.
+pub(crate) fn body_writer(body_len: usize) -> Writer {
+    let mut w = Writer::with_capacity(HEADROOM + body_len);
+    w.zeros(HEADROOM);
+    w
 }
 
 impl Request {
@@ -53,6 +67,15 @@ impl Request {
             tree_id,
             charge: 1,
             related: false,
+            headroom: false,
+        }
+    }
+
+    /// A request whose body was built with [`body_writer`].
+    pub fn with_headroom(command: Command, body: Writer, tree_id: u32) -> Request {
+        Request {
+            headroom: true,
+            ..Request::new(command, body.into_vec(), tree_id)
         }
     }
 }
@@ -158,7 +181,7 @@ pub struct Connection {
     /// Unbounded so that nothing awaits between spending MessageIds and queueing the frame
     /// (a cancelled caller must not leave a hole in the server's window); the credit
     /// window bounds what can be queued.
-    writer: mpsc::UnboundedSender<Vec<u8>>,
+    writer: mpsc::UnboundedSender<(Vec<u8>, usize)>,
     events: Mutex<Option<mpsc::Receiver<Event>>>,
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
@@ -269,7 +292,7 @@ impl Connection {
     /// message as sent (for the preauth integrity hash).
     pub(crate) async fn send(
         &self,
-        reqs: Vec<Request>,
+        mut reqs: Vec<Request>,
         route: &Route,
         keep_sent: bool,
     ) -> Result<(Vec<Response>, Option<Vec<u8>>)> {
@@ -324,20 +347,28 @@ impl Connection {
             _ => None,
         };
 
-        let body_len: usize = reqs.iter().map(|r| HEADER_SIZE + r.body.len() + 8).sum();
-        let prefix = 4 + if seal_with.is_some() {
-            TRANSFORM_HEADER_LEN
-        } else {
-            0
-        };
-        let mut buf = Vec::with_capacity(prefix + body_len);
-        buf.resize(prefix, 0);
-        let mut ids = Vec::with_capacity(reqs.len());
-        let mut bounds = Vec::with_capacity(reqs.len());
-        let mut next_id = first_id;
+        // A single request built with headroom becomes the frame in place; otherwise the
+        // members are copied into one buffer. Either way the layout is
+        // [frame header][TRANSFORM_HEADER if sealed][message...], starting at `frame_start`.
+        let sealed = seal_with.is_some();
         let n = reqs.len();
+        let in_place = n == 1 && reqs[0].headroom;
+        let (mut buf, frame_start, msg_start) = if in_place {
+            let b = std::mem::take(&mut reqs[0].body);
+            let frame_start = if sealed { 0 } else { TRANSFORM_HEADER_LEN };
+            (b, frame_start, HEADROOM - HEADER_SIZE)
+        } else {
+            let body_len: usize = reqs.iter().map(|r| HEADER_SIZE + r.body.len() + 8).sum();
+            let prefix = 4 + if sealed { TRANSFORM_HEADER_LEN } else { 0 };
+            let mut b = Vec::with_capacity(prefix + body_len);
+            b.resize(prefix, 0);
+            (b, 0, prefix)
+        };
+        let mut ids = Vec::with_capacity(n);
+        let mut bounds = Vec::with_capacity(n);
+        let mut next_id = first_id;
         for (i, (req, &charge)) in reqs.iter().zip(&charges).enumerate() {
-            let start = buf.len();
+            let start = if in_place { msg_start } else { buf.len() };
             let mut flags = 0;
             if req.related {
                 flags |= FLAGS_RELATED_OPERATIONS;
@@ -361,8 +392,17 @@ impl Connection {
             };
             let mut w = Writer::with_capacity(HEADER_SIZE);
             hdr.encode(&mut w);
-            buf.extend_from_slice(w.as_slice());
-            buf.extend_from_slice(&req.body);
+            if in_place {
+                buf[start..start + HEADER_SIZE].copy_from_slice(w.as_slice());
+            } else {
+                buf.extend_from_slice(w.as_slice());
+                let body = if req.headroom {
+                    req.body.get(HEADROOM..).unwrap_or_default()
+                } else {
+                    &req.body[..]
+                };
+                buf.extend_from_slice(body);
+            }
             if i + 1 < n {
                 let pad = (8 - (buf.len() - start) % 8) % 8;
                 buf.resize(buf.len() + pad, 0);
@@ -378,7 +418,7 @@ impl Connection {
                 signer.sign(&mut buf[s..e]);
             }
         }
-        let sent = keep_sent.then(|| buf[prefix..].to_vec());
+        let sent = keep_sent.then(|| buf[msg_start..].to_vec());
 
         // Register the waiters before the bytes can reach the server.
         let mut rxs = Vec::with_capacity(n);
@@ -410,9 +450,9 @@ impl Connection {
             let enc = sec.encryptor.as_ref().expect("can_seal checked");
             transform::seal_in_place(enc, route.session_id, &nonce, &mut buf[4..])?;
         }
-        let frame_len = buf.len() - 4;
-        buf[..4].copy_from_slice(&encode_frame_header(frame_len)?);
-        if self.writer.send(buf).is_err() {
+        let frame_len = buf.len() - frame_start - 4;
+        buf[frame_start..frame_start + 4].copy_from_slice(&encode_frame_header(frame_len)?);
+        if self.writer.send((buf, frame_start)).is_err() {
             return Err(self.closed_error());
         }
 
@@ -474,15 +514,15 @@ impl Connection {
 
 async fn writer_task(
     wr: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut rx: mpsc::UnboundedReceiver<(Vec<u8>, usize)>,
     shared: Arc<Shared>,
 ) {
     let mut w = BufWriter::with_capacity(256 * 1024, wr);
-    while let Some(frame) = rx.recv().await {
-        let mut res = w.write_all(&frame).await;
+    while let Some((frame, start)) = rx.recv().await {
+        let mut res = w.write_all(&frame[start..]).await;
         while res.is_ok() {
             match rx.try_recv() {
-                Ok(f) => res = w.write_all(&f).await,
+                Ok((f, start)) => res = w.write_all(&f[start..]).await,
                 Err(_) => break,
             }
         }
@@ -757,7 +797,8 @@ mod tests {
             let f = read_frame(&mut srv).await;
             let a = Header::decode(&f).unwrap();
             assert_eq!((a.message_id, a.credit_charge), (1, 4));
-            assert!(a.next_command as usize >= HEADER_SIZE);
+            // 64-byte header + 10-byte body, padded to 8 (headroom is not sent).
+            assert_eq!(a.next_command, 80);
             let b = Header::decode(&f[a.next_command as usize..]).unwrap();
             assert_eq!((b.message_id, b.credit_charge), (5, 1));
             assert!(b.is_related());
@@ -782,7 +823,9 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(conn.credits_available(), 10);
-        let mut big = Request::new(Command::Read, vec![0; 10], 1);
+        let mut body = body_writer(10);
+        body.zeros(10);
+        let mut big = Request::with_headroom(Command::Read, body, 1);
         big.charge = 4;
         let mut second = Request::new(Command::Close, vec![0; 10], 1);
         second.related = true;

@@ -14,7 +14,7 @@ use smbx_wire::set_info::{
 };
 use smbx_wire::{Command, NtStatus};
 
-use crate::conn::Request;
+use crate::conn::{body_writer, Request};
 use crate::credits::charge_for;
 use crate::error::{Error, Result};
 use crate::info::FileInfo;
@@ -455,7 +455,8 @@ impl File {
     }
 
     async fn write_chunk(&self, offset: u64, data: &[u8]) -> Result<usize> {
-        let body = WriteRequest {
+        let mut w = body_writer(48 + data.len().max(1));
+        WriteRequest {
             offset,
             file_id_persistent: self.id.persistent,
             file_id_volatile: self.id.volatile,
@@ -463,8 +464,8 @@ impl File {
             data,
             ..Default::default()
         }
-        .encode();
-        let mut req = Request::new(Command::Write, body, self.tree.id());
+        .encode_into(&mut w);
+        let mut req = Request::with_headroom(Command::Write, w, self.tree.id());
         req.charge = charge_for(data.len(), self.tree.large_mtu());
         let resp = self.tree.call(req).await?.ok()?;
         let n = decode_write_response(&resp.msg)? as usize;
