@@ -1,6 +1,7 @@
 //! SMB2 CREATE ([MS-SMB2] 3.3.5.9, [MS-FSA] 2.1.5.1): files, directories and streams on
 //! disk shares through `smbx_vfs`, named pipes on `IPC$`.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use smbx_vfs::{CreateAction, Disposition, FileInfo};
@@ -13,7 +14,7 @@ use smbx_wire::NtStatus;
 use super::{pipe, Ctx, HandlerResult, Request, Response};
 use crate::state::file::{FileKey, DELETE, FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::open::{FileOpen, FileOpenParams};
-use crate::state::{oplock, OpenKind};
+use crate::state::{oplock, FileId, OpenKind, ServerState, Tree};
 
 /// CreateOptions: FILE_DIRECTORY_FILE.
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
@@ -319,7 +320,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
     }
     let options = cr.create_options;
-    let mut granted = granted_access(cr.desired_access, tree.maximal_access)?;
+    let granted = granted_access(cr.desired_access, tree.maximal_access)?;
     // Windows checks the access mask before the attributes.
     if cr.file_attributes & ATTRIBUTES_INVALID != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
@@ -350,9 +351,6 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     )
     .ok_or(NtStatus::INVALID_PARAMETER)?;
     let vfs = ctx.server.files.vfs_share(&tree.share)?;
-    let files = &ctx.server.files;
-    let share_access = cr.share_access;
-
     // Oplocks/leases (state/oplock.rs): the request, and who is asking.
     let oplock_req = oplock_request(ctx, cr.oplock_level, cx.lease);
     let requester = oplock::Requester {
@@ -360,6 +358,94 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         session_id: ctx.session()?.id,
         client_guid: ctx.conn.negotiate.lock().client_guid,
     };
+    let p = OpenParams {
+        server: ctx.server.clone(),
+        tree,
+        vfs,
+        name,
+        vreq,
+        disposition,
+        granted,
+        maximum_allowed: cr.desired_access & MAXIMUM_ALLOWED != 0,
+        share_access: cr.share_access,
+        options,
+        mxac: cx.mxac,
+        qfid: cx.qfid,
+        alloc: cx.alloc,
+        ea: cx.ea.map(|e| e.to_vec()),
+        oplock_req,
+        requester,
+    };
+    // Opening may wait for other opens' oplock/lease break acknowledgments. The first
+    // poll runs inline; if it has to wait and this is the last member of its compound
+    // the CREATE goes async (interim STATUS_PENDING), so the connection keeps reading
+    // (the acknowledgment may come on this very connection).
+    let mut fut = Box::pin(open_file(p));
+    if ctx.last_in_compound {
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => {
+                let (resp, id) = r?;
+                ctx.set_file_id(id);
+                Ok(resp)
+            }
+            std::task::Poll::Pending => {
+                Ok(Response::pending(
+                    async move { fut.await.map(|(resp, _)| resp) },
+                ))
+            }
+        }
+    } else {
+        let (resp, id) = fut.await?;
+        ctx.set_file_id(id);
+        Ok(resp)
+    }
+}
+
+/// Everything the open phase of CREATE needs, owned (it may run as an async
+/// continuation after the handler returned).
+struct OpenParams {
+    server: Arc<ServerState>,
+    tree: Arc<Tree>,
+    vfs: smbx_vfs::Share,
+    name: String,
+    vreq: smbx_vfs::CreateRequest,
+    disposition: Disposition,
+    granted: u32,
+    maximum_allowed: bool,
+    share_access: u32,
+    options: u32,
+    mxac: bool,
+    qfid: bool,
+    alloc: Option<u64>,
+    ea: Option<Vec<u8>>,
+    oplock_req: oplock::OplockRequest,
+    requester: oplock::Requester,
+}
+
+/// The open phase of CREATE: oplock breaks, share modes, the vfs open, registration
+/// and the response.
+async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
+    let OpenParams {
+        server,
+        tree,
+        vfs,
+        name,
+        vreq,
+        disposition,
+        mut granted,
+        maximum_allowed,
+        share_access,
+        options,
+        mxac,
+        qfid,
+        alloc,
+        ea,
+        oplock_req,
+        requester,
+    } = p;
+    let files = &server.files;
     let lease_key = oplock_req.lease.map(|l| l.lease_key);
 
     // Sharing is checked before a truncating disposition touches the file.
@@ -384,11 +470,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 let key = key_of(&info, &h);
                 // Break conflicting oplocks/leases (and wait) before the share check.
                 if let Some(f) = files.get(&key) {
-                    let (server, req) = (ctx.server.clone(), requester);
                     oplock::break_conflicting(
                         &server,
                         &f,
-                        &req,
+                        &requester,
                         lease_key,
                         granted,
                         share_access,
@@ -423,11 +508,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             }
             // Break conflicting oplocks/leases (and wait) before the share check.
             if let Some(f) = files.get(&key) {
-                let (server, req) = (ctx.server.clone(), requester);
                 oplock::break_conflicting(
                     &server,
                     &f,
-                    &req,
+                    &requester,
                     lease_key,
                     granted,
                     share_access,
@@ -445,7 +529,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         }
     };
     // From here on the registration must be undone on failure: FileOpen does it.
-    if cr.desired_access & MAXIMUM_ALLOWED != 0 && !handle.is_writable() && !handle.is_dir() {
+    if maximum_allowed && !handle.is_writable() && !handle.is_dir() {
         granted &= !(FILE_WRITE_DATA | FILE_APPEND_DATA);
     }
     let handle = Arc::new(handle);
@@ -470,31 +554,31 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             }
         }
     }
-    if let Some(ea) = cx.ea {
+    if let Some(ea) = &ea {
         if action != CreateAction::Opened {
             for (n, v) in parse_eas(ea)? {
                 handle.set_ea(&n, &v)?;
             }
         }
     }
-    if let Some(alloc) = cx.alloc {
+    if let Some(alloc) = alloc {
         if action != CreateAction::Opened && !handle.is_dir() && alloc > 0 {
             let _ = handle.set_allocation(alloc);
         }
     }
     fadvise(&handle, options);
-    let info = if cx.ea.is_some() || cx.alloc.is_some() {
+    let info = if ea.is_some() || alloc.is_some() {
         handle.stat()?
     } else {
         info
     };
 
-    let session = ctx.session()?.clone();
-    let open = ctx
-        .server
-        .opens
-        .insert(session.id, tree.id, ctx.conn.id, OpenKind::File(fopen));
-    ctx.set_file_id(open.file_id);
+    let open = server.opens.insert(
+        requester.session_id,
+        tree.id,
+        requester.conn_id,
+        OpenKind::File(fopen),
+    );
 
     let mut resp = response_from_info(&info, action.as_u32());
     resp.file_id_persistent = open.file_id.persistent;
@@ -503,7 +587,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // Oplock / lease grant (state/oplock.rs).
     if let Some(f) = open.as_file() {
         let g = oplock::grant(
-            ctx.server,
+            &server,
             &f.file,
             &requester,
             f.entry_id,
@@ -518,7 +602,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
         }
     }
-    if cx.mxac {
+    if mxac {
         let mut d = Vec::with_capacity(8);
         d.extend_from_slice(&0u32.to_le_bytes());
         let max = if handle.is_writable() || handle.is_dir() || tree.read_only {
@@ -529,7 +613,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         d.extend_from_slice(&max.to_le_bytes());
         out.push((cname::MXAC, d));
     }
-    if cx.qfid {
+    if qfid {
         let mut d = vec![0u8; 32];
         d[0..8].copy_from_slice(&info.file_id.to_le_bytes());
         d[8..16].copy_from_slice(&info.volume_id.to_le_bytes());
@@ -539,7 +623,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();
         resp.contexts = encode_contexts(&refs);
     }
-    Ok(Response::ok(resp.encode()))
+    Ok((Response::ok(resp.encode()), open.file_id))
 }
 
 #[cfg(test)]
