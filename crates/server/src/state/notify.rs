@@ -469,7 +469,7 @@ impl Watcher {
     /// the watch root by walking `rel` one component at a time with O_NOFOLLOW.
     fn watch_new_subdir(&self, sink: &Arc<NotifySink>, rel: &str) {
         let count = sink.st.lock().wds.len();
-        if count >= MAX_TREE_WATCHES + 1 {
+        if count > MAX_TREE_WATCHES {
             return;
         }
         let Some(root) = sink.root_fd() else { return };

@@ -124,11 +124,14 @@ pub struct FileOplocks {
     changed: Notify,
 }
 
+/// (ClientGuid, LeaseKey).
+type LeaseId = ([u8; 16], [u8; 16]);
+
 /// Server-wide index of leases by (ClientGuid, LeaseKey), for LEASE_BREAK
 /// acknowledgments (which carry no FileId).
 #[derive(Default)]
 pub struct LeaseIndex {
-    map: Mutex<HashMap<([u8; 16], [u8; 16]), Weak<SharedFile>>>,
+    map: Mutex<HashMap<LeaseId, Weak<SharedFile>>>,
 }
 
 impl LeaseIndex {
@@ -547,7 +550,7 @@ pub fn grant(
             } else {
                 let members = l.entries.len();
                 let upgrade = valid_lease_state(l.state | want);
-                let allow_w = others + 1 <= members && !strong_oplock;
+                let allow_w = others < members && !strong_oplock;
                 let upgrade = if allow_w {
                     upgrade
                 } else {
