@@ -1,0 +1,53 @@
+//! The soft-iWARP provider: RDMA over plain TCP.
+//!
+//! Layers, bottom up: MPA (RFC 5044, enhanced connection setup RFC 6581)
+//! frames FPDUs with a CRC-32C; DDP (RFC 5041) places tagged and untagged
+//! segments; RDMAP (RFC 5040) carries Send, Send with Invalidate/SE, RDMA
+//! Write, Read Request/Response and Terminate. Everything protocol-shaped is
+//! sans-IO ([`crc`], [`mpa`], [`ddp`]); the tokio TCP driver is thin.
+
+pub mod crc;
+pub mod mr;
+
+pub use mr::{SoftMr, SoftPd};
+
+/// Which zero-length message an initiator sends as the peer-to-peer
+/// Ready-To-Receive in enhanced mode (RFC 6581).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rtr {
+    /// Zero-length RDMA Read Request (Chelsio's default).
+    Read,
+    /// Zero-length RDMA Write.
+    Write,
+    /// Zero-length Send (absorbed by the responding provider; it consumes no
+    /// posted receive).
+    Send,
+}
+
+/// Soft-iWARP options.
+#[derive(Clone, Debug)]
+pub struct IwarpOptions {
+    /// MPA revision to offer as initiator (1 or 2). Revision 2 enables the
+    /// enhanced connection setup carrying IRD/ORD. As responder both are accepted.
+    pub mpa_revision: u8,
+    /// Ask for CRC-32C (on by default). CRC is used when either side asks.
+    pub crc: bool,
+    /// As initiator in enhanced mode, request peer-to-peer mode and send this RTR.
+    pub rtr: Option<Rtr>,
+    /// Override the TCP MSS used to size FPDUs (default: read TCP_MAXSEG).
+    pub mss: Option<u32>,
+    /// How long MPA connection setup may take.
+    pub handshake_timeout: std::time::Duration,
+}
+
+impl Default for IwarpOptions {
+    fn default() -> Self {
+        IwarpOptions {
+            mpa_revision: 2,
+            crc: true,
+            rtr: None,
+            mss: None,
+            handshake_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Soft-iWARP protection domains and memory regions: an STag table shared by
+//! the queue pairs of a domain.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crate::error::{RdmaError, Result};
+use crate::provider::{MemoryRegion, ProtectionDomain};
+use crate::types::{Access, STag};
+
+/// A soft-iWARP protection domain. Cheap to clone (a handle).
+#[derive(Clone, Debug, Default)]
+pub struct SoftPd {
+    shared: Arc<PdShared>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PdShared {
+    table: Mutex<HashMap<u32, Weak<MrInner>>>,
+    next_index: AtomicU32,
+}
+
+/// A soft-iWARP memory region: owns its buffer; cloning makes another handle.
+/// Deregistered when the last handle drops.
+#[derive(Clone, Debug)]
+pub struct SoftMr {
+    inner: Arc<MrInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct MrInner {
+    buf: Mutex<Vec<u8>>,
+    len: usize,
+    stag: STag,
+    base: u64,
+    access: Access,
+    valid: AtomicBool,
+    pd: Weak<PdShared>,
+}
+
+impl Drop for MrInner {
+    fn drop(&mut self) {
+        if let Some(pd) = self.pd.upgrade() {
+            let mut t = pd.lock();
+            // Only remove our own entry (the slot may not be reused, but be safe).
+            if let Some(w) = t.get(&self.stag.0) {
+                if w.strong_count() == 0 {
+                    t.remove(&self.stag.0);
+                }
+            }
+        }
+    }
+}
+
+impl PdShared {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u32, Weak<MrInner>>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl SoftPd {
+    /// A new, empty protection domain.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Look up a valid-or-not region by STag (the caller checks validity and rights).
+    pub(crate) fn lookup(&self, stag: STag) -> Option<SoftMr> {
+        let t = self.shared.lock();
+        t.get(&stag.0)
+            .and_then(Weak::upgrade)
+            .map(|inner| SoftMr { inner })
+    }
+
+    /// Invalidate `stag` if it names a region of this domain; returns whether it did.
+    pub(crate) fn invalidate(&self, stag: STag) -> bool {
+        match self.lookup(stag) {
+            Some(mr) => {
+                mr.inner.valid.store(false, Ordering::Release);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `mr` was registered in this domain.
+    pub(crate) fn owns(&self, mr: &SoftMr) -> bool {
+        mr.inner
+            .pd
+            .upgrade()
+            .is_some_and(|p| Arc::ptr_eq(&p, &self.shared))
+    }
+}
+
+impl ProtectionDomain for SoftPd {
+    type Mr = SoftMr;
+
+    fn register(&self, buf: Vec<u8>, access: Access) -> Result<SoftMr> {
+        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
+            return Err(RdmaError::InvalidRequest(
+                "remote write requires local write",
+            ));
+        }
+        if buf.len() > u32::MAX as usize {
+            return Err(RdmaError::InvalidRequest("region larger than 4 GiB"));
+        }
+        let idx = self.shared.next_index.fetch_add(1, Ordering::Relaxed);
+        let index = (idx & 0x00FF_FFFF).wrapping_add(1) & 0x00FF_FFFF;
+        let key = (idx.wrapping_mul(0x9E37_79B9) >> 24) as u8 | 1;
+        let stag = STag((index << 8) | u32::from(key));
+        // Each region gets its own Tagged Offset base, so a consumer that
+        // sends offsets instead of addresses is caught at once.
+        let base = (u64::from(index) << 32) | 0x1000;
+        let len = buf.len();
+        let inner = Arc::new(MrInner {
+            buf: Mutex::new(buf),
+            len,
+            stag,
+            base,
+            access,
+            valid: AtomicBool::new(true),
+            pd: Arc::downgrade(&self.shared),
+        });
+        self.shared.lock().insert(stag.0, Arc::downgrade(&inner));
+        Ok(SoftMr { inner })
+    }
+}
+
+impl SoftMr {
+    /// Deregister and take the buffer back; fails (returning the handle) while
+    /// other handles exist (e.g. an in-flight work request).
+    pub fn into_buffer(self) -> std::result::Result<Vec<u8>, SoftMr> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => {
+                let buf = std::mem::take(&mut *inner.buf.lock().unwrap_or_else(|e| e.into_inner()));
+                drop(inner);
+                Ok(buf)
+            }
+            Err(inner) => Err(SoftMr { inner }),
+        }
+    }
+
+    /// Whether two handles name the same registration.
+    pub fn same(&self, other: &SoftMr) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Lock the buffer (for the provider's bulk placement).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.inner.buf.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Translate a tagged offset range to a buffer offset, checking bounds.
+    pub(crate) fn offset_of(&self, to: u64, len: u64) -> Option<usize> {
+        let off = to.checked_sub(self.inner.base)?;
+        let end = off.checked_add(len)?;
+        if end > self.inner.len as u64 {
+            return None;
+        }
+        usize::try_from(off).ok()
+    }
+}
+
+impl MemoryRegion for SoftMr {
+    fn stag(&self) -> STag {
+        self.inner.stag
+    }
+    fn addr(&self) -> u64 {
+        self.inner.base
+    }
+    fn len(&self) -> usize {
+        self.inner.len
+    }
+    fn access(&self) -> Access {
+        self.inner.access
+    }
+    fn is_valid(&self) -> bool {
+        self.inner.valid.load(Ordering::Acquire)
+    }
+    fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        f(&self.lock())
+    }
+    fn with_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        f(&mut self.lock())
+    }
+}
