@@ -661,3 +661,40 @@ async fn ipc_pipes() {
     );
     assert_eq!(close(&mut c, f, 0).await.0, NtStatus::SUCCESS);
 }
+
+#[tokio::test]
+async fn path_syntax() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    // `..` components: OBJECT_PATH_SYNTAX_BAD (smb2.mkdir).
+    let o = create(&mut c, "..\\..\\..", ALL, 7, 2, 1).await;
+    assert_eq!(o.status, NtStatus::OBJECT_PATH_SYNTAX_BAD);
+    let o = create(&mut c, "a\\..\\b", ALL, 7, 3, 0).await;
+    assert_eq!(o.status, NtStatus::OBJECT_PATH_SYNTAX_BAD);
+    // Missing parent: OBJECT_PATH_NOT_FOUND.
+    let o = create(&mut c, "nodir\\x\\y", ALL, 7, 2, 1).await;
+    assert_eq!(o.status, NtStatus::OBJECT_PATH_NOT_FOUND);
+    let d = create(&mut c, "d", ALL, 7, 2, 1).await;
+    assert_eq!(d.status, NtStatus::SUCCESS);
+    close(&mut c, d.fid(), 0).await;
+    // `/` separates components like `\` (as Samba; smb2.timestamps).
+    let f = create(&mut c, "d/f.txt", ALL, 7, 3, 0).await;
+    assert_eq!(f.status, NtStatus::SUCCESS);
+    close(&mut c, f.fid(), 0).await;
+    assert!(dir.path().join("d").join("f.txt").is_file());
+    // A trailing backslash names a directory.
+    let o = create(&mut c, "d\\f.txt\\", ALL, 7, 1, 0).await;
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_INVALID);
+    let o = create(&mut c, "d\\new.txt\\", ALL, 7, 3, 0).await;
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_INVALID);
+    assert!(!dir.path().join("d").join("new.txt").exists());
+    let o = create(&mut c, "d\\", ALL, 7, 1, 0x40).await;
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_INVALID);
+    let o = create(&mut c, "d\\", READ, 7, 1, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    close(&mut c, o.fid(), 0).await;
+    let o = create(&mut c, "d2\\", ALL, 7, 2, 1).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    close(&mut c, o.fid(), 0).await;
+    assert!(dir.path().join("d2").is_dir());
+}

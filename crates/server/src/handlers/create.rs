@@ -143,6 +143,47 @@ fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
     Ok(())
 }
 
+/// Normalizes a CREATE path name: `/` separates components like `\\` (as Samba
+/// accepts, smb2.timestamps), `..` components are OBJECT_PATH_SYNTAX_BAD (as Samba and
+/// smb2.mkdir expect). Returns the name without a trailing separator, and whether it
+/// had one.
+pub fn normalize_name(name: &str) -> Result<(String, bool), NtStatus> {
+    let name = name.replace('/', "\\");
+    // The stream part (after ':') is not a path.
+    let path_part = name.split(':').next().unwrap_or("");
+    if path_part.split('\\').any(|c| c == "..") {
+        return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
+    }
+    match name.strip_suffix('\\') {
+        Some(rest) if !rest.is_empty() => Ok((rest.to_string(), true)),
+        _ => Ok((name, false)),
+    }
+}
+
+/// A name with a trailing backslash names a directory ([MS-FSA] 2.1.5.1): unless
+/// FILE_DIRECTORY_FILE is set, it is OBJECT_NAME_INVALID for FILE_NON_DIRECTORY_FILE,
+/// for an existing non-directory, and when a new file would be created.
+fn check_trailing_sep(
+    vfs: &smbx_vfs::Share,
+    name: &str,
+    options: u32,
+    disposition: Disposition,
+) -> Result<(), NtStatus> {
+    if options & FILE_NON_DIRECTORY_FILE != 0 {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    match vfs.stat(name) {
+        Ok(info) if info.is_dir => Ok(()),
+        Ok(_) => Err(NtStatus::OBJECT_NAME_INVALID),
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND)
+            if !matches!(disposition, Disposition::Open | Disposition::Overwrite) =>
+        {
+            Err(NtStatus::OBJECT_NAME_INVALID)
+        }
+        Err(_) => Ok(()),
+    }
+}
+
 /// The create contexts this server acts on.
 #[derive(Default)]
 struct Contexts<'a> {
@@ -314,6 +355,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if name.starts_with('\\') {
         return Err(NtStatus::INVALID_PARAMETER);
     }
+    let (name, trailing_sep) = normalize_name(&name)?;
     let cx = scan_contexts(&contexts)?;
     if cx.twrp {
         // No snapshots: the requested point in time does not exist.
@@ -351,6 +393,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     )
     .ok_or(NtStatus::INVALID_PARAMETER)?;
     let vfs = ctx.server.files.vfs_share(&tree.share)?;
+    if trailing_sep && options & FILE_DIRECTORY_FILE == 0 {
+        check_trailing_sep(&vfs, &name, options, disposition)?;
+    }
     // Oplocks/leases (state/oplock.rs): the request, and who is asking.
     let oplock_req = oplock_request(ctx, cr.oplock_level, cx.lease);
     let requester = oplock::Requester {
@@ -676,6 +721,23 @@ mod tests {
             granted_access(GENERIC_READ, 0x1200a9),
             Ok(FILE_GENERIC_READ)
         );
+    }
+
+    #[test]
+    fn name_normalization() {
+        assert_eq!(normalize_name("a/b\\c"), Ok(("a\\b\\c".to_string(), false)));
+        assert_eq!(normalize_name("dir\\"), Ok(("dir".to_string(), true)));
+        assert_eq!(normalize_name(""), Ok((String::new(), false)));
+        assert_eq!(
+            normalize_name("..\\..\\.."),
+            Err(NtStatus::OBJECT_PATH_SYNTAX_BAD)
+        );
+        assert_eq!(
+            normalize_name("a/../b"),
+            Err(NtStatus::OBJECT_PATH_SYNTAX_BAD)
+        );
+        // A stream name is not a path.
+        assert_eq!(normalize_name("f:..").map(|x| x.1), Ok(false));
     }
 
     #[test]
