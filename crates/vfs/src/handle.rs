@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use smbx_wire::time::unix_from_filetime;
+use smbx_wire::time::{filetime_from_unix, unix_from_filetime};
 use smbx_wire::NtStatus;
 
 use crate::attr::*;
@@ -308,8 +308,8 @@ impl Handle {
         Ok(())
     }
 
-    /// Applies FileBasicInformation. Times set via futimens (creation time in the DOS
-    /// record); change time cannot be set on Linux and is ignored. Attributes replace the
+    /// Applies FileBasicInformation. Times set via futimens (creation time and
+    /// change time in the DOS record: see [`crate::attr::StoredChange`]). Attributes replace the
     /// settable bits (SPARSE_FILE is kept; DIRECTORY on a file or TEMPORARY on a
     /// directory is INVALID_PARAMETER).
     pub fn set_basic(&self, b: &BasicInfo) -> Result<(), NtStatus> {
@@ -322,7 +322,17 @@ impl Handle {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
         }
-        if b.creation.is_some() || b.attributes.is_some() {
+        // Times first: a stored ChangeTime belongs to the last write time set here.
+        if b.last_access.is_some() || b.last_write.is_some() {
+            let conv = |t: Option<u64>| t.map(unix_from_filetime);
+            sys::futimens(self.fd(), conv(b.last_access), conv(b.last_write)).map_err(
+                |e| match e.raw_os_error() {
+                    Some(libc::EBADF) => NtStatus::ACCESS_DENIED,
+                    _ => e.into(),
+                },
+            )?;
+        }
+        if b.creation.is_some() || b.attributes.is_some() || b.change.is_some() {
             let st = sys::fstat(self.fd())?;
             let cur = self.share.read_dos(self.fd(), self.opath);
             let cur_attrs = self.share.attributes(&st, cur);
@@ -338,15 +348,13 @@ impl Handle {
                 DosMeta {
                     attributes,
                     creation: Some(creation),
-                },
-            )?;
-        }
-        if b.last_access.is_some() || b.last_write.is_some() {
-            let conv = |t: Option<u64>| t.map(unix_from_filetime);
-            sys::futimens(self.fd(), conv(b.last_access), conv(b.last_write)).map_err(
-                |e| match e.raw_os_error() {
-                    Some(libc::EBADF) => NtStatus::ACCESS_DENIED,
-                    _ => e.into(),
+                    change: match b.change {
+                        Some(c) => Some(crate::attr::StoredChange {
+                            change_time: c,
+                            write_time: filetime_from_unix(st.st_mtime, st.st_mtime_nsec as u32),
+                        }),
+                        None => cur.and_then(|d| d.change),
+                    },
                 },
             )?;
         }
@@ -548,6 +556,7 @@ impl Handle {
             DosMeta {
                 attributes,
                 creation: Some(self.share.creation_time(&st, cur)),
+                change: cur.and_then(|d| d.change),
             },
         )
     }
@@ -677,5 +686,76 @@ mod dirlist_tests {
         assert!(h.dir_entry("a.txt").is_none());
         assert!(h.dir_entry("../x").is_none());
         assert!(h.dir_entry("").is_none());
+    }
+}
+
+impl Handle {
+    /// Sets the on-disk last write time to `t` (FILETIME) without access checks: the
+    /// server's own bookkeeping of delayed write-time updates, applied when the last
+    /// open of a file closes. Fails for handles without a data descriptor (O_PATH).
+    pub fn store_write_time(&self, t: u64) -> Result<(), NtStatus> {
+        if self.opath {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        sys::futimens(self.fd(), None, Some(unix_from_filetime(t))).map_err(NtStatus::from)
+    }
+}
+
+#[cfg(test)]
+mod write_time_tests {
+    use crate::{BasicInfo, CreateRequest, Disposition, Share, ShareOptions};
+
+    #[test]
+    fn stored_change_time_round_trips_until_the_file_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Share::open(
+            tmp.path(),
+            ShareOptions {
+                store_dos_attributes: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let req = CreateRequest {
+            disposition: Disposition::Create,
+            want_read: true,
+            want_write: true,
+            want_write_attributes: true,
+            ..Default::default()
+        };
+        let Ok((h, _)) = s.create("f", &req) else {
+            panic!("create");
+        };
+        let lw = 0x01d0_0000_0000_0000u64;
+        let ch = 0x01d1_0000_0000_0000u64;
+        h.set_basic(&BasicInfo {
+            last_write: Some(lw),
+            change: Some(ch),
+            ..Default::default()
+        })
+        .unwrap();
+        let i = h.stat().unwrap();
+        if i.change_time != ch {
+            // No user xattrs on this file system: nothing to check.
+            assert_eq!(i.change_time, i.last_write_time);
+            return;
+        }
+        assert_eq!(i.last_write_time, lw);
+        // Change time alone.
+        h.set_basic(&BasicInfo {
+            change: Some(ch + 1),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(h.stat().unwrap().change_time, ch + 1);
+        // Server-side write-time bookkeeping.
+        h.store_write_time(lw + 10_000_000).unwrap();
+        let i = h.stat().unwrap();
+        assert_eq!(i.last_write_time, lw + 10_000_000);
+        // The file changed: ChangeTime follows the last write time again.
+        assert_eq!(i.change_time, i.last_write_time);
+        h.write_at(b"x", 0).unwrap();
+        let i = h.stat().unwrap();
+        assert_eq!(i.change_time, i.last_write_time);
     }
 }

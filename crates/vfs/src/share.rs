@@ -307,6 +307,7 @@ impl Share {
                 DosMeta {
                     attributes: (req.attributes & SETTABLE_ATTRIBUTES) | FILE_ATTRIBUTE_ARCHIVE,
                     creation: Some(creation),
+                    change: None,
                 },
             )?;
             action = if req.disposition == Disposition::Supersede {
@@ -368,6 +369,7 @@ impl Share {
             DosMeta {
                 attributes,
                 creation: Some(creation),
+                change: None,
             },
         )?;
         if !req.directory && req.allocation_size > 0 {
@@ -881,6 +883,7 @@ impl Inner {
     /// Builds a [`FileInfo`] from a stat and the optional DOS record.
     pub(crate) fn info(&self, st: &libc::stat, dos: Option<DosMeta>) -> FileInfo {
         let is_dir = is_dir_mode(st.st_mode);
+        let last_write = filetime_from_unix(st.st_mtime, st.st_mtime_nsec as u32);
         FileInfo {
             file_id: st.st_ino,
             volume_id: st.st_dev,
@@ -889,8 +892,11 @@ impl Inner {
             attributes: self.attributes(st, dos),
             creation_time: self.creation_time(st, dos),
             last_access_time: filetime_from_unix(st.st_atime, st.st_atime_nsec as u32),
-            last_write_time: filetime_from_unix(st.st_mtime, st.st_mtime_nsec as u32),
-            change_time: filetime_from_unix(st.st_ctime, st.st_ctime_nsec as u32),
+            last_write_time: last_write,
+            // POSIX ctime cannot be set: a client-set ChangeTime is stored in the DOS
+            // record while current, otherwise the last write time is reported (as
+            // Samba does).
+            change_time: crate::attr::StoredChange::resolve(dos.and_then(|d| d.change), last_write),
             nlink: st.st_nlink as u32,
             is_dir,
             mode: st.st_mode,
