@@ -7,9 +7,17 @@
 //! sans-IO ([`crc`], [`mpa`], [`ddp`]); the tokio TCP driver is thin.
 
 pub mod crc;
+pub mod ddp;
+mod driver;
+pub mod engine;
+pub mod mpa;
 pub mod mr;
+mod qp;
+mod soft;
 
 pub use mr::{SoftMr, SoftPd};
+pub use qp::SoftQp;
+pub use soft::{SoftConnectRequest, SoftConnecting, SoftIwarp, SoftListener};
 
 /// Which zero-length message an initiator sends as the peer-to-peer
 /// Ready-To-Receive in enhanced mode (RFC 6581).

@@ -1,0 +1,113 @@
+//! The thin tokio driver: one task per connection moving bytes between the
+//! TCP socket and the [`Engine`], with no per-FPDU allocation (reusable
+//! receive and write buffers).
+
+use std::io;
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::engine::Engine;
+use super::qp::QpShared;
+use crate::types::CloseReason;
+
+const RBUF: usize = 256 * 1024;
+const WBUDGET: usize = 256 * 1024;
+
+/// Run a connection until it closes. `leftover` are bytes read during MPA
+/// setup that already belong to the FPDU stream.
+pub(crate) async fn run(
+    mut stream: TcpStream,
+    mut eng: Engine,
+    qp: Arc<QpShared>,
+    leftover: Vec<u8>,
+) {
+    let mut rbuf = vec![0u8; RBUF.max(leftover.len() * 2)];
+    let (mut rs, mut re) = (0usize, leftover.len());
+    rbuf[..re].copy_from_slice(&leftover);
+    let mut out: Vec<u8> = Vec::with_capacity(WBUDGET + 70_000);
+    let mut wpos = 0usize;
+    // Process anything that arrived with the MPA reply.
+    let n = eng.on_input(&rbuf[rs..re], &mut out);
+    rs += n;
+    loop {
+        if eng.closed().is_none() && qp.lock().disconnect {
+            eng.set_closed(CloseReason::LocalDisconnect);
+        }
+        if eng.closed().is_none() && out.len() - wpos < WBUDGET / 2 {
+            if wpos == out.len() {
+                out.clear();
+                wpos = 0;
+            }
+            eng.pump_tx(&mut out, WBUDGET);
+        }
+        eng.deliver_completions();
+        // Write as much as the socket takes now.
+        while wpos < out.len() {
+            match stream.try_write(&out[wpos..]) {
+                Ok(0) => break,
+                Ok(k) => wpos += k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    eng.set_closed(CloseReason::Transport(e.to_string()));
+                    wpos = out.len();
+                }
+            }
+        }
+        if wpos == out.len() {
+            out.clear();
+            wpos = 0;
+        }
+        if eng.closed().is_some() {
+            break;
+        }
+        let want_write = wpos < out.len();
+        let more_tx = !want_write && eng.has_tx_work();
+        if more_tx {
+            tokio::task::yield_now().await;
+            // Still read what is pending so neither side deadlocks.
+        }
+        tokio::select! {
+            r = stream.readable() => {
+                if let Err(e) = r {
+                    eng.set_closed(CloseReason::Transport(e.to_string()));
+                    continue;
+                }
+                if rs == re { rs = 0; re = 0; }
+                if rbuf.len() - re < 70_000 {
+                    rbuf.copy_within(rs..re, 0);
+                    re -= rs;
+                    rs = 0;
+                }
+                match stream.try_read(&mut rbuf[re..]) {
+                    Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
+                    Ok(k) => {
+                        re += k;
+                        let n = eng.on_input(&rbuf[rs..re], &mut out);
+                        rs += n;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => eng.set_closed(CloseReason::Transport(e.to_string())),
+                }
+            }
+            r = stream.writable(), if want_write => {
+                if let Err(e) = r {
+                    eng.set_closed(CloseReason::Transport(e.to_string()));
+                }
+            }
+            _ = qp.wake.notified(), if !want_write && !more_tx => {}
+            _ = std::future::ready(()), if more_tx => {}
+        }
+    }
+    // Clean teardown: flush what is queued (e.g. a Terminate), then FIN.
+    if wpos < out.len() {
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.write_all(&out[wpos..]),
+        )
+        .await;
+    }
+    let _ = stream.shutdown().await;
+    eng.shutdown();
+}

@@ -1,0 +1,864 @@
+//! The sans-IO RDMAP/DDP connection engine: bytes from TCP in, placement
+//! into registered memory, completions, and FPDU bytes out. One engine per
+//! connection, driven by [`super::driver`] or directly by tests.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::ddp::{self, op, qn, term, DdpHdr, ReadReq, TAGGED_HDR, UNTAGGED_HDR};
+use super::mr::SoftMr;
+use super::qp::{QpShared, RecvWqe, Seg, SendWqe, WqeKind};
+use super::Rtr;
+use crate::provider::MemoryRegion;
+use crate::types::{Access, CloseReason, Completion, STag, TermInfo, WcOpcode, WcStatus};
+
+/// A Read Request we sent, awaiting its Read Responses.
+#[derive(Debug)]
+struct OutRead {
+    wr_id: u64,
+    sink: Seg,
+    sink_stag: u32,
+    sink_to: u64,
+    size: u64,
+    received: u64,
+}
+
+/// A Read Request we received, to answer with Read Responses.
+#[derive(Debug)]
+struct InRead {
+    src: Option<(SoftMr, usize)>,
+    len: usize,
+    sink_stag: u32,
+    sink_to: u64,
+    sent: usize,
+}
+
+#[derive(Debug)]
+enum TxMsg {
+    Sq { wqe: SendWqe, sent: usize, msn: u32 },
+    Resp(InRead),
+}
+
+#[derive(Debug)]
+struct RxRecv {
+    wqe: RecvWqe,
+    received: usize,
+}
+
+/// Negotiated settings for one connection.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineConfig {
+    /// CRC-32C on.
+    pub crc: bool,
+    /// Largest ULPDU to send (FPDU fits one TCP segment).
+    pub max_ulpdu: usize,
+    /// Inbound Read Requests allowed at once.
+    pub ird: u16,
+    /// Outbound Read Requests allowed at once.
+    pub ord: u16,
+    /// As initiator: the RTR to send first.
+    pub send_rtr: Option<Rtr>,
+    /// As responder: the RTR expected as the first FPDU (we send nothing before it).
+    pub expect_rtr: Option<Rtr>,
+}
+
+/// Largest ULPDU for a TCP MSS: `(mss & !7) - 6`, as the FPDU then fits one segment.
+pub fn max_ulpdu_for_mss(mss: u32) -> usize {
+    let m = (mss.clamp(64, 65536) & !7) as usize;
+    (m - 6).min(usize::from(u16::MAX) & !3)
+}
+
+/// The connection engine.
+#[derive(Debug)]
+pub struct Engine {
+    qp: Arc<QpShared>,
+    cfg: EngineConfig,
+    tx_send_msn: u32,
+    tx_rreq_msn: u32,
+    tx_term_msn: u32,
+    cur_tx: Option<TxMsg>,
+    irq: VecDeque<InRead>,
+    orq: VecDeque<OutRead>,
+    rx_send_msn: u32,
+    rx_rreq_msn: u32,
+    cur_rx: Option<RxRecv>,
+    send_rtr: Option<Rtr>,
+    expect_rtr: Option<Rtr>,
+    rtr_read_pending: bool,
+    write_cache: Option<SoftMr>,
+    closed: Option<CloseReason>,
+    completions: Vec<Completion>,
+}
+
+fn comp(wr_id: u64, opcode: WcOpcode, status: WcStatus, byte_len: usize) -> Completion {
+    Completion {
+        wr_id,
+        opcode,
+        status,
+        byte_len: byte_len as u32,
+        invalidated: None,
+        solicited: false,
+    }
+}
+
+/// Copy `len` bytes starting at logical offset `at` of a scatter list into `dst`.
+fn gather(sg: &[Seg], mut at: usize, dst: &mut [u8]) {
+    let mut d = 0;
+    for (mr, off, len) in sg {
+        if d == dst.len() {
+            break;
+        }
+        if at >= *len {
+            at -= len;
+            continue;
+        }
+        let n = (len - at).min(dst.len() - d);
+        let b = mr.lock();
+        if let Some(s) = b.get(off + at..off + at + n) {
+            dst[d..d + n].copy_from_slice(s);
+        }
+        d += n;
+        at = 0;
+    }
+}
+
+/// Copy `src` to logical offset `at` of a scatter list.
+fn scatter(sg: &[Seg], mut at: usize, src: &[u8]) {
+    let mut s = 0;
+    for (mr, off, len) in sg {
+        if s == src.len() {
+            break;
+        }
+        if at >= *len {
+            at -= len;
+            continue;
+        }
+        let n = (len - at).min(src.len() - s);
+        let mut b = mr.lock();
+        if let Some(d) = b.get_mut(off + at..off + at + n) {
+            d.copy_from_slice(&src[s..s + n]);
+        }
+        s += n;
+        at = 0;
+    }
+}
+
+impl Engine {
+    /// An engine for a queue pair that has just completed MPA setup.
+    pub(crate) fn new(qp: Arc<QpShared>, cfg: EngineConfig) -> Engine {
+        Engine {
+            qp,
+            cfg,
+            tx_send_msn: 1,
+            tx_rreq_msn: 1,
+            tx_term_msn: 1,
+            cur_tx: None,
+            irq: VecDeque::new(),
+            orq: VecDeque::new(),
+            rx_send_msn: 1,
+            rx_rreq_msn: 1,
+            cur_rx: None,
+            send_rtr: cfg.send_rtr,
+            expect_rtr: cfg.expect_rtr,
+            rtr_read_pending: false,
+            write_cache: None,
+            closed: None,
+            completions: Vec::new(),
+        }
+    }
+
+    /// Why the engine stopped, once it has (no more input is accepted).
+    pub fn closed(&self) -> Option<&CloseReason> {
+        self.closed.as_ref()
+    }
+
+    /// Completions produced since the last call.
+    pub fn take_completions(&mut self) -> std::vec::Drain<'_, Completion> {
+        self.completions.drain(..)
+    }
+
+    /// Move produced completions to the queue pair's completion queue.
+    pub fn deliver_completions(&mut self) {
+        if !self.completions.is_empty() {
+            self.qp.cq.push_all(self.completions.drain(..));
+        }
+    }
+
+    /// Whether there is send work the engine could encode now.
+    pub fn has_tx_work(&self) -> bool {
+        if self.closed.is_some() {
+            return false;
+        }
+        if self.send_rtr.is_some() || self.cur_tx.is_some() || !self.irq.is_empty() {
+            return true;
+        }
+        self.expect_rtr.is_none() && !self.qp.lock().sq.is_empty()
+    }
+
+    // ---------------------------------------------------------------- TX
+
+    /// Encode FPDUs into `out` until it holds at least `budget` bytes or there
+    /// is nothing more to send now.
+    pub fn pump_tx(&mut self, out: &mut Vec<u8>, budget: usize) {
+        while self.closed.is_none() && out.len() < budget {
+            if self.cur_tx.is_none() && !self.start_next(out) {
+                break;
+            }
+            self.step_tx(out);
+        }
+    }
+
+    /// Pick the next message; false when nothing can be sent now.
+    fn start_next(&mut self, out: &mut Vec<u8>) -> bool {
+        if let Some(rtr) = self.send_rtr.take() {
+            self.encode_rtr(rtr, out);
+            return true;
+        }
+        if self.expect_rtr.is_some() {
+            return false;
+        }
+        if let Some(r) = self.irq.pop_front() {
+            self.cur_tx = Some(TxMsg::Resp(r));
+            return true;
+        }
+        loop {
+            let wqe = {
+                let mut g = self.qp.lock();
+                match g.sq.front() {
+                    None => return false,
+                    Some(w) => {
+                        if matches!(w.kind, WqeKind::Read { .. })
+                            && self.orq.len() >= usize::from(self.cfg.ord.max(1))
+                        {
+                            return false;
+                        }
+                    }
+                }
+                match g.sq.pop_front() {
+                    Some(w) => w,
+                    None => return false,
+                }
+            };
+            if let WqeKind::LocalInv { stag } = wqe.kind {
+                let st = if self.qp.pd.invalidate(STag(stag)) {
+                    WcStatus::Success
+                } else {
+                    WcStatus::LocalProtectionError
+                };
+                self.completions
+                    .push(comp(wqe.wr_id, WcOpcode::LocalInvalidate, st, 0));
+                continue;
+            }
+            let msn = match wqe.kind {
+                WqeKind::Send { .. } => {
+                    let m = self.tx_send_msn;
+                    self.tx_send_msn = m.wrapping_add(1);
+                    m
+                }
+                WqeKind::Read { .. } => {
+                    let m = self.tx_rreq_msn;
+                    self.tx_rreq_msn = m.wrapping_add(1);
+                    m
+                }
+                _ => 0,
+            };
+            self.cur_tx = Some(TxMsg::Sq { wqe, sent: 0, msn });
+            return true;
+        }
+    }
+
+    fn encode_rtr(&mut self, rtr: Rtr, out: &mut Vec<u8>) {
+        let crc = self.cfg.crc;
+        match rtr {
+            Rtr::Send => {
+                let msn = self.tx_send_msn;
+                self.tx_send_msn += 1;
+                let h = DdpHdr::Untagged {
+                    last: true,
+                    opcode: op::SEND,
+                    inv_stag: 0,
+                    qn: qn::SEND,
+                    msn,
+                    mo: 0,
+                };
+                ddp::encode_fpdu(out, &h, &[], crc);
+            }
+            Rtr::Write => {
+                let h = DdpHdr::Tagged {
+                    last: true,
+                    opcode: op::WRITE,
+                    stag: 1,
+                    to: 0,
+                };
+                ddp::encode_fpdu(out, &h, &[], crc);
+            }
+            Rtr::Read => {
+                let msn = self.tx_rreq_msn;
+                self.tx_rreq_msn += 1;
+                self.rtr_read_pending = true;
+                let h = DdpHdr::Untagged {
+                    last: true,
+                    opcode: op::READ_REQ,
+                    inv_stag: 0,
+                    qn: qn::READ,
+                    msn,
+                    mo: 0,
+                };
+                let body = ReadReq {
+                    sink_stag: 1,
+                    sink_to: 0,
+                    size: 0,
+                    src_stag: 1,
+                    src_to: 0,
+                }
+                .encode();
+                ddp::encode_fpdu(out, &h, &[&body], crc);
+            }
+        }
+    }
+
+    /// Encode one FPDU of the current message.
+    fn step_tx(&mut self, out: &mut Vec<u8>) {
+        let crc = self.cfg.crc;
+        let max = self.cfg.max_ulpdu;
+        let Some(cur) = self.cur_tx.as_mut() else {
+            return;
+        };
+        let done = match cur {
+            TxMsg::Resp(r) => {
+                let n = (r.len - r.sent).min(max - TAGGED_HDR);
+                let last = r.sent + n == r.len;
+                let h = DdpHdr::Tagged {
+                    last,
+                    opcode: op::READ_RESP,
+                    stag: r.sink_stag,
+                    to: r.sink_to.wrapping_add(r.sent as u64),
+                };
+                let at = r.sent;
+                ddp::encode_fpdu_with(out, &h, n, crc, |d| {
+                    if let Some((mr, off)) = &r.src {
+                        let b = mr.lock();
+                        if let Some(s) = b.get(off + at..off + at + n) {
+                            d.copy_from_slice(s);
+                        }
+                    }
+                });
+                r.sent += n;
+                last
+            }
+            TxMsg::Sq { wqe, sent, msn } => match wqe.kind {
+                WqeKind::Send { inv } => {
+                    let n = (wqe.total - *sent).min(max - UNTAGGED_HDR);
+                    let last = *sent + n == wqe.total;
+                    let opcode = match (inv.is_some(), wqe.solicited) {
+                        (false, false) => op::SEND,
+                        (true, false) => op::SEND_INV,
+                        (false, true) => op::SEND_SE,
+                        (true, true) => op::SEND_SE_INV,
+                    };
+                    let h = DdpHdr::Untagged {
+                        last,
+                        opcode,
+                        inv_stag: inv.unwrap_or(0),
+                        qn: qn::SEND,
+                        msn: *msn,
+                        mo: *sent as u32,
+                    };
+                    let at = *sent;
+                    ddp::encode_fpdu_with(out, &h, n, crc, |d| gather(&wqe.sg, at, d));
+                    *sent += n;
+                    if last {
+                        self.completions.push(comp(
+                            wqe.wr_id,
+                            WcOpcode::Send,
+                            WcStatus::Success,
+                            wqe.total,
+                        ));
+                    }
+                    last
+                }
+                WqeKind::Write { remote } => {
+                    let n = (wqe.total - *sent).min(max - TAGGED_HDR);
+                    let last = *sent + n == wqe.total;
+                    let h = DdpHdr::Tagged {
+                        last,
+                        opcode: op::WRITE,
+                        stag: remote.stag.0,
+                        to: remote.to.wrapping_add(*sent as u64),
+                    };
+                    let at = *sent;
+                    ddp::encode_fpdu_with(out, &h, n, crc, |d| gather(&wqe.sg, at, d));
+                    *sent += n;
+                    if last {
+                        self.completions.push(comp(
+                            wqe.wr_id,
+                            WcOpcode::RdmaWrite,
+                            WcStatus::Success,
+                            wqe.total,
+                        ));
+                    }
+                    last
+                }
+                WqeKind::Read { remote } => {
+                    let Some(sink) = wqe.sg.first().cloned() else {
+                        return;
+                    };
+                    let sink_stag = sink.0.stag().0;
+                    let sink_to = sink.0.addr().wrapping_add(sink.1 as u64);
+                    let h = DdpHdr::Untagged {
+                        last: true,
+                        opcode: op::READ_REQ,
+                        inv_stag: 0,
+                        qn: qn::READ,
+                        msn: *msn,
+                        mo: 0,
+                    };
+                    let body = ReadReq {
+                        sink_stag,
+                        sink_to,
+                        size: remote.len,
+                        src_stag: remote.stag.0,
+                        src_to: remote.to,
+                    }
+                    .encode();
+                    ddp::encode_fpdu(out, &h, &[&body], crc);
+                    self.orq.push_back(OutRead {
+                        wr_id: wqe.wr_id,
+                        sink,
+                        sink_stag,
+                        sink_to,
+                        size: u64::from(remote.len),
+                        received: 0,
+                    });
+                    true
+                }
+                WqeKind::LocalInv { .. } => true,
+            },
+        };
+        if done {
+            self.cur_tx = None;
+        }
+    }
+
+    // ---------------------------------------------------------------- RX
+
+    /// Consume FPDUs from `input`; returns how many bytes were used (a partial
+    /// FPDU at the end is left for the next call). Protocol errors append a
+    /// Terminate to `out` and close the engine.
+    pub fn on_input(&mut self, input: &[u8], out: &mut Vec<u8>) -> usize {
+        let mut used = 0;
+        while self.closed.is_none() {
+            let rest = &input[used..];
+            match ddp::decode_fpdu(rest, self.cfg.crc) {
+                Ok(None) => break,
+                Err(e) => {
+                    let hdr = rest.get(..2 + UNTAGGED_HDR);
+                    self.terminate(e.term, hdr, out);
+                    break;
+                }
+                Ok(Some(f)) => {
+                    let wire = f.wire_len;
+                    if let Err(t) = self.on_fpdu(f.hdr, f.payload) {
+                        let hl = 2 + f.hdr.len();
+                        self.terminate(t, rest.get(..hl), out);
+                        break;
+                    }
+                    used += wire;
+                }
+            }
+        }
+        used
+    }
+
+    /// Close with a locally detected error: append a Terminate (QN 2).
+    pub fn terminate(&mut self, t: TermInfo, hdr: Option<&[u8]>, out: &mut Vec<u8>) {
+        if self.closed.is_some() {
+            return;
+        }
+        let mut body = [0u8; 24];
+        let n = ddp::terminate_body(t, hdr, &mut body);
+        let h = DdpHdr::Untagged {
+            last: true,
+            opcode: op::TERMINATE,
+            inv_stag: 0,
+            qn: qn::TERMINATE,
+            msn: self.tx_term_msn,
+            mo: 0,
+        };
+        self.tx_term_msn += 1;
+        ddp::encode_fpdu(out, &h, &[&body[..n]], self.cfg.crc);
+        tracing::debug!(?t, "iwarp: sending Terminate");
+        self.closed = Some(CloseReason::LocalTerminate(t));
+    }
+
+    fn on_fpdu(&mut self, hdr: DdpHdr, payload: &[u8]) -> Result<(), TermInfo> {
+        if let Some(rtr) = self.expect_rtr {
+            return self.on_rtr(rtr, hdr, payload);
+        }
+        match hdr {
+            DdpHdr::Tagged {
+                last,
+                opcode,
+                stag,
+                to,
+            } => match opcode {
+                op::WRITE => self.on_write(stag, to, payload),
+                op::READ_RESP => self.on_read_resp(last, stag, to, payload),
+                _ => Err(term::RDMAP_OPCODE),
+            },
+            DdpHdr::Untagged {
+                last,
+                opcode,
+                inv_stag,
+                qn: q,
+                msn,
+                mo,
+            } => match opcode {
+                op::SEND | op::SEND_INV | op::SEND_SE | op::SEND_SE_INV => {
+                    if q != qn::SEND {
+                        return Err(term::DDP_UT_INVALID_QN);
+                    }
+                    self.on_send(last, opcode, inv_stag, msn, mo, payload)
+                }
+                op::READ_REQ => {
+                    if q != qn::READ {
+                        return Err(term::DDP_UT_INVALID_QN);
+                    }
+                    self.on_read_req(last, msn, mo, payload)
+                }
+                op::TERMINATE => {
+                    if q != qn::TERMINATE {
+                        return Err(term::DDP_UT_INVALID_QN);
+                    }
+                    let t = ddp::parse_terminate(payload).unwrap_or(TermInfo {
+                        layer: 0,
+                        etype: 0,
+                        ecode: 0,
+                    });
+                    if let Some(r) = self.orq.pop_front() {
+                        let st = if t.layer <= 1 && t.etype == 1 {
+                            WcStatus::RemoteAccessError
+                        } else {
+                            WcStatus::RemoteOperationError
+                        };
+                        self.completions
+                            .push(comp(r.wr_id, WcOpcode::RdmaRead, st, 0));
+                    }
+                    self.closed = Some(CloseReason::PeerTerminate(t));
+                    Ok(())
+                }
+                _ => Err(term::RDMAP_OPCODE),
+            },
+        }
+    }
+
+    /// As responder in peer-to-peer mode: the first FPDU must be the RTR.
+    fn on_rtr(&mut self, rtr: Rtr, hdr: DdpHdr, payload: &[u8]) -> Result<(), TermInfo> {
+        let ok = match (rtr, hdr) {
+            (
+                Rtr::Send,
+                DdpHdr::Untagged {
+                    opcode: op::SEND,
+                    qn: qn::SEND,
+                    msn,
+                    mo: 0,
+                    last: true,
+                    ..
+                },
+            ) if payload.is_empty() && msn == self.rx_send_msn => {
+                self.rx_send_msn += 1;
+                true
+            }
+            (
+                Rtr::Write,
+                DdpHdr::Tagged {
+                    opcode: op::WRITE,
+                    last: true,
+                    ..
+                },
+            ) if payload.is_empty() => true,
+            (
+                Rtr::Read,
+                DdpHdr::Untagged {
+                    opcode: op::READ_REQ,
+                    qn: qn::READ,
+                    msn,
+                    mo: 0,
+                    last: true,
+                    ..
+                },
+            ) if msn == self.rx_rreq_msn => match ReadReq::decode(payload) {
+                Some(r) if r.size == 0 && r.sink_stag != 0 => {
+                    self.rx_rreq_msn += 1;
+                    self.irq.push_back(InRead {
+                        src: None,
+                        len: 0,
+                        sink_stag: r.sink_stag,
+                        sink_to: r.sink_to,
+                        sent: 0,
+                    });
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if ok {
+            self.expect_rtr = None;
+            Ok(())
+        } else {
+            Err(term::MPA_NO_MATCHING_RTR)
+        }
+    }
+
+    fn lookup_remote(&mut self, stag: u32) -> Option<SoftMr> {
+        if let Some(m) = &self.write_cache {
+            if m.stag().0 == stag {
+                return Some(m.clone());
+            }
+        }
+        let m = self.qp.pd.lookup(STag(stag))?;
+        self.write_cache = Some(m.clone());
+        Some(m)
+    }
+
+    fn on_write(&mut self, stag: u32, to: u64, payload: &[u8]) -> Result<(), TermInfo> {
+        let mr = self.lookup_remote(stag).ok_or(term::DDP_T_INVALID_STAG)?;
+        if !mr.is_valid() {
+            return Err(term::DDP_T_INVALID_STAG);
+        }
+        if !mr.access().contains(Access::REMOTE_WRITE) {
+            return Err(term::RDMAP_ACCESS);
+        }
+        let len = payload.len() as u64;
+        if to.checked_add(len).is_none() {
+            return Err(term::DDP_T_TO_WRAP);
+        }
+        let off = mr.offset_of(to, len).ok_or(term::DDP_T_BASE_BOUNDS)?;
+        let mut b = mr.lock();
+        match b.get_mut(off..off + payload.len()) {
+            Some(d) => d.copy_from_slice(payload),
+            None => return Err(term::DDP_T_BASE_BOUNDS),
+        }
+        Ok(())
+    }
+
+    fn on_read_resp(
+        &mut self,
+        last: bool,
+        stag: u32,
+        to: u64,
+        payload: &[u8],
+    ) -> Result<(), TermInfo> {
+        if self.rtr_read_pending && self.orq.is_empty() {
+            // The zero-length Read Response answering our RTR.
+            if payload.is_empty() && last {
+                self.rtr_read_pending = false;
+                return Ok(());
+            }
+            return Err(term::RDMAP_OPCODE);
+        }
+        let Some(r) = self.orq.front_mut() else {
+            return Err(term::RDMAP_OPCODE);
+        };
+        if stag != r.sink_stag {
+            return Err(term::DDP_T_INVALID_STAG);
+        }
+        let rel = to.checked_sub(r.sink_to).ok_or(term::DDP_T_BASE_BOUNDS)?;
+        let len = payload.len() as u64;
+        if rel != r.received || rel + len > r.size {
+            return Err(term::DDP_T_BASE_BOUNDS);
+        }
+        let (mr, off, _) = &r.sink;
+        let at = off + rel as usize;
+        {
+            let mut b = mr.lock();
+            match b.get_mut(at..at + payload.len()) {
+                Some(d) => d.copy_from_slice(payload),
+                None => return Err(term::DDP_T_BASE_BOUNDS),
+            }
+        }
+        r.received += len;
+        if last {
+            if r.received != r.size {
+                return Err(term::DDP_T_BASE_BOUNDS);
+            }
+            let r = self.orq.pop_front().ok_or(term::RDMAP_OPCODE)?;
+            self.completions.push(comp(
+                r.wr_id,
+                WcOpcode::RdmaRead,
+                WcStatus::Success,
+                r.size as usize,
+            ));
+            // A read slot freed: the driver will call pump_tx again.
+        }
+        Ok(())
+    }
+
+    fn on_send(
+        &mut self,
+        last: bool,
+        opcode: u8,
+        inv_stag: u32,
+        msn: u32,
+        mo: u32,
+        payload: &[u8],
+    ) -> Result<(), TermInfo> {
+        if msn != self.rx_send_msn {
+            return Err(term::DDP_UT_MSN_RANGE);
+        }
+        if self.cur_rx.is_none() {
+            if mo != 0 {
+                return Err(term::DDP_UT_INVALID_MO);
+            }
+            let wqe = self
+                .qp
+                .lock()
+                .rq
+                .pop_front()
+                .ok_or(term::DDP_UT_NO_BUFFER)?;
+            self.cur_rx = Some(RxRecv { wqe, received: 0 });
+        }
+        let Some(rx) = self.cur_rx.as_mut() else {
+            return Err(term::DDP_UT_NO_BUFFER);
+        };
+        if mo as usize != rx.received {
+            return Err(term::DDP_UT_INVALID_MO);
+        }
+        let end = rx
+            .received
+            .checked_add(payload.len())
+            .ok_or(term::DDP_UT_TOO_LONG)?;
+        if end > rx.wqe.total {
+            let wr_id = rx.wqe.wr_id;
+            self.cur_rx = None;
+            self.completions
+                .push(comp(wr_id, WcOpcode::Recv, WcStatus::LocalLengthError, 0));
+            return Err(term::DDP_UT_TOO_LONG);
+        }
+        scatter(&rx.wqe.sg, rx.received, payload);
+        rx.received = end;
+        if !last {
+            return Ok(());
+        }
+        let mut invalidated = None;
+        if opcode == op::SEND_INV || opcode == op::SEND_SE_INV {
+            if !self.qp.pd.invalidate(STag(inv_stag)) {
+                return Err(term::RDMAP_CANNOT_INVALIDATE);
+            }
+            invalidated = Some(STag(inv_stag));
+        }
+        let Some(rx) = self.cur_rx.take() else {
+            return Err(term::DDP_UT_NO_BUFFER);
+        };
+        self.rx_send_msn = self.rx_send_msn.wrapping_add(1);
+        self.completions.push(Completion {
+            wr_id: rx.wqe.wr_id,
+            opcode: WcOpcode::Recv,
+            status: WcStatus::Success,
+            byte_len: rx.received as u32,
+            invalidated,
+            solicited: opcode == op::SEND_SE || opcode == op::SEND_SE_INV,
+        });
+        Ok(())
+    }
+
+    fn on_read_req(
+        &mut self,
+        last: bool,
+        msn: u32,
+        mo: u32,
+        payload: &[u8],
+    ) -> Result<(), TermInfo> {
+        if msn != self.rx_rreq_msn {
+            return Err(term::DDP_UT_MSN_RANGE);
+        }
+        if !last || mo != 0 {
+            return Err(term::DDP_UT_INVALID_MO);
+        }
+        let r = ReadReq::decode(payload).ok_or(term::RDMAP_OPCODE)?;
+        let pending = self.irq.len() + usize::from(matches!(self.cur_tx, Some(TxMsg::Resp(_))));
+        if pending >= usize::from(self.cfg.ird) {
+            return Err(term::DDP_UT_MSN_RANGE);
+        }
+        let src = if r.size == 0 {
+            None
+        } else {
+            let mr = self
+                .qp
+                .pd
+                .lookup(STag(r.src_stag))
+                .ok_or(term::RDMAP_INVALID_STAG)?;
+            if !mr.is_valid() {
+                return Err(term::RDMAP_INVALID_STAG);
+            }
+            if !mr.access().contains(Access::REMOTE_READ) {
+                return Err(term::RDMAP_ACCESS);
+            }
+            if r.src_to.checked_add(u64::from(r.size)).is_none()
+                || r.sink_to.checked_add(u64::from(r.size)).is_none()
+            {
+                return Err(term::RDMAP_TO_WRAP);
+            }
+            let off = mr
+                .offset_of(r.src_to, u64::from(r.size))
+                .ok_or(term::RDMAP_BASE_BOUNDS)?;
+            Some((mr, off))
+        };
+        self.rx_rreq_msn = self.rx_rreq_msn.wrapping_add(1);
+        self.irq.push_back(InRead {
+            src,
+            len: r.size as usize,
+            sink_stag: r.sink_stag,
+            sink_to: r.sink_to,
+            sent: 0,
+        });
+        Ok(())
+    }
+
+    /// Record a non-protocol close (peer EOF, I/O error, local disconnect).
+    pub fn set_closed(&mut self, reason: CloseReason) {
+        if self.closed.is_none() {
+            self.closed = Some(reason);
+        }
+    }
+
+    /// Tear down: flush every outstanding work request with `Flushed`, publish
+    /// the close reason and close the completion queue.
+    pub fn shutdown(&mut self) {
+        let reason = self.closed.clone().unwrap_or(CloseReason::LocalDisconnect);
+        let flushed = |wr_id, opcode| comp(wr_id, opcode, WcStatus::Flushed, 0);
+        if let Some(TxMsg::Sq { wqe, .. }) = self.cur_tx.take() {
+            self.completions.push(flushed(wqe.wr_id, wc_of(&wqe.kind)));
+        }
+        for r in self.orq.drain(..) {
+            self.completions.push(flushed(r.wr_id, WcOpcode::RdmaRead));
+        }
+        if let Some(rx) = self.cur_rx.take() {
+            self.completions.push(flushed(rx.wqe.wr_id, WcOpcode::Recv));
+        }
+        self.irq.clear();
+        self.write_cache = None;
+        {
+            let mut g = self.qp.lock();
+            for w in g.sq.drain(..) {
+                self.completions.push(flushed(w.wr_id, wc_of(&w.kind)));
+            }
+            for r in g.rq.drain(..) {
+                self.completions.push(flushed(r.wr_id, WcOpcode::Recv));
+            }
+        }
+        self.qp.set_closed(reason);
+        self.deliver_completions();
+        self.qp.cq.close();
+    }
+}
+
+fn wc_of(k: &WqeKind) -> WcOpcode {
+    match k {
+        WqeKind::Send { .. } => WcOpcode::Send,
+        WqeKind::Write { .. } => WcOpcode::RdmaWrite,
+        WqeKind::Read { .. } => WcOpcode::RdmaRead,
+        WqeKind::LocalInv { .. } => WcOpcode::LocalInvalidate,
+    }
+}

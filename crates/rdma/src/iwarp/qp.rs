@@ -1,0 +1,302 @@
+//! Soft-iWARP queue pair: the state shared between the consumer's handle and
+//! the connection driver (work queues, completion queue, close reason).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use super::mr::{SoftMr, SoftPd};
+use crate::cq::CompletionQueue;
+use crate::error::{RdmaError, Result};
+use crate::provider::{MemoryRegion, QueuePair};
+use crate::types::{
+    Access, CloseReason, PeerParams, QpCaps, QpState, RemoteBuf, SendOp, SendWr, Sge,
+};
+
+/// A local scatter entry resolved to (region, buffer offset, length).
+pub(crate) type Seg = (SoftMr, usize, usize);
+
+/// What a queued send work request does.
+#[derive(Debug)]
+pub(crate) enum WqeKind {
+    Send { inv: Option<u32> },
+    Write { remote: RemoteBuf },
+    Read { remote: RemoteBuf },
+    LocalInv { stag: u32 },
+}
+
+/// A queued send work request holding its own region handles.
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub wr_id: u64,
+    pub kind: WqeKind,
+    pub sg: Vec<Seg>,
+    pub total: usize,
+    pub solicited: bool,
+}
+
+/// A posted receive.
+#[derive(Debug)]
+pub(crate) struct RecvWqe {
+    pub wr_id: u64,
+    pub sg: Vec<Seg>,
+    pub total: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct QpInner {
+    pub state: QpState,
+    pub sq: VecDeque<SendWqe>,
+    pub rq: VecDeque<RecvWqe>,
+    pub reason: Option<CloseReason>,
+    pub peer: PeerParams,
+    pub ird: u16,
+    pub ord: u16,
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    pub disconnect: bool,
+}
+
+/// State shared by the queue pair handle and its driver.
+#[derive(Debug)]
+pub(crate) struct QpShared {
+    pub pd: SoftPd,
+    pub caps: QpCaps,
+    pub cq: CompletionQueue,
+    inner: Mutex<QpInner>,
+    /// Wakes the driver (work posted, disconnect requested).
+    pub wake: Notify,
+    /// Signalled when the queue pair closes.
+    pub closed_ev: Notify,
+}
+
+impl QpShared {
+    pub(crate) fn new(pd: SoftPd, caps: QpCaps) -> Arc<QpShared> {
+        Arc::new(QpShared {
+            pd,
+            caps,
+            cq: CompletionQueue::new(),
+            inner: Mutex::new(QpInner {
+                state: QpState::Init,
+                sq: VecDeque::new(),
+                rq: VecDeque::new(),
+                reason: None,
+                peer: PeerParams::default(),
+                ird: 0,
+                ord: 0,
+                local: None,
+                remote: None,
+                disconnect: false,
+            }),
+            wake: Notify::new(),
+            closed_ev: Notify::new(),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, QpInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn resolve(&self, sg: &[Sge<'_, SoftMr>], need: Access) -> Result<(Vec<Seg>, usize)> {
+        let mut v = Vec::with_capacity(sg.len());
+        let mut total = 0usize;
+        for s in sg {
+            if !self.pd.owns(s.mr) {
+                return Err(RdmaError::InvalidRequest(
+                    "region not in this protection domain",
+                ));
+            }
+            if !s.mr.is_valid() {
+                return Err(RdmaError::InvalidRequest("region invalidated"));
+            }
+            if !s.mr.access().contains(need) {
+                return Err(RdmaError::InvalidRequest("region lacks local write access"));
+            }
+            let off = usize::try_from(s.offset)
+                .map_err(|_| RdmaError::InvalidRequest("offset out of range"))?;
+            let len = s.len as usize;
+            match off.checked_add(len) {
+                Some(end) if end <= s.mr.len() => {}
+                _ => return Err(RdmaError::InvalidRequest("scatter entry out of bounds")),
+            }
+            total = total
+                .checked_add(len)
+                .ok_or(RdmaError::InvalidRequest("scatter list too long"))?;
+            v.push((s.mr.clone(), off, len));
+        }
+        if total > u32::MAX as usize {
+            return Err(RdmaError::InvalidRequest("message longer than 4 GiB"));
+        }
+        Ok((v, total))
+    }
+
+    /// Mark closed with `reason` (first reason wins) and wake waiters.
+    pub(crate) fn set_closed(&self, reason: CloseReason) {
+        {
+            let mut g = self.lock();
+            g.state = QpState::Closed;
+            if g.reason.is_none() {
+                g.reason = Some(reason);
+            }
+        }
+        self.closed_ev.notify_waiters();
+    }
+}
+
+/// A soft-iWARP queue pair handle. Dropping the last handle disconnects.
+#[derive(Clone, Debug)]
+pub struct SoftQp {
+    h: Arc<QpHandle>,
+}
+
+#[derive(Debug)]
+struct QpHandle {
+    shared: Arc<QpShared>,
+}
+
+impl Drop for QpHandle {
+    fn drop(&mut self) {
+        self.shared.lock().disconnect = true;
+        self.shared.wake.notify_one();
+    }
+}
+
+impl SoftQp {
+    pub(crate) fn new(shared: Arc<QpShared>) -> SoftQp {
+        SoftQp {
+            h: Arc::new(QpHandle { shared }),
+        }
+    }
+    pub(crate) fn shared(&self) -> &Arc<QpShared> {
+        &self.h.shared
+    }
+}
+
+impl QueuePair for SoftQp {
+    type Mr = SoftMr;
+
+    fn post_send(&self, wr: &SendWr<'_, SoftMr>) -> Result<()> {
+        let s = self.shared();
+        let need = match wr.op {
+            SendOp::RdmaRead { .. } => Access::LOCAL_WRITE,
+            _ => Access::LOCAL_READ,
+        };
+        if wr.sg.len() > s.caps.max_send_sge as usize {
+            return Err(RdmaError::InvalidRequest("too many scatter entries"));
+        }
+        let (sg, total) = s.resolve(wr.sg, need)?;
+        let kind = match wr.op {
+            SendOp::Send => WqeKind::Send { inv: None },
+            SendOp::SendWithInvalidate { stag } => WqeKind::Send { inv: Some(stag.0) },
+            SendOp::RdmaWrite { remote } => {
+                if total > remote.len as usize {
+                    return Err(RdmaError::InvalidRequest("write longer than remote buffer"));
+                }
+                WqeKind::Write { remote }
+            }
+            SendOp::RdmaRead { remote } => {
+                if sg.len() != 1 {
+                    return Err(RdmaError::InvalidRequest("RDMA Read takes one sink entry"));
+                }
+                if total != remote.len as usize {
+                    return Err(RdmaError::InvalidRequest(
+                        "read sink length differs from remote length",
+                    ));
+                }
+                WqeKind::Read { remote }
+            }
+            SendOp::LocalInvalidate { stag } => WqeKind::LocalInv { stag: stag.0 },
+        };
+        {
+            let mut g = s.lock();
+            if g.state != QpState::Rts {
+                return Err(RdmaError::NotConnected);
+            }
+            if g.sq.len() >= s.caps.max_send_wr as usize {
+                return Err(RdmaError::QueueFull);
+            }
+            g.sq.push_back(SendWqe {
+                wr_id: wr.wr_id,
+                kind,
+                sg,
+                total,
+                solicited: wr.solicited,
+            });
+        }
+        s.wake.notify_one();
+        Ok(())
+    }
+
+    fn post_recv(&self, wr_id: u64, sg: &[Sge<'_, SoftMr>]) -> Result<()> {
+        let s = self.shared();
+        if sg.len() > s.caps.max_recv_sge.max(1) as usize {
+            return Err(RdmaError::InvalidRequest("too many scatter entries"));
+        }
+        let (sg, total) = s.resolve(sg, Access::LOCAL_WRITE)?;
+        let mut g = s.lock();
+        if g.state == QpState::Closed {
+            return Err(RdmaError::NotConnected);
+        }
+        if g.rq.len() >= s.caps.max_recv_wr as usize {
+            return Err(RdmaError::QueueFull);
+        }
+        g.rq.push_back(RecvWqe { wr_id, sg, total });
+        Ok(())
+    }
+
+    fn cq(&self) -> &CompletionQueue {
+        &self.shared().cq
+    }
+
+    fn state(&self) -> QpState {
+        self.shared().lock().state
+    }
+
+    fn close_reason(&self) -> Option<CloseReason> {
+        self.shared().lock().reason.clone()
+    }
+
+    async fn closed(&self) -> CloseReason {
+        let s = self.shared();
+        loop {
+            let n = s.closed_ev.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if let Some(r) = s.lock().reason.clone() {
+                return r;
+            }
+            n.await;
+        }
+    }
+
+    fn disconnect(&self) {
+        let s = self.shared();
+        s.lock().disconnect = true;
+        s.wake.notify_one();
+    }
+
+    fn peer_params(&self) -> PeerParams {
+        self.shared().lock().peer.clone()
+    }
+
+    fn read_limits(&self) -> (u16, u16) {
+        let g = self.shared().lock();
+        (g.ird, g.ord)
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.shared()
+            .lock()
+            .local
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.shared()
+            .lock()
+            .remote
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+}
