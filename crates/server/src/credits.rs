@@ -81,12 +81,25 @@ impl CreditWindow {
         Ok(())
     }
 
+    /// Largest distance allowed between the lowest unused MessageId and the top of
+    /// the window: twice the credit limit (a client may skip a MessageId and keep
+    /// working with its full window, as Windows allows, but not forever).
+    fn max_span(&self) -> u64 {
+        2 * u64::from(self.max_credits)
+    }
+
     /// Grants credits for a response to a request that asked for `requested` and was
     /// charged `charge`; returns the number to put in the response header.
     pub fn grant(&mut self, requested: u16, charge: u16) -> u16 {
         let want = u64::from(requested.max(charge.max(1)).max(1));
         let held = self.outstanding();
-        let room = u64::from(self.max_credits).saturating_sub(held);
+        // Credits held, and the span of ids between the oldest unused one and the top
+        // of the window (which grows while a client skips a MessageId), are both
+        // bounded; the span bound keeps `used` bounded too.
+        let span = self.high - self.low;
+        let room = u64::from(self.max_credits)
+            .saturating_sub(held)
+            .min(self.max_span().saturating_sub(span));
         let mut g = want.min(room);
         if g == 0 && held == 0 {
             g = 1; // never leave the client without a credit
@@ -138,5 +151,28 @@ mod tests {
         assert_eq!(required_charge(65537), 2);
         assert_eq!(required_charge(8 << 20), 128);
         assert!(CreditWindow::new(4).consume(u64::MAX, 2).is_err());
+    }
+
+    #[test]
+    fn skipped_message_id_bounds_the_window() {
+        let mut w = CreditWindow::new(4);
+        w.consume(0, 1).unwrap();
+        // Ids 1..=4 granted; skip id 1, keep using the rest and asking for more.
+        assert_eq!(w.grant(4, 1), 4);
+        let mut granted = 0;
+        for next in 2..22 {
+            if w.consume(next, 1).is_err() {
+                break;
+            }
+            granted += u64::from(w.grant(1, 1));
+        }
+        // The span from the skipped id 1 never exceeds 2 × 4.
+        assert!(w.high - w.low <= 8, "span {}", w.high - w.low);
+        assert!(w.used.len() <= 8);
+        assert!(granted >= 3);
+        // Using the skipped id releases the window again.
+        w.consume(1, 1).unwrap();
+        assert!(w.grant(8, 1) > 0);
+        assert!(w.high - w.low <= 8);
     }
 }

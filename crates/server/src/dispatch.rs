@@ -5,9 +5,14 @@
 //! then processed: NEGOTIATE and SESSION_SETUP inline (their order matters for the
 //! preauth hash), everything else in a task of its own so I/O overlaps.
 //!
-//! Related members inherit SessionId/TreeId (when 0xFF..FF) from the previous member
-//! and FileId through [`Ctx::resolve_file_id`]; a failed member passes its status to
-//! the related member that needs its FileId ([MS-SMB2] 3.3.5.2.7.2).
+//! Related members ([MS-SMB2] 3.3.5.2.7.2) take SessionId and TreeId from the previous
+//! member — the ones it was found to use, or none if its session/tree check failed (a
+//! related member without a valid session gets STATUS_INVALID_PARAMETER, as Windows
+//! and Samba) — and FileId through [`Ctx::resolve_file_id`]. Only a failed CREATE
+//! passes its status on to the related members that use its FileId; any other failed
+//! member leaves the FileId in place, so e.g. CREATE + SET_INFO + CLOSE still closes.
+//! An operation that would go async in the middle of a compound fails with
+//! STATUS_INTERNAL_ERROR, except CREATE (waiting for an oplock break), which is awaited.
 
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
@@ -17,6 +22,7 @@ use futures_util::FutureExt;
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
 use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
 use smbx_wire::{smb1, Command, Header, NtStatus, HEADER_SIZE};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::conn::Connection;
 use crate::handlers::{self, Ctx, HandlerResult, Request, Response};
@@ -48,10 +54,17 @@ pub(crate) struct Chain {
     pub members: Vec<Member>,
     /// SessionId of the TRANSFORM header if the chain arrived encrypted.
     pub encrypted: Option<u64>,
+    /// The chain's share of the connection's in-flight budget, released once its
+    /// responses are written.
+    pub permit: Option<OwnedSemaphorePermit>,
 }
 
 /// Handles one frame from the read loop.
-pub(crate) async fn on_frame(conn: &Arc<Connection>, frame: Vec<u8>) -> Flow {
+pub(crate) async fn on_frame(
+    conn: &Arc<Connection>,
+    frame: Vec<u8>,
+    permit: OwnedSemaphorePermit,
+) -> Flow {
     let proto = frame.get(..4);
     if smb1::is_smb1(&frame) {
         return handlers::negotiate::smb1(conn, &frame).await;
@@ -83,6 +96,7 @@ pub(crate) async fn on_frame(conn: &Arc<Connection>, frame: Vec<u8>) -> Flow {
         buf: plain,
         members,
         encrypted,
+        permit: Some(permit),
     };
     if matches!(first, Some(Command::Negotiate | Command::SessionSetup)) {
         process_chain(conn.clone(), chain).await;
@@ -156,15 +170,19 @@ struct Prev {
     file_id: Result<Option<FileId>, NtStatus>,
 }
 
+/// The FileId state before any member produced one: a related all-ones FileId
+/// names no open.
+const NO_FILE: Result<Option<FileId>, NtStatus> = Err(NtStatus::FILE_CLOSED);
+
 /// Processes every member of a chain and sends the responses.
-pub(crate) async fn process_chain(conn: Arc<Connection>, chain: Chain) {
+pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
     let server = conn.server.clone();
     let n = chain.members.len();
     let mut out: Vec<OutMember> = Vec::with_capacity(n);
     let mut prev = Prev {
         session_id: 0,
         tree_id: 0,
-        file_id: Ok(None),
+        file_id: NO_FILE,
     };
     for (i, m) in chain.members.iter().enumerate() {
         let raw = &chain.buf[m.range.clone()];
@@ -174,19 +192,18 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, chain: Chain) {
             continue;
         }
         let mut early: Option<NtStatus> = None;
-        if hdr.is_related() {
+        let related = hdr.is_related();
+        if related {
             if i == 0 {
                 early = Some(NtStatus::INVALID_PARAMETER);
             } else {
-                if hdr.session_id == u64::MAX {
-                    hdr.session_id = prev.session_id;
-                }
-                if !hdr.is_async() && hdr.tree_id == u32::MAX {
+                hdr.session_id = prev.session_id;
+                if !hdr.is_async() {
                     hdr.tree_id = prev.tree_id;
                 }
             }
         } else {
-            prev.file_id = Ok(None);
+            prev.file_id = NO_FILE;
         }
         if let (Some(sid), false) = (chain.encrypted, hdr.session_id == 0) {
             if sid != hdr.session_id && early.is_none() {
@@ -206,9 +223,17 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, chain: Chain) {
             Ok(r) => r,
             Err(st) => Response::error(st),
         };
-        prev.session_id = info.response_session_id.unwrap_or(hdr.session_id);
-        prev.tree_id = info.response_tree_id.unwrap_or(hdr.tree_id);
-        if resp.status.is_error() {
+        prev.session_id = match (info.response_session_id, info.session.as_ref()) {
+            (Some(sid), _) => sid,
+            (None, Some(s)) => s.id,
+            (None, None) => 0,
+        };
+        if let Some(t) = info.response_tree_id {
+            prev.tree_id = t;
+        } else if let Some(t) = info.tree_checked {
+            prev.tree_id = t.unwrap_or(0);
+        }
+        if hdr.cmd() == Some(Command::Create) && resp.status.is_error() {
             prev.file_id = Err(resp.status);
         } else if let Some(f) = info.file_id {
             prev.file_id = Ok(Some(f));
@@ -217,7 +242,7 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, chain: Chain) {
         out.push(om);
     }
     if !out.is_empty() {
-        respond::send_chain(&conn, out, chain.encrypted).await;
+        respond::send_chain(&conn, out, chain.encrypted, chain.permit.take()).await;
     }
 }
 
@@ -232,6 +257,8 @@ pub(crate) struct MemberInfo {
     pub session: Option<Arc<Session>>,
     pub disconnect: bool,
     pub request_signed: bool,
+    /// Set when the member's tree was looked up: the TreeId found, or None.
+    pub tree_checked: Option<Option<u32>>,
 }
 
 fn needs_session(cmd: Command) -> bool {
@@ -279,7 +306,18 @@ async fn run_member(
     if needs_session(cmd) || (hdr.session_id != 0 && cmd != Command::Negotiate) {
         match check_session(conn, server, cmd, hdr, raw, encrypted) {
             Ok(s) => session = s,
-            Err(st) => return (Err(st), info),
+            // A related member whose (inherited) session is unusable.
+            Err(NtStatus::USER_SESSION_DELETED) if hdr.is_related() => {
+                return (Err(NtStatus::INVALID_PARAMETER), info)
+            }
+            Err(st) => {
+                // Found but refused (signature, encryption): still the session in use.
+                info.session = server
+                    .sessions
+                    .get(hdr.session_id)
+                    .filter(|s| s.conn_id == conn.id);
+                return (Err(st), info);
+            }
         }
     }
     info.session = session.clone();
@@ -288,9 +326,16 @@ async fn run_member(
         let Some(s) = session.as_ref() else {
             return (Err(NtStatus::USER_SESSION_DELETED), info);
         };
-        match s.tree(hdr.tree_id) {
+        let t = s.tree(hdr.tree_id);
+        info.tree_checked = Some(t.as_ref().map(|t| t.id));
+        match t {
             Some(t) => {
                 if t.encrypt_data && !encrypted && dialect >= DIALECT_300 {
+                    return (Err(NtStatus::ACCESS_DENIED), info);
+                }
+                // Per-share mandatory signing (the signature itself was verified
+                // with the session).
+                if t.signing_required && !encrypted && !hdr.is_signed() {
                     return (Err(NtStatus::ACCESS_DENIED), info);
                 }
                 tree = Some(t);
@@ -330,14 +375,20 @@ async fn run_member(
     if ctx.session.is_some() && info.session.is_none() {
         info.session = ctx.session.clone();
     }
-    // Async in the middle of a compound: finish it here.
+    // Async in the middle of a compound: only CREATE (an oplock break) may wait;
+    // anything else fails as on Windows and Samba (smb2.compound.interim2).
     let result = match result {
         Ok(mut r) if r.pending.is_some() && !last => {
             let fut = r.pending.take().expect("checked");
-            AssertUnwindSafe(fut)
-                .catch_unwind()
-                .await
-                .unwrap_or(Err(NtStatus::INTERNAL_ERROR))
+            if cmd == Command::Create {
+                AssertUnwindSafe(fut)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or(Err(NtStatus::INTERNAL_ERROR))
+            } else {
+                drop(fut);
+                Err(NtStatus::INTERNAL_ERROR)
+            }
         }
         other => other,
     };

@@ -9,7 +9,7 @@ use smbx_wire::error::ErrorResponse;
 use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SERVER_TO_REDIR};
 use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
 use smbx_wire::{Header, NtStatus, Writer};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use crate::conn::Connection;
 use crate::dispatch::MemberInfo;
@@ -132,15 +132,21 @@ pub(crate) async fn send_chain(
     conn: &Arc<Connection>,
     mut out: Vec<OutMember>,
     encrypted: Option<u64>,
+    permit: Option<OwnedSemaphorePermit>,
 ) {
     let n = out.len();
     let mut buf = Vec::with_capacity(out.iter().map(|m| m.bytes.len() + 8).sum());
     let mut completions = Vec::new();
     for (i, m) in out.iter_mut().enumerate() {
-        if i + 1 < n {
+        // Every member of a compound response is padded to 8 bytes, the last one
+        // included (as Windows and Samba: smb2.compound.compound-padding); a single
+        // response is not.
+        if n > 1 {
             let padded = m.bytes.len().next_multiple_of(8);
             m.bytes.resize(padded, 0);
-            m.bytes[20..24].copy_from_slice(&(padded as u32).to_le_bytes());
+            if i + 1 < n {
+                m.bytes[20..24].copy_from_slice(&(padded as u32).to_le_bytes());
+            }
         }
         if let (true, Some(s)) = (m.sign, m.session.as_ref()) {
             security::sign(s, &mut m.bytes);
@@ -165,7 +171,7 @@ pub(crate) async fn send_chain(
             }
         }
     }
-    conn.send(buf).await;
+    conn.send_holding(buf, permit).await;
     for c in completions {
         let conn = conn.clone();
         tokio::spawn(complete(conn, c, encrypted));
@@ -235,7 +241,10 @@ mod tests {
         }
     }
 
-    fn conn() -> (Arc<Connection>, mpsc::Receiver<Vec<u8>>) {
+    fn conn() -> (
+        Arc<Connection>,
+        mpsc::Receiver<crate::conn::writer::Outgoing>,
+    ) {
         let state = Arc::new(ServerState::with_credentials(
             Arc::new(smbx_config::Config::default()),
             Arc::new(NoUsers),
@@ -267,15 +276,15 @@ mod tests {
             Ok(Response::ok(vec![7; 8]))
         });
         let om = build(&c, &req(0), resp, &MemberInfo::default(), false);
-        send_chain(&c, vec![om], None).await;
-        let interim = rx.recv().await.unwrap();
+        send_chain(&c, vec![om], None, None).await;
+        let interim = rx.recv().await.unwrap().0;
         let h = Header::decode(&interim).unwrap();
         assert_eq!(h.status, NtStatus::PENDING);
         assert!(h.is_async());
         assert_eq!(h.credits, 5);
         assert_eq!(c.pending.len(), 1);
         gate_tx.send(()).unwrap();
-        let fin = rx.recv().await.unwrap();
+        let fin = rx.recv().await.unwrap().0;
         let f = Header::decode(&fin).unwrap();
         assert_eq!(f.status, NtStatus::SUCCESS);
         assert_eq!(f.async_id, h.async_id);
@@ -296,8 +305,8 @@ mod tests {
                 &MemberInfo::default(),
                 false,
             );
-            send_chain(&c, vec![om], None).await;
-            let h = Header::decode(&rx.recv().await.unwrap()).unwrap();
+            send_chain(&c, vec![om], None, None).await;
+            let h = Header::decode(&rx.recv().await.unwrap().0).unwrap();
             assert_eq!(h.status, NtStatus::PENDING);
             let found = if by_async {
                 c.pending.cancel_async(h.async_id, 0)
@@ -305,7 +314,7 @@ mod tests {
                 c.pending.cancel_message(i, 0)
             };
             assert!(found);
-            let f = Header::decode(&rx.recv().await.unwrap()).unwrap();
+            let f = Header::decode(&rx.recv().await.unwrap().0).unwrap();
             assert_eq!(f.status, NtStatus::CANCELLED);
             assert_eq!(f.message_id, i);
         }

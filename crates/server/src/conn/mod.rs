@@ -4,7 +4,7 @@
 
 pub mod pending;
 mod serve;
-mod writer;
+pub(crate) mod writer;
 
 pub use serve::serve;
 
@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 
 use crate::credits::CreditWindow;
 use crate::state::ServerState;
@@ -63,7 +63,7 @@ pub struct Connection {
     pub sessions: Mutex<Vec<u64>>,
     /// Set once a SESSION_SETUP succeeded (ends the unauthenticated timeout).
     pub authenticated: std::sync::atomic::AtomicBool,
-    tx: mpsc::Sender<Vec<u8>>,
+    tx: mpsc::Sender<writer::Outgoing>,
     closed: Notify,
 }
 
@@ -73,7 +73,7 @@ impl Connection {
         server: Arc<ServerState>,
         peer: SocketAddr,
         local: SocketAddr,
-        tx: mpsc::Sender<Vec<u8>>,
+        tx: mpsc::Sender<writer::Outgoing>,
     ) -> Connection {
         let max_credits = server.config.global.smb2_max_credits;
         Connection {
@@ -83,7 +83,7 @@ impl Connection {
             local,
             negotiate: Mutex::new(NegotiateState::default()),
             credits: Mutex::new(CreditWindow::new(if max_credits == 0 {
-                512
+                8192
             } else {
                 max_credits
             })),
@@ -103,12 +103,25 @@ impl Connection {
     /// Queues one complete SMB2 message (already signed or sealed) for the writer.
     /// Fails silently if the connection is gone.
     pub async fn send(&self, msg: Vec<u8>) {
-        let _ = self.tx.send(msg).await;
+        let _ = self.tx.send((msg, None)).await;
+    }
+
+    /// Like [`Connection::send`], keeping `permit` (the request's share of the
+    /// in-flight budget) until the message has been written to the socket.
+    pub(crate) async fn send_holding(&self, msg: Vec<u8>, permit: Option<OwnedSemaphorePermit>) {
+        let _ = self.tx.send((msg, permit)).await;
     }
 
     /// Asks the connection to close (the read loop exits, state is torn down).
     pub fn close(&self) {
         self.closed.notify_one();
+    }
+
+    /// Bytes of received requests that may be buffered or in processing at once on
+    /// this connection (the read loop stops reading when they are used up): four
+    /// maximum-size PDUs.
+    pub fn inflight_budget(&self) -> usize {
+        self.max_pdu().saturating_mul(4)
     }
 
     /// Largest PDU accepted: the biggest configured payload plus headroom for headers.

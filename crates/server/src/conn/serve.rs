@@ -7,7 +7,7 @@ use std::time::Duration;
 use smbx_wire::framing::decode_frame_header;
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::{writer, Connection};
 use crate::dispatch::{self, Flow};
@@ -40,7 +40,8 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: &Arc<Connection>, rd: &mut R) -> 
     let g = &conn.server.config.global;
     let unauth = Duration::from_secs(u64::from(g.unauthenticated_timeout_secs.max(1)));
     let dead = Duration::from_secs(u64::from(g.deadtime_secs));
-    let max_pdu = conn.max_pdu();
+    let mut frames = FrameReader::new(conn.max_pdu());
+    let budget = Arc::new(Semaphore::new(conn.inflight_budget()));
     loop {
         let authenticated = conn.authenticated.load(Ordering::Relaxed);
         let limit = if !authenticated {
@@ -50,26 +51,27 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: &Arc<Connection>, rd: &mut R) -> 
         } else {
             None
         };
-        let read = read_frame(rd, max_pdu);
+        // `FrameReader::next` is cancel-safe: a timeout keeps a partial frame.
         let frame = tokio::select! {
             r = async {
                 match limit {
-                    Some(d) => tokio::time::timeout(d, read).await.map_err(|_| "timeout")?,
-                    None => read.await,
+                    Some(d) => tokio::time::timeout(d, frames.next(rd, &budget))
+                        .await
+                        .map_err(|_| "timeout")?,
+                    None => frames.next(rd, &budget).await,
                 }
             } => r,
             _ = conn.closed.notified() => Err("closed by server"),
         };
-        let frame = match frame {
+        let (frame, permit) = match frame {
             Ok(f) => f,
-            // Idle past deadtime only counts when nothing is open (read_frame is
-            // cancel-safe only at a frame boundary, so a partial frame still drops).
+            // Idle past deadtime only counts when nothing is open.
             Err("timeout") if authenticated && (has_opens(conn) || !conn.pending.is_empty()) => {
                 continue
             }
             Err(why) => return why,
         };
-        if let Flow::Disconnect(why) = dispatch::on_frame(conn, frame).await {
+        if let Flow::Disconnect(why) = dispatch::on_frame(conn, frame, permit).await {
             return why;
         }
     }
@@ -83,16 +85,107 @@ fn has_opens(conn: &Connection) -> bool {
         .is_empty()
 }
 
-async fn read_frame<R: AsyncRead + Unpin>(
-    rd: &mut R,
+/// Most bytes read from the socket in one step (the buffer grows by at most this
+/// much beyond what has actually arrived).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Reads Direct-TCP frames incrementally. Its state lives outside the read future, so
+/// dropping [`FrameReader::next`] (a timeout, a close) never loses bytes; the frame
+/// buffer only grows with bytes that arrived, whatever the length prefix claims; and
+/// each frame holds permits for its length from the connection's in-flight budget,
+/// taken before its body is read (so a client cannot make the server buffer more
+/// than the budget across requests still being processed).
+struct FrameReader {
     max_pdu: usize,
-) -> Result<Vec<u8>, &'static str> {
-    let mut hdr = [0u8; 4];
-    rd.read_exact(&mut hdr).await.map_err(|_| "eof")?;
-    let len = decode_frame_header(hdr, max_pdu).map_err(|_| "bad frame length")?;
-    let mut buf = vec![0u8; len];
-    rd.read_exact(&mut buf).await.map_err(|_| "eof in frame")?;
-    Ok(buf)
+    hdr: [u8; 4],
+    hdr_got: usize,
+    /// Frame length, once the prefix is complete.
+    len: Option<usize>,
+    permit: Option<OwnedSemaphorePermit>,
+    buf: Vec<u8>,
+    /// Bytes of `buf` that hold received data (`buf` may be longer after a cancelled read).
+    filled: usize,
+}
+
+impl FrameReader {
+    fn new(max_pdu: usize) -> Self {
+        FrameReader {
+            max_pdu,
+            hdr: [0; 4],
+            hdr_got: 0,
+            len: None,
+            permit: None,
+            buf: Vec::new(),
+            filled: 0,
+        }
+    }
+
+    /// True while a frame has been partly received.
+    #[cfg(test)]
+    fn partial(&self) -> bool {
+        self.hdr_got > 0
+    }
+
+    /// The next complete frame and the budget permit it holds.
+    async fn next<R: AsyncRead + Unpin>(
+        &mut self,
+        rd: &mut R,
+        budget: &Arc<Semaphore>,
+    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str> {
+        while self.hdr_got < 4 {
+            let n = rd
+                .read(&mut self.hdr[self.hdr_got..])
+                .await
+                .map_err(|_| "read error")?;
+            if n == 0 {
+                return Err(if self.hdr_got == 0 {
+                    "eof"
+                } else {
+                    "eof in frame"
+                });
+            }
+            self.hdr_got += n;
+        }
+        let len = match self.len {
+            Some(l) => l,
+            None => {
+                let l =
+                    decode_frame_header(self.hdr, self.max_pdu).map_err(|_| "bad frame length")?;
+                self.len = Some(l);
+                l
+            }
+        };
+        if self.permit.is_none() {
+            let n = u32::try_from(len.max(1)).map_err(|_| "bad frame length")?;
+            let p = budget
+                .clone()
+                .acquire_many_owned(n)
+                .await
+                .map_err(|_| "closed")?;
+            self.permit = Some(p);
+        }
+        while self.filled < len {
+            let want = (len - self.filled).min(READ_CHUNK);
+            if self.buf.len() < self.filled + want {
+                self.buf.resize(self.filled + want, 0);
+            }
+            let n = rd
+                .read(&mut self.buf[self.filled..self.filled + want])
+                .await
+                .map_err(|_| "read error")?;
+            if n == 0 {
+                return Err("eof in frame");
+            }
+            self.filled += n;
+        }
+        let mut frame = std::mem::take(&mut self.buf);
+        frame.truncate(len);
+        let permit = self.permit.take().ok_or("closed")?;
+        self.hdr_got = 0;
+        self.len = None;
+        self.filled = 0;
+        Ok((frame, permit))
+    }
 }
 
 /// Drops everything the connection owns: pending operations, its sessions (with
@@ -104,4 +197,91 @@ fn teardown(conn: &Arc<Connection>) {
         crate::handlers::logoff::destroy_session(&conn.server, sid);
     }
     conn.server.opens.remove_where(|o| o.conn_id == conn.id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut v = smbx_wire::framing::encode_frame_header(body.len())
+            .unwrap()
+            .to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[tokio::test]
+    async fn timeout_keeps_a_partial_frame() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let budget = Arc::new(Semaphore::new(1 << 20));
+        let mut fr = FrameReader::new(1 << 20);
+        let body: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let bytes = frame(&body);
+        client.write_all(&bytes[..3]).await.unwrap();
+        let r =
+            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
+        assert!(r.is_err());
+        assert!(fr.partial());
+        client.write_all(&bytes[3..100_000]).await.unwrap();
+        let r =
+            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
+        assert!(r.is_err());
+        client.write_all(&bytes[100_000..]).await.unwrap();
+        let (f, permit) = fr.next(&mut server, &budget).await.unwrap();
+        assert_eq!(f, body);
+        assert_eq!(permit.num_permits(), body.len());
+        assert!(!fr.partial());
+    }
+
+    #[tokio::test]
+    async fn buffer_grows_with_arrivals_not_the_prefix() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let budget = Arc::new(Semaphore::new(16 << 20));
+        let mut fr = FrameReader::new(16 << 20);
+        // Claims 16 MiB - 1, sends 10 bytes.
+        client.write_all(&[0, 0xff, 0xff, 0xff]).await.unwrap();
+        client.write_all(&[1; 10]).await.unwrap();
+        let r =
+            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
+        assert!(r.is_err());
+        assert!(fr.buf.capacity() <= 2 * READ_CHUNK, "{}", fr.buf.capacity());
+        drop(client);
+        assert_eq!(
+            fr.next(&mut server, &budget).await.err(),
+            Some("eof in frame")
+        );
+    }
+
+    #[tokio::test]
+    async fn budget_holds_back_reading() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let budget = Arc::new(Semaphore::new(100));
+        let mut fr = FrameReader::new(100);
+        client.write_all(&frame(&[7; 80])).await.unwrap();
+        client.write_all(&frame(&[8; 80])).await.unwrap();
+        let (f1, p1) = fr.next(&mut server, &budget).await.unwrap();
+        assert_eq!(f1, vec![7; 80]);
+        // The second frame waits until the first one's permit is released.
+        let r =
+            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
+        assert!(r.is_err());
+        drop(p1);
+        let (f2, _p2) = fr.next(&mut server, &budget).await.unwrap();
+        assert_eq!(f2, vec![8; 80]);
+    }
+
+    #[tokio::test]
+    async fn oversized_prefix_is_refused() {
+        let (mut client, mut server) = tokio::io::duplex(1024);
+        let budget = Arc::new(Semaphore::new(1 << 20));
+        let mut fr = FrameReader::new(1000);
+        client.write_all(&frame(&[0; 1001])[..4]).await.unwrap();
+        assert_eq!(
+            fr.next(&mut server, &budget).await.err(),
+            Some("bad frame length")
+        );
+    }
 }

@@ -3,16 +3,19 @@
 
 use smbx_wire::framing::encode_frame_header;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+/// A framed message to write, with the in-flight budget it holds until written.
+pub(crate) type Outgoing = (Vec<u8>, Option<OwnedSemaphorePermit>);
 
 /// Writes queued messages until the channel closes or the socket fails.
-pub(crate) async fn run<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Vec<u8>>) {
+pub(crate) async fn run<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Outgoing>) {
     let mut bw = BufWriter::with_capacity(256 * 1024, wr);
-    while let Some(msg) = rx.recv().await {
+    while let Some((msg, _permit)) = rx.recv().await {
         if write_one(&mut bw, &msg).await.is_err() {
             return;
         }
-        while let Ok(msg) = rx.try_recv() {
+        while let Ok((msg, _permit)) = rx.try_recv() {
             if write_one(&mut bw, &msg).await.is_err() {
                 return;
             }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use smbx_config::EncryptSetting;
+use smbx_config::{EncryptSetting, SigningSetting};
 use smbx_wire::negotiate::{CAP_ENCRYPTION, DIALECT_300, DIALECT_311};
 use smbx_wire::tree::*;
 use smbx_wire::NtStatus;
@@ -81,6 +81,18 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         EncryptSetting::IfRequired | EncryptSetting::Off => false,
     } || session_encrypts;
 
+    // Per-share `server signing = mandatory`: the tree's unencrypted traffic must be
+    // signed, which needs a session with a signing key.
+    let signing_required = !share.is_ipc()
+        && share.config.effective_signing(g) == SigningSetting::Mandatory
+        && !encrypt_data;
+    if signing_required {
+        if user.guest || user.anonymous || !crate::security::can_sign(&session) {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        ctx.sign_response = true;
+    }
+
     let (share_type, mut share_flags) = if share.is_ipc() {
         (SHARE_TYPE_PIPE, SHAREFLAG_NO_CACHING)
     } else {
@@ -102,6 +114,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 maximal_access,
                 read_only,
                 encrypt_data,
+                signing_required,
             }),
         );
         id

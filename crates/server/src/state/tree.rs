@@ -19,4 +19,7 @@ pub struct Tree {
     pub read_only: bool,
     /// Messages on this tree must be encrypted.
     pub encrypt_data: bool,
+    /// Unencrypted messages on this tree must be signed (the share's effective
+    /// `server signing` is mandatory).
+    pub signing_required: bool,
 }
