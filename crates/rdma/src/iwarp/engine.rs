@@ -862,3 +862,291 @@ fn wc_of(k: &WqeKind) -> WcOpcode {
         WqeKind::LocalInv { .. } => WcOpcode::LocalInvalidate,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iwarp::mr::SoftPd;
+    use crate::provider::ProtectionDomain;
+    use crate::types::{QpCaps, QpState};
+
+    fn engine(crc: bool) -> (Engine, Arc<QpShared>) {
+        let qp = QpShared::new(SoftPd::new(), QpCaps::default());
+        let cfg = EngineConfig {
+            crc,
+            max_ulpdu: max_ulpdu_for_mss(1448),
+            ird: 2,
+            ord: 2,
+            send_rtr: None,
+            expect_rtr: None,
+        };
+        (Engine::new(qp.clone(), cfg), qp)
+    }
+
+    fn send(msn: u32, mo: u32, last: bool, payload: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        let h = DdpHdr::Untagged {
+            last,
+            opcode: op::SEND,
+            inv_stag: 0,
+            qn: qn::SEND,
+            msn,
+            mo,
+        };
+        ddp::encode_fpdu(&mut b, &h, &[payload], true);
+        b
+    }
+
+    fn write(stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        let h = DdpHdr::Tagged {
+            last: true,
+            opcode: op::WRITE,
+            stag,
+            to,
+        };
+        ddp::encode_fpdu(&mut b, &h, &[payload], true);
+        b
+    }
+
+    /// Feed `input`; expect a Terminate with `want` in the output, the engine
+    /// closed, and after shutdown the queue pair Closed.
+    fn expect_term(mut e: Engine, qp: &Arc<QpShared>, input: &[u8], want: TermInfo) {
+        let mut out = Vec::new();
+        e.on_input(input, &mut out);
+        assert_eq!(e.closed(), Some(&CloseReason::LocalTerminate(want)));
+        let f = ddp::decode_fpdu(&out, true)
+            .unwrap()
+            .expect("a Terminate FPDU");
+        match f.hdr {
+            DdpHdr::Untagged {
+                opcode,
+                qn: q,
+                last,
+                ..
+            } => {
+                assert_eq!((opcode, q, last), (op::TERMINATE, qn::TERMINATE, true));
+            }
+            h => panic!("{h:?}"),
+        }
+        assert_eq!(ddp::parse_terminate(f.payload), Some(want));
+        e.shutdown();
+        assert_eq!(qp.lock().state, QpState::Closed);
+        assert!(qp.cq.is_closed());
+    }
+
+    fn post_recv(qp: &Arc<QpShared>, len: usize) -> SoftMr {
+        let mr = qp.pd.alloc(len, Access::LOCAL_WRITE).unwrap();
+        qp.lock().rq.push_back(RecvWqe {
+            wr_id: 7,
+            sg: vec![(mr.clone(), 0, len)],
+            total: len,
+        });
+        mr
+    }
+
+    #[test]
+    fn send_is_placed() {
+        let (mut e, qp) = engine(true);
+        let mr = post_recv(&qp, 16);
+        let mut out = Vec::new();
+        let mut input = send(1, 0, false, b"hel");
+        input.extend(send(1, 3, true, b"lo"));
+        assert_eq!(e.on_input(&input, &mut out), input.len());
+        assert!(out.is_empty() && e.closed().is_none());
+        let c: Vec<_> = e.take_completions().collect();
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].wr_id, c[0].byte_len), (7, 5));
+        assert_eq!(mr.with(|b| b[..5].to_vec()), b"hello");
+    }
+
+    #[test]
+    fn terminate_bad_crc() {
+        let (e, qp) = engine(true);
+        post_recv(&qp, 16);
+        let mut f = send(1, 0, true, b"abcd");
+        f[21] ^= 0xFF;
+        expect_term(e, &qp, &f, term::MPA_CRC);
+    }
+
+    #[test]
+    fn terminate_no_posted_receive() {
+        let (e, qp) = engine(true);
+        expect_term(e, &qp, &send(1, 0, true, b"x"), term::DDP_UT_NO_BUFFER);
+    }
+
+    #[test]
+    fn terminate_bad_msn() {
+        let (e, qp) = engine(true);
+        post_recv(&qp, 16);
+        expect_term(e, &qp, &send(2, 0, true, b"x"), term::DDP_UT_MSN_RANGE);
+    }
+
+    #[test]
+    fn terminate_bad_mo() {
+        let (e, qp) = engine(true);
+        post_recv(&qp, 16);
+        let mut i = send(1, 0, false, b"ab");
+        i.extend(send(1, 5, true, b"cd"));
+        expect_term(e, &qp, &i, term::DDP_UT_INVALID_MO);
+    }
+
+    #[test]
+    fn terminate_message_too_long() {
+        let (e, qp) = engine(true);
+        post_recv(&qp, 4);
+        expect_term(
+            e,
+            &qp,
+            &send(1, 0, true, b"too long"),
+            term::DDP_UT_TOO_LONG,
+        );
+    }
+
+    #[test]
+    fn terminate_unknown_stag() {
+        let (e, qp) = engine(true);
+        expect_term(
+            e,
+            &qp,
+            &write(0xABCD_0001, 0, b"x"),
+            term::DDP_T_INVALID_STAG,
+        );
+    }
+
+    #[test]
+    fn terminate_invalidated_stag() {
+        let (e, qp) = engine(true);
+        let mr = qp
+            .pd
+            .alloc(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        assert!(qp.pd.invalidate(mr.stag()));
+        expect_term(
+            e,
+            &qp,
+            &write(mr.stag().0, mr.addr(), b"x"),
+            term::DDP_T_INVALID_STAG,
+        );
+    }
+
+    #[test]
+    fn terminate_access_violation() {
+        let (e, qp) = engine(true);
+        let mr = qp
+            .pd
+            .alloc(64, Access::LOCAL_WRITE | Access::REMOTE_READ)
+            .unwrap();
+        expect_term(
+            e,
+            &qp,
+            &write(mr.stag().0, mr.addr(), b"x"),
+            term::RDMAP_ACCESS,
+        );
+    }
+
+    #[test]
+    fn terminate_out_of_bounds() {
+        let (e, qp) = engine(true);
+        let mr = qp
+            .pd
+            .alloc(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        expect_term(
+            e,
+            &qp,
+            &write(mr.stag().0, mr.addr() + 62, b"xyz"),
+            term::DDP_T_BASE_BOUNDS,
+        );
+        let (e, qp) = engine(true);
+        let mr = qp
+            .pd
+            .alloc(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        expect_term(
+            e,
+            &qp,
+            &write(mr.stag().0, mr.addr() - 1, b"x"),
+            term::DDP_T_BASE_BOUNDS,
+        );
+    }
+
+    #[test]
+    fn terminate_read_request_errors() {
+        let rreq = |src_stag: u32, src_to: u64, size: u32| {
+            let mut b = Vec::new();
+            let h = DdpHdr::Untagged {
+                last: true,
+                opcode: op::READ_REQ,
+                inv_stag: 0,
+                qn: qn::READ,
+                msn: 1,
+                mo: 0,
+            };
+            let body = ReadReq {
+                sink_stag: 9,
+                sink_to: 0,
+                size,
+                src_stag,
+                src_to,
+            }
+            .encode();
+            ddp::encode_fpdu(&mut b, &h, &[&body], true);
+            b
+        };
+        let (e, qp) = engine(true);
+        expect_term(e, &qp, &rreq(0x55, 0, 8), term::RDMAP_INVALID_STAG);
+        let (e, qp) = engine(true);
+        let mr = qp.pd.alloc(64, Access::LOCAL_WRITE).unwrap();
+        expect_term(e, &qp, &rreq(mr.stag().0, mr.addr(), 8), term::RDMAP_ACCESS);
+        let (e, qp) = engine(true);
+        let mr = qp.pd.alloc(64, Access::REMOTE_READ).unwrap();
+        expect_term(
+            e,
+            &qp,
+            &rreq(mr.stag().0, mr.addr(), 65),
+            term::RDMAP_BASE_BOUNDS,
+        );
+    }
+
+    #[test]
+    fn terminate_send_with_invalidate_of_unknown_stag() {
+        let (e, qp) = engine(true);
+        post_recv(&qp, 16);
+        let mut b = Vec::new();
+        let h = DdpHdr::Untagged {
+            last: true,
+            opcode: op::SEND_INV,
+            inv_stag: 0x77,
+            qn: qn::SEND,
+            msn: 1,
+            mo: 0,
+        };
+        ddp::encode_fpdu(&mut b, &h, &[b"x"], true);
+        expect_term(e, &qp, &b, term::RDMAP_CANNOT_INVALIDATE);
+    }
+
+    #[test]
+    fn peer_terminate_closes() {
+        let (mut e, _qp) = engine(true);
+        let mut b = Vec::new();
+        let mut body = [0u8; 24];
+        let n = ddp::terminate_body(term::DDP_UT_NO_BUFFER, None, &mut body);
+        let h = DdpHdr::Untagged {
+            last: true,
+            opcode: op::TERMINATE,
+            inv_stag: 0,
+            qn: qn::TERMINATE,
+            msn: 1,
+            mo: 0,
+        };
+        ddp::encode_fpdu(&mut b, &h, &[&body[..n]], true);
+        let mut out = Vec::new();
+        e.on_input(&b, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(
+            e.closed(),
+            Some(&CloseReason::PeerTerminate(term::DDP_UT_NO_BUFFER))
+        );
+    }
+}
