@@ -698,3 +698,49 @@ async fn path_syntax() {
     close(&mut c, o.fid(), 0).await;
     assert!(dir.path().join("d2").is_dir());
 }
+
+/// Windows write-time semantics (smb2.timestamps): a write does not move the visible
+/// LastWriteTime at once; FLUSH makes the pending update happen; an open that writes
+/// after that stamps its close time.
+#[tokio::test]
+async fn delayed_write_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let h1 = create(&mut c, "t.txt", ALL, 7, 2, 0).await;
+    assert_eq!(h1.status, NtStatus::SUCCESS);
+    let created = h1.resp.as_ref().unwrap().last_write_time;
+    // Let the kernel clock move past the creation time.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert_eq!(write(&mut c, h1.fid(), 0, b"s").await.0, NtStatus::SUCCESS);
+    // The mtime on disk moved; the visible LastWriteTime did not.
+    let h2 = create(&mut c, "t.txt", READ, 7, 1, 0).await;
+    assert_eq!(h2.resp.as_ref().unwrap().last_write_time, created);
+    let fl = FlushRequest {
+        file_id_persistent: h1.fid().0,
+        file_id_volatile: h1.fid().1,
+    }
+    .encode();
+    assert_eq!(
+        c.request(Command::Flush, &fl).await.status(),
+        NtStatus::SUCCESS
+    );
+    let (st, r) = close(&mut c, h2.fid(), CLOSE_FLAG_POSTQUERY_ATTRIB).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    let flushed = r.unwrap().last_write_time;
+    assert!(flushed > created, "FLUSH updates the write time");
+    // A second write through the same open changes nothing until its close...
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert_eq!(write(&mut c, h1.fid(), 0, b"t").await.0, NtStatus::SUCCESS);
+    let h3 = create(&mut c, "t.txt", READ, 7, 1, 0).await;
+    assert_eq!(h3.resp.as_ref().unwrap().last_write_time, flushed);
+    // ...which stamps the close time.
+    let (_, r) = close(&mut c, h1.fid(), CLOSE_FLAG_POSTQUERY_ATTRIB).await;
+    let closed = r.unwrap().last_write_time;
+    assert!(closed > flushed);
+    let (_, r) = close(&mut c, h3.fid(), CLOSE_FLAG_POSTQUERY_ATTRIB).await;
+    assert_eq!(r.unwrap().last_write_time, closed);
+    // The last close stored it on disk.
+    let h4 = create(&mut c, "t.txt", READ, 7, 1, 0).await;
+    assert_eq!(h4.resp.as_ref().unwrap().last_write_time, closed);
+    close(&mut c, h4.fid(), 0).await;
+}

@@ -2,6 +2,7 @@
 //! last open of a delete-pending file goes away ([MS-FSA] 2.1.5.4), and tells the other
 //! modules (oplocks, byte-range locks, change notify) through [`on_close`].
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use smbx_wire::close::{CloseRequest, CloseResponse, CLOSE_FLAG_POSTQUERY_ATTRIB};
@@ -27,12 +28,22 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     on_close(ctx.server, &open);
     let mut resp = CloseResponse::default();
     if let OpenKind::File(f) = &open.kind {
+        let _ = f.close();
         let info = if c.flags & CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
-            f.handle.stat().ok()
+            // After the close: its write-time stamp is part of the answer.
+            f.handle.stat().ok().map(|mut i| {
+                let t = f.final_write_time.load(Ordering::Acquire);
+                if t != 0 {
+                    if i.change_time == i.last_write_time {
+                        i.change_time = t;
+                    }
+                    i.last_write_time = t;
+                }
+                i
+            })
         } else {
             None
         };
-        let _ = f.close();
         if let Some(info) = info {
             resp = CloseResponse {
                 flags: CLOSE_FLAG_POSTQUERY_ATTRIB,

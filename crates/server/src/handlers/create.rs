@@ -612,11 +612,15 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         }
     }
     fadvise(&handle, options);
-    let info = if ea.is_some() || alloc.is_some() {
+    let mut info = if ea.is_some() || alloc.is_some() {
         handle.stat()?
     } else {
         info
     };
+    fopen
+        .file
+        .times
+        .adjust(&mut info, smbx_wire::time::now_filetime());
 
     let open = server.opens.insert(
         requester.session_id,

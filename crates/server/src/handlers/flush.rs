@@ -22,5 +22,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     let handle = file.handle.clone();
     super::read::run_blocking(true, move || handle.flush()).await?;
+    // A pending delayed write-time update happens now.
+    file.file
+        .times
+        .flush_pending(smbx_wire::time::now_filetime());
     Ok(Response::ok(encode_flush_response()))
 }

@@ -68,15 +68,15 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     Ok(Response::with_status(status, encode_output_response(&data)))
 }
 
-/// The four times of a file as clients see them. ChangeTime is reported as the last
-/// write time, as Samba does: POSIX ctime cannot be set, so a client that sets
-/// LastWriteTime (or ChangeTime through it) sees consistent values.
+/// The four times of a file as clients see them. ChangeTime is the vfs's: a
+/// client-set one while current, else the last write time, as Samba does (POSIX ctime
+/// cannot be set).
 pub(crate) fn times(i: &FileInfo) -> Times {
     Times {
         creation: i.creation_time,
         last_access: i.last_access_time,
         last_write: i.last_write_time,
-        change: i.last_write_time,
+        change: i.change_time,
     }
 }
 
@@ -145,7 +145,8 @@ fn query_file(
     if max < min {
         return Err(NtStatus::INFO_LENGTH_MISMATCH);
     }
-    let info = f.handle.stat()?;
+    // With the server's visible LastWriteTime (delayed write-time updates).
+    let info = f.stat()?;
     let delete_pending = f.file.delete_pending();
     let std = file::Standard {
         allocation_size: if info.is_dir { 0 } else { info.allocation_size },

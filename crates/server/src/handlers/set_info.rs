@@ -151,7 +151,10 @@ impl Env<'_, '_> {
                 if f.handle.is_dir() {
                     return Err(NtStatus::INVALID_PARAMETER);
                 }
-                f.handle.set_end_of_file(size)
+                f.handle.set_end_of_file(size)?;
+                // A pending delayed write-time update happens now (state/file.rs).
+                f.file.times.flush_pending(smbx_wire::time::now_filetime());
+                Ok(())
             }
             si::FILE_VALID_DATA_LENGTH_INFORMATION => {
                 let vdl = si::decode_u64(buf)?;
@@ -401,14 +404,23 @@ pub fn set_basic(f: &FileOpen, b: &si::FileBasicInfo) -> Result<(), NtStatus> {
         change: b.change.value(),
         attributes,
     };
+    // Even all-zero times make a pending delayed write-time update happen (Windows
+    // 2016, smb2.timestamps.delayed-write-vs-setbasic); an explicit LastWriteTime
+    // sticks for the file (state/file.rs WriteTimes).
+    f.file.times.flush_pending(smbx_wire::time::now_filetime());
     let nothing = info.creation.is_none()
         && info.last_access.is_none()
         && info.last_write.is_none()
+        && info.change.is_none()
         && info.attributes.is_none();
     if nothing {
         return Ok(());
     }
-    f.handle.set_basic(&info)
+    f.handle.set_basic(&info)?;
+    if let Some(t) = info.last_write {
+        f.file.times.set_explicit(t);
+    }
+    Ok(())
 }
 
 /// FileModeInformation ([MS-FSA] 2.1.5.14.8).

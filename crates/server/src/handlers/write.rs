@@ -62,6 +62,12 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             crate::state::oplock::break_level2(ctx.server, &f.file, f.entry_id).await;
             let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
                 || f.create_options & FILE_WRITE_THROUGH != 0;
+            // Windows write-time semantics (state/file.rs WriteTimes).
+            f.file
+                .times
+                .on_write(f.entry_id, smbx_wire::time::now_filetime(), || {
+                    f.handle.stat().ok().map(|i| i.last_write_time)
+                });
             let handle = &f.handle;
             let data = w.data;
             let work = || -> Result<usize, NtStatus> {

@@ -77,6 +77,8 @@ pub struct SharedFile {
     pub locks: super::locks::ByteRangeLocks,
     /// Oplocks and leases granted on this file (state/oplock.rs).
     pub oplocks: super::oplock::FileOplocks,
+    /// Windows last-write-time bookkeeping shared by every open ([`WriteTimes`]).
+    pub times: WriteTimes,
     state: Mutex<FileState>,
     map: Weak<FileMap>,
 }
@@ -141,6 +143,140 @@ impl SharedFile {
             }
         }
         CloseOutcome { last, delete }
+    }
+}
+
+/// Delay between the first write through an open and the visible LastWriteTime update
+/// (2 s as Windows and Samba), in FILETIME units.
+pub const WRITE_TIME_DELAY: u64 = 2 * 10_000_000;
+
+/// Windows LastWriteTime semantics across the opens of one file (what smb2.timestamps
+/// checks against Windows 2016):
+///
+/// * the first write through an open does not change the visible LastWriteTime; it
+///   schedules an update [`WRITE_TIME_DELAY`] later (modelled lazily: the update "fires"
+///   at that instant the next time anybody looks). Later writes through the same open
+///   schedule nothing;
+/// * FLUSH, SET_INFO end-of-file and SET_INFO basic (even with all times 0) make a
+///   pending update happen now;
+/// * an open that wrote after the last update stamps the close time when it closes;
+/// * an explicitly set LastWriteTime sticks: writes and closes no longer move it;
+/// * the visible time is `shown` when set, else the on-disk mtime; the last close of
+///   the file writes `shown` to disk (the table entry goes away then).
+///
+/// Every method takes `now` (FILETIME) so the behaviour is testable without sleeping.
+#[derive(Debug, Default)]
+pub struct WriteTimes {
+    inner: Mutex<WriteTimeState>,
+}
+
+#[derive(Debug, Default)]
+struct WriteTimeState {
+    /// LastWriteTime reported instead of the on-disk mtime, while set.
+    shown: Option<u64>,
+    /// A delayed update is pending and fires at this instant.
+    pending_until: Option<u64>,
+    /// An explicit LastWriteTime was set.
+    sticky: bool,
+    /// Opens (entry ids) whose first write already scheduled an update.
+    triggered: Vec<u64>,
+    /// Opens that wrote since the last update: they stamp the time on close.
+    dirty: Vec<u64>,
+}
+
+impl WriteTimeState {
+    fn poll(&mut self, now: u64) {
+        if let Some(t) = self.pending_until {
+            if now >= t {
+                self.pending_until = None;
+                self.shown = Some(t);
+                self.dirty.clear();
+            }
+        }
+    }
+}
+
+impl WriteTimes {
+    /// A write through open `entry` is about to happen. `disk_mtime` gives the current
+    /// on-disk LastWriteTime (called at most once, before the data changes).
+    pub fn on_write(&self, entry: u64, now: u64, disk_mtime: impl FnOnce() -> Option<u64>) {
+        let mut st = self.inner.lock();
+        st.poll(now);
+        if st.sticky {
+            if st.shown.is_none() {
+                st.shown = disk_mtime();
+            }
+            return;
+        }
+        if st.shown.is_none() {
+            st.shown = disk_mtime();
+        }
+        if !st.dirty.contains(&entry) {
+            st.dirty.push(entry);
+        }
+        if st.triggered.contains(&entry) {
+            return;
+        }
+        st.triggered.push(entry);
+        if st.pending_until.is_none() {
+            st.pending_until = Some(now.saturating_add(WRITE_TIME_DELAY));
+        }
+    }
+
+    /// FLUSH, SET_INFO end of file / basic: a pending update happens now.
+    pub fn flush_pending(&self, now: u64) {
+        let mut st = self.inner.lock();
+        st.poll(now);
+        if st.sticky {
+            return;
+        }
+        if st.pending_until.take().is_some() {
+            st.shown = Some(now);
+            st.dirty.clear();
+        }
+    }
+
+    /// An explicit LastWriteTime `t` was stored (SET_INFO basic): it sticks.
+    pub fn set_explicit(&self, t: u64) {
+        let mut st = self.inner.lock();
+        st.sticky = true;
+        st.shown = Some(t);
+        st.pending_until = None;
+        st.dirty.clear();
+    }
+
+    /// Open `entry` closes: stamps `now` if it wrote since the last update. Returns
+    /// the LastWriteTime to report (None: the on-disk one).
+    pub fn on_close(&self, entry: u64, now: u64) -> Option<u64> {
+        let mut st = self.inner.lock();
+        st.poll(now);
+        if let Some(pos) = st.dirty.iter().position(|&e| e == entry) {
+            st.dirty.swap_remove(pos);
+            if !st.sticky {
+                st.shown = Some(now);
+                st.pending_until = None;
+            }
+        }
+        st.triggered.retain(|&e| e != entry);
+        st.shown
+    }
+
+    /// The LastWriteTime to report instead of the on-disk `disk` value, if any.
+    pub fn shown(&self, now: u64) -> Option<u64> {
+        let mut st = self.inner.lock();
+        st.poll(now);
+        st.shown
+    }
+
+    /// Applies the visible LastWriteTime to `info` (ChangeTime follows it unless a
+    /// stored ChangeTime differs from the on-disk mtime).
+    pub fn adjust(&self, info: &mut smbx_vfs::FileInfo, now: u64) {
+        if let Some(t) = self.shown(now) {
+            if info.change_time == info.last_write_time {
+                info.change_time = t;
+            }
+            info.last_write_time = t;
+        }
     }
 }
 
@@ -218,6 +354,7 @@ impl FileTable {
                     key,
                     locks: Default::default(),
                     oplocks: Default::default(),
+                    times: Default::default(),
                     state: Mutex::new(FileState::default()),
                     map: Arc::downgrade(&self.files),
                 })
@@ -294,6 +431,53 @@ impl FileTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const S: u64 = 10_000_000;
+
+    #[test]
+    fn first_write_is_delayed_then_fires() {
+        let w = WriteTimes::default();
+        let c = 1000 * S;
+        assert_eq!(w.shown(c), None);
+        w.on_write(1, c + S, || Some(c));
+        // Not visible yet.
+        assert_eq!(w.shown(c + 2 * S), Some(c));
+        // Fires WRITE_TIME_DELAY after the write.
+        assert_eq!(w.shown(c + 4 * S), Some(c + 3 * S));
+        // Closing after the update changes nothing (smb2.timestamps.delayed-1write).
+        assert_eq!(w.on_close(1, c + 5 * S), Some(c + 3 * S));
+    }
+
+    #[test]
+    fn second_write_only_stamps_at_close() {
+        let w = WriteTimes::default();
+        let c = 1000 * S;
+        w.on_write(1, c + S, || Some(c));
+        assert_eq!(w.shown(c + 4 * S), Some(c + 3 * S));
+        w.on_write(1, c + 4 * S, || panic!("mtime read twice"));
+        assert_eq!(w.shown(c + 7 * S), Some(c + 3 * S));
+        assert_eq!(w.on_close(1, c + 9 * S), Some(c + 9 * S));
+    }
+
+    #[test]
+    fn flush_and_explicit_times() {
+        let w = WriteTimes::default();
+        let c = 1000 * S;
+        w.on_write(1, c + S, || Some(c));
+        w.flush_pending(c + S + 1);
+        assert_eq!(w.shown(c + S + 2), Some(c + S + 1));
+        // Flushed: the close does not move it (delayed-write-vs-flush).
+        assert_eq!(w.on_close(1, c + 5 * S), Some(c + S + 1));
+
+        let w = WriteTimes::default();
+        w.on_write(1, c + S, || Some(c));
+        w.set_explicit(7);
+        w.on_write(2, c + 2 * S, || Some(c));
+        assert_eq!(w.on_close(2, c + 3 * S), Some(7));
+        assert_eq!(w.on_close(1, c + 9 * S), Some(7));
+        // Nothing written: nothing shown.
+        assert_eq!(WriteTimes::default().on_close(1, c), None);
+    }
 
     fn key(ino: u64) -> FileKey {
         FileKey {

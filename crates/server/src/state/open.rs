@@ -83,6 +83,9 @@ pub struct FileOpen {
     /// QUERY_DIRECTORY enumeration cursor and FileFullEaInformation index
     /// (handlers/query_directory.rs, handlers/query_info.rs).
     pub query: Mutex<crate::handlers::query_directory::QueryState>,
+    /// The LastWriteTime the file had when this open closed, if the server's write-time
+    /// bookkeeping ([`crate::state::file::WriteTimes`]) decided it (0: the on-disk one).
+    pub final_write_time: AtomicU64,
     closed: AtomicBool,
 }
 
@@ -138,8 +141,19 @@ impl FileOpen {
             mode: AtomicU32::new(p.create_options & MODE_BITS),
             notify: Default::default(),
             query: Mutex::new(Default::default()),
+            final_write_time: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// The file's metadata as clients see it: the on-disk record with the visible
+    /// LastWriteTime of the server's write-time bookkeeping.
+    pub fn stat(&self) -> Result<smbx_vfs::FileInfo, NtStatus> {
+        let mut info = self.handle.stat()?;
+        self.file
+            .times
+            .adjust(&mut info, smbx_wire::time::now_filetime());
+        Ok(info)
     }
 
     /// True once [`FileOpen::close`] ran.
@@ -162,7 +176,19 @@ impl FileOpen {
         self.file.locks.release_owner(self.entry_id);
         self.file.oplocks.release(self.entry_id);
         self.notify.cleanup();
+        // Write-time bookkeeping: an open that wrote since the last update stamps the
+        // close time; the last close stores the visible time on disk.
+        let now = smbx_wire::time::now_filetime();
+        let shown = self.file.times.on_close(self.entry_id, now);
+        if let Some(t) = shown {
+            self.final_write_time.store(t, Ordering::Release);
+        }
         let outcome = self.file.remove(self.entry_id);
+        if let (true, false, Some(t)) = (outcome.last, outcome.delete, shown) {
+            if let Err(e) = self.handle.store_write_time(t) {
+                tracing::debug!(path = %self.path, "cannot store the write time: {e:?}");
+            }
+        }
         if outcome.delete {
             let r = self.vfs.delete(&self.handle);
             if let Err(e) = &r {
