@@ -538,6 +538,16 @@ async fn read_write_limits_and_access() {
         write(&mut c, f, 0xfff_ffff_0000, b"x").await.0,
         NtStatus::INVALID_PARAMETER
     );
+    // Growing a non-sparse file to MAXFILESIZE needs more than the free space: Windows
+    // allocates the skipped range (smb2.rw.invalid).
+    assert_eq!(
+        write(&mut c, f, 0xfff_ffff_0000 - 1, b"x").await.0,
+        NtStatus::DISK_FULL
+    );
+    assert_eq!(
+        write(&mut c, f, 0xfff_ffff_0000, b"").await,
+        (NtStatus::SUCCESS, 0)
+    );
     // Over the credit charge: 65537 bytes with CreditCharge 1.
     assert_eq!(
         read(&mut c, f, 0, 65537, 0).await.0,

@@ -51,8 +51,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 last_access_time: info.last_access_time,
                 last_write_time: info.last_write_time,
                 change_time: info.change_time,
-                allocation_size: info.allocation_size,
-                end_of_file: info.size,
+                allocation_size: if info.is_dir { 0 } else { info.allocation_size },
+                end_of_file: if info.is_dir { 0 } else { info.size },
                 file_attributes: info.attributes,
             };
         }

@@ -265,8 +265,9 @@ fn response_from_info(info: &FileInfo, action: u32) -> CreateResponse {
         last_access_time: info.last_access_time,
         last_write_time: info.last_write_time,
         change_time: info.change_time,
-        allocation_size: info.allocation_size,
-        end_of_file: info.size,
+        // Directories report no allocation (as QUERY_INFO; smb2.create.open).
+        allocation_size: if info.is_dir { 0 } else { info.allocation_size },
+        end_of_file: if info.is_dir { 0 } else { info.size },
         file_attributes: info.attributes,
         ..Default::default()
     }

@@ -14,6 +14,28 @@ use crate::state::{FileId, OpenKind};
 /// ending beyond it are INVALID_PARAMETER.
 pub const MAX_FILE_SIZE: u64 = 0xfff_ffff_0000;
 
+/// Writes starting at or beyond this offset check that a non-sparse file can grow
+/// that far ([`check_space`]); ordinary writes skip the extra system calls.
+pub const SPACE_CHECK_OFFSET: u64 = 1 << 30;
+
+/// Windows allocates the range a write skips over in a non-sparse file, so growing
+/// one beyond the free space of the volume is DISK_FULL (smb2.rw.invalid at
+/// MAXFILESIZE - 1). Sparse files and streams grow freely.
+fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
+    if f.handle.stream_name().is_some() {
+        return Ok(());
+    }
+    let info = f.handle.stat()?;
+    if info.attributes & smbx_vfs::FILE_ATTRIBUTE_SPARSE_FILE != 0 || end <= info.size {
+        return Ok(());
+    }
+    let free = f.vfs.fs_info()?.available_bytes;
+    if end - info.size > free {
+        return Err(NtStatus::DISK_FULL);
+    }
+    Ok(())
+}
+
 /// Handles WRITE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let w = WriteRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
@@ -57,6 +79,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 _ => return Err(NtStatus::INVALID_PARAMETER),
             }
             check_lock_conflict(&open, offset, w.data.len() as u64, true)?;
+            if offset >= SPACE_CHECK_OFFSET {
+                check_space(f, offset + w.data.len() as u64)?;
+            }
             // A write breaks LEVEL_II oplocks / read leases of other opens to NONE
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited.
             crate::state::oplock::break_level2(ctx.server, &f.file, f.entry_id).await;
