@@ -1,0 +1,115 @@
+//! Connection parameters: what this endpoint offers, and what negotiation
+//! settled on.
+
+use std::time::Duration;
+
+use crate::pdu::{DATA_OFFSET, MIN_FRAGMENTED_SIZE, MIN_RECEIVE_SIZE, NEGOTIATE_RESPONSE_LEN};
+
+/// Negotiate timeout a server applies by default (time from accepting the
+/// connection to receiving the Negotiate Request).
+pub const SERVER_NEGOTIATE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Negotiate timeout a client applies by default (time from sending the
+/// Negotiate Request to receiving the response).
+pub const CLIENT_NEGOTIATE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Local parameters of one SMB Direct endpoint. [`Config::default`] gives the
+/// values Windows uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Largest message this endpoint sends (MaxSendSize); 1364.
+    pub max_send_size: u32,
+    /// Largest message this endpoint can receive (MaxReceiveSize); 8192.
+    pub max_receive_size: u32,
+    /// Largest upper-layer message this endpoint reassembles
+    /// (MaxFragmentedRecvSize); 1 MiB.
+    pub max_fragmented_size: u32,
+    /// Most receives this endpoint posts/grants (ReceiveCreditMax); 255.
+    pub receive_credit_max: u16,
+    /// Credits this endpoint asks the peer for (SendCreditTarget); 255.
+    pub send_credit_target: u16,
+    /// Largest RDMA Read/Write per request (MaxReadWriteSize); 8 MiB.
+    pub max_read_write_size: u32,
+    /// Idle time after which a keepalive is sent; 120 s.
+    pub keepalive_interval: Duration,
+    /// How long to wait for any message after a keepalive; 5 s.
+    pub keepalive_timeout: Duration,
+    /// Negotiate timeout; `None` uses the role's default
+    /// ([`SERVER_NEGOTIATE_TIMEOUT`] / [`CLIENT_NEGOTIATE_TIMEOUT`]).
+    pub negotiate_timeout: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_send_size: 1364,
+            max_receive_size: 8192,
+            max_fragmented_size: 1024 * 1024,
+            receive_credit_max: 255,
+            send_credit_target: 255,
+            max_read_write_size: 8 * 1024 * 1024,
+            keepalive_interval: Duration::from_secs(120),
+            keepalive_timeout: Duration::from_secs(5),
+            negotiate_timeout: None,
+        }
+    }
+}
+
+/// A configuration value outside what the protocol allows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid SMB Direct configuration: {0}")]
+pub struct ConfigError(pub &'static str);
+
+impl Config {
+    /// Checks the values against the protocol's minimums.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_send_size < MIN_RECEIVE_SIZE {
+            return Err(ConfigError("max_send_size must be >= 128"));
+        }
+        if self.max_receive_size < MIN_RECEIVE_SIZE {
+            return Err(ConfigError("max_receive_size must be >= 128"));
+        }
+        if self.max_fragmented_size < MIN_FRAGMENTED_SIZE {
+            return Err(ConfigError("max_fragmented_size must be >= 131072"));
+        }
+        if self.receive_credit_max == 0 || self.send_credit_target == 0 {
+            return Err(ConfigError("credit limits must be non-zero"));
+        }
+        if self.max_read_write_size == 0 {
+            return Err(ConfigError("max_read_write_size must be non-zero"));
+        }
+        if (self.max_receive_size as usize) < NEGOTIATE_RESPONSE_LEN
+            || (self.max_send_size as usize) <= DATA_OFFSET
+        {
+            return Err(ConfigError("sizes too small for SMB Direct headers"));
+        }
+        Ok(())
+    }
+}
+
+/// What negotiation settled on; reported by
+/// [`Event::Negotiated`](crate::Event::Negotiated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NegotiatedParams {
+    /// Largest message this endpoint sends.
+    pub max_send_size: u32,
+    /// Largest message this endpoint receives (the size of posted receives).
+    pub max_receive_size: u32,
+    /// Largest upper-layer message this endpoint may send (peer's
+    /// MaxFragmentedSize).
+    pub max_fragmented_send_size: u32,
+    /// Largest upper-layer message this endpoint reassembles.
+    pub max_fragmented_receive_size: u32,
+    /// Largest RDMA Read/Write per request.
+    pub max_read_write_size: u32,
+    /// Credits this endpoint holds right after negotiation.
+    pub initial_send_credits: u16,
+    /// The peer's SendCreditTarget (capped by our ReceiveCreditMax).
+    pub receive_credit_target: u16,
+}
+
+impl NegotiatedParams {
+    /// Upper-layer bytes carried by one full fragment (send size − 24).
+    pub fn max_fragment_payload(&self) -> usize {
+        (self.max_send_size as usize).saturating_sub(DATA_OFFSET)
+    }
+}

@@ -1,0 +1,21 @@
+//! MS-SMBD (SMB Direct): SMB3 over RDMA.
+//!
+//! The protocol core is sans-IO: [`Connection`] takes received messages and
+//! the current time, and hands out messages to send, receives to post,
+//! events and deadlines. It implements negotiation for both roles, credit
+//! accounting with the reserved last credit ([`credits`]), fragmentation and
+//! bounded reassembly ([`reassembly`]), keepalive and the negotiate timeout.
+//! [`pdu`] holds the wire formats, including the Buffer Descriptor V1 lists
+//! SMB2 READ and WRITE carry for RDMA transfers.
+
+pub mod config;
+pub mod connection;
+pub mod credits;
+pub mod pdu;
+pub mod reassembly;
+
+pub use config::{Config, ConfigError, NegotiatedParams};
+pub use connection::{
+    Connection, DisconnectReason, Event, OutgoingMessage, Role, SendError, Stats,
+};
+pub use pdu::{BufferDescriptorV1, DataHeader, NegotiateRequest, NegotiateResponse, PduError};
