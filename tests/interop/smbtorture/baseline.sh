@@ -39,7 +39,8 @@ rm -f "$probe"
 
 st_log "running ${#SUITES[@]} suites, $JOBS at a time; logs in $WORK"
 t0=$(date +%s)
-st_parallel "$JOBS" smbd "$WORK" "${SUITES[@]}" || st_log "some suite had a server problem (see logs)"
+mapfile -t ORDER < <(st_longest_first "${SUITES[@]}")
+st_parallel "$JOBS" smbd "$WORK" "${ORDER[@]}" || st_log "some suite had a server problem (see logs)"
 
 in_list() { local x=$1; shift; printf '%s\n' "$@" | grep -qxF "$x"; }
 printf '%-28s %6s %6s\n' suite passes secs | tee "$WORK/summary.txt"
@@ -47,5 +48,13 @@ for s in "${SUITES[@]}"; do
     if in_list "$s" "${SERVER_SUITES[@]}"; then cp "$WORK/$s.pass" "$ST_DIR/samba-passes/$s.txt"; fi
     if in_list "$s" "${CONF_SUITES[@]}"; then cp "$WORK/$s.pass" "$ST_DIR/samba-passes-conformance/$s.txt"; fi
     printf '%-28s %6s %6s\n' "$s" "$(st_count "$WORK/$s.pass")" "$(cat "$WORK/$s.time")" | tee -a "$WORK/summary.txt"
+done
+# Record the wall times (run.sh starts the longest suites first).
+times="$ST_DIR/samba-times.txt"
+[ -f "$times" ] || echo "# Wall time (s) of each suite against Samba (baseline.sh); run.sh starts the longest first." >"$times"
+for s in "${SUITES[@]}"; do
+    awk -v s="$s" '$1 != s' "$times" >"$times.tmp"
+    echo "$s $(cat "$WORK/$s.time")" >>"$times.tmp"
+    mv "$times.tmp" "$times"
 done
 st_log "total wall time $(( $(date +%s) - t0 )) s"

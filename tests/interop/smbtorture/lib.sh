@@ -295,3 +295,14 @@ st_parallel() {
     done
     return $rc
 }
+
+# st_longest_first SUITE...: the suites, longest first by samba-times.txt
+# (unknown ones last, in their given order), so parallel runs pack well.
+st_longest_first() {
+    local i=0 s t
+    for s in "$@"; do
+        t=$(awk -v s="$s" '$1 == s { print $2 }' "$ST_DIR/samba-times.txt" 2>/dev/null)
+        printf '%s %05d %s\n' "${t:--1}" "$i" "$s"
+        i=$((i + 1))
+    done | sort -k1,1nr -k2,2n | awk '{ print $3 }'
+}
