@@ -98,11 +98,16 @@ pub(crate) async fn on_frame(
         encrypted,
         permit: Some(permit),
     };
+    let ticket = conn.start_order.ticket();
     if matches!(first, Some(Command::Negotiate | Command::SessionSetup)) {
-        process_chain(conn.clone(), chain).await;
+        let c = conn.clone();
+        conn.start_order.run(ticket, process_chain(c, chain)).await;
     } else {
         let conn = conn.clone();
-        tokio::spawn(async move { process_chain(conn, chain).await });
+        tokio::spawn(async move {
+            let c = conn.clone();
+            conn.start_order.run(ticket, process_chain(c, chain)).await
+        });
     }
     Flow::Continue
 }

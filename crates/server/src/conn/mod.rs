@@ -43,6 +43,74 @@ pub struct NegotiateState {
     pub preauth: Option<[u8; 64]>,
 }
 
+/// Makes compound chains of one connection *start* in the order they arrived while
+/// still running concurrently: a chain waits for its turn, and hands the turn on once
+/// its processing has been polled the first time (session/tree/FileId lookups and
+/// everything up to the first real wait have happened). So a CLOSE sent after a
+/// QUERY_DIRECTORY can never overtake it (smb2.compound_find.compound_find_close),
+/// while READs and WRITEs that wait on I/O still overlap.
+pub(crate) struct StartOrder {
+    next_ticket: std::sync::atomic::AtomicU64,
+    turn: tokio::sync::watch::Sender<u64>,
+}
+
+impl StartOrder {
+    fn new() -> Self {
+        StartOrder {
+            next_ticket: std::sync::atomic::AtomicU64::new(0),
+            turn: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// Takes the next ticket (called by the read loop, in arrival order).
+    pub(crate) fn ticket(&self) -> u64 {
+        self.next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Runs `fut` once `ticket`'s turn has come; the turn passes on after `fut`'s
+    /// first poll (or if it is dropped before).
+    pub(crate) async fn run<F: std::future::Future>(&self, ticket: u64, fut: F) -> F::Output {
+        let mut rx = self.turn.subscribe();
+        let _ = rx.wait_for(|t| *t >= ticket).await;
+        let mut pass = PassTurn {
+            order: self,
+            next: ticket + 1,
+            done: false,
+        };
+        let mut fut = std::pin::pin!(fut);
+        std::future::poll_fn(move |cx| {
+            let r = fut.as_mut().poll(cx);
+            pass.pass();
+            r
+        })
+        .await
+    }
+}
+
+/// Hands the turn on exactly once.
+struct PassTurn<'a> {
+    order: &'a StartOrder,
+    next: u64,
+    done: bool,
+}
+
+impl PassTurn<'_> {
+    fn pass(&mut self) {
+        if !self.done {
+            self.done = true;
+            let next = self.next;
+            self.order.turn.send_modify(|t| *t = (*t).max(next));
+        }
+    }
+}
+
+impl Drop for PassTurn<'_> {
+    fn drop(&mut self) {
+        self.pass();
+    }
+}
+
 /// A client connection.
 pub struct Connection {
     /// Connection id (server-local).
@@ -63,6 +131,8 @@ pub struct Connection {
     pub sessions: Mutex<Vec<u64>>,
     /// Set once a SESSION_SETUP succeeded (ends the unauthenticated timeout).
     pub authenticated: std::sync::atomic::AtomicBool,
+    /// Chains start in arrival order (see [`StartOrder`]).
+    pub(crate) start_order: StartOrder,
     tx: mpsc::Sender<writer::Outgoing>,
     closed: Notify,
 }
@@ -90,6 +160,7 @@ impl Connection {
             pending: pending::PendingTable::default(),
             sessions: Mutex::new(Vec::new()),
             authenticated: std::sync::atomic::AtomicBool::new(false),
+            start_order: StartOrder::new(),
             tx,
             closed: Notify::new(),
         }
