@@ -2,6 +2,7 @@
 //! to the server and the password database.
 
 mod args;
+mod bench;
 mod error;
 mod logging;
 mod serve;
@@ -16,6 +17,10 @@ use clap::Parser;
 use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("bench") {
+        return bench::main(&argv[2..]);
+    }
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Serve(a) => serve::run(a, cli.log_file.as_deref()),

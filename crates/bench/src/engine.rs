@@ -1,0 +1,601 @@
+//! The load generator: worker threads, phases (warm-up, measurement, cool-down) and the
+//! live progress line.
+//!
+//! Each worker thread drives its targets through one [`IoQueue`] each, keeping every free
+//! slot busy: submit until the queue is full, reap at least one completion, record it,
+//! resubmit. Only I/Os that complete during the measured phase are recorded.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::cpu::{CpuUsage, Snapshot};
+use crate::error::BenchError;
+use crate::pattern::{Offsets, Region};
+use crate::profile::{Profile, Throttle, WriteBuffer};
+use crate::rng::Rng;
+use crate::stats::{percentile_ns, IoKind, IoStats};
+use crate::target::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, WriteData};
+
+const INIT: u8 = 0;
+const WARMUP: u8 = 1;
+const MEASURE: u8 = 2;
+const COOLDOWN: u8 = 3;
+const DONE: u8 = 4;
+
+/// What one thread measured on one target.
+#[derive(Debug, Clone)]
+pub struct ThreadTargetResult {
+    /// Index into [`RunResult::targets`].
+    pub target: usize,
+    /// I/Os in flight the queue allowed (`-o`, or 1 for psync).
+    pub depth: usize,
+    /// The measurements.
+    pub stats: IoStats,
+}
+
+/// What one worker thread measured.
+#[derive(Debug, Clone)]
+pub struct ThreadResult {
+    /// Thread number, from 0.
+    pub id: usize,
+    /// One entry per target the thread drove.
+    pub targets: Vec<ThreadTargetResult>,
+}
+
+/// A target as run.
+#[derive(Debug, Clone)]
+pub struct TargetInfo {
+    /// Path or URL (no password).
+    pub name: String,
+    /// File size in bytes.
+    pub size: u64,
+    /// The region used.
+    pub region: Region,
+    /// "io_uring", "psync" or "smb".
+    pub engine: &'static str,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// Per thread, per target.
+    pub threads: Vec<ThreadResult>,
+    /// The targets.
+    pub targets: Vec<TargetInfo>,
+    /// Measured seconds (actual).
+    pub measured_s: f64,
+    /// `-D` buckets kept (the last may be partial).
+    pub intervals: usize,
+    /// Complete `-D` buckets.
+    pub complete_intervals: usize,
+    /// CPU use over the measured phase.
+    pub cpu: CpuUsage,
+    /// Wall-clock start of the run, seconds since the Unix epoch.
+    pub start_unix: f64,
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Counters {
+    ios: AtomicU64,
+    bytes: AtomicU64,
+    p99_ns: AtomicU64,
+}
+
+struct Shared {
+    phase: AtomicU8,
+    epoch: Instant,
+    measure_start_ns: AtomicU64,
+    abort: AtomicBool,
+    error: Mutex<Option<String>>,
+    counters: Vec<Counters>,
+}
+
+impl Shared {
+    fn fail(&self, msg: String) {
+        if let Ok(mut e) = self.error.lock() {
+            e.get_or_insert(msg);
+        }
+        self.abort.store(true, Ordering::Release);
+    }
+}
+
+/// The region of a target the profile uses, or why it cannot.
+pub fn region_of(p: &Profile, name: &str, size: u64) -> Result<Region, BenchError> {
+    let avail = size.saturating_sub(p.base);
+    let len = p.max_len.map_or(avail, |l| l.min(avail));
+    if len < p.block_size {
+        return Err(BenchError::Other(format!(
+            "{name} is {size} bytes: too small for {} byte I/Os from offset {} \
+             (create it with -c<size>)",
+            p.block_size, p.base
+        )));
+    }
+    Ok(Region { base: p.base, len })
+}
+
+/// Runs the profile against opened targets (in the profile's order).
+pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchError> {
+    let infos = targets
+        .iter()
+        .map(|t| {
+            Ok(TargetInfo {
+                name: t.name().to_string(),
+                size: t.size(),
+                region: region_of(p, t.name(), t.size())?,
+                engine: t.engine(),
+            })
+        })
+        .collect::<Result<Vec<_>, BenchError>>()?;
+    // Fail early on a bad --server-pid.
+    Snapshot::take(p.server_pid).map_err(|e| BenchError::io("reading CPU counters", e))?;
+
+    let layout = p.thread_layout();
+    let duration_ms = p.duration_s * 1000;
+    let intervals = duration_ms.div_ceil(p.iops_interval_ms).max(1) as usize;
+    let complete = (duration_ms / p.iops_interval_ms) as usize;
+    let shared = Shared {
+        phase: AtomicU8::new(INIT),
+        epoch: Instant::now(),
+        measure_start_ns: AtomicU64::new(0),
+        abort: AtomicBool::new(false),
+        error: Mutex::new(None),
+        counters: (0..layout.len()).map(|_| Counters::default()).collect(),
+    };
+    let shared_offsets: Vec<Arc<AtomicU64>> = targets.iter().map(|_| Arc::default()).collect();
+    let start_unix = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let show_progress = p.progress || std::io::stderr().is_terminal();
+
+    let (threads, cpu, measured_s) = std::thread::scope(|s| {
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let handles: Vec<_> = layout
+            .iter()
+            .enumerate()
+            .map(|(id, tlist)| {
+                let ready = ready_tx.clone();
+                let shared = &shared;
+                let infos = &infos;
+                let shared_offsets = &shared_offsets;
+                s.spawn(move || {
+                    worker(
+                        id,
+                        p,
+                        tlist,
+                        targets,
+                        infos,
+                        shared_offsets,
+                        intervals,
+                        shared,
+                        ready,
+                    )
+                })
+            })
+            .collect();
+        drop(ready_tx);
+        let mut setup_error = None;
+        for r in ready_rx.iter() {
+            if let Err(e) = r {
+                setup_error.get_or_insert(e);
+            }
+        }
+        let outcome = match setup_error {
+            Some(e) => {
+                shared.phase.store(DONE, Ordering::Release);
+                Err(e)
+            }
+            None => timeline(p, &shared, show_progress),
+        };
+        let threads: Vec<ThreadResult> = handles
+            .into_iter()
+            .filter_map(|h| h.join().ok().flatten())
+            .collect();
+        outcome.map(|(cpu, measured)| (threads, cpu, measured))
+    })?;
+    if let Some(msg) = shared.error.lock().ok().and_then(|mut e| e.take()) {
+        return Err(BenchError::Other(msg));
+    }
+    Ok(RunResult {
+        threads,
+        targets: infos,
+        measured_s,
+        intervals,
+        complete_intervals: complete,
+        cpu,
+        start_unix,
+    })
+}
+
+/// Drives the phases from the main thread; returns CPU use and measured seconds.
+fn timeline(p: &Profile, shared: &Shared, show: bool) -> Result<(CpuUsage, f64), BenchError> {
+    let mut progress = Progress::new(show);
+    shared.phase.store(WARMUP, Ordering::Release);
+    progress.wait(shared, "warm-up", p.warmup_s);
+    let cpu_err = |e| BenchError::io("reading CPU counters", e);
+    let a = Snapshot::take(p.server_pid).map_err(cpu_err)?;
+    let start = Instant::now();
+    shared.measure_start_ns.store(
+        start.duration_since(shared.epoch).as_nanos() as u64,
+        Ordering::Release,
+    );
+    shared.phase.store(MEASURE, Ordering::Release);
+    progress.wait(shared, "measure", p.duration_s);
+    shared.phase.store(COOLDOWN, Ordering::Release);
+    let measured = start.elapsed().as_secs_f64();
+    let b = Snapshot::take(p.server_pid).map_err(cpu_err)?;
+    progress.wait(shared, "cool-down", p.cooldown_s);
+    shared.phase.store(DONE, Ordering::Release);
+    progress.finish();
+    Ok((CpuUsage::between(&a, &b, p.server_pid), measured))
+}
+
+struct Progress {
+    show: bool,
+    tty: bool,
+    last_ios: u64,
+    last_bytes: u64,
+    last_at: Instant,
+    printed: bool,
+}
+
+impl Progress {
+    fn new(show: bool) -> Progress {
+        Progress {
+            show,
+            tty: std::io::stderr().is_terminal(),
+            last_ios: 0,
+            last_bytes: 0,
+            last_at: Instant::now(),
+            printed: false,
+        }
+    }
+
+    /// Sleeps `secs`, printing a line each second; returns early on abort.
+    fn wait(&mut self, shared: &Shared, label: &str, secs: u64) {
+        let start = Instant::now();
+        let end = start + Duration::from_secs(secs);
+        let mut tick = 1u64;
+        loop {
+            let now = Instant::now();
+            if now >= end || shared.abort.load(Ordering::Acquire) {
+                return;
+            }
+            let next = (start + Duration::from_secs(tick)).min(end);
+            std::thread::sleep(
+                next.saturating_duration_since(now)
+                    .min(Duration::from_millis(50)),
+            );
+            if Instant::now() >= start + Duration::from_secs(tick) {
+                self.line(shared, label, tick, secs);
+                tick += 1;
+            }
+        }
+    }
+
+    fn line(&mut self, shared: &Shared, label: &str, t: u64, of: u64) {
+        if !self.show {
+            return;
+        }
+        let (mut ios, mut bytes, mut p99) = (0u64, 0u64, 0u64);
+        for c in &shared.counters {
+            ios += c.ios.load(Ordering::Relaxed);
+            bytes += c.bytes.load(Ordering::Relaxed);
+            p99 = p99.max(c.p99_ns.load(Ordering::Relaxed));
+        }
+        let dt = self.last_at.elapsed().as_secs_f64().max(1e-9);
+        let iops = (ios - self.last_ios) as f64 / dt;
+        let mibs = (bytes - self.last_bytes) as f64 / dt / 1048576.0;
+        (self.last_ios, self.last_bytes, self.last_at) = (ios, bytes, Instant::now());
+        let p99 = if p99 > 0 {
+            format!("{:.1} us", p99 as f64 / 1000.0)
+        } else {
+            "-".into()
+        };
+        let msg =
+            format!("{label:>9} {t:>4}/{of}s {iops:>11.0} IOPS {mibs:>10.2} MiB/s  p99 {p99}");
+        let mut err = std::io::stderr().lock();
+        let _ = if self.tty {
+            write!(err, "\r{msg:<72}")
+        } else {
+            writeln!(err, "{msg}")
+        };
+        let _ = err.flush();
+        self.printed = true;
+    }
+
+    fn finish(&mut self) {
+        if self.show && self.tty && self.printed {
+            eprintln!();
+        }
+    }
+}
+
+/// One thread's state on one target.
+struct Lane {
+    target: usize,
+    queue: Box<dyn IoQueue>,
+    offsets: Offsets,
+    free: Vec<usize>,
+    depth: usize,
+    started: Vec<Instant>,
+    kinds: Vec<IoKind>,
+    at: Vec<u64>,
+    stats: IoStats,
+    submitted: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker(
+    id: usize,
+    p: &Profile,
+    tlist: &[usize],
+    targets: &[Arc<dyn Target>],
+    infos: &[TargetInfo],
+    shared_offsets: &[Arc<AtomicU64>],
+    intervals: usize,
+    shared: &Shared,
+    ready: mpsc::Sender<Result<(), BenchError>>,
+) -> Option<ThreadResult> {
+    let block = p.block_size as usize;
+    let mut rng = Rng::new(p.seed, id as u64 + 1);
+    let source = Arc::new(write_source(p, &mut rng));
+    let mut lanes = Vec::new();
+    for &t in tlist {
+        let cfg = QueueConfig {
+            depth: p.outstanding as usize,
+            block,
+            write_source: source.clone(),
+        };
+        match targets[t].queue(&cfg) {
+            Ok(queue) => {
+                let depth = queue.depth().min(cfg.depth).max(1);
+                lanes.push(Lane {
+                    target: t,
+                    offsets: Offsets::new(
+                        p.access,
+                        infos[t].region,
+                        p.block_size,
+                        p.thread_rank_on_target(id),
+                        p.thread_stride,
+                        shared_offsets[t].clone(),
+                    ),
+                    queue,
+                    free: (0..depth).rev().collect(),
+                    depth,
+                    started: vec![shared.epoch; depth],
+                    kinds: vec![IoKind::Read; depth],
+                    at: vec![0; depth],
+                    stats: IoStats::new(intervals),
+                    submitted: 0,
+                });
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return None;
+            }
+        }
+    }
+    let _ = ready.send(Ok(()));
+    drop(ready);
+    while shared.phase.load(Ordering::Acquire) == INIT {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+
+    let rate = p.throttle.map(|t| match t {
+        Throttle::Iops(n) => n as f64,
+        Throttle::BytesPerMs(b) => b as f64 * 1000.0 / p.block_size as f64,
+    });
+    let mut scratch = match p.write_buffer {
+        WriteBuffer::RandomPerIo => vec![0u8; block],
+        _ => Vec::new(),
+    };
+    let interval_ns = p.iops_interval_ms.saturating_mul(1_000_000).max(1);
+    let counters = &shared.counters[id];
+    let began = Instant::now();
+    let mut last_publish = began;
+    let mut batch: Vec<Completion> = Vec::new();
+    let single = lanes.len() == 1;
+    loop {
+        let stopping =
+            shared.abort.load(Ordering::Relaxed) || shared.phase.load(Ordering::Acquire) >= DONE;
+        let mut throttled = false;
+        if !stopping {
+            let allowed = rate.map(|r| began.elapsed().as_secs_f64() * r + 1.0);
+            for lane in &mut lanes {
+                while let Some(slot) = lane.free.pop() {
+                    if allowed.is_some_and(|a| lane.submitted as f64 >= a) {
+                        lane.free.push(slot);
+                        throttled = true;
+                        break;
+                    }
+                    let write = match p.write_percent {
+                        0 => false,
+                        100 => true,
+                        w => rng.below(100) < u64::from(w),
+                    };
+                    let offset = lane.offsets.next(&mut rng);
+                    let kind = if write { IoKind::Write } else { IoKind::Read };
+                    let data = match p.write_buffer {
+                        WriteBuffer::RandomPerIo if write => {
+                            rng.fill(&mut scratch);
+                            WriteData::Bytes(&scratch)
+                        }
+                        WriteBuffer::RandomBuffer(size) if write => {
+                            let max = size - p.block_size;
+                            WriteData::Source((rng.below(max / 512 + 1) * 512) as usize)
+                        }
+                        _ => WriteData::Source(0),
+                    };
+                    lane.kinds[slot] = kind;
+                    lane.at[slot] = offset;
+                    lane.started[slot] = Instant::now();
+                    if let Err(e) = lane.queue.submit(slot, kind, offset, data) {
+                        lane.free.push(slot);
+                        shared.fail(format!("{}: submitting I/O: {e}", infos[lane.target].name));
+                        break;
+                    }
+                    lane.submitted += 1;
+                }
+            }
+        }
+        let inflight: usize = lanes.iter().map(|l| l.depth - l.free.len()).sum();
+        if inflight == 0 {
+            if stopping || shared.abort.load(Ordering::Relaxed) {
+                break;
+            }
+            if throttled {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            continue;
+        }
+        // Reap: block on the only lane, or poll all and block on one that is busy.
+        let mut reaped = 0;
+        for li in 0..lanes.len() {
+            let lane = &mut lanes[li];
+            let before = batch.len();
+            let min = usize::from(single);
+            if let Err(e) = lane.queue.reap(min, &mut batch) {
+                shared.fail(format!("{}: waiting for I/O: {e}", infos[lane.target].name));
+                return Some(finish(id, lanes));
+            }
+            reaped += batch.len() - before;
+            let now = Instant::now();
+            reaped_into(
+                lane,
+                &mut batch,
+                before,
+                now,
+                shared,
+                infos,
+                interval_ns,
+                counters,
+            );
+        }
+        if reaped == 0 && !single {
+            if let Some(lane) = lanes.iter_mut().find(|l| l.free.len() < l.depth) {
+                if let Err(e) = lane.queue.reap(1, &mut batch) {
+                    shared.fail(format!("{}: waiting for I/O: {e}", infos[lane.target].name));
+                    return Some(finish(id, lanes));
+                }
+                let now = Instant::now();
+                reaped_into(
+                    lane,
+                    &mut batch,
+                    0,
+                    now,
+                    shared,
+                    infos,
+                    interval_ns,
+                    counters,
+                );
+            }
+        }
+        if last_publish.elapsed() >= Duration::from_millis(500) {
+            last_publish = Instant::now();
+            let p99 = lanes
+                .iter()
+                .map(|l| percentile_ns(&l.stats.total(), 99.0))
+                .max()
+                .unwrap_or(0);
+            counters.p99_ns.store(p99, Ordering::Relaxed);
+        }
+    }
+    Some(finish(id, lanes))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reaped_into(
+    lane: &mut Lane,
+    batch: &mut Vec<Completion>,
+    from: usize,
+    now: Instant,
+    shared: &Shared,
+    infos: &[TargetInfo],
+    interval_ns: u64,
+    counters: &Counters,
+) {
+    if batch.len() <= from {
+        return;
+    }
+    let measuring = shared.phase.load(Ordering::Acquire) == MEASURE;
+    let interval = if measuring {
+        let start = shared.measure_start_ns.load(Ordering::Acquire);
+        let t = now.duration_since(shared.epoch).as_nanos() as u64;
+        (t.saturating_sub(start) / interval_ns) as usize
+    } else {
+        0
+    };
+    let (mut ios, mut bytes) = (0u64, 0u64);
+    for c in batch.drain(from..) {
+        let Some(&start) = lane.started.get(c.slot) else {
+            shared.fail(format!(
+                "{}: completion for unknown slot",
+                infos[lane.target].name
+            ));
+            continue;
+        };
+        let kind = lane.kinds[c.slot];
+        match c.result {
+            Ok(n) => {
+                if measuring {
+                    let ns = now.duration_since(start).as_nanos() as u64;
+                    lane.stats.record(kind, ns, n as u64, interval);
+                }
+                ios += 1;
+                bytes += n as u64;
+            }
+            Err(e) => {
+                let what = match kind {
+                    IoKind::Read => "read",
+                    IoKind::Write => "write",
+                };
+                shared.fail(format!(
+                    "{}: {what} at offset {}: {e}",
+                    infos[lane.target].name, lane.at[c.slot]
+                ));
+            }
+        }
+        lane.free.push(c.slot);
+    }
+    counters.ios.fetch_add(ios, Ordering::Relaxed);
+    counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+}
+
+fn finish(id: usize, lanes: Vec<Lane>) -> ThreadResult {
+    ThreadResult {
+        id,
+        targets: lanes
+            .into_iter()
+            .map(|l| ThreadTargetResult {
+                target: l.target,
+                depth: l.depth,
+                stats: l.stats,
+            })
+            .collect(),
+    }
+}
+
+/// The buffer writes take their data from (`-Z`).
+fn write_source(p: &Profile, rng: &mut Rng) -> AlignedBuf {
+    let block = p.block_size as usize;
+    match p.write_buffer {
+        WriteBuffer::Zero | WriteBuffer::RandomPerIo => AlignedBuf::zeroed(block),
+        WriteBuffer::Pattern => {
+            let mut b = AlignedBuf::zeroed(block);
+            for (i, x) in b.as_mut_slice().iter_mut().enumerate() {
+                *x = i as u8;
+            }
+            b
+        }
+        WriteBuffer::RandomBuffer(size) => {
+            let mut b = AlignedBuf::zeroed(size as usize);
+            rng.fill(b.as_mut_slice());
+            b
+        }
+    }
+}

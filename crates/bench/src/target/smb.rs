@@ -1,0 +1,269 @@
+//! Files on SMB shares, through smbx-client.
+//!
+//! One connection, session, tree and open per target, shared by every thread on it (as
+//! the Windows redirector shares one connection for all of diskspd's threads). Each I/O
+//! runs as a task on the target's tokio runtime and reports back over a channel, so a
+//! worker thread keeps as many requests in flight as it has slots; the client queues what
+//! exceeds its credit window. `-Su` sets FILE_NO_INTERMEDIATE_BUFFERING and `-Sw`
+//! FILE_WRITE_THROUGH in the CREATE options.
+
+use std::io;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use smbx_client::{create_options, ClientOptions, File, OpenOptions, SmbUrl};
+use tokio::runtime::Runtime;
+
+use super::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, WriteData};
+use crate::error::BenchError;
+use crate::profile::Profile;
+use crate::rng::Rng;
+use crate::stats::IoKind;
+
+/// A file on an SMB share.
+pub struct SmbTarget {
+    name: String,
+    // Declared before `rt` so that it is closed (in Drop) while the runtime still runs.
+    file: Option<Arc<File>>,
+    size: u64,
+    rt: Runtime,
+}
+
+impl std::fmt::Debug for SmbTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmbTarget")
+            .field("name", &self.name)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// The URL without its password, for reports.
+pub fn redact(url: &str) -> String {
+    match SmbUrl::parse(url) {
+        Ok(u) if u.password.is_some() => {
+            let user = u.user.unwrap_or_default();
+            let rest = url.split_once('@').map(|x| x.1).unwrap_or("");
+            format!("smb://{user}@{rest}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn smb_err(what: String) -> impl FnOnce(smbx_client::Error) -> BenchError {
+    move |e| BenchError::Smb {
+        what,
+        msg: e.to_string(),
+    }
+}
+
+impl SmbTarget {
+    /// Connects, logs on (password from the URL or `SMBX_PASSWORD`), creates the file
+    /// with `-c`, and opens it.
+    pub fn open(url: &str, p: &Profile) -> Result<SmbTarget, BenchError> {
+        let name = redact(url);
+        let parsed = SmbUrl::parse(url).map_err(smb_err(name.clone()))?;
+        if parsed.path.is_empty() {
+            return Err(BenchError::Other(format!(
+                "{name}: the URL names a share but no file in it"
+            )));
+        }
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get().min(4))
+            .unwrap_or(2);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("smbx-bench-smb")
+            .enable_all()
+            .build()
+            .map_err(|e| BenchError::io("starting the SMB runtime", e))?;
+        let password = std::env::var("SMBX_PASSWORD").ok();
+        let (file, size) = rt.block_on(async {
+            let (tree, path) = parsed
+                .open(password.as_deref(), ClientOptions::default())
+                .await
+                .map_err(smb_err(format!("{name}: connecting")))?;
+            if let Some(size) = p.create_size {
+                create_remote(&tree, &path, size, p.seed)
+                    .await
+                    .map_err(smb_err(format!("-c: creating {name}")))?;
+            }
+            let mut opts = OpenOptions::read_only();
+            if p.write_percent > 0 {
+                opts = opts.write(true);
+            }
+            opts = opts.write_through(p.write_through);
+            if p.no_cache {
+                opts.options |= create_options::NO_INTERMEDIATE_BUFFERING;
+            }
+            let f = tree
+                .open(&path, &opts)
+                .await
+                .map_err(smb_err(format!("opening {name}")))?;
+            let size = f.size_at_open();
+            Ok::<_, BenchError>((f, size))
+        })?;
+        Ok(SmbTarget {
+            name,
+            file: Some(Arc::new(file)),
+            size,
+            rt,
+        })
+    }
+}
+
+async fn create_remote(
+    tree: &smbx_client::Tree,
+    path: &str,
+    size: u64,
+    seed: u64,
+) -> smbx_client::Result<()> {
+    let f = tree.open(path, &OpenOptions::create_truncate()).await?;
+    let mut rng = Rng::new(seed, 0xC0FFEE);
+    const CHUNK: u64 = 8 << 20;
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut off = 0u64;
+    while off < size {
+        let n = (size - off).min(CHUNK) as usize;
+        rng.fill(&mut buf[..n]);
+        f.write_at(off, &buf[..n]).await?;
+        off += n as u64;
+    }
+    f.close().await?;
+    Ok(())
+}
+
+impl Drop for SmbTarget {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take().and_then(|f| Arc::try_unwrap(f).ok()) {
+            let _ = self
+                .rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(2), f.close()).await });
+        }
+    }
+}
+
+impl Target for SmbTarget {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn engine(&self) -> &'static str {
+        "smb"
+    }
+    fn queue(&self, cfg: &QueueConfig) -> Result<Box<dyn IoQueue>, BenchError> {
+        let file = self
+            .file
+            .clone()
+            .ok_or_else(|| BenchError::Other(format!("{}: closed", self.name)))?;
+        let (tx, rx) = mpsc::channel();
+        Ok(Box::new(SmbQueue {
+            handle: self.rt.handle().clone(),
+            file,
+            tx,
+            rx,
+            block: cfg.block,
+            depth: cfg.depth,
+            source: cfg.write_source.clone(),
+            inflight: 0,
+        }))
+    }
+}
+
+struct SmbQueue {
+    handle: tokio::runtime::Handle,
+    file: Arc<File>,
+    tx: mpsc::Sender<Completion>,
+    rx: mpsc::Receiver<Completion>,
+    block: usize,
+    depth: usize,
+    source: Arc<AlignedBuf>,
+    inflight: usize,
+}
+
+fn to_io(e: smbx_client::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+fn exact(n: usize, want: usize) -> io::Result<usize> {
+    if n == want {
+        Ok(n)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("short transfer: {n} of {want} bytes"),
+        ))
+    }
+}
+
+impl IoQueue for SmbQueue {
+    fn submit(
+        &mut self,
+        slot: usize,
+        kind: IoKind,
+        offset: u64,
+        data: WriteData<'_>,
+    ) -> io::Result<()> {
+        let file = self.file.clone();
+        let tx = self.tx.clone();
+        let block = self.block;
+        match (kind, data) {
+            (IoKind::Read, _) => {
+                self.handle.spawn(async move {
+                    let result = file
+                        .read_at(offset, block)
+                        .await
+                        .map_err(to_io)
+                        .and_then(|d| exact(d.len(), block));
+                    let _ = tx.send(Completion { slot, result });
+                });
+            }
+            (IoKind::Write, WriteData::Source(at)) => {
+                if at.saturating_add(block) > self.source.len() {
+                    return Err(io::Error::other("write source offset out of range"));
+                }
+                let src = self.source.clone();
+                self.handle.spawn(async move {
+                    let bytes = &src.as_slice()[at..at + block];
+                    let result = file.write_at(offset, bytes).await.map_err(to_io);
+                    let _ = tx.send(Completion { slot, result });
+                });
+            }
+            (IoKind::Write, WriteData::Bytes(b)) => {
+                let owned = b.to_vec();
+                self.handle.spawn(async move {
+                    let result = file.write_at(offset, &owned).await.map_err(to_io);
+                    let _ = tx.send(Completion { slot, result });
+                });
+            }
+        }
+        self.inflight += 1;
+        Ok(())
+    }
+
+    fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
+        let mut got = 0;
+        while got < min.min(self.inflight) {
+            match self.rx.recv() {
+                Ok(c) => {
+                    out.push(c);
+                    got += 1;
+                    self.inflight -= 1;
+                }
+                Err(_) => return Err(io::Error::other("SMB I/O tasks vanished")),
+            }
+        }
+        while let Ok(c) = self.rx.try_recv() {
+            out.push(c);
+            self.inflight = self.inflight.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    fn depth(&self) -> usize {
+        self.depth
+    }
+}
