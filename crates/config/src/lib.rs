@@ -130,7 +130,7 @@ pub struct Global {
     pub workgroup: String,
     /// `server string`.
     pub server_string: String,
-    /// `smb2 max credits` (default 8192, as Samba).
+    /// `smb2 max credits` (default 512; Samba defaults to 8192).
     pub smb2_max_credits: u16,
     /// `smb2 max read` in bytes (default 8 MiB).
     pub smb2_max_read: u32,
@@ -187,7 +187,7 @@ impl Default for Global {
             netbios_name: default_netbios_name(),
             workgroup: "WORKGROUP".into(),
             server_string: "smbx".into(),
-            smb2_max_credits: 8192,
+            smb2_max_credits: 512,
             smb2_max_read: 8 << 20,
             smb2_max_write: 8 << 20,
             smb2_max_trans: 8 << 20,

@@ -129,7 +129,7 @@ fn defaults() {
     assert_eq!(g.server_min_protocol, 0x0202);
     assert_eq!(g.server_max_protocol, SMB3_11);
     assert_eq!(g.workgroup, "WORKGROUP");
-    assert_eq!(g.smb2_max_credits, 8192);
+    assert_eq!(g.smb2_max_credits, 512);
     assert_eq!(
         (g.smb2_max_read, g.smb2_max_write, g.smb2_max_trans),
         (8 << 20, 8 << 20, 8 << 20)
