@@ -10,6 +10,7 @@ use smbx_security::preauth::PreauthHash;
 use smbx_security::signing::SigningAlgorithm;
 use smbx_security::spnego::{self, NegState, NegotiationToken};
 use smbx_wire::codec::utf16le;
+use smbx_wire::ioctl::{fsctl, IoctlRequest, IoctlResponse, SMB2_0_IOCTL_IS_FSCTL};
 use smbx_wire::negotiate::{
     NegotiateContext, NegotiateRequest, NegotiateResponse, CAP_ENCRYPTION, CAP_LARGE_MTU,
     DIALECT_202, DIALECT_300, DIALECT_302, DIALECT_311, HASH_SHA512, SECURITY_SIGNING_ENABLED,
@@ -21,7 +22,7 @@ use smbx_wire::session::{
 };
 use smbx_wire::simple::{decode_simple, encode_simple};
 use smbx_wire::tree::{TreeConnectRequest, TreeConnectResponse, SHAREFLAG_ENCRYPT_DATA};
-use smbx_wire::{Command, NtStatus};
+use smbx_wire::{Command, NtStatus, Writer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -31,6 +32,15 @@ use crate::options::{ClientOptions, Encryption, Signing};
 use crate::protect::{signing_algorithm, SessionSecurity};
 use crate::tree::Tree;
 use crate::url::DEFAULT_PORT;
+
+/// What the client's NEGOTIATE request offered.
+#[derive(Debug, Clone)]
+pub(crate) struct Offered {
+    pub security_mode: u16,
+    pub capabilities: u32,
+    pub client_guid: [u8; 16],
+    pub dialects: Vec<u16>,
+}
 
 /// What NEGOTIATE settled.
 #[derive(Debug, Clone)]
@@ -67,6 +77,8 @@ impl Negotiated {
 pub(crate) struct ClientInner {
     pub conn: Connection,
     pub negotiated: Negotiated,
+    /// What NEGOTIATE offered (for VALIDATE_NEGOTIATE_INFO).
+    pub offered: Offered,
     pub options: ClientOptions,
     pub host: String,
 }
@@ -129,7 +141,7 @@ impl Client {
             return Err(Error::InvalidArgument("no dialects to offer".into()));
         }
         let conn = Connection::start(stream, options.max_credits, options.timeout);
-        let negotiated = negotiate(&conn, &options, host).await?;
+        let (negotiated, offered) = negotiate(&conn, &options, host).await?;
         conn.set_negotiated(
             negotiated.dialect,
             negotiated.dialect != DIALECT_202 && negotiated.capabilities & CAP_LARGE_MTU != 0,
@@ -138,6 +150,7 @@ impl Client {
             inner: Arc::new(ClientInner {
                 conn,
                 negotiated,
+                offered,
                 options,
                 host: host.to_string(),
             }),
@@ -345,7 +358,11 @@ fn spnego_token(buf: &[u8]) -> Result<Option<Vec<u8>>> {
     }
 }
 
-async fn negotiate(conn: &Connection, opts: &ClientOptions, host: &str) -> Result<Negotiated> {
+async fn negotiate(
+    conn: &Connection,
+    opts: &ClientOptions,
+    host: &str,
+) -> Result<(Negotiated, Offered)> {
     let offers_311 = opts.dialects.contains(&DIALECT_311);
     let offers_3 = opts.dialects.iter().any(|&d| d >= DIALECT_300);
     let mut contexts = Vec::new();
@@ -385,6 +402,12 @@ async fn negotiate(conn: &Connection, opts: &ClientOptions, host: &str) -> Resul
         client_guid: opts.client_guid,
         dialects: opts.dialects.clone(),
         contexts,
+    };
+    let offered = Offered {
+        security_mode: req.security_mode,
+        capabilities: req.capabilities,
+        client_guid: req.client_guid,
+        dialects: req.dialects.clone(),
     };
     let (mut v, sent) = conn
         .send(
@@ -470,7 +493,7 @@ async fn negotiate(conn: &Connection, opts: &ClientOptions, host: &str) -> Resul
     } else {
         opts.max_io_size.max(65536)
     };
-    Ok(Negotiated {
+    let negotiated = Negotiated {
         dialect: nr.dialect,
         security_mode: nr.security_mode,
         capabilities: nr.capabilities,
@@ -481,7 +504,8 @@ async fn negotiate(conn: &Connection, opts: &ClientOptions, host: &str) -> Resul
         cipher,
         signing_algorithm: signing_algorithm(nr.dialect, negotiated_alg),
         preauth,
-    })
+    };
+    Ok((negotiated, offered))
 }
 
 pub(crate) struct SessionInner {
@@ -535,6 +559,7 @@ impl Session {
             session_id: self.inner.id,
             security: Some(self.inner.security.clone()),
             encrypt: self.inner.security.encrypt || encrypt_tree,
+            force_sign: false,
         }
     }
 
@@ -560,12 +585,12 @@ impl Session {
         let client = &self.inner.client.inner;
         let path = format!("\\\\{}\\{}", client.host, share.trim_matches(['\\', '/']));
         let req = TreeConnectRequest { flags: 0, path };
+        // 3.1.1 signs every TREE_CONNECT: it protects the negotiation ([MS-SMB2] 3.2.4.1.1).
+        let mut route = self.route(false);
+        route.force_sign = client.negotiated.dialect == DIALECT_311;
         let resp = client
             .conn
-            .call(
-                Request::new(Command::TreeConnect, req.encode(), 0),
-                &self.route(false),
-            )
+            .call(Request::new(Command::TreeConnect, req.encode(), 0), &route)
             .await?
             .ok()?;
         let tc = TreeConnectResponse::decode(&resp.msg)?;
@@ -575,7 +600,66 @@ impl Session {
                 "share {share} requires encryption, which this session cannot do"
             )));
         }
-        Ok(Tree::new(self.clone(), resp.header.tree_id, encrypt, tc))
+        let tree = Tree::new(self.clone(), resp.header.tree_id, encrypt, tc);
+        let d = client.negotiated.dialect;
+        if (d == DIALECT_300 || d == DIALECT_302) && self.inner.security.signer.is_some() {
+            self.validate_negotiate(&tree).await?;
+        }
+        Ok(tree)
+    }
+
+    /// FSCTL_VALIDATE_NEGOTIATE_INFO (3.0 / 3.0.2): asks the server, over a signed
+    /// request, what it negotiated, and fails the connection on any difference (a
+    /// downgrade by someone in the middle).
+    async fn validate_negotiate(&self, tree: &Tree) -> Result<()> {
+        let client = &self.inner.client.inner;
+        let o = &client.offered;
+        let mut input = Writer::new();
+        input
+            .u32(o.capabilities)
+            .bytes(&o.client_guid)
+            .u16(o.security_mode)
+            .u16(o.dialects.len() as u16);
+        for d in &o.dialects {
+            input.u16(*d);
+        }
+        let body = IoctlRequest {
+            ctl_code: fsctl::VALIDATE_NEGOTIATE_INFO,
+            file_id_persistent: u64::MAX,
+            file_id_volatile: u64::MAX,
+            input: input.as_slice(),
+            max_input_response: 0,
+            output: &[],
+            max_output_response: 24,
+            flags: SMB2_0_IOCTL_IS_FSCTL,
+        }
+        .encode();
+        let mut route = self.route(tree.is_encrypted());
+        route.force_sign = true;
+        let resp = client
+            .conn
+            .call(Request::new(Command::Ioctl, body, tree.id()), &route)
+            .await?;
+        if !route.encrypt && !resp.header.is_signed() {
+            return Err(Error::Crypto(
+                "unsigned VALIDATE_NEGOTIATE_INFO response".into(),
+            ));
+        }
+        let out = IoctlResponse::decode(&resp.ok()?.msg)?.output;
+        let mut r = smbx_wire::Reader::new(&out);
+        let n = &client.negotiated;
+        let (caps, guid, mode, dialect) = (r.u32()?, r.guid()?, r.u16()?, r.u16()?);
+        if caps != n.capabilities
+            || guid != n.server_guid
+            || mode != n.security_mode
+            || dialect != n.dialect
+        {
+            client.conn.close();
+            return Err(Error::Crypto(
+                "VALIDATE_NEGOTIATE_INFO does not match NEGOTIATE: possible downgrade".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// LOGOFF. The session's trees and files become unusable.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
 use smbx_wire::framing::{decode_frame_header, encode_frame_header, MAX_FRAME_LEN};
 use smbx_wire::header::{FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID};
-use smbx_wire::negotiate::{DIALECT_202, DIALECT_311};
+use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::oplock::OplockBreak;
 use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
@@ -124,6 +124,9 @@ pub(crate) struct Route {
     pub security: Option<Arc<SessionSecurity>>,
     /// Seal the message.
     pub encrypt: bool,
+    /// Sign even if the session does not require it (3.1.1 TREE_CONNECT, 3.0.x
+    /// VALIDATE_NEGOTIATE_INFO).
+    pub force_sign: bool,
 }
 
 struct Pending {
@@ -340,10 +343,8 @@ impl Connection {
         } else {
             None
         };
-        // 3.1.1 signs every TREE_CONNECT (it protects the negotiation, [MS-SMB2] 3.2.4.1.1).
-        let must_sign = dialect == DIALECT_311 && reqs[0].command == Command::TreeConnect;
         let signer = match (&route.security, route.encrypt) {
-            (Some(s), false) if s.sign || must_sign => s.signer.as_ref(),
+            (Some(s), false) if s.sign || route.force_sign => s.signer.as_ref(),
             _ => None,
         };
 
@@ -920,7 +921,7 @@ mod tests {
         let route = Route {
             session_id: 9,
             security: Some(sec),
-            encrypt: false,
+            ..Default::default()
         };
         let server = tokio::spawn(async move {
             let signer = Signer::new(SigningAlgorithm::AesCmac, &key);
