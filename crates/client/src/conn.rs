@@ -992,6 +992,52 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn hostile_frames_never_panic() {
+        let (conn, _srv) = pair().await;
+        let mut sec = SessionSecurity::none();
+        sec.signer = Some(Signer::new(SigningAlgorithm::AesCmac, &[1; 16]));
+        sec.sign = true;
+        conn.add_session(5, Arc::new(sec));
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let base = response(
+            &Header {
+                session_id: 5,
+                ..Default::default()
+            },
+            NtStatus::SUCCESS,
+            1,
+            0,
+            &encode_simple(),
+        );
+        for i in 0..20_000u32 {
+            let mut f = base.clone();
+            // Mutate a few bytes, sometimes the length, sometimes the magic.
+            for _ in 0..1 + rnd() % 6 {
+                let pos = (rnd() as usize) % f.len();
+                f[pos] = rnd() as u8;
+            }
+            match i % 5 {
+                0 => f.truncate((rnd() as usize) % f.len()),
+                1 => f.extend((0..rnd() % 200).map(|_| rnd() as u8)),
+                2 => f[..4].copy_from_slice(&smbx_wire::header::TRANSFORM_PROTOCOL_ID),
+                _ => {}
+            }
+            // Chains: NextCommand pointing anywhere.
+            if i % 7 == 0 && f.len() >= 24 {
+                let next = (rnd() % 256) as u32;
+                f[20..24].copy_from_slice(&next.to_le_bytes());
+            }
+            let _ = process_frame(f, &conn.shared);
+        }
+    }
+
+    #[tokio::test]
     async fn disconnect_fails_pending_requests() {
         let (conn, mut srv) = pair().await;
         let server = tokio::spawn(async move {
