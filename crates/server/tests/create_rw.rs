@@ -754,3 +754,71 @@ async fn delayed_write_time() {
     assert_eq!(h4.resp.as_ref().unwrap().last_write_time, closed);
     close(&mut c, h4.fid(), 0).await;
 }
+
+/// Durable handles are granted with a batch oplock (DHnQ, DH2Q on 3.x), not without.
+#[tokio::test]
+async fn durable_handle_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let names = |o: &Opened| -> Vec<Vec<u8>> {
+        let r = o.resp.as_ref().unwrap();
+        smbx_wire::create::parse_contexts(&r.contexts)
+            .unwrap()
+            .iter()
+            .map(|x| x.name.to_vec())
+            .collect()
+    };
+    let req = |name: &str, oplock: u8, contexts: Vec<u8>| CreateRequestBuilder {
+        oplock_level: oplock,
+        impersonation_level: 2,
+        desired_access: ALL,
+        share_access: 7,
+        create_disposition: 3,
+        name: name.into(),
+        contexts,
+        ..Default::default()
+    };
+    // No oplock: no durable handle.
+    let o = create_full(
+        &mut c,
+        req("a", 0, encode_contexts(&[(ctx::DHNQ, &[0; 16])])),
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(!names(&o).contains(&ctx::DHNQ.to_vec()));
+    close(&mut c, o.fid(), 0).await;
+    // Batch oplock: DHnQ answered.
+    let o = create_full(
+        &mut c,
+        req("b", 9, encode_contexts(&[(ctx::DHNQ, &[0; 16])])),
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(names(&o).contains(&ctx::DHNQ.to_vec()));
+    close(&mut c, o.fid(), 0).await;
+    // DH2Q: timeout 0 gets the default; the response carries it.
+    let o = create_full(
+        &mut c,
+        req("c", 9, encode_contexts(&[(ctx::DH2Q, &[7; 32])])),
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let r = o.resp.as_ref().unwrap();
+    let cx = smbx_wire::create::parse_contexts(&r.contexts).unwrap();
+    let d = cx
+        .iter()
+        .find(|x| x.name == ctx::DH2Q)
+        .expect("DH2Q granted");
+    assert_eq!(d.data.len(), 8);
+    close(&mut c, o.fid(), 0).await;
+    // Malformed, or both versions at once: INVALID_PARAMETER.
+    let o = create_full(
+        &mut c,
+        req("d", 9, encode_contexts(&[(ctx::DHNQ, &[0; 3])])),
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
+    let both = encode_contexts(&[(ctx::DHNQ, &[0; 16]), (ctx::DH2Q, &[0; 32])]);
+    let o = create_full(&mut c, req("e", 9, both)).await;
+    assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
+}

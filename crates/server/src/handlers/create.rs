@@ -194,12 +194,65 @@ struct Contexts<'a> {
     ea: Option<&'a [u8]>,
     /// `RqLs` lease request data (decoded by state/oplock.rs).
     lease: Option<&'a [u8]>,
+    /// DHnQ / DH2Q: a durable handle is requested.
+    durable: Option<DurableRequest>,
 }
 
-fn scan_contexts<'a>(list: &[CreateContext<'a>]) -> Result<Contexts<'a>, NtStatus> {
+/// A durable handle request ([MS-SMB2] 2.2.13.2.3 / 2.2.13.2.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurableRequest {
+    /// DH2Q rather than DHnQ.
+    pub v2: bool,
+    /// DH2Q Timeout (ms; 0: the server's default).
+    pub timeout_ms: u32,
+    /// DH2Q Flags (SMB2_DHANDLE_FLAG_PERSISTENT = 2).
+    pub flags: u32,
+    /// DH2Q CreateGuid.
+    pub create_guid: [u8; 16],
+}
+
+/// Durable handle timeout when the client asks for none (ms), and the most granted.
+pub const DURABLE_DEFAULT_TIMEOUT_MS: u32 = 60_000;
+/// Longest durable handle timeout granted (ms; as Windows: 300 s).
+pub const DURABLE_MAX_TIMEOUT_MS: u32 = 300_000;
+
+fn scan_contexts<'a>(list: &[CreateContext<'a>], dialect: u16) -> Result<Contexts<'a>, NtStatus> {
     let mut c = Contexts::default();
+    let v2_ok = dialect >= smbx_wire::negotiate::DIALECT_300;
     for x in list {
         match x.name {
+            n if n == cname::DHNQ => {
+                if x.data.len() != 16 {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                if c.durable.is_some_and(|d| d.v2) {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                c.durable = Some(DurableRequest {
+                    v2: false,
+                    timeout_ms: 0,
+                    flags: 0,
+                    create_guid: [0; 16],
+                });
+            }
+            n if n == cname::DH2Q && v2_ok => {
+                let d = x.data;
+                if d.len() != 32 {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                if c.durable.is_some_and(|d| !d.v2) {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                let u32_at = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+                let mut create_guid = [0u8; 16];
+                create_guid.copy_from_slice(&d[16..32]);
+                c.durable = Some(DurableRequest {
+                    v2: true,
+                    timeout_ms: u32_at(0),
+                    flags: u32_at(4),
+                    create_guid,
+                });
+            }
             n if n == cname::MXAC => c.mxac = true,
             n if n == cname::QFID => c.qfid = true,
             n if n == cname::TWRP => {
@@ -357,7 +410,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let (name, trailing_sep) = normalize_name(&name)?;
-    let cx = scan_contexts(&contexts)?;
+    let cx = scan_contexts(&contexts, ctx.dialect())?;
     if cx.twrp {
         // No snapshots: the requested point in time does not exist.
         return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
@@ -421,6 +474,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         ea: cx.ea.map(|e| e.to_vec()),
         oplock_req,
         requester,
+        durable: cx.durable,
     };
     // Opening may wait for other opens' oplock/lease break acknowledgments. The first
     // poll runs inline; if it has to wait and this is the last member of its compound
@@ -468,6 +522,7 @@ struct OpenParams {
     ea: Option<Vec<u8>>,
     oplock_req: oplock::OplockRequest,
     requester: oplock::Requester,
+    durable: Option<DurableRequest>,
 }
 
 /// The open phase of CREATE: oplock breaks, share modes, the vfs open, registration
@@ -490,6 +545,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         ea,
         oplock_req,
         requester,
+        durable,
     } = p;
     let files = &server.files;
     let lease_key = oplock_req.lease.map(|l| l.lease_key);
@@ -650,6 +706,30 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         resp.oplock_level = g.level;
         if let Some(l) = g.lease {
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
+        }
+        // Durable handles only with a batch oplock or a handle-caching lease
+        // ([MS-SMB2] 3.3.5.9.6, 3.3.5.9.10); never persistent (no CA shares).
+        const LEASE_HANDLE: u32 = 0x02;
+        let caching = g.level == smbx_wire::create::OPLOCK_LEVEL_BATCH
+            || g.lease.is_some_and(|l| l.lease_state & LEASE_HANDLE != 0);
+        if let (Some(d), true, false) = (durable, caching, f.is_dir) {
+            let timeout_ms = match d.timeout_ms {
+                0 => DURABLE_DEFAULT_TIMEOUT_MS,
+                t => t.min(DURABLE_MAX_TIMEOUT_MS),
+            };
+            *f.durable.lock() = Some(crate::state::open::Durable {
+                v2: d.v2,
+                timeout_ms,
+                create_guid: d.create_guid,
+            });
+            if d.v2 {
+                let mut b = Vec::with_capacity(8);
+                b.extend_from_slice(&timeout_ms.to_le_bytes());
+                b.extend_from_slice(&0u32.to_le_bytes());
+                out.push((cname::DH2Q, b));
+            } else {
+                out.push((cname::DHNQ, vec![0u8; 8]));
+            }
         }
     }
     if mxac {

@@ -86,7 +86,21 @@ pub struct FileOpen {
     /// The LastWriteTime the file had when this open closed, if the server's write-time
     /// bookkeeping ([`crate::state::file::WriteTimes`]) decided it (0: the on-disk one).
     pub final_write_time: AtomicU64,
+    /// Durable handle granted at CREATE ([MS-SMB2] 3.3.5.9.6 / 3.3.5.9.10), if any.
+    pub durable: Mutex<Option<Durable>>,
     closed: AtomicBool,
+}
+
+/// A granted durable handle: the open survives the loss of its connection for
+/// `timeout_ms` and can be reclaimed with DHnC / DH2C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durable {
+    /// Granted through DH2Q (version 2) rather than DHnQ.
+    pub v2: bool,
+    /// How long a disconnected open is kept (ms).
+    pub timeout_ms: u32,
+    /// CreateGuid of a DH2Q request.
+    pub create_guid: [u8; 16],
 }
 
 impl std::fmt::Debug for FileOpen {
@@ -142,6 +156,7 @@ impl FileOpen {
             notify: Default::default(),
             query: Mutex::new(Default::default()),
             final_write_time: AtomicU64::new(0),
+            durable: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
     }
