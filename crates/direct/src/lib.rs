@@ -19,3 +19,6 @@ pub use connection::{
     Connection, DisconnectReason, Event, OutgoingMessage, Role, SendError, Stats,
 };
 pub use pdu::{BufferDescriptorV1, DataHeader, NegotiateRequest, NegotiateResponse, PduError};
+
+pub mod adapter;
+pub use adapter::{DirectError, SmbDirectConnection};

@@ -1,0 +1,673 @@
+//! The async SMB Direct connection over an RDMA provider queue pair.
+//!
+//! [`SmbDirectConnection`] wraps the sans-IO [`Connection`] with the I/O:
+//! receives posted into one registered receive region (one slot per credit),
+//! messages sent from a registered send region with Send (or Send with
+//! Invalidate), and a driver task that turns completions and timer expiries
+//! into calls on the core. The upper layer sees whole messages
+//! ([`send_message`](SmbDirectConnection::send_message) /
+//! [`recv_message`](SmbDirectConnection::recv_message)) and RDMA helpers
+//! that move data between local registered memory and the peer's buffers
+//! named by Buffer Descriptor V1 lists: the server answers an SMB2 READ with
+//! [`rdma_write`](SmbDirectConnection::rdma_write) into the client's
+//! descriptors and serves a WRITE with
+//! [`rdma_read`](SmbDirectConnection::rdma_read) from them.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use smbx_rdma::{
+    Access, Completion, ConnParams, ConnectRequest, Connecting, MemoryRegion, ProtectionDomain,
+    Provider, QpCaps, QueuePair, RdmaError, RemoteBuf, STag, Sge, WcOpcode, WcStatus,
+};
+use tokio::sync::{oneshot, Notify};
+
+use crate::config::{Config, NegotiatedParams};
+use crate::connection::{Connection, DisconnectReason, Event, OutgoingMessage, SendError};
+use crate::pdu::BufferDescriptorV1;
+
+/// A failure of the async connection.
+#[derive(Debug, thiserror::Error)]
+pub enum DirectError {
+    /// The RDMA provider failed.
+    #[error("rdma: {0}")]
+    Rdma(#[from] RdmaError),
+    /// The SMB Direct connection ended.
+    #[error("smb direct disconnected: {0}")]
+    Disconnected(DisconnectReason),
+    /// The queue pair closed underneath the connection.
+    #[error("queue pair closed: {0}")]
+    QpClosed(String),
+    /// The message could not be queued.
+    #[error("send: {0}")]
+    Send(#[from] SendError),
+    /// An RDMA Read or Write completed with an error.
+    #[error("rdma operation failed: {0:?}")]
+    Transfer(WcStatus),
+    /// Local buffer and descriptors do not fit together.
+    #[error("invalid transfer: {0}")]
+    InvalidTransfer(&'static str),
+    /// The configuration was rejected.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// Queue pair sizing used by the adapter.
+pub fn qp_caps(config: &Config) -> QpCaps {
+    let recv = u32::from(config.receive_credit_max) + 1;
+    QpCaps {
+        max_send_wr: SEND_SLOTS + RDMA_WINDOW as u32 + 16,
+        max_recv_wr: recv,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+    }
+}
+
+/// Send buffers (and so messages in flight at the provider).
+const SEND_SLOTS: u32 = 256;
+/// RDMA Read/Write work requests one helper call keeps in flight.
+const RDMA_WINDOW: usize = 64;
+/// Upper-layer messages queued in the core before `send_message` waits.
+const QUEUE_LIMIT: usize = 64;
+/// RDMA Read/Write queue depths we offer (IRD) and ask for (ORD).
+const IRD: u16 = 16;
+const ORD: u16 = 16;
+
+const KIND_RECV: u64 = 1 << 56;
+const KIND_SEND: u64 = 2 << 56;
+const KIND_OP: u64 = 3 << 56;
+const KIND_MASK: u64 = 0xff << 56;
+
+/// The [MS-SMBD] iWARP private data: IRD and ORD, each a big-endian u32.
+pub fn ird_ord_private_data(ird: u16, ord: u16) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8);
+    v.extend_from_slice(&u32::from(ird).to_be_bytes());
+    v.extend_from_slice(&u32::from(ord).to_be_bytes());
+    v
+}
+
+struct Inner<M> {
+    conn: Connection,
+    recv_mr: M,
+    recv_slot: usize,
+    recv_free: Vec<u32>,
+    send_mr: M,
+    send_slot: usize,
+    send_free: Vec<u32>,
+    ops: HashMap<u64, oneshot::Sender<Completion>>,
+    next_op: u64,
+    messages: VecDeque<Vec<u8>>,
+    negotiated: Option<NegotiatedParams>,
+    /// Why the connection is over, once it is.
+    closed: Option<String>,
+    disconnect: Option<DisconnectReason>,
+    /// STags the peer invalidated with Send with Invalidate.
+    invalidated: Vec<STag>,
+}
+
+struct Shared<Q: QueuePair> {
+    qp: Q,
+    inner: Mutex<Inner<Q::Mr>>,
+    /// Wakes the driver (something to transmit).
+    kick: Notify,
+    /// Wakes waiters (message arrived, queue space, negotiated, closed).
+    changed: Notify,
+}
+
+impl<Q: QueuePair> Shared<Q> {
+    fn lock(&self) -> MutexGuard<'_, Inner<Q::Mr>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An SMB Direct connection over a provider queue pair.
+pub struct SmbDirectConnection<Q: QueuePair> {
+    shared: Arc<Shared<Q>>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+impl<Q: QueuePair> Drop for SmbDirectConnection<Q> {
+    fn drop(&mut self) {
+        self.shared.qp.disconnect();
+        self.driver.abort();
+    }
+}
+
+fn build_inner<D: ProtectionDomain>(
+    pd: &D,
+    conn: Connection,
+    config: &Config,
+) -> Result<Inner<D::Mr>, DirectError> {
+    let recv_slots = u32::from(config.receive_credit_max) + 1;
+    let recv_slot = config.max_receive_size as usize;
+    let send_slot = config.max_send_size.max(32) as usize;
+    let recv_mr = pd.alloc(recv_slot * recv_slots as usize, Access::LOCAL_WRITE)?;
+    let send_mr = pd.alloc(send_slot * SEND_SLOTS as usize, Access::LOCAL_WRITE)?;
+    Ok(Inner {
+        conn,
+        recv_mr,
+        recv_slot,
+        recv_free: (0..recv_slots).rev().collect(),
+        send_mr,
+        send_slot,
+        send_free: (0..SEND_SLOTS).rev().collect(),
+        ops: HashMap::new(),
+        next_op: 0,
+        messages: VecDeque::new(),
+        negotiated: None,
+        closed: None,
+        disconnect: None,
+        invalidated: Vec::new(),
+    })
+}
+
+/// Posts `n` receives of the core's current receive size.
+fn post_receives<Q: QueuePair>(
+    qp: &Q,
+    inner: &mut Inner<Q::Mr>,
+    n: u32,
+) -> Result<(), DirectError> {
+    let size = (inner.conn.receive_buffer_size() as usize).min(inner.recv_slot) as u32;
+    for _ in 0..n {
+        let slot = inner
+            .recv_free
+            .pop()
+            .ok_or(DirectError::InvalidTransfer("no free receive slot"))?;
+        let off = slot as u64 * inner.recv_slot as u64;
+        qp.post_recv(
+            KIND_RECV | u64::from(slot),
+            &[Sge::new(&inner.recv_mr, off, size)],
+        )?;
+    }
+    Ok(())
+}
+
+/// Posts one outgoing message from a free send slot.
+fn post_message<Q: QueuePair>(
+    qp: &Q,
+    inner: &mut Inner<Q::Mr>,
+    m: OutgoingMessage,
+) -> Result<(), DirectError> {
+    post_receives(qp, inner, m.post_receives)?;
+    let slot = inner
+        .send_free
+        .pop()
+        .ok_or(DirectError::InvalidTransfer("no free send slot"))?;
+    let off = slot as usize * inner.send_slot;
+    if m.bytes.len() > inner.send_slot || !inner.send_mr.write_at(off, &m.bytes) {
+        return Err(DirectError::InvalidTransfer(
+            "message larger than a send slot",
+        ));
+    }
+    let sge = [Sge::new(&inner.send_mr, off as u64, m.bytes.len() as u32)];
+    let wr_id = KIND_SEND | u64::from(slot);
+    match m.invalidate {
+        Some(token) => qp.post_send_inv(wr_id, &sge, STag(token))?,
+        None => qp.post_send_simple(wr_id, &sge)?,
+    }
+    Ok(())
+}
+
+/// Hands the core's pending receives and messages to the provider, then
+/// applies its events.
+fn pump<Q: QueuePair>(shared: &Shared<Q>, inner: &mut Inner<Q::Mr>) {
+    let r = (|| {
+        let n = inner.conn.poll_post_receives();
+        post_receives(&shared.qp, inner, n)?;
+        while !inner.send_free.is_empty() {
+            match inner.conn.poll_transmit() {
+                Some(m) => post_message(&shared.qp, inner, m)?,
+                None => break,
+            }
+        }
+        Ok::<(), DirectError>(())
+    })();
+    if let Err(e) = r {
+        fail(inner, format!("posting failed: {e}"));
+    }
+    let mut changed = false;
+    while let Some(ev) = inner.conn.poll_event() {
+        changed = true;
+        match ev {
+            Event::Negotiated(p) => inner.negotiated = Some(p),
+            Event::Message(m) => inner.messages.push_back(m),
+            Event::Disconnect(r) => {
+                if inner.closed.is_none() {
+                    inner.closed = Some(r.to_string());
+                }
+                inner.disconnect = Some(r);
+            }
+        }
+    }
+    if changed || inner.conn.queued_messages() < QUEUE_LIMIT {
+        shared.changed.notify_waiters();
+    }
+}
+
+fn fail<M>(inner: &mut Inner<M>, why: String) {
+    if inner.closed.is_none() {
+        inner.closed = Some(why);
+    }
+    inner.conn.close();
+    // Dropping the senders fails every waiting RDMA helper.
+    inner.ops.clear();
+}
+
+fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
+    let index = c.wr_id & !KIND_MASK;
+    match c.wr_id & KIND_MASK {
+        KIND_RECV => {
+            inner.recv_free.push(index as u32);
+            if c.status != WcStatus::Success {
+                fail(inner, format!("receive failed: {:?}", c.status));
+                return;
+            }
+            if c.opcode != WcOpcode::Recv {
+                return;
+            }
+            if let Some(stag) = c.invalidated {
+                inner.invalidated.push(stag);
+            }
+            let off = index as usize * inner.recv_slot;
+            let len = (c.byte_len as usize).min(inner.recv_slot);
+            let now = Instant::now();
+            let Inner { conn, recv_mr, .. } = inner;
+            recv_mr.with(|b| match b.get(off..off + len) {
+                Some(bytes) => conn.handle_receive(bytes, now),
+                None => conn.close(),
+            });
+        }
+        KIND_SEND => {
+            inner.send_free.push(index as u32);
+            if c.status != WcStatus::Success {
+                fail(inner, format!("send failed: {:?}", c.status));
+            }
+        }
+        KIND_OP => {
+            if let Some(tx) = inner.ops.remove(&index) {
+                let _ = tx.send(c);
+            }
+        }
+        _ => {}
+    }
+}
+
+async fn drive<Q: QueuePair>(shared: Arc<Shared<Q>>) {
+    loop {
+        let deadline = {
+            let mut g = shared.lock();
+            pump(&shared, &mut g);
+            if g.closed.is_some() {
+                break;
+            }
+            g.conn.poll_timeout()
+        };
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            c = shared.qp.cq().next() => {
+                let mut g = shared.lock();
+                match c {
+                    Some(c) => on_completion(&mut g, c),
+                    None => {
+                        let why = shared
+                            .qp
+                            .close_reason()
+                            .map(|r| format!("{r:?}"))
+                            .unwrap_or_else(|| "closed".into());
+                        fail(&mut g, why);
+                    }
+                }
+                // Take whatever else is ready before pumping.
+                while let Some(c) = shared.qp.cq().try_next() {
+                    on_completion(&mut g, c);
+                }
+            }
+            _ = shared.kick.notified() => {}
+            _ = sleep => {
+                shared.lock().conn.handle_timeout(Instant::now());
+            }
+        }
+    }
+    // Send what the core still holds (e.g. a STATUS_NOT_SUPPORTED response),
+    // give the sends a moment to complete, then tear down.
+    {
+        let mut g = shared.lock();
+        pump(&shared, &mut g);
+        g.ops.clear();
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(200), async {
+        loop {
+            if shared.lock().send_free.len() == SEND_SLOTS as usize {
+                break;
+            }
+            match shared.qp.cq().next().await {
+                Some(c) if c.wr_id & KIND_MASK == KIND_SEND => {
+                    shared.lock().send_free.push((c.wr_id & !KIND_MASK) as u32)
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    })
+    .await;
+    shared.qp.disconnect();
+    shared.changed.notify_waiters();
+}
+
+impl<Q: QueuePair> SmbDirectConnection<Q> {
+    /// Connects as a client to an SMB Direct server at `addr` and negotiates.
+    pub async fn connect<P>(
+        provider: &P,
+        pd: &P::Pd,
+        addr: SocketAddr,
+        config: Config,
+    ) -> Result<Self, DirectError>
+    where
+        P: Provider<Qp = Q, Mr = Q::Mr>,
+    {
+        config.validate()?;
+        let connecting = provider.connect(pd, addr, qp_caps(&config)).await?;
+        let core = Connection::client(config.clone(), Instant::now());
+        let mut inner = build_inner(pd, core, &config)?;
+        let n = inner.conn.poll_post_receives();
+        post_receives(connecting.qp(), &mut inner, n)?;
+        let (qp, _peer) = connecting
+            .connect(ConnParams {
+                private_data: ird_ord_private_data(IRD, ORD),
+                ird: IRD,
+                ord: ORD,
+            })
+            .await?;
+        Self::start(qp, inner).await
+    }
+
+    /// Accepts a connection request as a server and negotiates. The
+    /// initiator's private data (IRD/ORD) is informational and not checked.
+    pub async fn accept<R, D>(request: R, pd: &D, config: Config) -> Result<Self, DirectError>
+    where
+        R: ConnectRequest<Qp = Q>,
+        D: ProtectionDomain<Mr = Q::Mr>,
+    {
+        config.validate()?;
+        let core = Connection::server(config.clone(), Instant::now());
+        let mut inner = build_inner(pd, core, &config)?;
+        let n = inner.conn.poll_post_receives();
+        post_receives(request.qp(), &mut inner, n)?;
+        let qp = request
+            .accept(ConnParams {
+                private_data: ird_ord_private_data(IRD, ORD),
+                ird: IRD,
+                ord: ORD,
+            })
+            .await?;
+        Self::start(qp, inner).await
+    }
+
+    async fn start(qp: Q, inner: Inner<Q::Mr>) -> Result<Self, DirectError> {
+        let shared = Arc::new(Shared {
+            qp,
+            inner: Mutex::new(inner),
+            kick: Notify::new(),
+            changed: Notify::new(),
+        });
+        let driver = tokio::spawn(drive(shared.clone()));
+        let this = SmbDirectConnection { shared, driver };
+        this.wait(|g| g.negotiated.is_some()).await?;
+        Ok(this)
+    }
+
+    /// Waits until `ready` holds, failing if the connection closes first.
+    async fn wait(
+        &self,
+        mut ready: impl FnMut(&mut Inner<Q::Mr>) -> bool,
+    ) -> Result<(), DirectError> {
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut g = self.shared.lock();
+                if ready(&mut g) {
+                    return Ok(());
+                }
+                if let Some(e) = closed_error(&g) {
+                    return Err(e);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// The negotiated parameters.
+    pub fn params(&self) -> NegotiatedParams {
+        self.shared
+            .lock()
+            .negotiated
+            .expect("negotiated before construction returned")
+    }
+
+    /// The queue pair (for registering buffers in its protection domain or
+    /// reading its state).
+    pub fn qp(&self) -> &Q {
+        &self.shared.qp
+    }
+
+    /// Sends one upper-layer message (fragmented as needed). Returns once it
+    /// is queued; waits while too many messages are queued.
+    pub async fn send_message(&self, data: &[u8]) -> Result<(), DirectError> {
+        self.send_inner(data, None).await
+    }
+
+    /// Sends one upper-layer message whose first fragment goes as Send with
+    /// Invalidate of `token` (the SMB2 RDMA_V1_INVALIDATE channel: the
+    /// client's buffer STag, invalidated on arrival).
+    pub async fn send_message_with_invalidate(
+        &self,
+        data: &[u8],
+        token: u32,
+    ) -> Result<(), DirectError> {
+        self.send_inner(data, Some(token)).await
+    }
+
+    async fn send_inner(&self, data: &[u8], token: Option<u32>) -> Result<(), DirectError> {
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut g = self.shared.lock();
+                if let Some(e) = closed_error(&g) {
+                    return Err(e);
+                }
+                if g.conn.queued_messages() < QUEUE_LIMIT {
+                    match token {
+                        Some(t) => g.conn.send_message_with_invalidate(data, t)?,
+                        None => g.conn.send_message(data)?,
+                    }
+                    break;
+                }
+            }
+            notified.await;
+        }
+        self.shared.kick.notify_one();
+        Ok(())
+    }
+
+    /// Receives the next whole upper-layer message.
+    pub async fn recv_message(&self) -> Result<Vec<u8>, DirectError> {
+        let mut out = None;
+        self.wait(|g| {
+            out = g.messages.pop_front();
+            out.is_some()
+        })
+        .await?;
+        out.ok_or(DirectError::QpClosed("no message".into()))
+    }
+
+    /// STags of ours that the peer invalidated with Send with Invalidate
+    /// since the last call.
+    pub fn take_invalidated(&self) -> Vec<STag> {
+        std::mem::take(&mut self.shared.lock().invalidated)
+    }
+
+    /// Describes `len` bytes at `offset` of a local region as a Buffer
+    /// Descriptor V1 for the peer (the client side of READ/WRITE).
+    pub fn describe(mr: &Q::Mr, offset: u64, len: u32) -> Option<BufferDescriptorV1> {
+        mr.remote(offset, len).map(|r| BufferDescriptorV1 {
+            offset: r.to,
+            token: r.stag.0,
+            length: r.len,
+        })
+    }
+
+    /// RDMA Writes `local[offset..]` into the peer's buffers, filling the
+    /// descriptors in order (the server's side of an SMB2 READ). `len` bytes
+    /// are written; it must not exceed the descriptors' total nor the
+    /// negotiated MaxReadWriteSize. Returns when all writes completed.
+    pub async fn rdma_write(
+        &self,
+        local: &Q::Mr,
+        offset: u64,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+    ) -> Result<(), DirectError> {
+        self.transfer(local, offset, len, remote, true).await
+    }
+
+    /// RDMA Reads the peer's buffers, in descriptor order, into
+    /// `local[offset..]` (the server's side of an SMB2 WRITE); reads `len`
+    /// bytes.
+    pub async fn rdma_read(
+        &self,
+        local: &Q::Mr,
+        offset: u64,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+    ) -> Result<(), DirectError> {
+        self.transfer(local, offset, len, remote, false).await
+    }
+
+    async fn transfer(
+        &self,
+        local: &Q::Mr,
+        offset: u64,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+        write: bool,
+    ) -> Result<(), DirectError> {
+        if len > u64::from(self.params().max_read_write_size) {
+            return Err(DirectError::InvalidTransfer("longer than MaxReadWriteSize"));
+        }
+        if len > BufferDescriptorV1::total_length(remote) {
+            return Err(DirectError::InvalidTransfer("longer than the descriptors"));
+        }
+        if offset
+            .checked_add(len)
+            .is_none_or(|e| e > local.len() as u64)
+        {
+            return Err(DirectError::InvalidTransfer("outside the local region"));
+        }
+        // (local offset, remote piece) for each work request.
+        let mut pieces = Vec::new();
+        let mut done = 0u64;
+        for d in remote {
+            if done == len {
+                break;
+            }
+            let n = u64::from(d.length).min(len - done);
+            if n == 0 {
+                continue;
+            }
+            pieces.push((
+                offset + done,
+                RemoteBuf {
+                    stag: STag(d.token),
+                    to: d.offset,
+                    len: n as u32,
+                },
+            ));
+            done += n;
+        }
+        for window in pieces.chunks(RDMA_WINDOW) {
+            let mut waits = Vec::with_capacity(window.len());
+            let posted = self.post_window(local, window, write, &mut waits);
+            if let Err(e) = posted {
+                // Let the posted ones finish before reporting.
+                for w in waits {
+                    let _ = w.await;
+                }
+                return Err(e);
+            }
+            let mut status = WcStatus::Success;
+            for w in waits {
+                match w.await {
+                    Ok(c) if c.status == WcStatus::Success => {}
+                    Ok(c) => status = c.status,
+                    Err(_) => status = WcStatus::Flushed,
+                }
+            }
+            if status != WcStatus::Success {
+                return Err(DirectError::Transfer(status));
+            }
+        }
+        Ok(())
+    }
+
+    fn post_window(
+        &self,
+        local: &Q::Mr,
+        window: &[(u64, RemoteBuf)],
+        write: bool,
+        waits: &mut Vec<oneshot::Receiver<Completion>>,
+    ) -> Result<(), DirectError> {
+        let mut g = self.shared.lock();
+        if let Some(e) = closed_error(&g) {
+            return Err(e);
+        }
+        for &(loc, rb) in window {
+            let id = g.next_op;
+            g.next_op = (g.next_op + 1) & !KIND_MASK;
+            let (tx, rx) = oneshot::channel();
+            let sge = Sge::new(local, loc, rb.len);
+            if write {
+                self.shared.qp.post_write(KIND_OP | id, &[sge], rb)?;
+            } else {
+                self.shared.qp.post_read(KIND_OP | id, sge, rb)?;
+            }
+            g.ops.insert(id, tx);
+            waits.push(rx);
+        }
+        Ok(())
+    }
+
+    /// Closes the connection.
+    pub async fn close(&self) {
+        self.shared.lock().conn.close();
+        self.shared.kick.notify_one();
+        let _ = self.wait(|_| false).await;
+    }
+
+    /// The core's counters (messages, keepalives).
+    pub fn stats(&self) -> crate::connection::Stats {
+        self.shared.lock().conn.stats()
+    }
+
+    /// True once the connection is over.
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().closed.is_some()
+    }
+}
+
+fn closed_error<M>(g: &Inner<M>) -> Option<DirectError> {
+    if let Some(r) = &g.disconnect {
+        return Some(DirectError::Disconnected(r.clone()));
+    }
+    g.closed.as_ref().map(|w| DirectError::QpClosed(w.clone()))
+}

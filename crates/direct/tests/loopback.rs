@@ -1,0 +1,250 @@
+//! SmbDirectConnection over the soft-iWARP provider on 127.0.0.1: negotiation,
+//! messages of many sizes both ways, Send with Invalidate, and the RDMA
+//! Write (SMB2 READ) and RDMA Read (SMB2 WRITE) helpers with Buffer
+//! Descriptor V1 lists.
+
+use smbx_direct::{BufferDescriptorV1, Config, SmbDirectConnection};
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+use smbx_rdma::{Access, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps};
+
+type Conn = SmbDirectConnection<SoftQp>;
+
+fn pattern(seed: u32, n: usize) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 11) as u8)
+        .collect()
+}
+
+#[tokio::test]
+async fn loopback_messages_and_rdma() {
+    let prov = SoftIwarp::new(IwarpOptions::default());
+    let spd = prov.alloc_pd().unwrap();
+    let cpd = prov.alloc_pd().unwrap();
+    let lis = prov
+        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    const N: usize = 256 * 1024;
+
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        let conn: Conn = SmbDirectConnection::accept(req, &spd, Config::default())
+            .await
+            .unwrap();
+        let p = conn.params();
+        assert_eq!((p.max_send_size, p.max_receive_size), (1364, 1364));
+        // Echo messages until an empty-ish "rdma" command arrives.
+        loop {
+            let m = conn.recv_message().await.unwrap();
+            if m.starts_with(b"RDMA") {
+                // READ: write our data into the client's sink descriptors,
+                // then answer with Send with Invalidate of the first one.
+                let descs = BufferDescriptorV1::decode_list(&m[4..]).unwrap();
+                let (sink, source) = (descs[0], descs[1]);
+                let src = spd.register(pattern(7, N), Access::LOCAL_WRITE).unwrap();
+                conn.rdma_write(&src, 0, N as u64, &[sink]).await.unwrap();
+                // WRITE: read the client's source into our buffer.
+                let dst = spd.alloc(N, Access::LOCAL_WRITE).unwrap();
+                conn.rdma_read(&dst, 0, N as u64, &[source]).await.unwrap();
+                let ok = dst.with(|b| b == &pattern(9, N)[..]);
+                conn.send_message_with_invalidate(
+                    if ok { b"done-ok" } else { b"done-bad" },
+                    sink.token,
+                )
+                .await
+                .unwrap();
+                break;
+            }
+            conn.send_message(&m).await.unwrap();
+        }
+        conn.recv_message().await.unwrap_or_default()
+    });
+
+    let conn: Conn = SmbDirectConnection::connect(&prov, &cpd, addr, Config::default())
+        .await
+        .unwrap();
+    assert_eq!(conn.params().max_read_write_size, 8 << 20);
+    for (i, n) in [1usize, 1340, 1341, 5000, 65_536, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let m = pattern(i as u32, n);
+        conn.send_message(&m).await.unwrap();
+        assert_eq!(conn.recv_message().await.unwrap(), m, "echo of {n} bytes");
+    }
+    // Many small messages in flight at once (credits get exhausted and refilled).
+    for i in 0..600u32 {
+        conn.send_message(&i.to_le_bytes()).await.unwrap();
+    }
+    for i in 0..600u32 {
+        assert_eq!(conn.recv_message().await.unwrap(), i.to_le_bytes());
+    }
+    // RDMA: sink for the server's RDMA Write, source for its RDMA Read.
+    let sink = cpd
+        .alloc(N, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let source = cpd
+        .register(pattern(9, N), Access::LOCAL_WRITE | Access::REMOTE_READ)
+        .unwrap();
+    let descs = [
+        Conn::describe(&sink, 0, N as u32).unwrap(),
+        Conn::describe(&source, 0, N as u32).unwrap(),
+    ];
+    let mut cmd = b"RDMA".to_vec();
+    cmd.extend_from_slice(&BufferDescriptorV1::encode_list(&descs));
+    conn.send_message(&cmd).await.unwrap();
+    assert_eq!(conn.recv_message().await.unwrap(), b"done-ok");
+    assert!(sink.with(|b| b == &pattern(7, N)[..]), "RDMA Write data");
+    assert_eq!(conn.take_invalidated(), vec![sink.stag()]);
+    assert!(!sink.is_valid(), "remote invalidation");
+    conn.send_message(b"bye").await.unwrap();
+    assert_eq!(server.await.unwrap(), b"bye");
+    conn.close().await;
+    assert!(conn.is_closed());
+}
+
+/// A raw client (no SMB Direct core) that sends `first` as its first message
+/// and returns what the server sent back before closing.
+async fn raw_client(prov: &SoftIwarp, addr: std::net::SocketAddr, first: &[u8]) -> Vec<Vec<u8>> {
+    use smbx_rdma::{Connecting, QueuePair, Sge, WcOpcode};
+    let pd = prov.alloc_pd().unwrap();
+    let c = prov.connect(&pd, addr, QpCaps::default()).await.unwrap();
+    let rbuf = pd.alloc(4 * 8192, Access::LOCAL_WRITE).unwrap();
+    for i in 0..4u64 {
+        c.qp()
+            .post_recv(i, &[Sge::new(&rbuf, i * 8192, 8192)])
+            .unwrap();
+    }
+    let (qp, _) = c.connect(Default::default()).await.unwrap();
+    let sbuf = pd.register(first.to_vec(), Access::LOCAL_WRITE).unwrap();
+    qp.post_send_simple(100, &[Sge::new(&sbuf, 0, first.len() as u32)])
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(c) = qp.cq().next().await {
+        if c.opcode == WcOpcode::Recv && c.status == smbx_rdma::WcStatus::Success {
+            let off = c.wr_id as usize * 8192;
+            got.push(rbuf.with(|b| b[off..off + c.byte_len as usize].to_vec()));
+        }
+    }
+    got
+}
+
+#[tokio::test]
+async fn server_rejects_bad_negotiate_over_the_wire() {
+    use smbx_direct::{
+        DirectError, DisconnectReason, NegotiateRequest, NegotiateResponse, PduError,
+    };
+    let prov = SoftIwarp::new(IwarpOptions::default());
+    let spd = prov.alloc_pd().unwrap();
+    let lis = prov
+        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    let mut req = NegotiateRequest {
+        min_version: 0x0200,
+        max_version: 0x0200,
+        credits_requested: 10,
+        preferred_send_size: 1364,
+        max_receive_size: 1364,
+        max_fragmented_size: 1 << 20,
+    };
+    // Bad version: STATUS_NOT_SUPPORTED response, then disconnect.
+    let server = tokio::spawn(async move {
+        let r = SmbDirectConnection::<SoftQp>::accept(
+            lis.accept().await.unwrap(),
+            &spd,
+            Config::default(),
+        )
+        .await;
+        (r.err(), lis, spd)
+    });
+    let got = raw_client(&prov, addr, &req.encode()).await;
+    let (err, lis, spd) = server.await.unwrap();
+    assert!(matches!(
+        err,
+        Some(DirectError::Disconnected(DisconnectReason::Protocol(
+            PduError::UnsupportedVersion { .. }
+        )))
+    ));
+    assert_eq!(got.len(), 1);
+    let rsp = NegotiateResponse::parse(&got[0]).unwrap();
+    assert_eq!(rsp.status, smbx_wire::NtStatus::NOT_SUPPORTED);
+
+    // Too short: dropped without a response.
+    req.min_version = 0x0100;
+    req.max_version = 0x0100;
+    let server = tokio::spawn(async move {
+        SmbDirectConnection::<SoftQp>::accept(lis.accept().await.unwrap(), &spd, Config::default())
+            .await
+            .err()
+    });
+    let got = raw_client(&prov, addr, &req.encode()[..19]).await;
+    let err = server.await.unwrap();
+    assert!(matches!(
+        err,
+        Some(DirectError::Disconnected(DisconnectReason::Protocol(
+            PduError::TooShort { .. }
+        )))
+    ));
+    assert!(got.is_empty());
+}
+
+#[tokio::test]
+async fn rdma_read_with_invalid_token_fails_and_keepalive_keeps_idle_link() {
+    use smbx_direct::DirectError;
+    let prov = SoftIwarp::new(IwarpOptions::default());
+    let spd = prov.alloc_pd().unwrap();
+    let cpd = prov.alloc_pd().unwrap();
+    let lis = prov
+        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    let fast = Config {
+        keepalive_interval: std::time::Duration::from_millis(50),
+        keepalive_timeout: std::time::Duration::from_secs(5),
+        ..Config::default()
+    };
+    let scfg = fast.clone();
+    let server = tokio::spawn(async move {
+        let conn: Conn = SmbDirectConnection::accept(lis.accept().await.unwrap(), &spd, scfg)
+            .await
+            .unwrap();
+        // Idle through several keepalive intervals, then take a message.
+        let m = conn.recv_message().await.unwrap();
+        let d = BufferDescriptorV1::decode_list(&m).unwrap();
+        let dst = spd.alloc(4096, Access::LOCAL_WRITE).unwrap();
+        let r = conn.rdma_read(&dst, 0, 4096, &d).await;
+        (r, conn.is_closed())
+    });
+    let conn: Conn = SmbDirectConnection::connect(&prov, &cpd, addr, fast)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(!conn.is_closed(), "keepalives answered, link alive");
+    let st = conn.stats();
+    assert!(st.keepalives_sent >= 1, "{st:?}");
+    // Each keepalive was answered by an empty message from the server.
+    assert!(
+        st.data_messages_received >= st.keepalives_sent.min(2),
+        "{st:?}"
+    );
+    let bogus = BufferDescriptorV1 {
+        offset: 0,
+        token: 0x0bad_0bad,
+        length: 4096,
+    };
+    conn.send_message(&BufferDescriptorV1::encode_list(&[bogus]))
+        .await
+        .unwrap();
+    let (r, _) = server.await.unwrap();
+    assert!(
+        matches!(
+            r,
+            Err(DirectError::Transfer(_)) | Err(DirectError::QpClosed(_))
+        ),
+        "{r:?}"
+    );
+}
