@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
 use smbx_wire::framing::{decode_frame_header, encode_frame_header, MAX_FRAME_LEN};
-use smbx_wire::header::{FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID};
+use smbx_wire::header::{
+    FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID,
+};
 use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::oplock::OplockBreak;
 use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
@@ -463,7 +465,10 @@ impl Connection {
                 Some(d) => match tokio::time::timeout(d, rx).await {
                     Ok(r) => r,
                     Err(_) => {
-                        self.forget(&ids[out.len()..]);
+                        let tree_id = reqs.get(out.len()).map_or(0, |r| r.tree_id);
+                        for (id, async_id) in self.forget(&ids[out.len()..]) {
+                            self.cancel(route, id, async_id, tree_id);
+                        }
                         return Err(Error::Timeout);
                     }
                 },
@@ -475,15 +480,62 @@ impl Connection {
     }
 
     /// Stops waiting for these MessageIds (after a timeout); their credits stay spent.
-    fn forget(&self, ids: &[(u64, u16)]) {
+    /// Returns the ones that were still pending, with their AsyncId if they went async.
+    fn forget(&self, ids: &[(u64, u16)]) -> Vec<(u64, Option<u64>)> {
         let mut t = self.shared.table.lock().expect("table lock");
+        let mut out = Vec::new();
         for (id, _) in ids {
             if let Some(p) = t.pending.remove(id) {
                 self.shared
                     .in_flight
                     .fetch_sub(p.charge as usize, Ordering::Relaxed);
+                out.push((*id, p.async_id));
             }
         }
+        out
+    }
+
+    /// Sends SMB2 CANCEL for a request (async form when it went async). CANCEL takes no
+    /// credit and gets no response of its own; failures are ignored.
+    fn cancel(&self, route: &Route, message_id: u64, async_id: Option<u64>, tree_id: u32) {
+        let mut hdr = Header {
+            command: Command::Cancel as u16,
+            message_id,
+            tree_id,
+            session_id: route.session_id,
+            ..Default::default()
+        };
+        if let Some(a) = async_id {
+            hdr.flags |= FLAGS_ASYNC_COMMAND;
+            hdr.async_id = a;
+        }
+        let sealed = route.encrypt;
+        let prefix = 4 + if sealed { TRANSFORM_HEADER_LEN } else { 0 };
+        let mut w = Writer::with_capacity(prefix + HEADER_SIZE + 4);
+        w.zeros(prefix);
+        hdr.encode(&mut w);
+        w.bytes(&smbx_wire::simple::SIMPLE_BODY);
+        let mut buf = w.into_vec();
+        let sec = route.security.as_ref();
+        if sealed {
+            let Some(sec) = sec.filter(|s| s.can_seal()) else {
+                return;
+            };
+            let (Some(nonces), Some(enc)) = (&sec.nonces, &sec.encryptor) else {
+                return;
+            };
+            let Ok(nonce) = nonces.next() else { return };
+            if transform::seal_in_place(enc, route.session_id, &nonce, &mut buf[4..]).is_err() {
+                return;
+            }
+        } else if let Some(signer) = sec.filter(|s| s.sign).and_then(|s| s.signer.as_ref()) {
+            signer.sign(&mut buf[prefix..]);
+        }
+        let Ok(fh) = encode_frame_header(buf.len() - 4) else {
+            return;
+        };
+        buf[..4].copy_from_slice(&fh);
+        let _ = self.writer.send((buf, 0));
     }
 
     fn closed_error(&self) -> Error {
@@ -1035,6 +1087,40 @@ mod tests {
             }
             let _ = process_frame(f, &conn.shared);
         }
+    }
+
+    #[tokio::test]
+    async fn timed_out_async_request_is_cancelled() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_millis(300)));
+        let mut srv = s.unwrap().0;
+        let server = tokio::spawn(async move {
+            let f = read_frame(&mut srv).await;
+            let h = Header::decode(&f).unwrap();
+            let interim = response(
+                &h,
+                NtStatus::PENDING,
+                1,
+                FLAGS_ASYNC_COMMAND,
+                &[9, 0, 0, 0, 0, 0, 0, 0, 0],
+            );
+            write_frame(&mut srv, &interim).await;
+            // Never answer; expect a CANCEL naming the AsyncId.
+            let f = read_frame(&mut srv).await;
+            (h, Header::decode(&f).unwrap())
+        });
+        let mut req = Request::new(Command::ChangeNotify, vec![0; 32], 3);
+        req.charge = 1;
+        let e = conn.call(req, &Route::default()).await.unwrap_err();
+        assert!(matches!(e, Error::Timeout), "{e}");
+        let (orig, cancel) = server.await.unwrap();
+        assert_eq!(cancel.command, Command::Cancel as u16);
+        assert!(cancel.is_async());
+        assert_eq!(cancel.async_id, 77);
+        assert_eq!(cancel.message_id, orig.message_id);
+        assert_eq!(cancel.credit_charge, 0);
     }
 
     #[tokio::test]
