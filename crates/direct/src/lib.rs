@@ -7,6 +7,11 @@
 //! bounded reassembly ([`reassembly`]), keepalive and the negotiate timeout.
 //! [`pdu`] holds the wire formats, including the Buffer Descriptor V1 lists
 //! SMB2 READ and WRITE carry for RDMA transfers.
+//!
+//! [`SmbDirectConnection`] ([`adapter`]) drives the core over any
+//! `smbx_rdma` provider queue pair: `connect`/`accept`, `send_message`
+//! (optionally as Send with Invalidate), `recv_message`, and `rdma_write` /
+//! `rdma_read` against Buffer Descriptor V1 lists.
 
 pub mod config;
 pub mod connection;

@@ -17,7 +17,25 @@ fn pattern(seed: u32, n: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn loopback_messages_and_rdma() {
-    let prov = SoftIwarp::new(IwarpOptions::default());
+    exercise(IwarpOptions::default()).await;
+}
+
+#[tokio::test]
+async fn loopback_crc_off_and_mpa_rev1() {
+    exercise(IwarpOptions {
+        crc: false,
+        ..IwarpOptions::default()
+    })
+    .await;
+    exercise(IwarpOptions {
+        mpa_revision: 1,
+        ..IwarpOptions::default()
+    })
+    .await;
+}
+
+async fn exercise(opts: IwarpOptions) {
+    let prov = SoftIwarp::new(opts);
     let spd = prov.alloc_pd().unwrap();
     let cpd = prov.alloc_pd().unwrap();
     let lis = prov
