@@ -22,6 +22,9 @@
 //! * [`File`]: an open handle; reads and writes at offsets, split to the server's limits
 //!   and sent concurrently within the credit window.
 //!
+//! * [`ReconnectingTree`]: a share that reconnects (connection, logon, tree) and retries
+//!   idempotent operations once when the connection drops.
+//!
 //! Errors from the server are [`Error::Status`], whose Display is the NTSTATUS name.
 
 mod client;
@@ -32,6 +35,7 @@ mod file;
 pub mod info;
 pub mod options;
 mod protect;
+mod reconnect;
 mod tree;
 pub mod url;
 
@@ -41,6 +45,7 @@ pub use error::{Error, Result};
 pub use file::{access, create_options, disposition, share, File, FileId, OpenOptions};
 pub use info::{filetime_to_system, DirEntry, FileInfo, ATTR_DIRECTORY};
 pub use options::{ClientOptions, Encryption, Signing, ALL_DIALECTS};
+pub use reconnect::ReconnectingTree;
 pub use smbx_security::cipher::CipherId;
 pub use smbx_security::signing::SigningAlgorithm;
 pub use smbx_wire::NtStatus;

@@ -45,3 +45,8 @@ async fn big_round_trip_opt_in() {
 async fn url_and_compound_read() {
     scenarios::url_and_compound_read(start_samba).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_after_drop() {
+    scenarios::reconnect_after_drop(start_samba).await;
+}

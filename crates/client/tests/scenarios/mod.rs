@@ -346,6 +346,37 @@ pub async fn url_and_compound_read(start: fn(&str) -> Server) {
     assert_eq!(e.to_string(), "STATUS_LOGON_FAILURE");
 }
 
+/// A dropped connection is re-established (connect, logon, tree) for idempotent operations.
+pub async fn reconnect_after_drop(start: fn(&str) -> Server) {
+    let server = start("");
+    let rt = smbx_client::ReconnectingTree::connect(
+        &server.addr(),
+        ClientOptions::default(),
+        Some((USER, PASSWORD, "")),
+        "share",
+    )
+    .await
+    .unwrap();
+    let data = random_bytes(300_000);
+    rt.write_file("r.bin", &data).await.unwrap();
+    let first = rt.tree().await;
+    first.session().client().connection().close();
+    let e = first.stat("r.bin").await.unwrap_err();
+    assert!(matches!(e, Error::Disconnected(_)), "{e}");
+    assert_eq!(rt.stat("r.bin").await.unwrap().size, data.len() as u64);
+    let second = rt.tree().await;
+    assert!(!second.session().client().connection().is_closed());
+    assert_eq!(rt.read_file("r.bin").await.unwrap(), data);
+    assert_eq!(rt.list("").await.unwrap().len(), 1);
+    // Refusals are not connection losses: no retry, the status comes back.
+    let e = rt.stat("missing").await.unwrap_err();
+    assert!(e.is_status(NtStatus::OBJECT_NAME_NOT_FOUND), "{e}");
+    assert!(std::ptr::eq(
+        rt.tree().await.session().client().connection(),
+        second.session().client().connection()
+    ));
+}
+
 /// Opt-in (SMBX_CLIENT_BIG=1): 64 MiB round trip per dialect, signed and sealed.
 pub async fn big_round_trip_opt_in(start: fn(&str) -> Server) {
     if std::env::var("SMBX_CLIENT_BIG").is_err() {
