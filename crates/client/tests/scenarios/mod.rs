@@ -41,6 +41,9 @@ async fn round_trip(server: &Server, opts: ClientOptions, share: &str, size: usi
         "{label}: on-disk SHA-256 differs"
     );
     tree.remove(&name).await.unwrap();
+    // Error responses are protected too (signed or sealed) and still arrive as statuses.
+    let e = tree.stat(&name).await.unwrap_err();
+    assert!(e.is_status(NtStatus::OBJECT_NAME_NOT_FOUND), "{label}: {e}");
     tree.disconnect().await.unwrap();
     session.logoff().await.unwrap();
 }
