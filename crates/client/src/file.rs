@@ -397,14 +397,32 @@ impl File {
 
     /// Reads into `buf` at `offset`; returns the bytes read (0 at end of file).
     pub async fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let data = self.read_at(offset, buf.len()).await?;
-        buf[..data.len()].copy_from_slice(&data);
-        Ok(data.len())
+        let max = self.tree.max_read() as usize;
+        let sizes: Vec<usize> = buf.chunks(max).map(|c| c.len()).collect();
+        let reads = buf
+            .chunks_mut(max)
+            .enumerate()
+            .map(|(i, c)| self.read_chunk_into(offset + (i * max) as u64, c));
+        let got = try_join_all(reads).await?;
+        // Stop at the first short chunk: what follows it lies past end of file.
+        let mut total = 0;
+        for (n, want) in got.into_iter().zip(sizes) {
+            total += n;
+            if n < want {
+                break;
+            }
+        }
+        Ok(total)
     }
 
-    async fn read_chunk(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    /// One READ; the response and where its data lies in it (`None` at end of file).
+    async fn read_raw(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
         if len == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let body = ReadRequest {
             padding: 0x50,
@@ -419,7 +437,7 @@ impl File {
         req.charge = charge_for(len, self.tree.large_mtu());
         let resp = self.tree.call(req).await?;
         if resp.status() == NtStatus::END_OF_FILE {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let resp = resp.ok()?;
         let range = {
@@ -429,14 +447,33 @@ impl File {
                     "server returned more data than asked".into(),
                 ));
             }
-            // The data lies inside the message: keep the buffer, drop the headers.
             let start = data.as_ptr() as usize - resp.msg.as_ptr() as usize;
             start..start + data.len()
         };
-        let mut msg = resp.msg;
-        msg.truncate(range.end);
-        msg.drain(..range.start);
-        Ok(msg)
+        Ok(Some((resp.msg, range)))
+    }
+
+    async fn read_chunk(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        Ok(match self.read_raw(offset, len).await? {
+            // The data lies inside the message: keep the buffer, drop the headers.
+            Some((mut msg, range)) => {
+                msg.truncate(range.end);
+                msg.drain(..range.start);
+                msg
+            }
+            None => Vec::new(),
+        })
+    }
+
+    async fn read_chunk_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        Ok(match self.read_raw(offset, buf.len()).await? {
+            Some((msg, range)) => {
+                let n = range.len();
+                buf[..n].copy_from_slice(&msg[range]);
+                n
+            }
+            None => 0,
+        })
     }
 
     /// Writes all of `data` at `offset` (several WRITEs in flight when it exceeds

@@ -284,19 +284,8 @@ impl Tree {
     }
 
     pub(crate) fn decode_all_info(resp: Response) -> Result<FileInfo> {
-        // A long name may not fit: BUFFER_OVERFLOW still carries the fixed part.
-        if resp.status() != NtStatus::BUFFER_OVERFLOW {
-            resp.header
-                .status
-                .is_error()
-                .then_some(())
-                .map_or(Ok(()), |_| {
-                    Err(Error::Status {
-                        status: resp.header.status,
-                        command: resp.header.command,
-                    })
-                })?;
-        }
+        // A long name may not fit: BUFFER_OVERFLOW (a warning) still carries the fixed part.
+        let resp = resp.ok()?;
         let buf = decode_output_response(&resp.msg)?;
         Ok(FileInfo::from_all(&decode_all(buf)?))
     }

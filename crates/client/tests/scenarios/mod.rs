@@ -313,6 +313,12 @@ pub async fn many_requests_in_flight(start: fn(&str) -> Server) {
     // Large multi-credit reads: 8 MiB at once spans several MaxReadSize READs.
     let all = f.read_at(0, data.len()).await.unwrap();
     assert_eq!(sha256(&all), sha256(&data));
+    // Into a caller's buffer, past end of file: the count says where the file ended.
+    let mut buf = vec![0u8; data.len() + 12345];
+    let n = f.read_into(0, &mut buf).await.unwrap();
+    assert_eq!(n, data.len());
+    assert_eq!(sha256(&buf[..n]), sha256(&data));
+    assert_eq!(f.read_into(data.len() as u64, &mut buf).await.unwrap(), 0);
     f.close().await.unwrap();
     assert!(c.connection().credits_available() > 1);
 }
