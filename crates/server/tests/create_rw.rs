@@ -822,3 +822,67 @@ async fn durable_handle_grant() {
     let o = create_full(&mut c, req("e", 9, both)).await;
     assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
 }
+
+/// A durable open survives the loss of its connection and is reclaimed (DHnC) by the
+/// same user on a new connection, keeping its FileId and oplock.
+#[tokio::test]
+async fn durable_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut a = connect(&srv).await;
+    let req = CreateRequestBuilder {
+        oplock_level: 9,
+        impersonation_level: 2,
+        desired_access: ALL,
+        share_access: 7,
+        create_disposition: 3,
+        name: "dur.txt".into(),
+        contexts: encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
+        ..Default::default()
+    };
+    let o = create_full(&mut a, req).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let fid = o.fid();
+    assert_eq!(write(&mut a, fid, 0, b"kept").await.0, NtStatus::SUCCESS);
+    drop(a);
+    let mut b = connect(&srv).await;
+    let mut dhnc = Vec::new();
+    dhnc.extend_from_slice(&fid.0.to_le_bytes());
+    dhnc.extend_from_slice(&fid.1.to_le_bytes());
+    let reclaim = |data: Vec<u8>| CreateRequestBuilder {
+        name: "dur.txt".into(),
+        contexts: encode_contexts(&[(ctx::DHNC, &data)]),
+        ..Default::default()
+    };
+    // An unknown FileId: nothing to reclaim.
+    let mut bad = dhnc.clone();
+    bad[0] ^= 0xff;
+    assert_eq!(
+        create_full(&mut b, reclaim(bad)).await.status,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+    // The server notices the lost connection asynchronously: retry a little.
+    let mut got = None;
+    for _ in 0..100 {
+        let o = create_full(&mut b, reclaim(dhnc.clone())).await;
+        if o.status == NtStatus::SUCCESS {
+            got = Some(o);
+            break;
+        }
+        assert_eq!(o.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let o = got.expect("durable open reclaimed");
+    assert_eq!(o.fid(), fid);
+    let r = o.resp.as_ref().unwrap();
+    assert_eq!(r.oplock_level, 9);
+    assert_eq!(r.create_action, 1);
+    let (st, data) = read(&mut b, fid, 0, 4, 0).await;
+    assert_eq!((st, data.as_slice()), (NtStatus::SUCCESS, &b"kept"[..]));
+    // Reclaimed once only.
+    assert_eq!(close(&mut b, fid, 0).await.0, NtStatus::SUCCESS);
+    assert_eq!(
+        create_full(&mut b, reclaim(dhnc)).await.status,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+}

@@ -192,6 +192,8 @@ impl FrameReader {
 /// their trees) and its opens.
 fn teardown(conn: &Arc<Connection>) {
     conn.pending.cancel_all(None);
+    // Durable opens outlive the connection for their timeout (handlers/create).
+    crate::state::open::preserve_durable_opens(&conn.server, conn.id);
     let sessions: Vec<u64> = std::mem::take(&mut *conn.sessions.lock());
     for sid in sessions {
         crate::handlers::logoff::destroy_session(&conn.server, sid);

@@ -12,6 +12,8 @@ use smbx_wire::create::{
 use smbx_wire::NtStatus;
 
 use super::{pipe, Ctx, HandlerResult, Request, Response};
+
+mod durable;
 use crate::state::file::{FileKey, DELETE, FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::open::{FileOpen, FileOpenParams};
 use crate::state::{oplock, FileId, OpenKind, ServerState, Tree};
@@ -196,6 +198,8 @@ struct Contexts<'a> {
     lease: Option<&'a [u8]>,
     /// DHnQ / DH2Q: a durable handle is requested.
     durable: Option<DurableRequest>,
+    /// DHnC / DH2C: a durable handle is reclaimed.
+    reconnect: Option<durable::Reconnect>,
 }
 
 /// A durable handle request ([MS-SMB2] 2.2.13.2.3 / 2.2.13.2.11).
@@ -219,6 +223,7 @@ pub const DURABLE_MAX_TIMEOUT_MS: u32 = 300_000;
 fn scan_contexts<'a>(list: &[CreateContext<'a>], dialect: u16) -> Result<Contexts<'a>, NtStatus> {
     let mut c = Contexts::default();
     let v2_ok = dialect >= smbx_wire::negotiate::DIALECT_300;
+    let (mut dhnc, mut dh2c) = (false, false);
     for x in list {
         match x.name {
             n if n == cname::DHNQ => {
@@ -267,12 +272,27 @@ fn scan_contexts<'a>(list: &[CreateContext<'a>], dialect: u16) -> Result<Context
             }
             n if n == cname::EXTA => c.ea = Some(x.data),
             n if n == cname::RQLS => c.lease = Some(x.data),
-            n if n == cname::DHNC || n == cname::DH2C => {
-                // No durable handles are granted, so there is nothing to reconnect to.
-                return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+            n if n == cname::DHNC => {
+                let b: [u8; 16] = x.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+                dhnc = true;
+                if c.reconnect.is_none() {
+                    c.reconnect = Some(durable::Reconnect::v1(b));
+                }
             }
-            _ => {} // DHnQ, DH2Q, RqLs, SecD, AppInstanceId, unknown: not granted / ignored.
+            n if n == cname::DH2C && v2_ok => {
+                let b: [u8; 36] = x.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+                dh2c = true;
+                c.reconnect = Some(durable::Reconnect::v2(b));
+            }
+            _ => {} // SecD, AppInstanceId, unknown: ignored.
         }
+    }
+    // DH2C excludes every other durable context; DHnC makes DHnQ moot.
+    if dh2c && (dhnc || c.durable.is_some()) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if dhnc {
+        c.durable = None;
     }
     Ok(c)
 }
@@ -405,16 +425,22 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Ok(Response::ok(resp.encode()));
     }
 
+    // A durable reconnect ignores the other request fields ([MS-SMB2] 3.3.5.9.7).
+    let early = scan_contexts(&contexts, ctx.dialect())?;
+    if let Some(rc) = early.reconnect {
+        return durable::reconnect(ctx, &tree, rc, early.lease);
+    }
     validate(&cr)?;
     if name.starts_with('\\') {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let (name, trailing_sep) = normalize_name(&name)?;
-    let cx = scan_contexts(&contexts, ctx.dialect())?;
+    let cx = early;
     if cx.twrp {
         // No snapshots: the requested point in time does not exist.
         return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
     }
+
     let options = cr.create_options;
     let granted = granted_access(cr.desired_access, tree.maximal_access)?;
     // Windows checks the access mask before the attributes.
@@ -475,6 +501,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         oplock_req,
         requester,
         durable: cx.durable,
+        owner: durable::owner_of(ctx)?,
     };
     // Opening may wait for other opens' oplock/lease break acknowledgments. The first
     // poll runs inline; if it has to wait and this is the last member of its compound
@@ -523,6 +550,17 @@ struct OpenParams {
     oplock_req: oplock::OplockRequest,
     requester: oplock::Requester,
     durable: Option<DurableRequest>,
+    owner: String,
+}
+
+/// A new open (other than an attribute-only one) would break the oplocks / leases of
+/// disconnected durable opens of the file, which cannot acknowledge: they are closed
+/// first ([MS-SMB2] 3.3.4.6 as Windows behaves).
+fn purge_disconnected(server: &ServerState, f: &Arc<crate::state::file::SharedFile>, access: u32) {
+    const ATTRIBUTE_ONLY: u32 = 0x0000_0080 | 0x0000_0100 | SYNCHRONIZE;
+    if access & !ATTRIBUTE_ONLY != 0 {
+        server.opens.purge_disconnected_of(f);
+    }
 }
 
 /// The open phase of CREATE: oplock breaks, share modes, the vfs open, registration
@@ -546,6 +584,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         oplock_req,
         requester,
         durable,
+        owner,
     } = p;
     let files = &server.files;
     let lease_key = oplock_req.lease.map(|l| l.lease_key);
@@ -572,6 +611,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
                 let key = key_of(&info, &h);
                 // Break conflicting oplocks/leases (and wait) before the share check.
                 if let Some(f) = files.get(&key) {
+                    purge_disconnected(&server, &f, granted);
                     oplock::break_conflicting(
                         &server,
                         &f,
@@ -610,6 +650,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             }
             // Break conflicting oplocks/leases (and wait) before the share check.
             if let Some(f) = files.get(&key) {
+                purge_disconnected(&server, &f, granted);
                 oplock::break_conflicting(
                     &server,
                     &f,
@@ -717,11 +758,12 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
                 0 => DURABLE_DEFAULT_TIMEOUT_MS,
                 t => t.min(DURABLE_MAX_TIMEOUT_MS),
             };
-            *f.durable.lock() = Some(crate::state::open::Durable {
+            *f.durable.lock() = Some(Box::new(crate::state::open::Durable {
                 v2: d.v2,
                 timeout_ms,
                 create_guid: d.create_guid,
-            });
+                owner,
+            }));
             if d.v2 {
                 let mut b = Vec::with_capacity(8);
                 b.extend_from_slice(&timeout_ms.to_le_bytes());

@@ -87,13 +87,13 @@ pub struct FileOpen {
     /// bookkeeping ([`crate::state::file::WriteTimes`]) decided it (0: the on-disk one).
     pub final_write_time: AtomicU64,
     /// Durable handle granted at CREATE ([MS-SMB2] 3.3.5.9.6 / 3.3.5.9.10), if any.
-    pub durable: Mutex<Option<Durable>>,
+    pub durable: Mutex<Option<Box<Durable>>>,
     closed: AtomicBool,
 }
 
 /// A granted durable handle: the open survives the loss of its connection for
 /// `timeout_ms` and can be reclaimed with DHnC / DH2C.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Durable {
     /// Granted through DH2Q (version 2) rather than DHnQ.
     pub v2: bool,
@@ -101,6 +101,8 @@ pub struct Durable {
     pub timeout_ms: u32,
     /// CreateGuid of a DH2Q request.
     pub create_guid: [u8; 16],
+    /// The user (domain\\name) who opened it: only they may reclaim it.
+    pub owner: String,
 }
 
 impl std::fmt::Debug for FileOpen {
@@ -277,8 +279,12 @@ pub struct OpenTable {
 #[derive(Default)]
 struct OpenTableInner {
     opens: HashMap<u64, Arc<Open>>,
+    /// Durable opens whose connection went away, by volatile id, with the generation
+    /// of their disconnection (expiry timers check it).
+    disconnected: HashMap<u64, (Arc<Open>, u64)>,
     next_volatile: u64,
     next_persistent: u64,
+    disconnect_gen: u64,
 }
 
 impl OpenTable {
@@ -288,7 +294,11 @@ impl OpenTable {
         let volatile = loop {
             t.next_volatile = t.next_volatile.wrapping_add(1);
             let v = t.next_volatile;
-            if v != 0 && v != u64::MAX && !t.opens.contains_key(&v) {
+            if v != 0
+                && v != u64::MAX
+                && !t.opens.contains_key(&v)
+                && !t.disconnected.contains_key(&v)
+            {
                 break v;
             }
         };
@@ -356,5 +366,137 @@ impl OpenTable {
     /// True if there are no opens.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Durable handles ([MS-SMB2] 3.3.5.9.7, 3.3.5.9.12, 3.3.7.1): opens that outlive
+/// their connection for a while and can be reclaimed.
+impl OpenTable {
+    /// Moves the durable opens of connection `conn_id` (which went away) out of the
+    /// table into the disconnected set. Returns each one's FileId, timeout (ms) and
+    /// disconnection generation (for [`OpenTable::expire_disconnected`]).
+    pub fn preserve_durable(&self, conn_id: u64) -> Vec<(FileId, u32, u64)> {
+        let mut t = self.inner.lock();
+        let ids: Vec<(u64, u32)> = t
+            .opens
+            .iter()
+            .filter(|(_, o)| o.conn_id == conn_id)
+            .filter_map(|(k, o)| {
+                let f = o.as_file()?;
+                let timeout = f.durable.lock().as_ref()?.timeout_ms;
+                (!f.is_closed()).then_some((*k, timeout))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for (k, timeout) in ids {
+            if let Some(o) = t.opens.remove(&k) {
+                t.disconnect_gen = t.disconnect_gen.wrapping_add(1);
+                let g = t.disconnect_gen;
+                out.push((o.file_id, timeout, g));
+                t.disconnected.insert(k, (o, g));
+            }
+        }
+        out
+    }
+
+    /// The disconnected durable open with FileId `id` (both halves must match).
+    pub fn disconnected(&self, id: FileId) -> Option<Arc<Open>> {
+        let t = self.inner.lock();
+        t.disconnected
+            .get(&id.volatile)
+            .filter(|(o, _)| o.file_id.persistent == id.persistent)
+            .map(|(o, _)| o.clone())
+    }
+
+    /// Takes the disconnected open `id` out (reconnect); `None` if it is gone.
+    pub fn take_disconnected(&self, id: FileId) -> Option<Arc<Open>> {
+        let mut t = self.inner.lock();
+        match t.disconnected.get(&id.volatile) {
+            Some((o, _)) if o.file_id.persistent == id.persistent => {
+                t.disconnected.remove(&id.volatile).map(|(o, _)| o)
+            }
+            _ => None,
+        }
+    }
+
+    /// Closes the disconnected open `id` if it is still the disconnection `generation`
+    /// (its durable timeout ran out).
+    pub fn expire_disconnected(&self, id: FileId, generation: u64) {
+        let gone = {
+            let mut t = self.inner.lock();
+            match t.disconnected.get(&id.volatile) {
+                Some((o, g)) if o.file_id == id && *g == generation => {
+                    t.disconnected.remove(&id.volatile)
+                }
+                _ => None,
+            }
+        };
+        // Dropped outside the lock: FileOpen's Drop closes the file.
+        drop(gone);
+    }
+
+    /// Closes every disconnected durable open of `file`: a new open of the file would
+    /// have to break their oplocks / leases, which a disconnected client cannot
+    /// acknowledge (Windows closes them; smb2.durable-open.oplock / .lease).
+    pub fn purge_disconnected_of(&self, file: &Arc<SharedFile>) -> usize {
+        let gone: Vec<(Arc<Open>, u64)> = {
+            let mut t = self.inner.lock();
+            let keys: Vec<u64> = t
+                .disconnected
+                .iter()
+                .filter(|(_, (o, _))| o.as_file().is_some_and(|f| Arc::ptr_eq(&f.file, file)))
+                .map(|(k, _)| *k)
+                .collect();
+            keys.iter()
+                .filter_map(|k| t.disconnected.remove(k))
+                .collect()
+        };
+        gone.len()
+    }
+
+    /// Number of disconnected durable opens.
+    pub fn disconnected_len(&self) -> usize {
+        self.inner.lock().disconnected.len()
+    }
+
+    /// Inserts an existing open under its own FileId (durable reconnect). `None`
+    /// (and the open is closed) if the id is in use.
+    pub fn insert_open(&self, open: Open) -> Option<Arc<Open>> {
+        let open = Arc::new(open);
+        let mut t = self.inner.lock();
+        let v = open.file_id.volatile;
+        if t.opens.contains_key(&v) || t.disconnected.contains_key(&v) {
+            drop(t);
+            drop(open);
+            return None;
+        }
+        t.opens.insert(v, open.clone());
+        Some(open)
+    }
+}
+
+/// Connection `conn_id` went away: its durable opens are kept for their timeout
+/// (then closed) instead of being closed now. Call before the connection's sessions
+/// and opens are torn down.
+pub fn preserve_durable_opens(server: &Arc<super::ServerState>, conn_id: u64) {
+    let kept = server.opens.preserve_durable(conn_id);
+    if kept.is_empty() {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        // No runtime to time them out: close them now.
+        for (id, _, g) in kept {
+            server.opens.expire_disconnected(id, g);
+        }
+        return;
+    };
+    for (id, timeout_ms, g) in kept {
+        let weak = Arc::downgrade(server);
+        rt.spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(timeout_ms as u64)).await;
+            if let Some(s) = weak.upgrade() {
+                s.opens.expire_disconnected(id, g);
+            }
+        });
     }
 }

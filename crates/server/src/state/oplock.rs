@@ -648,6 +648,26 @@ pub fn grant(
     Grant { level, lease: None }
 }
 
+impl FileOplocks {
+    /// A durable open was reclaimed on another connection / session: its oplock and
+    /// lease breaks go there now (added for durable reconnect, handlers/create).
+    pub fn rebind(&self, entry_id: u64, conn_id: u64, session_id: u64) {
+        let mut st = self.inner.lock();
+        for o in st.oplocks.iter_mut().filter(|o| o.entry_id == entry_id) {
+            o.conn_id = conn_id;
+            o.session_id = session_id;
+        }
+        for l in st
+            .leases
+            .iter_mut()
+            .filter(|l| l.entries.contains(&entry_id))
+        {
+            l.conn_id = conn_id;
+            l.session_id = session_id;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,164 @@
+//! Durable handle reconnect ([MS-SMB2] 3.3.5.9.7 DHnC, 3.3.5.9.12 DH2C): a client
+//! whose connection broke reclaims a durable open (kept by
+//! [`crate::state::open::preserve_durable_opens`]) on a new connection and session.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use smbx_vfs::CreateAction;
+use smbx_wire::create::{ctx as cname, encode_contexts, CreateResponse, OPLOCK_LEVEL_LEASE};
+use smbx_wire::NtStatus;
+
+use super::super::{Ctx, HandlerResult, Response};
+use crate::state::{FileId, Open, OpenKind, Tree};
+
+/// A DHnC / DH2C request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconnect {
+    /// DH2C rather than DHnC.
+    pub v2: bool,
+    /// The FileId of the durable open.
+    pub file_id: FileId,
+    /// DH2C CreateGuid.
+    pub create_guid: [u8; 16],
+}
+
+fn file_id_of(b: &[u8]) -> FileId {
+    let mut p = [0u8; 8];
+    let mut v = [0u8; 8];
+    p.copy_from_slice(&b[0..8]);
+    v.copy_from_slice(&b[8..16]);
+    FileId {
+        persistent: u64::from_le_bytes(p),
+        volatile: u64::from_le_bytes(v),
+    }
+}
+
+impl Reconnect {
+    /// From DHnC data (the 16-byte FileId).
+    pub fn v1(b: [u8; 16]) -> Reconnect {
+        Reconnect {
+            v2: false,
+            file_id: file_id_of(&b),
+            create_guid: [0; 16],
+        }
+    }
+
+    /// From DH2C data (FileId, CreateGuid, Flags).
+    pub fn v2(b: [u8; 36]) -> Reconnect {
+        let mut create_guid = [0u8; 16];
+        create_guid.copy_from_slice(&b[16..32]);
+        Reconnect {
+            v2: true,
+            file_id: file_id_of(&b[..16]),
+            create_guid,
+        }
+    }
+}
+
+/// The user a durable open belongs to (`domain\name` of the session).
+pub fn owner_of(ctx: &Ctx<'_>) -> Result<String, NtStatus> {
+    let u = ctx.session()?.user();
+    Ok(
+        u.map(|u| format!("{}\\{}", u.domain.to_lowercase(), u.name.to_lowercase()))
+            .unwrap_or_default(),
+    )
+}
+
+/// Reclaims the durable open named by `rc` for this session and tree.
+pub fn reconnect(
+    ctx: &mut Ctx<'_>,
+    tree: &Arc<Tree>,
+    rc: Reconnect,
+    lease: Option<&[u8]>,
+) -> HandlerResult {
+    let server = ctx.server.clone();
+    let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
+    let old = server.opens.disconnected(rc.file_id).ok_or(not_found)?;
+    let f = old.as_file().ok_or(not_found)?;
+    let d = f.durable.lock().clone().ok_or(not_found)?;
+    if d.v2 != rc.v2 || (rc.v2 && d.create_guid != rc.create_guid) {
+        return Err(not_found);
+    }
+    if d.owner != owner_of(ctx)? {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let vfs = server.files.vfs_share(&tree.share)?;
+    if vfs.root_path() != f.vfs.root_path() {
+        return Err(not_found);
+    }
+    // A leased open is reclaimed with its lease key (and only then).
+    let client_guid = ctx.conn.negotiate.lock().client_guid;
+    let had_lease = f.oplock_level.load(Ordering::Acquire) == OPLOCK_LEVEL_LEASE;
+    let lease = lease.and_then(|l| smbx_wire::oplock::decode_lease_request(l).ok());
+    let lease_state = match (had_lease, lease) {
+        (true, Some(l)) => Some((
+            l,
+            f.file
+                .oplocks
+                .lease_state(client_guid, l.lease_key)
+                .ok_or(not_found)?,
+        )),
+        (true, None) => return Err(not_found),
+        (false, Some(_)) => return Err(not_found),
+        (false, None) => None,
+    };
+    drop(old);
+    let old = server
+        .opens
+        .take_disconnected(rc.file_id)
+        .ok_or(not_found)?;
+    let old = match Arc::try_unwrap(old) {
+        Ok(o) => o,
+        Err(_) => return Err(not_found), // still referenced: it is being closed
+    };
+    let session_id = ctx.session()?.id;
+    let open = Open {
+        file_id: old.file_id,
+        session_id,
+        tree_id: tree.id,
+        conn_id: ctx.conn.id,
+        kind: old.kind,
+    };
+    let open = server.opens.insert_open(open).ok_or(not_found)?;
+    let OpenKind::File(f) = &open.kind else {
+        return Err(not_found);
+    };
+    f.file.oplocks.rebind(f.entry_id, ctx.conn.id, session_id);
+    let info = f.stat()?;
+    let mut resp = CreateResponse {
+        create_action: CreateAction::Opened.as_u32(),
+        creation_time: info.creation_time,
+        last_access_time: info.last_access_time,
+        last_write_time: info.last_write_time,
+        change_time: info.change_time,
+        allocation_size: if info.is_dir { 0 } else { info.allocation_size },
+        end_of_file: if info.is_dir { 0 } else { info.size },
+        file_attributes: info.attributes,
+        file_id_persistent: open.file_id.persistent,
+        file_id_volatile: open.file_id.volatile,
+        ..Default::default()
+    };
+    let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    match lease_state {
+        Some((mut l, state)) => {
+            resp.oplock_level = OPLOCK_LEVEL_LEASE;
+            l.lease_state = state;
+            l.lease_flags = 0;
+            out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
+        }
+        None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id),
+    }
+    if d.v2 {
+        let mut b = Vec::with_capacity(8);
+        b.extend_from_slice(&d.timeout_ms.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        out.push((cname::DH2Q, b));
+    } else {
+        out.push((cname::DHNQ, vec![0u8; 8]));
+    }
+    let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    resp.contexts = encode_contexts(&refs);
+    ctx.set_file_id(open.file_id);
+    Ok(Response::ok(resp.encode()))
+}
