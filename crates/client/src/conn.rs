@@ -15,7 +15,7 @@ use smbx_wire::header::{
 use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::oplock::OplockBreak;
 use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -587,7 +587,10 @@ async fn writer_task(
     let _ = w.shutdown().await;
 }
 
-async fn reader_task(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+async fn reader_task(rd: OwnedReadHalf, shared: Arc<Shared>) {
+    // Buffered: small responses arrive many to a segment, and each would otherwise cost
+    // two read calls (length, then message).
+    let mut rd = BufReader::with_capacity(256 * 1024, rd);
     let why = match read_loop(&mut rd, &shared).await {
         Ok(()) => "the server closed the connection".to_string(),
         Err(e) => e.to_string(),
@@ -596,7 +599,7 @@ async fn reader_task(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
     shared.close(&why);
 }
 
-async fn read_loop(rd: &mut OwnedReadHalf, shared: &Shared) -> Result<()> {
+async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result<()> {
     loop {
         let mut hdr = [0u8; 4];
         match rd.read_exact(&mut hdr).await {
