@@ -54,7 +54,18 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         read_only_tree,
     };
     match r.info_type {
-        si::SMB2_0_INFO_FILE => env.file_info(r.info_class, r.buffer)?,
+        si::SMB2_0_INFO_FILE => {
+            env.file_info(r.info_class, r.buffer)?;
+            // Changing the size breaks LEVEL_II oplocks (this open's too) and read
+            // leases of other opens to NONE ([MS-FSA] 2.1.5.14.5, 2.1.5.14.1).
+            // (Added by the oplock engineer.)
+            if matches!(
+                r.info_class,
+                si::FILE_END_OF_FILE_INFORMATION | si::FILE_ALLOCATION_INFORMATION
+            ) {
+                crate::state::oplock::break_level2(ctx.server, &file.file, file.entry_id).await;
+            }
+        }
         si::SMB2_0_INFO_FILESYSTEM => fs_info(file, r.info_class, r.buffer)?,
         si::SMB2_0_INFO_SECURITY => {
             security::set_security(file, read_only_tree, r.additional_information, r.buffer)?

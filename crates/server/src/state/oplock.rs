@@ -429,6 +429,11 @@ pub async fn break_conflicting(
     share_access: u32,
     overwrite: bool,
 ) {
+    // A stat open breaks nothing; nor does an open that will fail on a delete-pending
+    // file (smb2.oplock.statopen1, batch8, exclusive4, doc).
+    if (is_stat_open(access) && !overwrite) || file.delete_pending() {
+        return;
+    }
     let sharing = file.check_share(access, share_access, None).is_err();
     let msgs = file
         .oplocks
@@ -451,6 +456,15 @@ pub async fn break_conflicting(
     }
 }
 
+/// FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES | SYNCHRONIZE: the rights of a
+/// "stat open", which breaks no oplock (unless it overwrites).
+const STAT_OPEN_RIGHTS: u32 = 0x0000_0080 | 0x0000_0100 | 0x0010_0000;
+
+/// An open asking for no more than attribute access and SYNCHRONIZE.
+pub fn is_stat_open(access: u32) -> bool {
+    access & !STAT_OPEN_RIGHTS == 0
+}
+
 /// Breaks LEVEL_II oplocks and read leases of other opens to NONE (a write, a set
 /// of the end of file, an overwrite): notifications without acknowledgment.
 pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, writer_entry: u64) {
@@ -462,7 +476,8 @@ pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, wri
             .iter()
             .position(|l| l.entries.contains(&writer_entry));
         for o in st.oplocks.iter_mut() {
-            if o.entry_id != writer_entry && o.level == OPLOCK_LEVEL_II && o.breaking_to.is_none() {
+            // The writer's own LEVEL_II oplock breaks too (smb2.oplock.batch1, levelii500).
+            if o.level == OPLOCK_LEVEL_II && o.breaking_to.is_none() {
                 o.level = OPLOCK_LEVEL_NONE;
                 out.push(BreakMsg {
                     conn_id: o.conn_id,
@@ -477,25 +492,35 @@ pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, wri
         }
         st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
         for (i, l) in st.leases.iter_mut().enumerate() {
-            if Some(i) == writer_lease || l.breaking_to.is_some() || l.state != LEASE_READ {
+            if Some(i) == writer_lease
+                || l.breaking_to.is_some()
+                || l.state & LEASE_READ == 0
+                || l.state & LEASE_WRITE != 0
+            {
                 continue;
             }
             if l.version >= 2 {
                 l.epoch = l.epoch.wrapping_add(1);
             }
+            // R goes to NONE at once; RH must acknowledge (H is being taken away).
+            let ack = l.state & LEASE_HANDLE != 0;
             out.push(BreakMsg {
                 conn_id: l.conn_id,
                 session_id: l.session_id,
                 body: LeaseBreakNotification {
                     new_epoch: if l.version >= 2 { l.epoch } else { 0 },
-                    flags: 0,
+                    flags: if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 },
                     lease_key: l.key,
                     current_lease_state: l.state,
                     new_lease_state: LEASE_NONE,
                 }
                 .encode(),
             });
-            l.state = LEASE_NONE;
+            if ack {
+                l.breaking_to = Some(LEASE_NONE);
+            } else {
+                l.state = LEASE_NONE;
+            }
         }
         out
     };

@@ -1,0 +1,277 @@
+//! Oplock breaks over real sockets: the break notification names the holder's FileId,
+//! acknowledgments, self-breaks of LEVEL_II on WRITE / SET_INFO / LOCK, and
+//! acknowledging a break that needs none (INVALID_OPLOCK_PROTOCOL).
+
+mod common;
+
+use common::*;
+use smbx_wire::create::{CreateRequestBuilder, CreateResponse};
+use smbx_wire::lock::{LockElement, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY};
+use smbx_wire::oplock::{OplockBreak, OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_II, OPLOCK_LEVEL_NONE};
+use smbx_wire::rw::WriteRequest;
+use smbx_wire::{Command, NtStatus, HEADER_SIZE};
+
+const ALL: u32 = 0x001F_01FF;
+
+async fn connect(srv: &TestServer) -> Client {
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    c
+}
+
+/// Everything one request produced: its final response and the break
+/// notifications (MessageId all ones) that arrived meanwhile.
+struct Exchange {
+    resp: Msg,
+    breaks: Vec<OplockBreak>,
+}
+
+/// Sends a request and reads until its final response.
+async fn exchange(c: &mut Client, cmd: Command, body: &[u8]) -> Exchange {
+    let h = c.header(cmd);
+    let mid = h.message_id;
+    c.send_raw(&Client::message(&h, body)).await;
+    let mut breaks = Vec::new();
+    loop {
+        for m in c.recv().await.expect("connection closed") {
+            if m.header.message_id == u64::MAX {
+                assert_eq!(m.header.command, Command::OplockBreak as u16);
+                breaks.push(OplockBreak::decode(&m.bytes).expect("break notification"));
+                continue;
+            }
+            assert_eq!(m.header.message_id, mid);
+            if m.header.status == NtStatus::PENDING && m.header.is_async() {
+                continue;
+            }
+            return Exchange { resp: m, breaks };
+        }
+    }
+}
+
+/// Reads one unsolicited break notification.
+async fn next_break(c: &mut Client) -> OplockBreak {
+    loop {
+        for m in c.recv().await.expect("connection closed") {
+            if m.header.message_id == u64::MAX {
+                return OplockBreak::decode(&m.bytes).expect("break notification");
+            }
+        }
+    }
+}
+
+fn create_body(name: &str, oplock: u8) -> Vec<u8> {
+    CreateRequestBuilder {
+        oplock_level: oplock,
+        impersonation_level: 2,
+        desired_access: ALL,
+        file_attributes: 0x80,
+        share_access: 7,
+        create_disposition: 3,
+        name: name.into(),
+        ..Default::default()
+    }
+    .encode()
+}
+
+fn created(m: &Msg) -> CreateResponse {
+    assert_eq!(m.status(), NtStatus::SUCCESS);
+    let mut b = vec![0u8; HEADER_SIZE];
+    b.extend_from_slice(m.body());
+    CreateResponse::decode(&b).unwrap()
+}
+
+fn fid_bytes(r: &CreateResponse) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&r.file_id_persistent.to_le_bytes());
+    b[8..].copy_from_slice(&r.file_id_volatile.to_le_bytes());
+    b
+}
+
+fn ack_body(fid: [u8; 16], level: u8) -> Vec<u8> {
+    OplockBreak {
+        oplock_level: level,
+        file_id: fid,
+    }
+    .encode()
+}
+
+fn write_body(r: &CreateResponse, data: &[u8]) -> Vec<u8> {
+    WriteRequest {
+        offset: 0,
+        file_id_persistent: r.file_id_persistent,
+        file_id_volatile: r.file_id_volatile,
+        length: data.len() as u32,
+        data,
+        ..Default::default()
+    }
+    .encode()
+}
+
+/// A second open breaks a BATCH holder to LEVEL_II: the notification carries the
+/// holder's FileId, the acknowledgment is answered, the second open gets LEVEL_II.
+#[tokio::test]
+async fn batch_break_names_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut c1 = connect(&srv).await;
+    let mut c2 = connect(&srv).await;
+    // Another open first, so the holder's FileId is not the first one handed out.
+    let other = exchange(&mut c1, Command::Create, &create_body("other", 0)).await;
+    created(&other.resp);
+    let h1 = created(
+        &exchange(
+            &mut c1,
+            Command::Create,
+            &create_body("f", OPLOCK_LEVEL_BATCH),
+        )
+        .await
+        .resp,
+    );
+    assert_eq!(h1.oplock_level, OPLOCK_LEVEL_BATCH);
+    assert_ne!(h1.file_id_volatile, 0);
+
+    // c2's CREATE waits for c1's acknowledgment: send it, then serve c1.
+    let h = c2.header(Command::Create);
+    let mid = h.message_id;
+    c2.send_raw(&Client::message(&h, &create_body("f", OPLOCK_LEVEL_BATCH)))
+        .await;
+    let b = next_break(&mut c1).await;
+    assert_eq!(b.file_id, fid_bytes(&h1));
+    assert_eq!(b.oplock_level, OPLOCK_LEVEL_II);
+    let ack = exchange(
+        &mut c1,
+        Command::OplockBreak,
+        &ack_body(b.file_id, OPLOCK_LEVEL_II),
+    )
+    .await;
+    assert_eq!(ack.resp.status(), NtStatus::SUCCESS);
+    let a = OplockBreak::decode(&ack.resp.bytes).unwrap();
+    assert_eq!(a.oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(a.file_id, fid_bytes(&h1));
+    // c2's CREATE completes (maybe after an interim STATUS_PENDING) with LEVEL_II.
+    let r2 = loop {
+        let m = c2.recv().await.unwrap().remove(0);
+        assert_eq!(m.header.message_id, mid);
+        if m.status() != NtStatus::PENDING {
+            break m;
+        }
+    };
+    let h2 = created(&r2);
+    assert_eq!(h2.oplock_level, OPLOCK_LEVEL_II);
+
+    // Acknowledging again (no break in progress) is a protocol error.
+    let again = exchange(
+        &mut c1,
+        Command::OplockBreak,
+        &ack_body(b.file_id, OPLOCK_LEVEL_II),
+    )
+    .await;
+    assert_eq!(again.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);
+
+    // A write through c2 breaks both LEVEL_II holders to NONE, its own included.
+    let w = exchange(&mut c2, Command::Write, &write_body(&h2, b"x")).await;
+    assert_eq!(w.resp.status(), NtStatus::SUCCESS);
+    assert_eq!(w.breaks.len(), 1);
+    assert_eq!(w.breaks[0].file_id, fid_bytes(&h2));
+    assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
+    let b1 = next_break(&mut c1).await;
+    assert_eq!(b1.file_id, fid_bytes(&h1));
+    assert_eq!(b1.oplock_level, OPLOCK_LEVEL_NONE);
+}
+
+/// A write breaks the writer's own LEVEL_II oplock to NONE without asking for an
+/// acknowledgment; acknowledging anyway is INVALID_OPLOCK_PROTOCOL (smb2.oplock.levelii500).
+#[tokio::test]
+async fn level2_ack_is_a_protocol_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut c = connect(&srv).await;
+    let h = created(
+        &exchange(&mut c, Command::Create, &create_body("g", OPLOCK_LEVEL_II))
+            .await
+            .resp,
+    );
+    assert_eq!(h.oplock_level, OPLOCK_LEVEL_II);
+    let w = exchange(&mut c, Command::Write, &write_body(&h, b"abc")).await;
+    assert_eq!(w.resp.status(), NtStatus::SUCCESS);
+    assert_eq!(w.breaks.len(), 1);
+    assert_eq!(w.breaks[0].file_id, fid_bytes(&h));
+    assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
+    let ack = exchange(
+        &mut c,
+        Command::OplockBreak,
+        &ack_body(fid_bytes(&h), OPLOCK_LEVEL_NONE),
+    )
+    .await;
+    assert_eq!(ack.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);
+    // Nothing left to break: a second write sends no notification.
+    let w = exchange(&mut c, Command::Write, &write_body(&h, b"d")).await;
+    assert_eq!(w.resp.status(), NtStatus::SUCCESS);
+    assert!(w.breaks.is_empty());
+}
+
+/// A byte-range lock breaks LEVEL_II (the locker's own too) to NONE.
+#[tokio::test]
+async fn lock_breaks_level2() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut c = connect(&srv).await;
+    let h = created(
+        &exchange(&mut c, Command::Create, &create_body("l", OPLOCK_LEVEL_II))
+            .await
+            .resp,
+    );
+    assert_eq!(h.oplock_level, OPLOCK_LEVEL_II);
+    let body = LockRequest {
+        lock_sequence_number: 0,
+        lock_sequence_index: 0,
+        file_id: fid_bytes(&h),
+        locks: vec![LockElement {
+            offset: 0,
+            length: 4,
+            flags: LOCKFLAG_EXCLUSIVE | LOCKFLAG_FAIL_IMMEDIATELY,
+        }],
+    }
+    .encode();
+    let l = exchange(&mut c, Command::Lock, &body).await;
+    assert_eq!(l.resp.status(), NtStatus::SUCCESS);
+    assert_eq!(l.breaks.len(), 1);
+    assert_eq!(l.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
+    assert_eq!(l.breaks[0].file_id, fid_bytes(&h));
+}
+
+/// A stat open (attributes only) breaks no BATCH oplock and gets none.
+#[tokio::test]
+async fn stat_open_breaks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut c = connect(&srv).await;
+    let h = created(
+        &exchange(
+            &mut c,
+            Command::Create,
+            &create_body("s", OPLOCK_LEVEL_BATCH),
+        )
+        .await
+        .resp,
+    );
+    assert_eq!(h.oplock_level, OPLOCK_LEVEL_BATCH);
+    let stat = CreateRequestBuilder {
+        oplock_level: OPLOCK_LEVEL_BATCH,
+        impersonation_level: 2,
+        desired_access: 0x0010_0180,
+        share_access: 7,
+        create_disposition: 1,
+        name: "s".into(),
+        ..Default::default()
+    }
+    .encode();
+    let s = exchange(&mut c, Command::Create, &stat).await;
+    assert!(s.breaks.is_empty());
+    assert_eq!(created(&s.resp).oplock_level, OPLOCK_LEVEL_NONE);
+}
