@@ -12,8 +12,15 @@ use smbx_client::{ClientOptions, Encryption, OpenOptions, SmbUrl};
 async fn main() -> smbx_client::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let url = SmbUrl::parse(args.get(1).map(String::as_str).unwrap_or(""))?;
-    let io = args.get(2).and_then(|s| s.parse::<usize>().ok()).unwrap_or(1024) * 1024;
-    let depth = args.get(3).and_then(|s| s.parse::<usize>().ok()).unwrap_or(4);
+    let io = args
+        .get(2)
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(1024)
+        * 1024;
+    let depth = args
+        .get(3)
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(4);
     let mut opts = ClientOptions::default();
     if args.get(4).map(String::as_str) == Some("seal") {
         opts = opts.with_encryption(Encryption::Required);
