@@ -215,7 +215,7 @@ pub struct DurableRequest {
     pub create_guid: [u8; 16],
 }
 
-/// Durable handle timeout when the client asks for none (ms), and the most granted.
+/// Durable handle timeout when the client asks for none (ms).
 pub const DURABLE_DEFAULT_TIMEOUT_MS: u32 = 60_000;
 /// Longest durable handle timeout granted (ms; as Windows: 300 s).
 pub const DURABLE_MAX_TIMEOUT_MS: u32 = 300_000;
@@ -287,8 +287,10 @@ fn scan_contexts<'a>(list: &[CreateContext<'a>], dialect: u16) -> Result<Context
             _ => {} // SecD, AppInstanceId, unknown: ignored.
         }
     }
-    // DH2C excludes every other durable context; DHnC makes DHnQ moot.
-    if dh2c && (dhnc || c.durable.is_some()) {
+    // DH2C excludes every other durable context, DHnC the version 2 ones; DHnC
+    // makes DHnQ moot (smb2.durable-v2-open.create-blob).
+    let dh2q = c.durable.is_some_and(|d| d.v2);
+    if (dh2c && (dhnc || c.durable.is_some())) || (dhnc && dh2q) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     if dhnc {
@@ -754,6 +756,8 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         let caching = g.level == smbx_wire::create::OPLOCK_LEVEL_BATCH
             || g.lease.is_some_and(|l| l.lease_state & LEASE_HANDLE != 0);
         if let (Some(d), true, false) = (durable, caching, f.is_dir) {
+            // 0 asks for the server's default; at most 300 s are granted (as Windows;
+            // smb2.durable-v2-open.create-blob).
             let timeout_ms = match d.timeout_ms {
                 0 => DURABLE_DEFAULT_TIMEOUT_MS,
                 t => t.min(DURABLE_MAX_TIMEOUT_MS),

@@ -149,16 +149,15 @@ pub fn reconnect(
         }
         None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id),
     }
-    if d.v2 {
-        let mut b = Vec::with_capacity(8);
-        b.extend_from_slice(&d.timeout_ms.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        out.push((cname::DH2Q, b));
-    } else {
+    // A version 1 reconnect answers DHnQ; a version 2 one answers no durable context
+    // (smb2.durable-v2-open.reopen2: "no dh2q response blob").
+    if !d.v2 {
         out.push((cname::DHNQ, vec![0u8; 8]));
     }
-    let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();
-    resp.contexts = encode_contexts(&refs);
+    if !out.is_empty() {
+        let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+        resp.contexts = encode_contexts(&refs);
+    }
     ctx.set_file_id(open.file_id);
     Ok(Response::ok(resp.encode()))
 }
