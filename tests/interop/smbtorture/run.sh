@@ -40,7 +40,8 @@ BIN=$(st_smbx_bin)
 [ -x "$BIN" ] || { echo "smbx binary not found at $BIN (cargo build --release -p smbx-cli, or set SMBX_BIN)" >&2; exit 1; }
 
 st_log "smbx=$BIN; ${#SUITES[@]} suites, $JOBS at a time; logs in $WORK"
-st_parallel "$JOBS" smbx "$WORK" "${SUITES[@]}" || true
+mapfile -t ORDER < <(st_longest_first "${SUITES[@]}")
+st_parallel "$JOBS" smbx "$WORK" "${ORDER[@]}" || true
 
 samba_list() {
     local s=$1
