@@ -70,6 +70,7 @@ pub fn reconnect(
     ctx: &mut Ctx<'_>,
     tree: &Arc<Tree>,
     rc: Reconnect,
+    name: &str,
     lease: Option<&[u8]>,
 ) -> HandlerResult {
     let server = ctx.server.clone();
@@ -103,6 +104,18 @@ pub fn reconnect(
         (false, Some(_)) => return Err(not_found),
         (false, None) => None,
     };
+    // A leased open is reclaimed under its own name only ([MS-SMB2] 3.3.5.9.7: the
+    // lease belongs to that file): another name is INVALID_PARAMETER.
+    if lease_state.is_some() {
+        let same = super::normalize_name(name)
+            .map(|(n, _)| {
+                n.eq_ignore_ascii_case(&f.path) || n.to_lowercase() == f.path.to_lowercase()
+            })
+            .unwrap_or(false);
+        if !same {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+    }
     drop(old);
     let old = server
         .opens
