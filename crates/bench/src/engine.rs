@@ -398,6 +398,7 @@ fn worker(
     let counters = &shared.counters[id];
     let began = Instant::now();
     let mut last_publish = began;
+    let mut loops = 0u32;
     let mut batch: Vec<Completion> = Vec::new();
     let single = lanes.len() == 1;
     loop {
@@ -448,8 +449,12 @@ fn worker(
             if stopping || shared.abort.load(Ordering::Relaxed) {
                 break;
             }
-            if throttled {
-                std::thread::sleep(Duration::from_micros(200));
+            if let (true, Some(r)) = (throttled, rate) {
+                // Sleep until the lane furthest behind may submit again (at most 10 ms,
+                // to notice the end of the run).
+                let next = lanes.iter().map(|l| l.submitted).min().unwrap_or(0) as f64 / r;
+                let wait = (next - began.elapsed().as_secs_f64()).clamp(0.0, 0.01);
+                std::thread::sleep(Duration::from_secs_f64(wait.max(1e-5)));
             }
             continue;
         }
@@ -495,7 +500,8 @@ fn worker(
                 );
             }
         }
-        if last_publish.elapsed() >= Duration::from_millis(500) {
+        loops = loops.wrapping_add(1);
+        if loops.is_multiple_of(256) && last_publish.elapsed() >= Duration::from_millis(500) {
             last_publish = Instant::now();
             let p99 = lanes
                 .iter()

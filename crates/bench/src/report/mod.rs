@@ -339,7 +339,14 @@ impl Report {
                 cpu_mhz: cpu.mhz,
                 start_time_unix: r.start_unix,
             },
-            profile: p.clone(),
+            profile: Profile {
+                targets: p
+                    .targets
+                    .iter()
+                    .map(|t| crate::target::smb::redact(t))
+                    .collect(),
+                ..p.clone()
+            },
             duration_s: secs,
             percentile_table: table(&all),
             io,

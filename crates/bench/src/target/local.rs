@@ -195,8 +195,15 @@ struct UringQueue {
 impl UringQueue {
     fn new(file: Arc<File>, cfg: &QueueConfig) -> io::Result<UringQueue> {
         let entries = (cfg.depth.max(1) as u32).next_power_of_two();
+        // Cooperative task running (no interrupt per completion) with a single submitter
+        // thread, as fio sets up its rings; plain rings on kernels without them.
+        let ring = IoUring::builder()
+            .setup_coop_taskrun()
+            .setup_single_issuer()
+            .build(entries)
+            .or_else(|_| IoUring::new(entries))?;
         Ok(UringQueue {
-            ring: IoUring::new(entries)?,
+            ring,
             file,
             bufs: (0..cfg.depth)
                 .map(|_| AlignedBuf::zeroed(cfg.block))

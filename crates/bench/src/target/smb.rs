@@ -2,15 +2,20 @@
 //!
 //! One connection, session, tree and open per target, shared by every thread on it (as
 //! the Windows redirector shares one connection for all of diskspd's threads). Each I/O
-//! runs as a task on the target's tokio runtime and reports back over a channel, so a
-//! worker thread keeps as many requests in flight as it has slots; the client queues what
-//! exceeds its credit window. `-Su` sets FILE_NO_INTERMEDIATE_BUFFERING and `-Sw`
+//! is a future that the worker thread polls inside the target's tokio runtime (whose
+//! threads run the connection), so a worker keeps as many requests in flight as it has
+//! slots and a completion wakes it directly; the client queues what exceeds its credit
+//! window. `-Su` sets FILE_NO_INTERMEDIATE_BUFFERING and `-Sw`
 //! FILE_WRITE_THROUGH in the CREATE options.
 
+use std::future::Future;
 use std::io;
-use std::sync::mpsc;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 
 use smbx_client::{create_options, ClientOptions, File, OpenOptions, SmbUrl};
 use tokio::runtime::Runtime;
@@ -159,29 +164,29 @@ impl Target for SmbTarget {
             .file
             .clone()
             .ok_or_else(|| BenchError::Other(format!("{}: closed", self.name)))?;
-        let (tx, rx) = mpsc::channel();
         Ok(Box::new(SmbQueue {
             handle: self.rt.handle().clone(),
             file,
-            tx,
-            rx,
+            inflight: FuturesUnordered::new(),
             block: cfg.block,
             depth: cfg.depth,
             source: cfg.write_source.clone(),
-            inflight: 0,
         }))
     }
 }
 
+type IoFuture = Pin<Box<dyn Future<Output = Completion> + Send>>;
+
+/// The I/Os of one worker thread on one SMB target: futures polled on the worker thread
+/// itself (inside the runtime's context), so a completion wakes the worker directly; the
+/// connection's reader and writer tasks run on the runtime's threads.
 struct SmbQueue {
     handle: tokio::runtime::Handle,
     file: Arc<File>,
-    tx: mpsc::Sender<Completion>,
-    rx: mpsc::Receiver<Completion>,
+    inflight: FuturesUnordered<IoFuture>,
     block: usize,
     depth: usize,
     source: Arc<AlignedBuf>,
-    inflight: usize,
 }
 
 fn to_io(e: smbx_client::Error) -> io::Error {
@@ -208,57 +213,57 @@ impl IoQueue for SmbQueue {
         data: WriteData<'_>,
     ) -> io::Result<()> {
         let file = self.file.clone();
-        let tx = self.tx.clone();
         let block = self.block;
-        match (kind, data) {
-            (IoKind::Read, _) => {
-                self.handle.spawn(async move {
-                    let result = file
-                        .read_at(offset, block)
-                        .await
-                        .map_err(to_io)
-                        .and_then(|d| exact(d.len(), block));
-                    let _ = tx.send(Completion { slot, result });
-                });
-            }
+        // The request goes out when the queue is next polled (in `reap`, right after the
+        // worker has filled its free slots).
+        let fut: IoFuture = match (kind, data) {
+            (IoKind::Read, _) => Box::pin(async move {
+                let result = file
+                    .read_at(offset, block)
+                    .await
+                    .map_err(to_io)
+                    .and_then(|d| exact(d.len(), block));
+                Completion { slot, result }
+            }),
             (IoKind::Write, WriteData::Source(at)) => {
                 if at.saturating_add(block) > self.source.len() {
                     return Err(io::Error::other("write source offset out of range"));
                 }
                 let src = self.source.clone();
-                self.handle.spawn(async move {
+                Box::pin(async move {
                     let bytes = &src.as_slice()[at..at + block];
                     let result = file.write_at(offset, bytes).await.map_err(to_io);
-                    let _ = tx.send(Completion { slot, result });
-                });
+                    Completion { slot, result }
+                })
             }
             (IoKind::Write, WriteData::Bytes(b)) => {
                 let owned = b.to_vec();
-                self.handle.spawn(async move {
+                Box::pin(async move {
                     let result = file.write_at(offset, &owned).await.map_err(to_io);
-                    let _ = tx.send(Completion { slot, result });
-                });
+                    Completion { slot, result }
+                })
             }
-        }
-        self.inflight += 1;
+        };
+        self.inflight.push(fut);
         Ok(())
     }
 
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
-        let mut got = 0;
-        while got < min.min(self.inflight) {
-            match self.rx.recv() {
-                Ok(c) => {
-                    out.push(c);
-                    got += 1;
-                    self.inflight -= 1;
+        let want = min.min(self.inflight.len());
+        let inflight = &mut self.inflight;
+        if want > 0 {
+            self.handle.block_on(async {
+                for _ in 0..want {
+                    if let Some(c) = inflight.next().await {
+                        out.push(c);
+                    }
                 }
-                Err(_) => return Err(io::Error::other("SMB I/O tasks vanished")),
-            }
+            });
         }
-        while let Ok(c) = self.rx.try_recv() {
+        // Whatever else is ready; this also sends requests submitted since the last poll.
+        let _guard = self.handle.enter();
+        while let Some(Some(c)) = inflight.next().now_or_never() {
             out.push(c);
-            self.inflight = self.inflight.saturating_sub(1);
         }
         Ok(())
     }

@@ -1,0 +1,142 @@
+//! `smbx bench` end to end: flag errors, a local file, and an smb:// target served by
+//! `smbx serve` (zero configuration on a free loopback port). Short bounded runs; no
+//! timing assertions.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+const SMBX: &str = env!("CARGO_BIN_EXE_smbx");
+
+fn bench(args: &[&str]) -> std::process::Output {
+    Command::new(SMBX)
+        .arg("bench")
+        .args(args)
+        .env_remove("SMBX_PASSWORD")
+        .output()
+        .expect("run smbx bench")
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "smbx bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+fn check(j: &serde_json::Value, block: u64) {
+    let n = j["io_count"].as_u64().unwrap();
+    assert!(n > 0);
+    assert_eq!(j["bytes"].as_u64().unwrap(), n * block);
+    let l = &j["latency_us"];
+    let keys = [
+        "min", "p25", "p50", "p75", "p90", "p95", "p99", "p99_9", "max",
+    ];
+    let v: Vec<f64> = keys.iter().map(|k| l[k].as_f64().unwrap()).collect();
+    assert!(v.windows(2).all(|w| w[0] <= w[1]), "{v:?}");
+}
+
+#[test]
+fn bad_flags_exit_2_with_a_message() {
+    for (args, needle) in [
+        (&["-r", "-s", "f"][..], "contradict"),
+        (&["-b4Q", "f"][..], "suffix"),
+        (&["-b4K"][..], "no target"),
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let out = bench(&["--help"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("-b<size>"));
+}
+
+#[test]
+fn local_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    let f = f.to_str().unwrap();
+    let out = bench(&[
+        "-b4K", "-o4", "-r", "-w25", "-d1", "-W0", "-c1M", "-Rjson", f,
+    ]);
+    check(&json(&out), 4096);
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `smbx serve DIR -p PORT` and returns it with the smb:// URL of its share
+/// (user and password included) from its banner.
+fn serve(dir: &std::path::Path) -> (Server, String) {
+    let port = free_port().to_string();
+    let mut child = Command::new(SMBX)
+        .arg("serve")
+        .arg(dir)
+        .args(["-p", &port])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start smbx serve");
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(url) = line.trim().strip_prefix("smb://") {
+            return (server, format!("smb://{url}"));
+        }
+    }
+    panic!("smbx serve printed no smb:// URL");
+}
+
+#[test]
+fn smb_target_served_by_smbx() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, url) = serve(dir.path());
+    let target = format!("{url}/bench.bin");
+    let pid = server.0.id().to_string();
+    let out = bench(&[
+        "-b64K",
+        "-o8",
+        "-t2",
+        "-r",
+        "-w30",
+        "-d1",
+        "-W0",
+        "-c4M",
+        "--server-pid",
+        &pid,
+        "-Rjson",
+        &target,
+    ]);
+    let j = json(&out);
+    check(&j, 65536);
+    assert_eq!(j["targets"][0]["engine"], "smb");
+    assert!(j["read_count"].as_u64().unwrap() > 0 && j["write_count"].as_u64().unwrap() > 0);
+    assert!(j["cpu"]["server"]["cpu_seconds"].as_f64().unwrap() >= 0.0);
+    // The password never reaches the report.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let password = url.split(':').nth(2).unwrap().split('@').next().unwrap();
+    assert!(!text.contains(password), "password leaked into the report");
+    // -c wrote random data.
+    let data = std::fs::read(dir.path().join("bench.bin")).unwrap();
+    assert_eq!(data.len(), 4 << 20);
+    assert!(data.iter().filter(|&&b| b == 0).count() < data.len() / 100);
+}
