@@ -48,9 +48,18 @@ impl std::fmt::Debug for SmbTarget {
 pub fn redact(url: &str) -> String {
     match SmbUrl::parse(url) {
         Ok(u) if u.password.is_some() => {
-            let user = u.user.unwrap_or_default();
-            let rest = url.split_once('@').map(|x| x.1).unwrap_or("");
-            format!("smb://{user}@{rest}")
+            let scheme_len = "smb://".len();
+            let rest = url.get(scheme_len..).unwrap_or("");
+            // Everything up to the last '@' before the first '/' is user information.
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => {
+                    let userinfo = &rest[..at];
+                    let user = userinfo.split(':').next().unwrap_or("");
+                    format!("smb://{user}{}", &rest[at..])
+                }
+                None => url.to_string(),
+            }
         }
         _ => url.to_string(),
     }
@@ -270,5 +279,20 @@ impl IoQueue for SmbQueue {
 
     fn depth(&self) -> usize {
         self.depth
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_removed() {
+        assert_eq!(
+            redact("smb://DOM;bob:s3cr%40t@host:4445/share/f"),
+            "smb://DOM;bob@host:4445/share/f"
+        );
+        assert_eq!(redact("smb://bob@host/share/f"), "smb://bob@host/share/f");
+        assert_eq!(redact("/local/path"), "/local/path");
     }
 }
