@@ -12,6 +12,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let sid = ctx.session()?.id;
     ctx.conn.pending.cancel_all(Some(sid));
     ctx.conn.sessions.lock().retain(|s| *s != sid);
+    // Durable opens outlive the session for their timeout (handlers/create).
+    crate::state::open::preserve_durable_opens_of_session(ctx.server, sid);
     destroy_session(ctx.server, sid);
     Ok(Response::ok(encode_simple()))
 }

@@ -376,11 +376,16 @@ impl OpenTable {
     /// table into the disconnected set. Returns each one's FileId, timeout (ms) and
     /// disconnection generation (for [`OpenTable::expire_disconnected`]).
     pub fn preserve_durable(&self, conn_id: u64) -> Vec<(FileId, u32, u64)> {
+        self.preserve_durable_where(|o| o.conn_id == conn_id)
+    }
+
+    /// Like [`OpenTable::preserve_durable`] for the durable opens matching `pred`.
+    pub fn preserve_durable_where(&self, pred: impl Fn(&Open) -> bool) -> Vec<(FileId, u32, u64)> {
         let mut t = self.inner.lock();
         let ids: Vec<(u64, u32)> = t
             .opens
             .iter()
-            .filter(|(_, o)| o.conn_id == conn_id)
+            .filter(|(_, o)| pred(o))
             .filter_map(|(k, o)| {
                 let f = o.as_file()?;
                 let timeout = f.durable.lock().as_ref()?.timeout_ms;
@@ -480,6 +485,19 @@ impl OpenTable {
 /// and opens are torn down.
 pub fn preserve_durable_opens(server: &Arc<super::ServerState>, conn_id: u64) {
     let kept = server.opens.preserve_durable(conn_id);
+    expire_later(server, kept);
+}
+
+/// LOGOFF of `session_id`: its durable opens are kept for their timeout like on a
+/// lost connection (smb2.durable-open.reopen4 reclaims one from a new session).
+pub fn preserve_durable_opens_of_session(server: &Arc<super::ServerState>, session_id: u64) {
+    let kept = server
+        .opens
+        .preserve_durable_where(|o| o.session_id == session_id);
+    expire_later(server, kept);
+}
+
+fn expire_later(server: &Arc<super::ServerState>, kept: Vec<(FileId, u32, u64)>) {
     if kept.is_empty() {
         return;
     }

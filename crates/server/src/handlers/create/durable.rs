@@ -65,8 +65,38 @@ pub fn owner_of(ctx: &Ctx<'_>) -> Result<String, NtStatus> {
     )
 }
 
+/// A client that lost its connection reconnects at once; the server may not have
+/// seen the old connection end yet. If the open is still attached to another
+/// connection, wait a little for that connection's teardown to preserve it.
+async fn wait_for_disconnect(
+    server: &Arc<crate::state::ServerState>,
+    id: FileId,
+    this_conn: u64,
+) -> Option<Arc<Open>> {
+    const TRIES: u32 = 50;
+    const STEP: std::time::Duration = std::time::Duration::from_millis(10);
+    let elsewhere = |s: &crate::state::ServerState| {
+        s.opens.get(id).is_some_and(|o| {
+            o.conn_id != this_conn && o.as_file().is_some_and(|f| f.durable.lock().is_some())
+        })
+    };
+    if !elsewhere(server) {
+        return None;
+    }
+    for _ in 0..TRIES {
+        tokio::time::sleep(STEP).await;
+        if let Some(o) = server.opens.disconnected(id) {
+            return Some(o);
+        }
+        if !elsewhere(server) {
+            return None;
+        }
+    }
+    None
+}
+
 /// Reclaims the durable open named by `rc` for this session and tree.
-pub fn reconnect(
+pub async fn reconnect(
     ctx: &mut Ctx<'_>,
     tree: &Arc<Tree>,
     rc: Reconnect,
@@ -75,10 +105,17 @@ pub fn reconnect(
 ) -> HandlerResult {
     let server = ctx.server.clone();
     let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
-    let old = server.opens.disconnected(rc.file_id).ok_or(not_found)?;
+    let old = match server.opens.disconnected(rc.file_id) {
+        Some(o) => o,
+        None => wait_for_disconnect(&server, rc.file_id, ctx.conn.id)
+            .await
+            .ok_or(not_found)?,
+    };
     let f = old.as_file().ok_or(not_found)?;
     let d = f.durable.lock().clone().ok_or(not_found)?;
-    if d.v2 != rc.v2 || (rc.v2 && d.create_guid != rc.create_guid) {
+    // DH2C must also name the CreateGuid (zero for a version 1 open); DHnC reclaims
+    // either version (smb2.durable-v2-open.reopen2b, smb2.durable-open.reopen2-lease).
+    if rc.v2 && d.create_guid != rc.create_guid {
         return Err(not_found);
     }
     if d.owner != owner_of(ctx)? {
@@ -162,11 +199,9 @@ pub fn reconnect(
         }
         None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id),
     }
-    // A version 1 reconnect answers DHnQ; a version 2 one answers no durable context
-    // (smb2.durable-v2-open.reopen2: "no dh2q response blob").
-    if !d.v2 {
-        out.push((cname::DHNQ, vec![0u8; 8]));
-    }
+    // A reclaim answers no durable context: none was requested (as Samba;
+    // smb2.durable-open.reopen2-lease, smb2.durable-v2-open.reopen2: "no dh2q response
+    // blob").
     if !out.is_empty() {
         let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();
         resp.contexts = encode_contexts(&refs);
