@@ -430,7 +430,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // A durable reconnect ignores the other request fields ([MS-SMB2] 3.3.5.9.7).
     let early = scan_contexts(&contexts, ctx.dialect())?;
     if let Some(rc) = early.reconnect {
-        return durable::reconnect(ctx, &tree, rc, &name, early.lease);
+        return durable::reconnect(ctx, &tree, rc, &name, early.lease).await;
     }
     validate(&cr)?;
     if name.starts_with('\\') {
