@@ -271,7 +271,12 @@ impl IoQueue for UringQueue {
                 Err(e) => return Err(e),
             }
         }
-        for cqe in self.ring.completion() {
+        // Take at most a quarter of the depth per call: handing back every completion at
+        // once lets the whole queue drain before it is refilled, and the device then sees
+        // bursts of `depth` I/Os instead of a steady queue (about 20% fewer IOPS than fio
+        // at -o32 with O_DIRECT). The rest stay in the ring for the next call.
+        let cap = min.max(self.bufs.len().div_ceil(4)).max(1);
+        for cqe in self.ring.completion().take(cap) {
             let r = cqe.result();
             self.inflight = self.inflight.saturating_sub(1);
             out.push(Completion {
