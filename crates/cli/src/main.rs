@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod client;
 mod error;
 mod logging;
 mod serve;
@@ -20,6 +21,12 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("bench") {
         return bench::main(&argv[2..]);
+    }
+    if argv
+        .get(1)
+        .is_some_and(|c| client::COMMANDS.contains(&c.as_str()))
+    {
+        return client::main(&argv[1..]);
     }
     let cli = Cli::parse();
     let result = match &cli.command {
