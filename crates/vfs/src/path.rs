@@ -111,13 +111,15 @@ pub fn validate_component(name: &str) -> Result<(), NtStatus> {
     Ok(())
 }
 
-/// Checks a stream name (the part between the colons).
+/// Checks a stream name (the part between the colons). NTFS allows every character in
+/// a stream name except '\\', '/', ':' and NUL (control characters and wildcards
+/// included; smb2.streams.names / names2).
 pub fn validate_stream_name(name: &str) -> Result<(), NtStatus> {
     if name.is_empty()
         || name == "."
         || name == ".."
         || name.len() > MAX_STREAM_NAME_BYTES
-        || name.chars().any(is_bad_char)
+        || name.chars().any(|c| matches!(c, '\\' | '/' | ':' | '\0'))
     {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
@@ -208,6 +210,16 @@ mod tests {
         assert!(p.explicit_default_stream);
         let p = SmbPath::parse("f:$DATA").unwrap();
         assert_eq!(p.stream, None);
-        assert!(p.explicit_default_stream);
+        assert!(p.explicit_default_stream); // Control characters and wildcards are fine in stream names.
+        let p = SmbPath::parse("f:\u{5}Stream\n One").unwrap();
+        assert_eq!(p.stream.as_deref(), Some("\u{5}Stream\n One"));
+        let p = SmbPath::parse("f:?Stream*:$DATA").unwrap();
+        assert_eq!(p.stream.as_deref(), Some("?Stream*"));
+        for bad in ["f:a/b", "f:a\u{0}b", "d*\\f:s"] {
+            assert_eq!(
+                SmbPath::parse(bad).unwrap_err(),
+                NtStatus::OBJECT_NAME_INVALID
+            );
+        }
     }
 }

@@ -279,6 +279,11 @@ impl Share {
             return Err(NtStatus::OBJECT_NAME_COLLISION);
         }
         if is_dir {
+            if req.directory && p.explicit_default_stream {
+                // `dir::$DATA` with FILE_DIRECTORY_FILE: a data stream is not a
+                // directory (smb2.streams.dir).
+                return Err(NtStatus::NOT_A_DIRECTORY);
+            }
             if req.non_directory || p.explicit_default_stream || req.disposition.truncates() {
                 return Err(NtStatus::FILE_IS_A_DIRECTORY);
             }
@@ -586,18 +591,20 @@ impl Share {
         } else {
             v.f_bsize
         };
-        let mut fs_attributes = FILE_CASE_PRESERVED_NAMES
+        // FILE_CASE_SENSITIVE_SEARCH says the file system *can* search case-sensitively
+        // (NTFS and Samba always set it); smb2.streams.names3 requires it.
+        let fs_attributes = FILE_CASE_SENSITIVE_SEARCH
+            | FILE_CASE_PRESERVED_NAMES
             | FILE_UNICODE_ON_DISK
             | FILE_SUPPORTS_SPARSE_FILES
             | FILE_NAMED_STREAMS
             | FILE_SUPPORTS_HARD_LINKS
             | FILE_SUPPORTS_EXTENDED_ATTRIBUTES;
-        if inner.opts.case_sensitive {
-            fs_attributes |= FILE_CASE_SENSITIVE_SEARCH;
-        }
-        if inner.opts.read_only {
-            fs_attributes |= FILE_READ_ONLY_VOLUME;
-        }
+        let fs_attributes = if inner.opts.read_only {
+            fs_attributes | FILE_READ_ONLY_VOLUME
+        } else {
+            fs_attributes
+        };
         let dev = st.st_dev;
         let ino = st.st_ino;
         let serial = (dev ^ (dev >> 32) ^ ino.rotate_left(16)) as u32;
