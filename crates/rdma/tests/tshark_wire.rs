@@ -1,0 +1,793 @@
+//! Wire check of the soft-iWARP provider with Wireshark's dissectors.
+//!
+//! A loopback session (MPA Request/Reply with private data, several Sends,
+//! a 1 MiB RDMA Write, a 1 MiB RDMA Read, Send with Invalidate) runs through
+//! a recording TCP relay. The bytes each side sent are cut into MPA frames
+//! and FPDUs (each FPDU one TCP segment, as on a real network) and written to
+//! a pcap with synthesised Ethernet/IPv4/TCP headers and consistent sequence
+//! numbers. tshark, with the options of the spec reference (section 4), must
+//! then decode every FPDU with a good CRC (when negotiated), report nothing
+//! malformed, and show exactly the RDMAP opcode/QN/MSN/MO/STag/TO sequence
+//! the test sent. Variants: CRC on, CRC off, MPA revision 1.
+//!
+//! tshark is required (CI installs it); the tests fail loudly without it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
+use smbx_rdma::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Bytes moved by the RDMA Write and the RDMA Read.
+const BULK: usize = 1 << 20;
+/// Tagged payload per FPDU at the loopback MSS of 1448 (spec section 3).
+const TAGGED_PAYLOAD: usize = 1428;
+/// The MSS the provider sizes FPDUs for on loopback.
+const MSS: usize = 1448;
+/// Ports written to the capture (5445 is the iWARP SMB Direct port, claimed by
+/// another dissector: the spec's `tcp.try_heuristic_first` is what makes it work).
+const CLIENT_PORT: u16 = 49822;
+const SERVER_PORT: u16 = 5445;
+
+/// The spec's SMB Direct Negotiate Request (the payload of its FPDU test vector).
+const SMBD_NEG_REQ: [u8; 20] = [
+    0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0xff, 0x00, 0x54, 0x05, 0x00, 0x00, 0x54, 0x05, 0x00, 0x00,
+    0x00, 0x00, 0x10, 0x00,
+];
+
+/// An SMB Direct Negotiate Response (version 0x0100, 255 credits, 1 MiB I/O).
+fn smbd_neg_resp() -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[0..2].copy_from_slice(&0x0100u16.to_le_bytes());
+    b[2..4].copy_from_slice(&0x0100u16.to_le_bytes());
+    b[4..6].copy_from_slice(&0x0100u16.to_le_bytes());
+    b[8..10].copy_from_slice(&255u16.to_le_bytes());
+    b[10..12].copy_from_slice(&255u16.to_le_bytes());
+    b[16..20].copy_from_slice(&(1u32 << 20).to_le_bytes());
+    b[20..24].copy_from_slice(&1364u32.to_le_bytes());
+    b[24..28].copy_from_slice(&1364u32.to_le_bytes());
+    b[28..32].copy_from_slice(&(1u32 << 20).to_le_bytes());
+    b
+}
+
+/// An empty SMB Direct data message: 255 credits requested, 1 granted.
+fn smbd_empty() -> [u8; 20] {
+    let mut b = [0u8; 20];
+    b[0..2].copy_from_slice(&255u16.to_le_bytes());
+    b[2..4].copy_from_slice(&1u16.to_le_bytes());
+    b
+}
+
+fn pattern(seed: u8, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(u32::from(seed)) as u8
+        })
+        .collect()
+}
+
+fn tshark() -> PathBuf {
+    let p = PathBuf::from("/usr/bin/tshark");
+    if p.exists() {
+        return p;
+    }
+    if let Ok(o) = Command::new("tshark").arg("--version").output() {
+        if o.status.success() {
+            return PathBuf::from("tshark");
+        }
+    }
+    panic!(
+        "tshark is required for the iWARP wire checks and was not found \
+         (install it: apt-get install tshark); CI installs it"
+    );
+}
+
+// ------------------------------------------------------------------ relay
+
+/// Chunks in the order the relay read them: (client to server?, bytes).
+type Log = Arc<Mutex<Vec<(bool, Vec<u8>)>>>;
+
+async fn pipe(
+    mut r: tokio::net::tcp::OwnedReadHalf,
+    mut w: tokio::net::tcp::OwnedWriteHalf,
+    c2s: bool,
+    log: Log,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                // Logged before forwarding, so an answer is never logged
+                // ahead of what caused it.
+                log.lock().unwrap().push((c2s, buf[..n].to_vec()));
+                if w.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+/// Accept one connection on `lis`, connect to `server`, forward both ways
+/// until both sides closed, recording everything.
+async fn relay(lis: TcpListener, server: SocketAddr, log: Log) {
+    let (c, _) = lis.accept().await.unwrap();
+    let s = TcpStream::connect(server).await.unwrap();
+    c.set_nodelay(true).unwrap();
+    s.set_nodelay(true).unwrap();
+    let (cr, cw) = c.into_split();
+    let (sr, sw) = s.into_split();
+    let a = tokio::spawn(pipe(cr, sw, true, log.clone()));
+    let b = tokio::spawn(pipe(sr, cw, false, log));
+    a.await.unwrap();
+    b.await.unwrap();
+}
+
+// ------------------------------------------------------------------ session
+
+/// What the session used, to build the expected decode.
+struct Session {
+    log: Vec<(bool, Vec<u8>)>,
+    /// Client's RDMA Write sink (also the STag the server invalidates).
+    wsink: (u32, u64),
+    /// Server's RDMA Read sink.
+    rsink: (u32, u64),
+}
+
+async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
+    let c = qp.cq().next().await.expect("completion");
+    assert_eq!(c.status, WcStatus::Success, "{c:?}");
+    c
+}
+
+async fn run_session(opts: IwarpOptions) -> Session {
+    let prov = SoftIwarp::new(opts.clone());
+    let spd = prov.alloc_pd().unwrap();
+    let cpd = prov.alloc_pd().unwrap();
+    let lis = prov
+        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let server_addr = lis.local_addr();
+    let rl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = rl.local_addr().unwrap();
+    let log: Log = Arc::default();
+    let relay = tokio::spawn(relay(rl, server_addr, log.clone()));
+
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        assert_eq!(req.peer().private_data, b"client-hello");
+        let rbuf = spd.alloc(3 * 1024, Access::LOCAL_WRITE).unwrap();
+        for i in 0..3u64 {
+            req.qp()
+                .post_recv(10 + i, &[Sge::new(&rbuf, i * 1024, 1024)])
+                .unwrap();
+        }
+        let qp = req
+            .accept(ConnParams {
+                private_data: b"server-hi".to_vec(),
+                ird: 16,
+                ord: 16,
+            })
+            .await
+            .unwrap();
+        let c = next_ok(&qp).await;
+        assert_eq!((c.wr_id, c.byte_len), (10, 20));
+        assert_eq!(rbuf.with(|b| b[..20].to_vec()), SMBD_NEG_REQ);
+        let sbuf = spd.alloc(64, Access::LOCAL_READ).unwrap();
+        sbuf.write_at(0, &smbd_neg_resp());
+        qp.post_send_simple(20, &[Sge::new(&sbuf, 0, 32)]).unwrap();
+        // Send and receive completions may come in either order.
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(next_ok(&qp).await);
+        }
+        got.sort_by_key(|c| c.wr_id);
+        let got: Vec<_> = got
+            .iter()
+            .map(|c| (c.wr_id, c.byte_len, c.solicited))
+            .collect();
+        assert_eq!(got, [(11, 5, true), (12, 32, false), (20, 32, false)]);
+        let (wdesc, rdesc) = rbuf.with(|b| {
+            let d = |o: usize| RemoteBuf {
+                stag: STag(u32::from_le_bytes(b[o..o + 4].try_into().unwrap())),
+                to: u64::from_le_bytes(b[o + 4..o + 12].try_into().unwrap()),
+                len: u32::from_le_bytes(b[o + 12..o + 16].try_into().unwrap()),
+            };
+            (d(2048), d(2048 + 16))
+        });
+        let src = spd.register(pattern(1, BULK), Access::LOCAL_READ).unwrap();
+        let sink = spd.alloc(BULK, Access::LOCAL_WRITE).unwrap();
+        qp.post_write(21, &[Sge::new(&src, 0, BULK as u32)], wdesc)
+            .unwrap();
+        qp.post_read(22, Sge::new(&sink, 0, BULK as u32), rdesc)
+            .unwrap();
+        assert_eq!(next_ok(&qp).await.opcode, WcOpcode::RdmaWrite);
+        assert_eq!(next_ok(&qp).await.opcode, WcOpcode::RdmaRead);
+        assert!(sink.with(|b| b == pattern(2, BULK).as_slice()));
+        // As in an SMB2 READ answered over RDMA_V1_INVALIDATE: an SMB Direct
+        // message (here an empty one granting a credit) in Send with Invalidate.
+        sbuf.write_at(0, &smbd_empty());
+        qp.post_send_inv(23, &[Sge::new(&sbuf, 0, 20)], wdesc.stag)
+            .unwrap();
+        assert_eq!(next_ok(&qp).await.wr_id, 23);
+        assert_eq!(qp.closed().await, CloseReason::PeerDisconnect);
+        (sink.stag().0, sink.addr())
+    });
+
+    let c = prov
+        .connect(&cpd, relay_addr, QpCaps::default())
+        .await
+        .unwrap();
+    let rbuf = cpd.alloc(2048, Access::LOCAL_WRITE).unwrap();
+    c.qp().post_recv(1, &[Sge::new(&rbuf, 0, 1024)]).unwrap();
+    c.qp().post_recv(2, &[Sge::new(&rbuf, 1024, 1024)]).unwrap();
+    let (qp, peer) = c
+        .connect(ConnParams {
+            private_data: b"client-hello".to_vec(),
+            ird: 8,
+            ord: 4,
+        })
+        .await
+        .unwrap();
+    assert_eq!(peer.private_data, b"server-hi");
+    let wsink = cpd
+        .alloc(BULK, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let rsrc = cpd.register(pattern(2, BULK), Access::REMOTE_READ).unwrap();
+    let sbuf = cpd.alloc(128, Access::LOCAL_READ).unwrap();
+    sbuf.write_at(0, &SMBD_NEG_REQ);
+    sbuf.write_at(32, b"hello");
+    let mut desc = Vec::new();
+    for r in [
+        wsink.remote(0, BULK as u32).unwrap(),
+        rsrc.remote(0, BULK as u32).unwrap(),
+    ] {
+        desc.extend_from_slice(&r.stag.0.to_le_bytes());
+        desc.extend_from_slice(&r.to.to_le_bytes());
+        desc.extend_from_slice(&r.len.to_le_bytes());
+    }
+    sbuf.write_at(64, &desc);
+    qp.post_send_simple(3, &[Sge::new(&sbuf, 0, 20)]).unwrap();
+    qp.post_send(&SendWr {
+        wr_id: 4,
+        op: SendOp::Send,
+        sg: &[Sge::new(&sbuf, 32, 5)],
+        solicited: true,
+    })
+    .unwrap();
+    qp.post_send_simple(5, &[Sge::new(&sbuf, 64, 32)]).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.push(next_ok(&qp).await);
+    }
+    got.sort_by_key(|c| c.wr_id);
+    assert_eq!(
+        got.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(got[0].byte_len, 32);
+    assert_eq!(
+        (got[1].byte_len, got[1].invalidated),
+        (20, Some(wsink.stag()))
+    );
+    assert!(wsink.with(|b| b == pattern(1, BULK).as_slice()));
+    qp.disconnect();
+    assert_eq!(qp.closed().await, CloseReason::LocalDisconnect);
+    let rsink = server.await.unwrap();
+    relay.await.unwrap();
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    Session {
+        log,
+        wsink: (wsink.stag().0, wsink.addr()),
+        rsink,
+    }
+}
+
+// ------------------------------------------------------------------ framing
+
+/// Cut each direction's byte stream into its MPA frame and FPDUs, in the
+/// order the relay saw them complete. Lengths are read independently of the
+/// provider's decoders: MPA = 20 + private data length, FPDU = 2 + ULPDU
+/// length + pad + 4.
+fn segments(log: &[(bool, Vec<u8>)]) -> Vec<(bool, Vec<u8>)> {
+    let mut bufs = [Vec::new(), Vec::new()];
+    let mut mpa_done = [false, false];
+    let mut out = Vec::new();
+    for (c2s, chunk) in log {
+        let d = usize::from(*c2s);
+        bufs[d].extend_from_slice(chunk);
+        loop {
+            let b = &bufs[d];
+            let need = if !mpa_done[d] {
+                if b.len() < 20 {
+                    break;
+                }
+                20 + usize::from(u16::from_be_bytes([b[18], b[19]]))
+            } else {
+                if b.len() < 2 {
+                    break;
+                }
+                let u = usize::from(u16::from_be_bytes([b[0], b[1]]));
+                2 + u + (4 - (2 + u) % 4) % 4 + 4
+            };
+            if b.len() < need {
+                break;
+            }
+            out.push((*c2s, bufs[d][..need].to_vec()));
+            bufs[d].drain(..need);
+            mpa_done[d] = true;
+        }
+    }
+    assert!(
+        bufs.iter().all(|b| b.is_empty()),
+        "trailing bytes that are not a whole FPDU: {:?}",
+        bufs.iter().map(|b| b.len()).collect::<Vec<_>>()
+    );
+    out
+}
+
+// ------------------------------------------------------------------ pcap
+
+fn csum(parts: &[&[u8]]) -> u16 {
+    let mut s: u32 = 0;
+    for p in parts {
+        for ch in p.chunks(2) {
+            let w = if ch.len() == 2 {
+                u16::from_be_bytes([ch[0], ch[1]])
+            } else {
+                u16::from_be_bytes([ch[0], 0])
+            };
+            s += u32::from(w);
+        }
+    }
+    while s > 0xFFFF {
+        s = (s & 0xFFFF) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const PSH: u8 = 0x08;
+const FIN: u8 = 0x01;
+
+/// A pcap (Ethernet link type) of one TCP connection 10.0.0.1:CLIENT_PORT to
+/// 10.0.0.2:SERVER_PORT, one TCP segment per FPDU.
+struct Pcap {
+    out: Vec<u8>,
+    seq: [u32; 2],
+    usec: u32,
+}
+
+impl Pcap {
+    fn new() -> Pcap {
+        let mut out = Vec::new();
+        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+        out.extend_from_slice(&2u16.to_le_bytes());
+        out.extend_from_slice(&4u16.to_le_bytes());
+        out.extend_from_slice(&0i32.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&65535u32.to_le_bytes());
+        out.extend_from_slice(&1u32.to_le_bytes());
+        Pcap {
+            out,
+            seq: [0x1000_0000, 0x2000_0000],
+            usec: 0,
+        }
+    }
+
+    /// Append a segment from the client (`c2s`) or the server.
+    fn segment(&mut self, c2s: bool, flags: u8, data: &[u8]) {
+        let (d, o) = if c2s { (0, 1) } else { (1, 0) };
+        let (sip, dip) = if c2s {
+            ([10, 0, 0, 1], [10, 0, 0, 2])
+        } else {
+            ([10, 0, 0, 2], [10, 0, 0, 1])
+        };
+        let (sp, dp) = if c2s {
+            (CLIENT_PORT, SERVER_PORT)
+        } else {
+            (SERVER_PORT, CLIENT_PORT)
+        };
+        let mut tcp = Vec::with_capacity(20 + data.len());
+        tcp.extend_from_slice(&sp.to_be_bytes());
+        tcp.extend_from_slice(&dp.to_be_bytes());
+        tcp.extend_from_slice(&self.seq[d].to_be_bytes());
+        let ack = if flags & ACK != 0 { self.seq[o] } else { 0 };
+        tcp.extend_from_slice(&ack.to_be_bytes());
+        tcp.push(5 << 4);
+        tcp.push(flags);
+        tcp.extend_from_slice(&65535u16.to_be_bytes());
+        tcp.extend_from_slice(&[0, 0, 0, 0]);
+        tcp.extend_from_slice(data);
+        let tlen = tcp.len() as u16;
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&sip);
+        pseudo.extend_from_slice(&dip);
+        pseudo.extend_from_slice(&[0, 6]);
+        pseudo.extend_from_slice(&tlen.to_be_bytes());
+        let c = csum(&[&pseudo, &tcp]);
+        tcp[16..18].copy_from_slice(&c.to_be_bytes());
+        let mut ip = vec![0x45, 0];
+        ip.extend_from_slice(&(20 + tlen).to_be_bytes());
+        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+        ip.extend_from_slice(&sip);
+        ip.extend_from_slice(&dip);
+        let c = csum(&[&ip]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut eth = vec![2, 0, 0, 0, 0, 2 - d as u8, 2, 0, 0, 0, 0, 1 + d as u8];
+        eth.extend_from_slice(&[0x08, 0x00]);
+        let len = (eth.len() + ip.len() + tcp.len()) as u32;
+        self.usec += 10;
+        self.out.extend_from_slice(&0u32.to_le_bytes());
+        self.out.extend_from_slice(&self.usec.to_le_bytes());
+        self.out.extend_from_slice(&len.to_le_bytes());
+        self.out.extend_from_slice(&len.to_le_bytes());
+        self.out.extend_from_slice(&eth);
+        self.out.extend_from_slice(&ip);
+        self.out.extend_from_slice(&tcp);
+        let adv = data.len() as u32 + u32::from(flags & (SYN | FIN) != 0);
+        self.seq[d] = self.seq[d].wrapping_add(adv);
+    }
+}
+
+fn write_pcap(path: &Path, segs: &[(bool, Vec<u8>)]) {
+    let mut p = Pcap::new();
+    p.segment(true, SYN, &[]);
+    p.segment(false, SYN | ACK, &[]);
+    p.segment(true, ACK, &[]);
+    for (c2s, data) in segs {
+        p.segment(*c2s, PSH | ACK, data);
+    }
+    p.segment(true, FIN | ACK, &[]);
+    p.segment(false, FIN | ACK, &[]);
+    p.segment(true, ACK, &[]);
+    std::fs::write(path, &p.out).unwrap();
+}
+
+// ------------------------------------------------------------------ tshark
+
+/// The options of spec section 4.
+const TSHARK_OPTS: [&str; 6] = [
+    "-o",
+    "tcp.try_heuristic_first:TRUE",
+    "--enable-heuristic",
+    "iwarp_mpa_tcp",
+    "--enable-heuristic",
+    "smb_direct_iwarp",
+];
+
+fn run_tshark(cap: &Path, extra: &[&str]) -> String {
+    let o = Command::new(tshark())
+        .arg("-2")
+        .arg("-r")
+        .arg(cap)
+        .args(TSHARK_OPTS)
+        .args(extra)
+        .output()
+        .expect("run tshark");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "tshark failed: {err}");
+    String::from_utf8(o.stdout).expect("tshark output is UTF-8")
+}
+
+const FIELDS: [&str; 15] = [
+    "tcp.srcport",
+    "iwarp_mpa.crc_check",
+    "iwarp_mpa.crc",
+    "iwarp_mpa.rev",
+    "iwarp_mpa.privatedata",
+    "iwarp_rdma.opcode",
+    "iwarp_ddp.qn",
+    "iwarp_ddp.msn",
+    "iwarp_ddp.mo",
+    "iwarp_ddp.last_flag",
+    "iwarp_rdma.inval_stag",
+    "iwarp_ddp.stag",
+    "iwarp_ddp.tagged_offset",
+    "smb_direct.credits.requested",
+    "smb_direct.credits.granted",
+];
+
+/// One decoded packet, as tshark printed it.
+#[derive(Debug)]
+struct Row {
+    c2s: bool,
+    f: Vec<String>,
+}
+
+impl Row {
+    fn get(&self, name: &str) -> &str {
+        let i = FIELDS.iter().position(|f| *f == name).unwrap();
+        &self.f[i + 1]
+    }
+}
+
+fn decode(cap: &Path) -> Vec<Row> {
+    let mut args = vec!["-T", "fields", "-E", "separator=;", "-e", "frame.number"];
+    for f in FIELDS {
+        args.push("-e");
+        args.push(f);
+    }
+    run_tshark(cap, &args)
+        .lines()
+        .map(|l| {
+            let f: Vec<String> = l.split(';').map(str::to_string).collect();
+            assert_eq!(f.len(), FIELDS.len() + 1, "{l}");
+            Row {
+                c2s: f[1] == CLIENT_PORT.to_string(),
+                f,
+            }
+        })
+        .collect()
+}
+
+/// A compact form of what an FPDU should decode to.
+fn untagged(opcode: u8, qn: u32, msn: u32, inv: Option<u32>) -> String {
+    format!(
+        "op={opcode} qn={qn} msn={msn} mo=0 L=1 inv={}",
+        inv.map(|s| format!("{s:#010x}")).unwrap_or_default()
+    )
+}
+
+fn tagged(opcode: u8, stag: u32, to: u64, last: bool) -> String {
+    format!(
+        "op={opcode} stag={stag:#010x} to={to:#018x} L={}",
+        u8::from(last)
+    )
+}
+
+fn num(s: &str) -> u64 {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x") {
+        u64::from_str_radix(h, 16).unwrap_or_else(|_| panic!("hex {s}"))
+    } else {
+        s.parse().unwrap_or_else(|_| panic!("number {s:?}"))
+    }
+}
+
+fn flag(s: &str) -> u8 {
+    match s {
+        "1" | "True" | "true" => 1,
+        "0" | "False" | "false" => 0,
+        o => panic!("flag {o:?}"),
+    }
+}
+
+/// The observed form of a decoded FPDU row.
+fn observed(r: &Row) -> String {
+    let opcode = num(r.get("iwarp_rdma.opcode")) as u8;
+    let last = flag(r.get("iwarp_ddp.last_flag"));
+    if r.get("iwarp_ddp.stag").is_empty() {
+        let inv = r.get("iwarp_rdma.inval_stag");
+        format!(
+            "op={opcode} qn={} msn={} mo={} L={last} inv={}",
+            num(r.get("iwarp_ddp.qn")),
+            num(r.get("iwarp_ddp.msn")),
+            num(r.get("iwarp_ddp.mo")),
+            if inv.is_empty() {
+                String::new()
+            } else {
+                format!("{:#010x}", num(inv))
+            }
+        )
+    } else {
+        format!(
+            "op={opcode} stag={:#010x} to={:#018x} L={last}",
+            num(r.get("iwarp_ddp.stag")),
+            num(r.get("iwarp_ddp.tagged_offset")),
+        )
+    }
+}
+
+fn tagged_run(opcode: u8, (stag, base): (u32, u64)) -> Vec<String> {
+    let n = BULK.div_ceil(TAGGED_PAYLOAD);
+    (0..n)
+        .map(|i| tagged(opcode, stag, base + (i * TAGGED_PAYLOAD) as u64, i + 1 == n))
+        .collect()
+}
+
+fn wire_check(name: &str, opts: IwarpOptions) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = rt.block_on(run_session(opts.clone()));
+    let segs = segments(&s.log);
+    for (c2s, seg) in &segs {
+        assert!(
+            seg.len() <= MSS,
+            "{name}: a {}-byte FPDU from the {} does not fit one {MSS}-byte segment",
+            seg.len(),
+            if *c2s { "client" } else { "server" }
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join(format!("{name}.pcap"));
+    write_pcap(&cap, &segs);
+    if let Some(keep) = std::env::var_os("SMBX_KEEP_PCAP") {
+        let _ = std::fs::copy(&cap, Path::new(&keep).join(format!("{name}.pcap")));
+    }
+
+    // 1. Every packet decodes as the test sent it.
+    let rows = decode(&cap);
+    let data: Vec<&Row> = rows
+        .iter()
+        .filter(|r| !r.get("iwarp_mpa.rev").is_empty() || !r.get("iwarp_rdma.opcode").is_empty())
+        .collect();
+    assert_eq!(
+        data.len(),
+        segs.len(),
+        "{name}: tshark decoded {} of {} MPA frames/FPDUs as iWARP",
+        data.len(),
+        segs.len()
+    );
+    let rev = opts.mpa_revision.to_string();
+    for (i, r) in data.iter().enumerate() {
+        assert_eq!(r.c2s, segs[i].0, "{name}: direction of packet {i}");
+    }
+    // MPA Request and Reply, private data included.
+    let mpa: Vec<&&Row> = data
+        .iter()
+        .filter(|r| !r.get("iwarp_mpa.rev").is_empty())
+        .collect();
+    assert_eq!(mpa.len(), 2, "{name}: MPA Request and Reply");
+    let enhanced_hdr = |r: &Row| {
+        if opts.mpa_revision == 2 {
+            r.get("iwarp_mpa.privatedata")
+                .get(8..)
+                .unwrap_or("")
+                .to_string()
+        } else {
+            r.get("iwarp_mpa.privatedata").to_string()
+        }
+    };
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    assert!(mpa[0].c2s && !mpa[1].c2s, "{name}: Request first");
+    assert_eq!(mpa[0].get("iwarp_mpa.rev"), rev);
+    assert_eq!(mpa[1].get("iwarp_mpa.rev"), rev);
+    assert_eq!(enhanced_hdr(mpa[0]), hex(b"client-hello"), "{name}");
+    assert_eq!(enhanced_hdr(mpa[1]), hex(b"server-hi"), "{name}");
+    if opts.mpa_revision == 2 {
+        // IRD 8 / ORD 4 offered; responder ORD clamped to 8.
+        assert!(mpa[0].get("iwarp_mpa.privatedata").starts_with("00080004"));
+        assert!(mpa[1].get("iwarp_mpa.privatedata").starts_with("00100008"));
+    }
+
+    let fpdus = |c2s: bool| -> Vec<String> {
+        data.iter()
+            .filter(|r| r.c2s == c2s && r.get("iwarp_mpa.rev").is_empty())
+            .map(|r| observed(r))
+            .collect()
+    };
+    let mut want_c2s = vec![
+        untagged(3, 0, 1, None),
+        untagged(5, 0, 2, None),
+        untagged(3, 0, 3, None),
+    ];
+    want_c2s.extend(tagged_run(2, s.rsink));
+    let mut want_s2c = vec![untagged(3, 0, 1, None)];
+    want_s2c.extend(tagged_run(0, s.wsink));
+    want_s2c.push(untagged(1, 1, 1, None));
+    want_s2c.push(untagged(4, 0, 2, Some(s.wsink.0)));
+    for (c2s, want) in [(true, want_c2s), (false, want_s2c)] {
+        let got = fpdus(c2s);
+        let who = if c2s { "client" } else { "server" };
+        assert_eq!(got.len(), want.len(), "{name}: {who} FPDU count");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{name}: {who} FPDU {i}");
+        }
+    }
+    // The SMB Direct heuristic found the Negotiate Request in the first Send.
+    let neg = data
+        .iter()
+        .find(|r| r.c2s && r.get("iwarp_mpa.rev").is_empty())
+        .unwrap();
+    assert_eq!(neg.get("smb_direct.credits.requested"), "255", "{name}");
+    // ... and the empty data message in the Send with Invalidate.
+    let inv = data
+        .iter()
+        .rfind(|r| {
+            !r.c2s && !r.get("iwarp_rdma.opcode").is_empty() && num(r.get("iwarp_rdma.opcode")) == 4
+        })
+        .unwrap();
+    assert_eq!(inv.get("smb_direct.credits.granted"), "1", "{name}");
+
+    // 2. CRC: every FPDU checked good when negotiated; no check otherwise.
+    let fpdu_rows: Vec<&&Row> = data
+        .iter()
+        .filter(|r| r.get("iwarp_mpa.rev").is_empty())
+        .collect();
+    // tshark prints `iwarp_mpa.crc_check` (the CRC, annotated Good/Bad CRC32
+    // in -V) when CRC was negotiated, else only `iwarp_mpa.crc` (zero).
+    for (i, r) in data.iter().enumerate() {
+        if !r.get("iwarp_mpa.rev").is_empty() {
+            continue;
+        }
+        let seg = &segs[i].1;
+        let sent = u32::from_be_bytes(seg[seg.len() - 4..].try_into().unwrap());
+        let (check, plain) = (r.get("iwarp_mpa.crc_check"), r.get("iwarp_mpa.crc"));
+        if opts.crc {
+            assert_ne!(sent, 0, "{name}: frame {}: CRC not computed", r.f[0]);
+            assert_eq!(
+                (check, plain),
+                (format!("{sent:#010x}").as_str(), ""),
+                "{name}: frame {}: CRC checked",
+                r.f[0]
+            );
+        } else {
+            assert_eq!(
+                (check, plain),
+                ("", "0x00000000"),
+                "{name}: frame {}: no CRC check without negotiated CRC",
+                r.f[0]
+            );
+        }
+    }
+    let verbose = run_tshark(&cap, &["-V"]);
+    let bad = verbose.matches("Bad CRC32").count();
+    let good = verbose.matches("Good CRC32").count();
+    assert_eq!(bad, 0, "{name}: tshark reports {bad} Bad CRC32");
+    assert_eq!(
+        good,
+        if opts.crc { fpdu_rows.len() } else { 0 },
+        "{name}: Good CRC32 count"
+    );
+
+    // 3. Nothing malformed, no expert errors or warnings.
+    let expert = run_tshark(&cap, &["-q", "-z", "expert"]);
+    assert!(
+        !expert.contains("Malformed"),
+        "{name}: malformed packets:\n{expert}"
+    );
+    assert!(
+        !expert.lines().any(|l| l.starts_with("Errors")),
+        "{name}: expert errors:\n{expert}"
+    );
+    assert!(
+        !expert.lines().any(|l| l.starts_with("Warns")),
+        "{name}: expert warnings:\n{expert}"
+    );
+    eprintln!(
+        "{name}: {} MPA frames + {} FPDUs decoded; CRC good {good}, bad {bad}; expert:\n{expert}",
+        mpa.len(),
+        fpdu_rows.len()
+    );
+}
+
+#[test]
+fn wire_crc_on() {
+    wire_check("crc_on", IwarpOptions::default());
+}
+
+#[test]
+fn wire_crc_off() {
+    wire_check(
+        "crc_off",
+        IwarpOptions {
+            crc: false,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn wire_mpa_rev1() {
+    wire_check(
+        "mpa_rev1",
+        IwarpOptions {
+            mpa_revision: 1,
+            ..Default::default()
+        },
+    );
+}
