@@ -515,6 +515,23 @@ impl Share {
         })
     }
 
+    /// Deletes the base file of the named stream `h` (or the file `h` itself): the
+    /// deferred delete of a delete-pending file whose last stream open just closed
+    /// ([MS-FSA] 2.1.5.4; smb2.streams.delete).
+    pub fn delete_base(&self, h: &Handle) -> Result<(), NtStatus> {
+        if self.inner.opts.read_only {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        if h.path.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            return Err(NtStatus::CANNOT_DELETE);
+        }
+        let (dir, name) = self.locate(h)?;
+        sys::unlinkat(dir.as_fd(), &cname(&name)?, h.is_dir).map_err(|e| match errno(&e) {
+            libc::ENOTEMPTY | libc::EEXIST => NtStatus::DIRECTORY_NOT_EMPTY,
+            _ => open_err(e),
+        })
+    }
+
     /// Creates a hard link `new_smb_path` to the file behind `h` (FileLinkInformation).
     pub fn hardlink(
         &self,

@@ -11,7 +11,7 @@
 //! [`crate::state::open::FileOpen`]'s `Drop` does the same for opens removed by tree
 //! disconnect, logoff or connection teardown.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -38,8 +38,9 @@ pub const FILE_SHARE_WRITE: u32 = 0x2;
 /// FILE_SHARE_DELETE.
 pub const FILE_SHARE_DELETE: u32 = 0x4;
 
-/// Identity of one file or named stream on the server.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Identity of one file or named stream on the server. Ordered so that a file's base
+/// entry (`stream: None`) is followed by its named streams in the table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileKey {
     /// Volume (device) id.
     pub volume_id: u64,
@@ -66,7 +67,30 @@ struct FileState {
     delete_pending: bool,
 }
 
-type FileMap = Mutex<HashMap<FileKey, Arc<SharedFile>>>;
+// A BTreeMap so that the base file and all its named streams are one range
+// ([`same_file`]): stream opens share DELETE access and delete-pending with the base.
+type FileMap = Mutex<BTreeMap<FileKey, Arc<SharedFile>>>;
+
+/// Every entry of the file `key` belongs to (base and named streams).
+fn same_file<'a>(
+    map: &'a BTreeMap<FileKey, Arc<SharedFile>>,
+    key: &FileKey,
+) -> impl Iterator<Item = (&'a FileKey, &'a Arc<SharedFile>)> + 'a {
+    let base = FileKey {
+        volume_id: key.volume_id,
+        file_id: key.file_id,
+        stream: None,
+    };
+    let (vol, id) = (key.volume_id, key.file_id);
+    map.range(base..)
+        .take_while(move |(k, _)| k.volume_id == vol && k.file_id == id)
+}
+
+/// True if a named stream of `key`'s file (other than `key`) has opens.
+fn streams_open(map: &BTreeMap<FileKey, Arc<SharedFile>>, key: &FileKey) -> bool {
+    same_file(map, key)
+        .any(|(k, f)| k.stream.is_some() && k != key && !f.state.lock().opens.is_empty())
+}
 
 /// State shared by every open of one file.
 #[derive(Debug)]
@@ -133,7 +157,39 @@ impl SharedFile {
         };
         st.opens.swap_remove(pos);
         let last = st.opens.is_empty();
-        let delete = last && st.delete_pending;
+        let mut delete = last && st.delete_pending;
+        // Streams ([MS-FSA] 2.1.5.4): a delete-pending base file with open named
+        // streams stays (pending) until the last stream open closes; that close then
+        // deletes the base file (`delete_base`).
+        if delete && self.key.stream.is_none() {
+            if let Some(m) = guard.as_ref() {
+                if streams_open(m, &self.key) {
+                    return CloseOutcome {
+                        last,
+                        delete: false,
+                        delete_base: false,
+                    };
+                }
+            }
+        }
+        let mut delete_base = false;
+        if last && self.key.stream.is_some() {
+            if let Some(m) = guard.as_mut() {
+                let base = FileKey {
+                    stream: None,
+                    ..self.key.clone()
+                };
+                let deferred = m.get(&base).is_some_and(|b| {
+                    let bs = b.state.lock();
+                    bs.opens.is_empty() && bs.delete_pending
+                });
+                if deferred && !streams_open(m, &self.key) {
+                    m.remove(&base);
+                    delete_base = true;
+                    delete = false;
+                }
+            }
+        }
         if last {
             st.delete_pending = false;
             if let Some(m) = guard.as_mut() {
@@ -142,7 +198,11 @@ impl SharedFile {
                 }
             }
         }
-        CloseOutcome { last, delete }
+        CloseOutcome {
+            last,
+            delete,
+            delete_base,
+        }
     }
 }
 
@@ -287,6 +347,9 @@ pub struct CloseOutcome {
     pub last: bool,
     /// Delete was pending: the caller deletes the file now.
     pub delete: bool,
+    /// The last open of a named stream closed while its base file was delete-pending
+    /// with no opens left: the caller deletes the base file now.
+    pub delete_base: bool,
 }
 
 /// [MS-FSA] 2.1.5.1.2 share-access check of a new open against `existing`.
@@ -329,7 +392,7 @@ pub struct FileTable {
 impl Default for FileTable {
     fn default() -> Self {
         FileTable {
-            files: Arc::new(Mutex::new(HashMap::new())),
+            files: Arc::new(Mutex::new(BTreeMap::new())),
             next_entry: AtomicU64::new(1),
             vfs: Mutex::new(HashMap::new()),
         }
@@ -360,6 +423,30 @@ impl FileTable {
                 })
             })
             .clone();
+        // Streams share with their base file ([MS-FSA] 2.1.5.1.2): a named stream of a
+        // delete-pending file cannot be opened, and opening the file with DELETE access
+        // needs FILE_SHARE_DELETE from every open of its named streams.
+        if file.key.stream.is_some() {
+            let base = FileKey {
+                stream: None,
+                ..file.key.clone()
+            };
+            if map.get(&base).is_some_and(|b| b.delete_pending()) {
+                return Err(NtStatus::DELETE_PENDING);
+            }
+        } else if access & DELETE != 0 {
+            for (k, f) in same_file(&map, &file.key) {
+                if k.stream.is_some()
+                    && f.state
+                        .lock()
+                        .opens
+                        .iter()
+                        .any(|o| o.share_access & FILE_SHARE_DELETE == 0)
+                {
+                    return Err(NtStatus::SHARING_VIOLATION);
+                }
+            }
+        }
         let mut st = file.state.lock();
         if st.delete_pending {
             return Err(NtStatus::DELETE_PENDING);
@@ -379,10 +466,12 @@ impl FileTable {
     /// [`FileTable::register`]).
     pub fn forget_if_unused(&self, key: &FileKey) {
         let mut map = self.files.lock();
-        if map
-            .get(key)
-            .is_some_and(|f| f.state.lock().opens.is_empty())
-        {
+        if map.get(key).is_some_and(|f| {
+            let st = f.state.lock();
+            // A delete-pending entry without opens is a base file waiting for its
+            // stream opens to close (see `SharedFile::remove`): keep it.
+            st.opens.is_empty() && !st.delete_pending
+        }) {
             map.remove(key);
         }
     }
@@ -522,14 +611,16 @@ mod tests {
             f.remove(a),
             CloseOutcome {
                 last: false,
-                delete: false
+                delete: false,
+                delete_base: false
             }
         );
         assert_eq!(
             f.remove(b),
             CloseOutcome {
                 last: true,
-                delete: true
+                delete: true,
+                delete_base: false
             }
         );
         assert!(t.is_empty());
@@ -537,6 +628,59 @@ mod tests {
         assert_eq!(f.remove(b), CloseOutcome::default());
         // A new open starts fresh.
         t.register(key(1), FILE_READ_DATA, 0).unwrap();
+    }
+
+    fn skey(ino: u64, s: &str) -> FileKey {
+        FileKey {
+            stream: Some(s.into()),
+            ..key(ino)
+        }
+    }
+
+    #[test]
+    fn streams_share_delete_with_their_base_file() {
+        let t = FileTable::default();
+        // A stream open without FILE_SHARE_DELETE blocks DELETE opens of the base file.
+        let (s, a) = t.register(skey(1, "s"), FILE_WRITE_DATA, 3).unwrap();
+        assert_eq!(
+            t.register(key(1), DELETE, 7).unwrap_err(),
+            NtStatus::SHARING_VIOLATION
+        );
+        t.forget_if_unused(&key(1));
+        // Other files' streams do not matter.
+        t.register(key(2), DELETE, 7).unwrap();
+        s.remove(a);
+        // With FILE_SHARE_DELETE the base file can be deleted; the delete waits for the
+        // stream opens, and meanwhile both names are DELETE_PENDING.
+        let (s, a) = t.register(skey(1, "s"), FILE_WRITE_DATA, 7).unwrap();
+        let (b, bid) = t.register(key(1), DELETE, 7).unwrap();
+        b.set_delete_pending(true);
+        assert_eq!(
+            b.remove(bid),
+            CloseOutcome {
+                last: true,
+                delete: false,
+                delete_base: false
+            }
+        );
+        assert_eq!(
+            t.register(key(1), FILE_READ_DATA, 7).unwrap_err(),
+            NtStatus::DELETE_PENDING
+        );
+        t.forget_if_unused(&key(1));
+        assert_eq!(
+            t.register(skey(1, "s"), FILE_READ_DATA, 7).unwrap_err(),
+            NtStatus::DELETE_PENDING
+        );
+        assert_eq!(
+            s.remove(a),
+            CloseOutcome {
+                last: true,
+                delete: false,
+                delete_base: true
+            }
+        );
+        t.register(key(1), FILE_READ_DATA, 7).unwrap();
     }
 
     #[test]

@@ -206,6 +206,13 @@ impl FileOpen {
                 tracing::debug!(path = %self.path, "cannot store the write time: {e:?}");
             }
         }
+        if outcome.delete_base {
+            // Streams: the base file was delete-pending and waited for its last
+            // stream open (state/file.rs, SharedFile::remove).
+            if let Err(e) = self.vfs.delete_base(&self.handle) {
+                tracing::debug!(path = %self.path, "deferred delete of the base file failed: {e:?}");
+            }
+        }
         if outcome.delete {
             let r = self.vfs.delete(&self.handle);
             if let Err(e) = &r {
