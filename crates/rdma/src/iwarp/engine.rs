@@ -930,6 +930,7 @@ mod tests {
             h => panic!("{h:?}"),
         }
         assert_eq!(ddp::parse_terminate(f.payload), Some(want));
+        assert_eq!(f.wire_len, out.len(), "nothing but the Terminate is sent");
         e.shutdown();
         assert_eq!(qp.lock().state, QpState::Closed);
         assert!(qp.cq.is_closed());
@@ -1107,6 +1108,129 @@ mod tests {
             &rreq(mr.stag().0, mr.addr(), 65),
             term::RDMAP_BASE_BOUNDS,
         );
+    }
+
+    /// An RDMA Read Request FPDU (MSN `msn`) for `size` bytes at `src_to` of `src_stag`.
+    fn read_req(msn: u32, src_stag: u32, src_to: u64, size: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        let h = DdpHdr::Untagged {
+            last: true,
+            opcode: op::READ_REQ,
+            inv_stag: 0,
+            qn: qn::READ,
+            msn,
+            mo: 0,
+        };
+        let body = ReadReq {
+            sink_stag: 9,
+            sink_to: 0x1000,
+            size,
+            src_stag,
+            src_to,
+        }
+        .encode();
+        ddp::encode_fpdu(&mut b, &h, &[&body], true);
+        b
+    }
+
+    #[test]
+    fn terminate_ird_overflow() {
+        // IRD is 2: a third outstanding Read Request is one too many.
+        let (e, qp) = engine(true);
+        let mr = qp.pd.alloc(64, Access::REMOTE_READ).unwrap();
+        let mut i = read_req(1, mr.stag().0, mr.addr(), 8);
+        i.extend(read_req(2, mr.stag().0, mr.addr() + 8, 8));
+        let third = read_req(3, mr.stag().0, mr.addr() + 16, 8);
+        i.extend(&third);
+        let mut out = Vec::new();
+        let mut e2 = e;
+        e2.on_input(&i, &mut out);
+        // The Terminate names the offending segment (D flag, its DDP header).
+        let f = ddp::decode_fpdu(&out, true).unwrap().unwrap();
+        assert_eq!(
+            ddp::parse_terminate(f.payload),
+            Some(term::DDP_UT_MSN_RANGE)
+        );
+        assert_eq!(f.payload[2] & 0x40, 0x40, "D flag");
+        assert_eq!(
+            &f.payload[4..4 + 2 + UNTAGGED_HDR],
+            &third[..2 + UNTAGGED_HDR]
+        );
+        assert_eq!(f.wire_len, out.len(), "no Read Response was sent");
+        assert_eq!(
+            e2.closed(),
+            Some(&CloseReason::LocalTerminate(term::DDP_UT_MSN_RANGE))
+        );
+        e2.shutdown();
+        assert_eq!(qp.lock().state, QpState::Closed);
+        drop(mr);
+
+        // Same three requests through expect_term.
+        let (e, qp) = engine(true);
+        let mr = qp.pd.alloc(64, Access::REMOTE_READ).unwrap();
+        let mut i = read_req(1, mr.stag().0, mr.addr(), 8);
+        i.extend(read_req(2, mr.stag().0, mr.addr(), 8));
+        i.extend(read_req(3, mr.stag().0, mr.addr(), 8));
+        expect_term(e, &qp, &i, term::DDP_UT_MSN_RANGE);
+    }
+
+    #[test]
+    fn ird_counts_outstanding_reads_only() {
+        // Once the Read Responses went out, the slots are free again.
+        let (mut e, qp) = engine(true);
+        let mr = qp
+            .pd
+            .register((0..64).collect(), Access::REMOTE_READ)
+            .unwrap();
+        let mut out = Vec::new();
+        let mut i = read_req(1, mr.stag().0, mr.addr(), 8);
+        i.extend(read_req(2, mr.stag().0, mr.addr() + 8, 8));
+        assert_eq!(e.on_input(&i, &mut out), i.len());
+        e.pump_tx(&mut out, 1 << 20);
+        let mut rest = &out[..];
+        for k in 0..2u8 {
+            let f = ddp::decode_fpdu(rest, true).unwrap().unwrap();
+            match f.hdr {
+                DdpHdr::Tagged {
+                    opcode, stag, last, ..
+                } => assert_eq!((opcode, stag, last), (op::READ_RESP, 9, true)),
+                h => panic!("{h:?}"),
+            }
+            assert_eq!(f.payload, (8 * k..8 * k + 8).collect::<Vec<u8>>());
+            rest = &rest[f.wire_len..];
+        }
+        assert!(rest.is_empty());
+        out.clear();
+        let i = read_req(3, mr.stag().0, mr.addr() + 16, 8);
+        assert_eq!(e.on_input(&i, &mut out), i.len());
+        assert!(e.closed().is_none() && out.is_empty());
+    }
+
+    #[test]
+    fn terminate_read_request_beyond_source_mr() {
+        let cases: [(fn(u64) -> u64, u32, TermInfo); 5] = [
+            // Starts inside, ends one byte past the end.
+            (|a| a + 57, 8, term::RDMAP_BASE_BOUNDS),
+            // Starts exactly at the end.
+            (|a| a + 64, 1, term::RDMAP_BASE_BOUNDS),
+            // Starts before the base.
+            (|a| a - 1, 8, term::RDMAP_BASE_BOUNDS),
+            // Far beyond, 4 GiB long.
+            (|a| a, u32::MAX, term::RDMAP_BASE_BOUNDS),
+            // Tagged offset wraps.
+            (|_| u64::MAX - 3, 8, term::RDMAP_TO_WRAP),
+        ];
+        for (to, size, want) in cases {
+            let (e, qp) = engine(true);
+            let mr = qp.pd.alloc(64, Access::REMOTE_READ).unwrap();
+            expect_term(e, &qp, &read_req(1, mr.stag().0, to(mr.addr()), size), want);
+        }
+        // The last byte exactly is fine.
+        let (mut e, qp) = engine(true);
+        let mr = qp.pd.alloc(64, Access::REMOTE_READ).unwrap();
+        let mut out = Vec::new();
+        e.on_input(&read_req(1, mr.stag().0, mr.addr() + 56, 8), &mut out);
+        assert!(e.closed().is_none() && out.is_empty());
     }
 
     #[test]
