@@ -1208,7 +1208,8 @@ mod tests {
 
     #[test]
     fn terminate_read_request_beyond_source_mr() {
-        let cases: [(fn(u64) -> u64, u32, TermInfo); 5] = [
+        type Case = (fn(u64) -> u64, u32, TermInfo);
+        let cases: [Case; 5] = [
             // Starts inside, ends one byte past the end.
             (|a| a + 57, 8, term::RDMAP_BASE_BOUNDS),
             // Starts exactly at the end.
