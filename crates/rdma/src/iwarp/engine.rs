@@ -1251,6 +1251,116 @@ mod tests {
         expect_term(e, &qp, &b, term::RDMAP_CANNOT_INVALIDATE);
     }
 
+    /// Mutated FPDU streams never panic the engine: it places data, or
+    /// terminates with a Terminate FPDU and closes.
+    #[test]
+    fn mutated_streams_terminate_or_pass() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n.max(1) as u64) as usize
+        };
+        for round in 0..2000 {
+            let crc = round % 2 == 0;
+            let (mut e, qp) = engine(crc);
+            post_recv(&qp, 64);
+            post_recv(&qp, 64);
+            let w = qp
+                .pd
+                .alloc(256, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                .unwrap();
+            let r = qp.pd.alloc(256, Access::REMOTE_READ).unwrap();
+            let mut stream = Vec::new();
+            let mut b = Vec::new();
+            let h = DdpHdr::Untagged {
+                last: true,
+                opcode: op::SEND,
+                inv_stag: 0,
+                qn: qn::SEND,
+                msn: 1,
+                mo: 0,
+            };
+            ddp::encode_fpdu(&mut b, &h, &[b"abc"], crc);
+            stream.extend(&b);
+            b.clear();
+            let h = DdpHdr::Tagged {
+                last: true,
+                opcode: op::WRITE,
+                stag: w.stag().0,
+                to: w.addr() + 10,
+            };
+            ddp::encode_fpdu(&mut b, &h, &[&[7u8; 40]], crc);
+            stream.extend(&b);
+            b.clear();
+            let h = DdpHdr::Untagged {
+                last: true,
+                opcode: op::READ_REQ,
+                inv_stag: 0,
+                qn: qn::READ,
+                msn: 1,
+                mo: 0,
+            };
+            let body = ReadReq {
+                sink_stag: 5,
+                sink_to: 0,
+                size: 16,
+                src_stag: r.stag().0,
+                src_to: r.addr(),
+            }
+            .encode();
+            ddp::encode_fpdu(&mut b, &h, &[&body], crc);
+            stream.extend(&b);
+            for _ in 0..1 + rnd(4) {
+                if stream.is_empty() {
+                    break;
+                }
+                let i = rnd(stream.len());
+                match rnd(3) {
+                    0 => stream[i] ^= 1 << rnd(8),
+                    1 => stream[i] = rnd(256) as u8,
+                    _ => stream.truncate(i),
+                }
+            }
+            let mut out = Vec::new();
+            let used = e.on_input(&stream, &mut out);
+            assert!(used <= stream.len());
+            e.pump_tx(&mut out, 1 << 16);
+            match e.closed() {
+                None => {}
+                Some(CloseReason::LocalTerminate(t)) => {
+                    let mut rest = &out[..];
+                    let mut last = None;
+                    while let Ok(Some(f)) = ddp::decode_fpdu(rest, crc) {
+                        last = Some(f.hdr);
+                        if let DdpHdr::Untagged {
+                            opcode: op::TERMINATE,
+                            ..
+                        } = f.hdr
+                        {
+                            assert_eq!(ddp::parse_terminate(f.payload), Some(*t));
+                        }
+                        rest = &rest[f.wire_len..];
+                    }
+                    assert!(
+                        matches!(
+                            last,
+                            Some(DdpHdr::Untagged {
+                                opcode: op::TERMINATE,
+                                ..
+                            })
+                        ),
+                        "round {round}: closed without a Terminate"
+                    );
+                }
+                Some(CloseReason::PeerTerminate(_)) => {}
+                Some(o) => panic!("round {round}: {o:?}"),
+            }
+            e.shutdown();
+        }
+    }
+
     #[test]
     fn peer_terminate_closes() {
         let (mut e, _qp) = engine(true);
