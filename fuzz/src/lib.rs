@@ -1,6 +1,7 @@
 //! Fuzz targets for the smbx decoders: every SMB2 request decoder of `smbx-wire`, the
 //! create/negotiate context chains, FSCTL payloads, SET_INFO classes, NTLMSSP and
-//! SPNEGO, and DCE/RPC pipe input. Each target takes arbitrary bytes and must never
+//! SPNEGO, DCE/RPC pipe input, and the iWARP MPA/FPDU decoders of `smbx-rdma`.
+//! Each target takes arbitrary bytes and must never
 //! panic, loop forever or allocate without bound.
 //!
 //! The same functions back the libFuzzer binaries in `fuzz_targets/` (nightly,
@@ -116,6 +117,16 @@ pub const TARGETS: &[Target] = &[
         name: "rpc_pipe",
         run: rpc_pipe,
         also_seeds: &["fsctl_input", "write"],
+    },
+    Target {
+        name: "iwarp_mpa",
+        run: iwarp_mpa,
+        also_seeds: &[],
+    },
+    Target {
+        name: "iwarp_fpdu",
+        run: iwarp_fpdu,
+        also_seeds: &[],
     },
 ];
 
@@ -352,6 +363,51 @@ pub fn rpc_pipe(data: &[u8]) {
                 if out.is_empty() && !more {
                     break;
                 }
+            }
+        }
+    }
+}
+
+/// iWARP MPA Request/Reply frames (`smbx-rdma`), both kinds, and the
+/// connection-setup logic on whatever decodes.
+pub fn iwarp_mpa(data: &[u8]) {
+    use smbx_rdma::iwarp::mpa::{self, MpaFrame, RequestInfo};
+    use smbx_rdma::iwarp::Rtr;
+    for reply in [false, true] {
+        if let Ok(Some((f, n))) = MpaFrame::decode(data, reply) {
+            assert!(n <= data.len());
+            let mut again = Vec::new();
+            f.encode(&mut again);
+            assert_eq!(again, data[..n], "re-encoded MPA frame differs");
+            let info = RequestInfo::from_frame(&f);
+            let _ = mpa::accept_request(&info, true, 8, 8, b"x");
+            for (rev, rtr) in [(1, None), (2, None), (2, Some(Rtr::Read))] {
+                let _ = mpa::read_reply(&f, rev, false, 8, rtr);
+            }
+        }
+    }
+}
+
+/// iWARP FPDU streams (`smbx-rdma`): MPA framing with and without CRC, the
+/// DDP/RDMAP headers, Read Request and Terminate bodies.
+pub fn iwarp_fpdu(data: &[u8]) {
+    use smbx_rdma::iwarp::ddp::{self, op, DdpHdr, ReadReq};
+    for crc in [true, false] {
+        let mut rest = data;
+        for _ in 0..256 {
+            match ddp::decode_fpdu(rest, crc) {
+                Ok(Some(f)) => {
+                    assert!(f.wire_len <= rest.len() && f.wire_len % 4 == 0);
+                    if let DdpHdr::Untagged { opcode, .. } = f.hdr {
+                        if opcode == op::READ_REQ {
+                            let _ = ReadReq::decode(f.payload);
+                        } else if opcode == op::TERMINATE {
+                            let _ = ddp::parse_terminate(f.payload);
+                        }
+                    }
+                    rest = &rest[f.wire_len..];
+                }
+                Ok(None) | Err(_) => break,
             }
         }
     }

@@ -1,0 +1,6 @@
+#![no_main]
+//! libFuzzer entry for the `iwarp_mpa` target (see smbx_fuzz::TARGETS).
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    (smbx_fuzz::target("iwarp_mpa").expect("target exists").run)(data);
+});
