@@ -37,6 +37,8 @@ enum Setting {
     Encrypt(EncryptSetting),
     EaSupport(bool),
     StoreDos(bool),
+    HideDotFiles(bool),
+    HideFiles(Vec<String>),
     Durable(bool),
     ReadOnly(bool),
     GuestOk(bool),
@@ -96,7 +98,6 @@ const UNSUPPORTED: &[&str] = &[
     "hosts allow",
     "hosts deny",
     "veto files",
-    "hide dot files",
     "inherit permissions",
     "inherit acls",
     "nt acl support",
@@ -111,6 +112,16 @@ const UNSUPPORTED: &[&str] = &[
     "min receivefile size",
     "server smb transports",
 ];
+
+/// A Samba name list (`hide files`, `veto files`): `/pattern/pattern/`, patterns may
+/// hold `*` and `?`.
+fn parse_name_list(v: &str) -> Vec<String> {
+    v.split('/')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
 
 /// `vfs objects` that mean something to smbx.
 const KNOWN_VFS: &[&str] = &["acl_xattr", "streams_xattr"];
@@ -218,6 +229,8 @@ fn parse_setting(
         "serversmbencrypt" | "smbencrypt" => Encrypt(parse_encrypt(v)?),
         "easupport" => EaSupport(parse_bool(v)?),
         "storedosattributes" => StoreDos(parse_bool(v)?),
+        "hidedotfiles" => HideDotFiles(parse_bool(v)?),
+        "hidefiles" => HideFiles(parse_name_list(v)),
         "durablehandles" => Durable(parse_bool(v)?),
         "readonly" => ReadOnly(parse_bool(v)?),
         "writeable" | "writable" | "writeok" => ReadOnly(!parse_bool(v)?),
@@ -310,6 +323,8 @@ fn apply_global(
         Encrypt(v) => g.server_smb_encrypt = v,
         EaSupport(v) => g.ea_support = v,
         StoreDos(v) => g.store_dos_attributes = v,
+        HideDotFiles(v) => g.hide_dot_files = v,
+        HideFiles(v) => g.hide_files = v,
         Durable(v) => g.durable_handles = v,
         ReadOnly(v) => g.read_only = v,
         GuestOk(v) => g.guest_ok = v,
@@ -339,6 +354,8 @@ fn apply_share(sh: &mut ShareConfig, s: Setting, name: &str, loc: &Loc, w: &mut 
         Encrypt(v) => sh.smb_encrypt = Some(v),
         EaSupport(v) => sh.ea_support = v,
         StoreDos(v) => sh.store_dos_attributes = v,
+        HideDotFiles(v) => sh.hide_dot_files = v,
+        HideFiles(v) => sh.hide_files = v,
         Durable(v) => sh.durable_handles = v,
         ReadOnly(v) => sh.read_only = v,
         GuestOk(v) => sh.guest_ok = v,

@@ -89,6 +89,14 @@ pub fn emit(c: &Config) -> String {
         kv(&mut o, "durable handles", fmt_bool(s.durable_handles));
         kv(&mut o, "ea support", fmt_bool(s.ea_support));
         kv(&mut o, "guest ok", fmt_bool(s.guest_ok));
+        kv(&mut o, "hide dot files", fmt_bool(s.hide_dot_files));
+        if !s.hide_files.is_empty() {
+            kv(
+                &mut o,
+                "hide files",
+                &format!("/{}/", s.hide_files.join("/")),
+            );
+        }
         kv(&mut o, "read only", fmt_bool(s.read_only));
         if let Some(e) = s.smb_encrypt {
             kv(&mut o, "server smb encrypt", fmt_encrypt(e));

@@ -142,6 +142,10 @@ pub struct Global {
     pub ea_support: bool,
     /// `store dos attributes` (also the default for shares).
     pub store_dos_attributes: bool,
+    /// `hide dot files` (also the default for shares; default no, Samba's is yes).
+    pub hide_dot_files: bool,
+    /// `hide files` (`/pattern/pattern/`; also the default for shares).
+    pub hide_files: Vec<String>,
     /// `durable handles` (also the default for shares).
     pub durable_handles: bool,
     /// `server multi channel support`.
@@ -193,6 +197,8 @@ impl Default for Global {
             smb2_max_trans: 8 << 20,
             ea_support: true,
             store_dos_attributes: true,
+            hide_dot_files: false,
+            hide_files: Vec::new(),
             durable_handles: true,
             server_multi_channel_support: true,
             smb_direct: false,
@@ -257,6 +263,10 @@ pub struct ShareConfig {
     pub ea_support: bool,
     /// `store dos attributes`.
     pub store_dos_attributes: bool,
+    /// `hide dot files`: names starting with '.' show FILE_ATTRIBUTE_HIDDEN.
+    pub hide_dot_files: bool,
+    /// `hide files`: names matching these patterns show FILE_ATTRIBUTE_HIDDEN.
+    pub hide_files: Vec<String>,
     /// `vfs objects` (recorded; only `acl_xattr` and `streams_xattr` have meaning).
     pub vfs_objects: Vec<String>,
     /// `durable handles`.
@@ -279,6 +289,8 @@ impl ShareConfig {
             case_sensitive: global.case_sensitive,
             ea_support: global.ea_support,
             store_dos_attributes: global.store_dos_attributes,
+            hide_dot_files: global.hide_dot_files,
+            hide_files: global.hide_files.clone(),
             vfs_objects: global.vfs_objects.clone(),
             durable_handles: global.durable_handles,
         }

@@ -311,3 +311,18 @@ fn global_option_in_share_warns() {
         .any(|w| w.starts_with("w:4:") && w.contains("fruit")));
     assert_eq!(c.shares[0].vfs_objects, vec!["fruit"]);
 }
+
+#[test]
+fn hide_files_and_dot_files() {
+    let c = Config::parse_str(
+        "[global]\n hide dot files = yes\n[a]\n path = /a\n hide files = /hidefile/*.tmp/ /x?y/\n[b]\n path = /b\n hide dot files = no\n",
+        "t.conf",
+    )
+    .unwrap();
+    let a = c.share("a").unwrap();
+    assert!(a.hide_dot_files);
+    assert_eq!(a.hide_files, vec!["hidefile", "*.tmp", "x?y"]);
+    let b = c.share("b").unwrap();
+    assert!(!b.hide_dot_files);
+    assert!(b.hide_files.is_empty());
+}

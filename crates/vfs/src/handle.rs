@@ -164,9 +164,12 @@ impl Handle {
 
     fn base_info(&self) -> Result<FileInfo, NtStatus> {
         let st = sys::fstat(self.fd())?;
-        Ok(self
+        let mut info = self
             .share
-            .info(&st, self.share.read_dos(self.fd(), self.opath)))
+            .info(&st, self.share.read_dos(self.fd(), self.opath));
+        self.share
+            .apply_hidden(lock(&self.path).last().map(String::as_str), &mut info);
+        Ok(info)
     }
 
     /// Metadata (for a named stream: the file's, with the stream's size).
@@ -412,7 +415,8 @@ impl Handle {
             if !matches(&name) {
                 continue;
             }
-            if let Some(info) = self.entry_info(&path, &name) {
+            if let Some(mut info) = self.entry_info(&path, &name) {
+                self.share.apply_hidden(Some(&name), &mut info);
                 rest.push(DirEntry { name, info });
             }
         }

@@ -29,6 +29,39 @@ pub(crate) struct Inner {
     pub stream_lock: Mutex<()>,
     /// Cleared when the file system refuses user xattrs for DOS metadata.
     pub dos_xattrs: AtomicBool,
+    /// `hide dot files` / `hide files` ([`Share::set_hidden_names`]).
+    pub hide: std::sync::OnceLock<HiddenNames>,
+}
+
+/// Names reported with FILE_ATTRIBUTE_HIDDEN whatever their stored attributes (Samba's
+/// `hide dot files` and `hide files`).
+#[derive(Debug, Default)]
+pub(crate) struct HiddenNames {
+    dot_files: bool,
+    patterns: Vec<String>,
+}
+
+impl Inner {
+    /// True if `name` (one component) is hidden by the share's hidden-name settings.
+    pub(crate) fn hidden_by_name(&self, name: &str) -> bool {
+        let Some(h) = self.hide.get() else {
+            return false;
+        };
+        if name == "." || name == ".." {
+            return false;
+        }
+        (h.dot_files && name.starts_with('.'))
+            || h.patterns
+                .iter()
+                .any(|p| crate::wildcard_match(p, name, self.opts.case_sensitive))
+    }
+
+    /// Adds FILE_ATTRIBUTE_HIDDEN to `info` if `name` is hidden by name.
+    pub(crate) fn apply_hidden(&self, name: Option<&str>, info: &mut FileInfo) {
+        if name.is_some_and(|n| self.hidden_by_name(n)) {
+            info.attributes = (info.attributes & !FILE_ATTRIBUTE_NORMAL) | FILE_ATTRIBUTE_HIDDEN;
+        }
+    }
 }
 
 /// A local directory served as an SMB share. Cheap to clone; `Send + Sync`.
@@ -112,6 +145,7 @@ impl Share {
                 root: fd,
                 root_path: root.to_path_buf(),
                 opts,
+                hide: std::sync::OnceLock::new(),
                 resolve,
                 stream_lock: Mutex::new(()),
                 dos_xattrs: AtomicBool::new(opts.store_dos_attributes),
@@ -513,6 +547,18 @@ impl Share {
             libc::ENOTEMPTY | libc::EEXIST => NtStatus::DIRECTORY_NOT_EMPTY,
             _ => open_err(e),
         })
+    }
+
+    /// Reports names starting with '.' (`dot_files`) or matching one of `patterns`
+    /// (wildcards `*` and `?`) with FILE_ATTRIBUTE_HIDDEN (Samba's `hide dot files` and
+    /// `hide files`); nothing is stored. Only the first call has an effect.
+    pub fn set_hidden_names(&self, dot_files: bool, patterns: Vec<String>) {
+        if dot_files || !patterns.is_empty() {
+            let _ = self.inner.hide.set(HiddenNames {
+                dot_files,
+                patterns,
+            });
+        }
     }
 
     /// Deletes the base file of the named stream `h` (or the file `h` itself): the

@@ -884,3 +884,49 @@ fn access_modes_on_readonly_files_and_shares() {
     assert!(!m.is_writable() && !m.can_write_attributes());
     assert_eq!(ro.create("ro", &wa).unwrap_err(), NtStatus::ACCESS_DENIED);
 }
+
+#[test]
+fn hidden_names_show_hidden_attribute() {
+    let (_t, _dir, s) = setup(ShareOptions::default());
+    s.set_hidden_names(true, vec!["hidefile".into(), "*.tmp".into()]);
+    let req = CreateRequest {
+        disposition: Disposition::Create,
+        want_write: true,
+        ..CreateRequest::default()
+    };
+    for (name, hidden) in [
+        ("hidefile", true),
+        ("HideFile2", false),
+        (".dot", true),
+        ("a.tmp", true),
+        ("plain", false),
+    ] {
+        let (h, _) = s.create(name, &req).unwrap();
+        assert_eq!(
+            h.stat().unwrap().attributes & FILE_ATTRIBUTE_HIDDEN != 0,
+            hidden,
+            "{name}"
+        );
+    }
+    let (root, _) = s.create("", &CreateRequest::default()).unwrap();
+    for e in root.read_dir_matching("*").unwrap() {
+        let want = matches!(e.name.as_str(), "hidefile" | ".dot" | "a.tmp");
+        assert_eq!(
+            e.info.attributes & FILE_ATTRIBUTE_HIDDEN != 0,
+            want,
+            "{}",
+            e.name
+        );
+    }
+    // Overwriting a file hidden by name needs no HIDDEN in the request.
+    let (_h, _) = s
+        .create(
+            "hidefile",
+            &CreateRequest {
+                disposition: Disposition::OverwriteIf,
+                want_write: true,
+                ..CreateRequest::default()
+            },
+        )
+        .unwrap();
+}

@@ -512,6 +512,8 @@ impl FileTable {
                 "cannot open share directory: {e:?}");
             NtStatus::BAD_NETWORK_NAME
         })?;
+        // `hide dot files` / `hide files` (smb2.dosmode).
+        s.set_hidden_names(share.config.hide_dot_files, share.config.hide_files.clone());
         m.insert(key, s.clone());
         Ok(s)
     }
