@@ -340,6 +340,12 @@ impl Share {
                 opath = o;
             }
             file.set_len(0)?;
+            // Overwrite and supersede of the default stream drop the named streams too
+            // (Windows; Samba's clear_ads).
+            {
+                let _g = inner.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
+                stream::remove_all_streams(file.as_fd())?;
+            }
             let creation = inner.creation_time(&st, inner.read_dos(file.as_fd(), opath));
             inner.write_dos(
                 &file,

@@ -188,3 +188,14 @@ pub(crate) fn set_ea(fd: BorrowedFd<'_>, name: &str, value: &[u8]) -> Result<(),
     }
     sys::fsetxattr(fd, &x, value).map_err(ea_err)
 }
+
+/// Deletes every named stream of a file (overwrite / supersede of the default stream).
+pub(crate) fn remove_all_streams(fd: BorrowedFd<'_>) -> Result<(), NtStatus> {
+    for name in list_stream_names(fd)? {
+        match remove_stream(fd, &name) {
+            Ok(()) | Err(NtStatus::OBJECT_NAME_NOT_FOUND) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -930,3 +930,34 @@ fn hidden_names_show_hidden_attribute() {
         )
         .unwrap();
 }
+
+#[test]
+fn overwrite_and_supersede_drop_named_streams() {
+    let (_t, _dir, s) = setup(ShareOptions::default());
+    let w = |d| CreateRequest {
+        disposition: d,
+        want_write: true,
+        ..CreateRequest::default()
+    };
+    for d in [
+        Disposition::Overwrite,
+        Disposition::OverwriteIf,
+        Disposition::Supersede,
+    ] {
+        let (h, _) = s.create("f:s1", &w(Disposition::OpenIf)).unwrap();
+        h.write_at(b"x", 0).unwrap();
+        drop(h);
+        let (base, _) = s.create("f", &w(Disposition::Open)).unwrap();
+        assert_eq!(base.streams().unwrap().len(), 2);
+        let (base, _) = s.create("f", &w(d)).unwrap();
+        assert_eq!(base.streams().unwrap().len(), 1, "{d:?}");
+        assert_eq!(
+            s.create("f:s1", &w(Disposition::Open)).unwrap_err(),
+            NtStatus::OBJECT_NAME_NOT_FOUND
+        );
+    }
+    // Opening (no truncation) keeps them.
+    s.create("f:s2", &w(Disposition::OpenIf)).unwrap();
+    let (base, _) = s.create("f", &w(Disposition::OpenIf)).unwrap();
+    assert_eq!(base.streams().unwrap().len(), 2);
+}
