@@ -82,9 +82,7 @@ pub async fn get(tree: &Tree, path: &str, local: Option<&Path>, io: &IoArgs) -> 
     r?;
     c?;
     out.into_inner()
-        .map_err(|e| Failure::new(format!("writing {}: {}", dest.display(), e.error())))?
-        .sync_all()
-        .ok();
+        .map_err(|e| Failure::new(format!("writing {}: {}", dest.display(), e.error())))?;
     Ok(())
 }
 
