@@ -127,6 +127,30 @@ fn scenario(server: &Server) {
         "STATUS_OBJECT_NAME_NOT_FOUND",
     );
 
+    // cat into a reader that stops early: quiet success, like cat(1).
+    let mut child = Command::new(SMBX)
+        .args(["cat", &u("renamed.bin")])
+        .env("SMBX_PASSWORD", PASSWORD)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    assert_eq!(&first[..], &data[..16]);
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // put from stdin, cat; signed, sealed and an older dialect too.
     let small = b"hello from smbx cat\n";
     let out = smbx_in(&["put", "-", &u("small.txt")], PASSWORD, small);

@@ -46,8 +46,11 @@ async fn download(f: &File, out: &mut dyn Write, io: &IoArgs, bar: &Progress) ->
             break;
         };
         let data = got?;
-        out.write_all(&data)
-            .map_err(|e| Failure::new(format!("writing: {e}")))?;
+        match out.write_all(&data) {
+            // The reader went away (`smbx cat URL | head`): stop quietly, as cat does.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(done),
+            r => r.map_err(|e| Failure::new(format!("writing: {e}")))?,
+        }
         done += data.len() as u64;
         bar.inc(data.len() as u64);
         if data.len() < want {
@@ -55,9 +58,12 @@ async fn download(f: &File, out: &mut dyn Write, io: &IoArgs, bar: &Progress) ->
             break;
         }
     }
-    out.flush()
-        .map_err(|e| Failure::new(format!("writing: {e}")))?;
-    Ok(done)
+    match out.flush() {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure::new(format!("writing: {e}")))
+        }
+        _ => Ok(done),
+    }
 }
 
 /// `get URL [LOCAL]`.
