@@ -90,6 +90,9 @@ pub fn emit(c: &Config) -> String {
         kv(&mut o, "ea support", fmt_bool(s.ea_support));
         kv(&mut o, "guest ok", fmt_bool(s.guest_ok));
         kv(&mut o, "hide dot files", fmt_bool(s.hide_dot_files));
+        if let Some(n) = &s.acl_xattr_name {
+            kv(&mut o, "acl_xattr:security_acl_name", n);
+        }
         if !s.hide_files.is_empty() {
             kv(
                 &mut o,

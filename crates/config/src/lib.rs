@@ -146,6 +146,8 @@ pub struct Global {
     pub hide_dot_files: bool,
     /// `hide files` (`/pattern/pattern/`; also the default for shares).
     pub hide_files: Vec<String>,
+    /// `acl_xattr:security_acl_name` (also the default for shares).
+    pub acl_xattr_name: Option<String>,
     /// `durable handles` (also the default for shares).
     pub durable_handles: bool,
     /// `server multi channel support`.
@@ -199,6 +201,7 @@ impl Default for Global {
             store_dos_attributes: true,
             hide_dot_files: false,
             hide_files: Vec::new(),
+            acl_xattr_name: None,
             durable_handles: true,
             server_multi_channel_support: true,
             smb_direct: false,
@@ -267,6 +270,10 @@ pub struct ShareConfig {
     pub hide_dot_files: bool,
     /// `hide files`: names matching these patterns show FILE_ATTRIBUTE_HIDDEN.
     pub hide_files: Vec<String>,
+    /// `acl_xattr:security_acl_name`: the xattr Samba's acl_xattr keeps NT ACLs in. A
+    /// `user.` name is private to the server: the EA of that name (Samba maps EA `x`
+    /// to xattr `user.x`) can be neither listed nor set.
+    pub acl_xattr_name: Option<String>,
     /// `vfs objects` (recorded; only `acl_xattr` and `streams_xattr` have meaning).
     pub vfs_objects: Vec<String>,
     /// `durable handles`.
@@ -291,6 +298,7 @@ impl ShareConfig {
             store_dos_attributes: global.store_dos_attributes,
             hide_dot_files: global.hide_dot_files,
             hide_files: global.hide_files.clone(),
+            acl_xattr_name: global.acl_xattr_name.clone(),
             vfs_objects: global.vfs_objects.clone(),
             durable_handles: global.durable_handles,
         }

@@ -325,4 +325,15 @@ fn hide_files_and_dot_files() {
     let b = c.share("b").unwrap();
     assert!(!b.hide_dot_files);
     assert!(b.hide_files.is_empty());
+    assert_eq!(a.acl_xattr_name, None);
+    let c = Config::parse_str(
+        "[global]\n acl_xattr:security_acl_name = user.hackme\n[a]\n path = /a\n",
+        "t.conf",
+    )
+    .unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(
+        c.share("a").unwrap().acl_xattr_name.as_deref(),
+        Some("user.hackme")
+    );
 }

@@ -598,12 +598,17 @@ impl Handle {
         if self.opath {
             return Err(NtStatus::ACCESS_DENIED);
         }
-        stream::get_eas(self.fd())
+        let mut eas = stream::get_eas(self.fd())?;
+        eas.retain(|e| !self.share.ea_reserved(&e.name));
+        Ok(eas)
     }
 
     /// Sets one EA; an empty value deletes it.
     pub fn set_ea(&self, name: &str, value: &[u8]) -> Result<(), NtStatus> {
         self.check_write_meta()?;
+        if self.share.ea_reserved(name) {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
         stream::set_ea(self.fd(), name, value)
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub dos_xattrs: AtomicBool,
     /// `hide dot files` / `hide files` ([`Share::set_hidden_names`]).
     pub hide: std::sync::OnceLock<HiddenNames>,
+    /// EA names private to the server ([`Share::set_reserved_ea_names`]), lower-cased.
+    pub reserved_eas: std::sync::OnceLock<Vec<String>>,
 }
 
 /// Names reported with FILE_ATTRIBUTE_HIDDEN whatever their stored attributes (Samba's
@@ -54,6 +56,13 @@ impl Inner {
             || h.patterns
                 .iter()
                 .any(|p| crate::wildcard_match(p, name, self.opts.case_sensitive))
+    }
+
+    /// True if the EA `name` is private to the server (case-insensitive).
+    pub(crate) fn ea_reserved(&self, name: &str) -> bool {
+        self.reserved_eas
+            .get()
+            .is_some_and(|r| r.iter().any(|n| n.eq_ignore_ascii_case(name)))
     }
 
     /// Adds FILE_ATTRIBUTE_HIDDEN to `info` if `name` is hidden by name.
@@ -146,6 +155,7 @@ impl Share {
                 root_path: root.to_path_buf(),
                 opts,
                 hide: std::sync::OnceLock::new(),
+                reserved_eas: std::sync::OnceLock::new(),
                 resolve,
                 stream_lock: Mutex::new(()),
                 dos_xattrs: AtomicBool::new(opts.store_dos_attributes),
@@ -564,6 +574,15 @@ impl Share {
                 dot_files,
                 patterns,
             });
+        }
+    }
+
+    /// Makes the EAs `names` private to the server (e.g. the one whose xattr holds NT
+    /// ACLs under Samba's naming): they are never listed, and setting them is
+    /// ACCESS_DENIED. Only the first call has an effect.
+    pub fn set_reserved_ea_names(&self, names: Vec<String>) {
+        if !names.is_empty() {
+            let _ = self.inner.reserved_eas.set(names);
         }
     }
 

@@ -961,3 +961,27 @@ fn overwrite_and_supersede_drop_named_streams() {
     let (base, _) = s.create("f", &w(Disposition::OpenIf)).unwrap();
     assert_eq!(base.streams().unwrap().len(), 2);
 }
+
+#[test]
+fn reserved_ea_names_are_private() {
+    let (_t, _dir, s) = setup(ShareOptions::default());
+    s.set_reserved_ea_names(vec!["hackme".into()]);
+    let (h, _) = s
+        .create(
+            "f",
+            &CreateRequest {
+                disposition: Disposition::Create,
+                want_write: true,
+                want_write_attributes: true,
+                ..CreateRequest::default()
+            },
+        )
+        .unwrap();
+    h.set_ea("void", b"testme").unwrap();
+    assert_eq!(
+        h.set_ea("HackMe", b"x").unwrap_err(),
+        NtStatus::ACCESS_DENIED
+    );
+    let names: Vec<String> = h.eas().unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, vec!["void".to_string()]);
+}

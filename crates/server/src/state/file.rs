@@ -514,6 +514,13 @@ impl FileTable {
         })?;
         // `hide dot files` / `hide files` (smb2.dosmode).
         s.set_hidden_names(share.config.hide_dot_files, share.config.hide_files.clone());
+        // The EA whose Samba xattr (`user.<name>`) holds NT ACLs is private
+        // (acl_xattr:security_acl_name; smb2.ea.acl_xattr).
+        if let Some(n) = share.config.acl_xattr_name.as_deref() {
+            if let Some(ea) = n.strip_prefix("user.").filter(|e| !e.is_empty()) {
+                s.set_reserved_ea_names(vec![ea.to_string()]);
+            }
+        }
         m.insert(key, s.clone());
         Ok(s)
     }
