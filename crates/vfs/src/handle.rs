@@ -659,7 +659,8 @@ impl Handle {
             return None;
         }
         let path = lock(&self.path).clone();
-        let info = self.entry_info(&path, name)?;
+        let mut info = self.entry_info(&path, name)?;
+        self.share.apply_hidden(Some(name), &mut info);
         Some(DirEntry {
             name: name.to_string(),
             info,

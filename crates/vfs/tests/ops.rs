@@ -918,6 +918,14 @@ fn hidden_names_show_hidden_attribute() {
             e.name
         );
     }
+    for (name, want) in [("hidefile", true), ("plain", false), (".dot", true)] {
+        let e = root.dir_entry(name).unwrap();
+        assert_eq!(
+            e.info.attributes & FILE_ATTRIBUTE_HIDDEN != 0,
+            want,
+            "{name}"
+        );
+    }
     // Overwriting a file hidden by name needs no HIDDEN in the request.
     let (_h, _) = s
         .create(
