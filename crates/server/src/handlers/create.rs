@@ -632,6 +632,32 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             Err(_) => {}
         }
     }
+    // A lease key held on another file: INVALID_PARAMETER before anything is created
+    // (state/oplock.rs; added by the oplock engineer).
+    if oplock::lease_key_in_use(&server, &requester, &oplock_req) {
+        let probe = smbx_vfs::CreateRequest {
+            disposition: Disposition::Open,
+            want_read: false,
+            want_write: false,
+            want_write_attributes: false,
+            maximum_allowed: false,
+            directory: false,
+            non_directory: false,
+            ..vreq
+        };
+        let existing = vfs
+            .create(&name, &probe)
+            .ok()
+            .and_then(|(h, _)| h.stat().ok().map(|i| key_of(&i, &h)));
+        if let Err(e) =
+            oplock::check_lease_key(&server, &requester, &oplock_req, existing.as_ref())
+        {
+            if let Some((f, id)) = pre {
+                f.remove(id);
+            }
+            return Err(e);
+        }
+    }
     let created = vfs.create(&name, &vreq);
     let (handle, action) = match created {
         Ok(x) => x,

@@ -529,6 +529,48 @@ pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, wri
     }
 }
 
+/// Whether the CREATE asks for a lease whose (ClientGuid, LeaseKey) is held on an
+/// open file (then [`check_lease_key`] must see which file is being opened).
+pub fn lease_key_in_use(server: &ServerState, new: &Requester, req: &OplockRequest) -> bool {
+    match req.lease.filter(|_| req.level == OPLOCK_LEVEL_LEASE) {
+        Some(ctx) => server
+            .leases
+            .get(new.client_guid, ctx.lease_key)
+            .is_some_and(|f| {
+                f.oplocks
+                    .lease_state(new.client_guid, ctx.lease_key)
+                    .is_some()
+            }),
+        None => false,
+    }
+}
+
+/// A lease key names one file per client: asking for a lease with a (ClientGuid,
+/// LeaseKey) that is held on another, still open file is INVALID_PARAMETER
+/// ([MS-SMB2] 3.3.5.9.8; smb2.lease.request). `file` is the existing file being
+/// opened (None: it does not exist yet).
+pub fn check_lease_key(
+    server: &ServerState,
+    new: &Requester,
+    req: &OplockRequest,
+    file: Option<&super::file::FileKey>,
+) -> Result<(), NtStatus> {
+    let Some(ctx) = req.lease.filter(|_| req.level == OPLOCK_LEVEL_LEASE) else {
+        return Ok(());
+    };
+    match server.leases.get(new.client_guid, ctx.lease_key) {
+        Some(f)
+            if Some(&f.key) != file
+                && f.oplocks
+                    .lease_state(new.client_guid, ctx.lease_key)
+                    .is_some() =>
+        {
+            Err(NtStatus::INVALID_PARAMETER)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Phase 2 of CREATE, after the open is registered as `entry_id` in `file`: the
 /// oplock level or lease state it gets.
 pub fn grant(
@@ -553,15 +595,19 @@ pub fn grant(
                 lease: None,
             };
         };
-        let want = if is_dir {
-            LEASE_NONE
-        } else {
-            valid_lease_state(ctx.lease_state)
-        };
+        if is_dir {
+            // No directory leasing: a directory gets neither a lease nor an oplock.
+            return Grant {
+                level: OPLOCK_LEVEL_NONE,
+                lease: None,
+            };
+        }
+        let want = valid_lease_state(ctx.lease_state);
         let strong_oplock = st
             .oplocks
             .iter()
             .any(|o| o.level == OPLOCK_LEVEL_BATCH || o.level == OPLOCK_LEVEL_EXCLUSIVE);
+        let st_oplocks_none = st.oplocks.is_empty();
         if let Some(l) = st
             .leases
             .iter_mut()
@@ -573,16 +619,15 @@ pub fn grant(
             if l.breaking_to.is_some() {
                 flags |= LEASE_FLAG_BREAK_IN_PROGRESS;
             } else {
+                // An upgrade happens only to a strict superset of the current state
+                // that can be held as a whole next to the other opens (W only when
+                // every open of the file belongs to this lease); otherwise the lease
+                // stays as it is (smb2.lease.upgrade, upgrade2, upgrade3).
                 let members = l.entries.len();
-                let upgrade = valid_lease_state(l.state | want);
-                let allow_w = others < members && !strong_oplock;
-                let upgrade = if allow_w {
-                    upgrade
-                } else {
-                    upgrade & !LEASE_WRITE
-                };
-                if upgrade != l.state && upgrade & l.state == l.state {
-                    l.state = upgrade;
+                let alone = others + 1 == members && st_oplocks_none;
+                let superset = want != l.state && want & l.state == l.state;
+                if superset && (want & LEASE_WRITE == 0 || alone) {
+                    l.state = want;
                     if l.version >= 2 {
                         l.epoch = l.epoch.wrapping_add(1);
                     }
@@ -602,19 +647,23 @@ pub fn grant(
                 lease: Some(resp),
             };
         }
+        // Next to other opens no W; next to oplocks (broken to LEVEL_II by now) only R
+        // (smb2.lease.oplock).
         let mut state = want;
         if others > 0 || strong_oplock {
             state &= !LEASE_WRITE;
         }
-        if strong_oplock {
-            state = LEASE_NONE;
+        if st.oplocks.iter().any(|o| o.level != OPLOCK_LEVEL_NONE) {
+            state &= LEASE_READ;
         }
         let epoch = if ctx.version >= 2 {
             ctx.epoch.wrapping_add(1)
         } else {
             0
         };
-        if state != LEASE_NONE {
+        // A lease granted NONE still exists: a later open with its key may upgrade it
+        // (smb2.lease.upgrade2).
+        {
             st.leases.push(Lease {
                 client_guid: new.client_guid,
                 key: ctx.lease_key,
@@ -650,7 +699,9 @@ pub fn grant(
                 .iter()
                 .any(|o| o.level == OPLOCK_LEVEL_BATCH || o.level == OPLOCK_LEVEL_EXCLUSIVE)
                 || st.leases.iter().any(|l| l.state & LEASE_WRITE != 0);
-            if strong {
+            // A handle-caching lease leaves no oplock to others (smb2.lease.oplock).
+            let handle_lease = st.leases.iter().any(|l| l.state & LEASE_HANDLE != 0);
+            if strong || handle_lease {
                 OPLOCK_LEVEL_NONE
             } else if others == 0 {
                 req.level
