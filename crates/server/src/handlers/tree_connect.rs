@@ -51,6 +51,17 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         .find_share(name)
         .ok_or(NtStatus::BAD_NETWORK_NAME)?;
     let user = session.user().ok_or(NtStatus::ACCESS_DENIED)?;
+    // [MS-SMB2] 3.3.5.7: with 3.1.1 a session that can sign (neither guest nor anonymous)
+    // must send TREE_CONNECT signed or encrypted. The spec says disconnect; like Samba we
+    // refuse the request, which keeps the connection usable for a correct retry.
+    if ctx.dialect() == DIALECT_311
+        && !user.guest
+        && !user.anonymous
+        && !ctx.encrypted
+        && !ctx.header.is_signed()
+    {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     let maximal_access = share_access(&share, &user)?;
 
     let dialect = ctx.dialect();
