@@ -649,8 +649,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             .create(&name, &probe)
             .ok()
             .and_then(|(h, _)| h.stat().ok().map(|i| key_of(&i, &h)));
-        if let Err(e) =
-            oplock::check_lease_key(&server, &requester, &oplock_req, existing.as_ref())
+        if let Err(e) = oplock::check_lease_key(&server, &requester, &oplock_req, existing.as_ref())
         {
             if let Some((f, id)) = pre {
                 f.remove(id);
