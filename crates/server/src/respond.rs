@@ -34,6 +34,8 @@ pub(crate) struct OutMember {
     sign: bool,
     preauth: Option<PreauthTarget>,
     completion: Option<AsyncCompletion>,
+    /// Client STag to invalidate with the message (SMB Direct).
+    invalidate: Option<u32>,
 }
 
 fn credit_charge(conn: &Connection, hdr: &Header) -> u16 {
@@ -123,6 +125,7 @@ pub(crate) fn build(
         sign,
         preauth: info.preauth_response,
         completion,
+        invalidate: resp.invalidate,
     }
 }
 
@@ -137,6 +140,7 @@ pub(crate) async fn send_chain(
     let n = out.len();
     let mut buf = Vec::with_capacity(out.iter().map(|m| m.bytes.len() + 8).sum());
     let mut completions = Vec::new();
+    let invalidate = out.iter().find_map(|m| m.invalidate);
     for (i, m) in out.iter_mut().enumerate() {
         // Every member of a compound response is padded to 8 bytes, the last one
         // included (as Windows and Samba: smb2.compound.compound-padding); a single
@@ -171,7 +175,7 @@ pub(crate) async fn send_chain(
             }
         }
     }
-    conn.send_holding(buf, permit).await;
+    conn.send_holding(buf, permit, invalidate).await;
     for c in completions {
         let conn = conn.clone();
         tokio::spawn(complete(conn, c, encrypted));
@@ -188,7 +192,10 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
         session,
         sign,
     } = c;
+    // Biased: an operation that is already complete when its cancel arrives (LOGOFF
+    // closes the opens before cancelling, handlers/logoff.rs) answers with its result.
     let result = tokio::select! {
+        biased;
         r = AssertUnwindSafe(fut).catch_unwind() => r.unwrap_or(Err(NtStatus::INTERNAL_ERROR)),
         _ = cancel => Err(NtStatus::CANCELLED),
     };
@@ -319,5 +326,29 @@ mod tests {
             assert_eq!(f.message_id, i);
         }
         assert!(!c.pending.cancel_async(999, 0));
+    }
+
+    /// An operation that completed before its cancel was seen answers with its own
+    /// result (LOGOFF closes the opens, which completes their waiters, then cancels).
+    #[tokio::test]
+    async fn ready_result_wins_over_cancel() {
+        let (c, mut rx) = conn();
+        for i in 0..8u64 {
+            let (gate_tx, gate_rx) = oneshot::channel::<()>();
+            let resp = Response::pending(async move {
+                let _ = gate_rx.await;
+                Err(NtStatus::RANGE_NOT_LOCKED)
+            });
+            let om = build(&c, &req(i), resp, &MemberInfo::default(), false);
+            send_chain(&c, vec![om], None, None).await;
+            let h = Header::decode(&rx.recv().await.unwrap().0).unwrap();
+            assert_eq!(h.status, NtStatus::PENDING);
+            tokio::task::yield_now().await;
+            gate_tx.send(()).unwrap();
+            c.pending.cancel_all(None);
+            let f = Header::decode(&rx.recv().await.unwrap().0).unwrap();
+            assert_eq!(f.status, NtStatus::RANGE_NOT_LOCKED);
+            assert_eq!(f.message_id, i);
+        }
     }
 }

@@ -4,24 +4,34 @@ use smbx_wire::simple::{decode_simple, encode_simple};
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::ServerState;
+use crate::state::{OpenKind, ServerState};
 
 /// Handles LOGOFF: tears the session down; the response is still signed with its key.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     decode_simple(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
     let sid = ctx.session()?.id;
-    ctx.conn.pending.cancel_all(Some(sid));
     ctx.conn.sessions.lock().retain(|s| *s != sid);
     // Durable opens outlive the session for their timeout (handlers/create).
     crate::state::open::preserve_durable_opens_of_session(ctx.server, sid);
+    // Closing the opens first completes what waits on them the way a CLOSE would: a
+    // blocking LOCK with RANGE_NOT_LOCKED (or granted, if the lock it waited on went
+    // first), a CHANGE_NOTIFY with NOTIFY_CLEANUP (smb2.lock.cancel-logoff,
+    // smb2.notify.logoff). Only what is still pending after that is cancelled; an
+    // async completion that is ready wins over its cancel (respond.rs).
     destroy_session(ctx.server, sid);
+    ctx.conn.pending.cancel_all(Some(sid));
     Ok(Response::ok(encode_simple()))
 }
 
-/// Removes a session with its trees and opens.
+/// Removes a session with its trees and opens; every file open is closed now (its
+/// byte-range locks released, waiters on it woken), not when its last reference drops.
 pub fn destroy_session(server: &ServerState, session_id: u64) {
     if let Some(s) = server.sessions.remove(session_id) {
         s.trees.lock().trees.clear();
     }
-    server.opens.remove_where(|o| o.session_id == session_id);
+    for open in server.opens.remove_where(|o| o.session_id == session_id) {
+        if let OpenKind::File(f) = &open.kind {
+            let _ = f.close();
+        }
+    }
 }
