@@ -20,6 +20,8 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ArgError> {
 /// The usage text for `smbx bench --help`.
 pub const USAGE: &str = "\
 usage: smbx bench [flags] TARGET...
+       smbx bench sweep -b<list> -o<list> -t<list> [flags] --out DIR TARGET...
+                 (a matrix of runs with CSV, JSON and SVG charts; smbx bench sweep --help)
   TARGET         a local file path or smb://[user[:password]@]host[:port]/share/path
                  (password from SMBX_PASSWORD when not in the URL)
   -b<size>       bytes per I/O (default 64K); sizes take K/M/G/T, or b = blocks

@@ -9,7 +9,8 @@
 //!                 report::Report ─▶ text (diskspd layout) | JSON (README schema) | XML (diskspd -Rxml)
 //! ```
 //!
-//! [`run_cli`] does all of it for the `smbx bench` subcommand.
+//! [`run_cli`] does all of it for the `smbx bench` subcommand; [`sweep`] runs a matrix of
+//! profiles and draws its charts with [`svg`] (`smbx bench sweep`).
 
 pub mod args;
 pub mod cpu;
@@ -20,6 +21,8 @@ pub mod profile;
 pub mod report;
 pub mod rng;
 pub mod stats;
+pub mod svg;
+pub mod sweep;
 pub mod target;
 
 pub use args::{parse, ArgError, USAGE};
