@@ -140,3 +140,84 @@ fn smb_target_served_by_smbx() {
     assert_eq!(data.len(), 4 << 20);
     assert!(data.iter().filter(|&&b| b == 0).count() < data.len() / 100);
 }
+
+#[test]
+fn sweep_bad_flags_exit_2() {
+    for (args, needle) in [
+        (&["sweep", "-b4K", "f"][..], "--out"),
+        (&["sweep", "-b4K,4K", "--out", "d", "f"][..], "listed twice"),
+        (
+            &["sweep", "-Rjson", "--out", "d", "f"][..],
+            "-R does not apply",
+        ),
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.contains("sweep --help"), "{args:?}: {err}");
+    }
+    let out = bench(&["sweep", "--help"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("results.csv"));
+}
+
+#[test]
+fn sweep_over_a_local_file_and_an_smb_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = serve(dir.path());
+    let smb = format!("{url}/sweep.bin");
+    let local = dir.path().join("local.bin");
+    let out_dir = dir.path().join("out");
+    let out = bench(&[
+        "sweep",
+        "-b4K,64K",
+        "-o2",
+        "-r",
+        "-d1",
+        "-W0",
+        "-c1M",
+        "--out",
+        out_dir.to_str().unwrap(),
+        local.to_str().unwrap(),
+        &smb,
+    ]);
+    assert!(
+        out.status.success(),
+        "sweep failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(out_dir.join("results.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    for r in &rows {
+        // block_size, io_count and bytes are columns 1, 7 and 10.
+        let (b, n, bytes): (u64, u64, u64) = (
+            r[1].parse().unwrap(),
+            r[7].parse().unwrap(),
+            r[10].parse().unwrap(),
+        );
+        assert!(n > 0);
+        assert_eq!(bytes, n * b);
+    }
+    assert_eq!(
+        rows.iter().filter(|r| r[0].starts_with("smb://")).count(),
+        2
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["points"].as_array().unwrap().len(), 4);
+    // The password stays out of every output.
+    let password = url.split(':').nth(2).unwrap().split('@').next().unwrap();
+    for name in ["results.csv", "results.json", "latency-vs-size_t1_o2.svg"] {
+        let text = std::fs::read_to_string(out_dir.join(name)).unwrap();
+        assert!(!text.contains(password), "password leaked into {name}");
+    }
+    // One chart: p50 and p99 for each of the two targets.
+    let svg = std::fs::read_to_string(out_dir.join("latency-vs-size_t1_o2.svg")).unwrap();
+    assert_eq!(svg.matches(r#"<g class="series""#).count(), 4);
+}
