@@ -61,6 +61,11 @@ pub trait MemoryRegion: Clone + Send + Sync + 'static {
             len,
         })
     }
+    /// Deregister and hand the buffer back, when this is the last handle and
+    /// the provider can (otherwise the handle is returned).
+    fn take_buffer(self) -> std::result::Result<Vec<u8>, Self> {
+        Err(self)
+    }
     /// Run `f` over the bytes.
     fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R;
     /// Run `f` over the bytes, mutably.

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use smbx_config::Config;
+use smbx_transport::soft::{Options as IwarpOptions, SoftDirectListener};
+use smbx_transport::{BufPool, DirectConfig};
 use tokio::net::TcpListener;
 
 use crate::state::ServerState;
@@ -14,6 +16,7 @@ use crate::state::ServerState;
 pub struct Server {
     state: Arc<ServerState>,
     listeners: Vec<TcpListener>,
+    direct: Vec<SoftDirectListener>,
 }
 
 /// The addresses to bind: each configured interface address when
@@ -41,6 +44,22 @@ pub fn bind_addresses(config: &Config) -> Vec<SocketAddr> {
     ips.iter()
         .flat_map(|ip| ports.iter().map(move |p| SocketAddr::new(*ip, *p)))
         .collect()
+}
+
+/// The SMB Direct (soft-iWARP) addresses: the TCP listening addresses with
+/// `smb direct port`, when `smb direct = yes`.
+pub fn direct_addresses(config: &Config) -> Vec<SocketAddr> {
+    if !config.global.smb_direct {
+        return Vec::new();
+    }
+    let mut out: Vec<SocketAddr> = Vec::new();
+    for a in bind_addresses(config) {
+        let d = SocketAddr::new(a.ip(), config.global.smb_direct_port);
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
 }
 
 /// Interprets an `interfaces` entry: an address, an address/prefix, or `lo`.
@@ -81,7 +100,26 @@ impl Server {
             tracing::info!(addr = %l.local_addr()?, "listening");
             listeners.push(l);
         }
-        Ok(Server { state, listeners })
+        let mut direct = Vec::new();
+        for a in direct_addresses(&state.config) {
+            let l = SoftDirectListener::bind(a, IwarpOptions::default(), DirectConfig::default())
+                .await
+                .map_err(|e| {
+                    io::Error::other(format!("cannot listen for SMB Direct on {a}: {e}"))
+                })?;
+            tracing::info!(addr = %l.local_addr(), "listening for SMB Direct (soft-iWARP)");
+            direct.push(l);
+        }
+        Ok(Server {
+            state,
+            listeners,
+            direct,
+        })
+    }
+
+    /// The bound SMB Direct addresses.
+    pub fn direct_addrs(&self) -> Vec<SocketAddr> {
+        self.direct.iter().map(|l| l.local_addr()).collect()
     }
 
     /// The bound addresses (useful with port 0).
@@ -103,6 +141,13 @@ impl Server {
         let mut tasks = Vec::new();
         for l in self.listeners {
             tasks.push(tokio::spawn(accept_loop(
+                l,
+                self.state.clone(),
+                active.clone(),
+            )));
+        }
+        for l in self.direct {
+            tasks.push(tokio::spawn(direct_accept_loop(
                 l,
                 self.state.clone(),
                 active.clone(),
@@ -144,6 +189,43 @@ async fn accept_loop(
         let active = active.clone();
         tokio::spawn(async move {
             crate::conn::serve(state, stream).await;
+            active.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Accepts SMB Direct connections: each is negotiated in its own task (a slow
+/// or silent peer holds up nobody), then served like a TCP connection.
+async fn direct_accept_loop(
+    l: SoftDirectListener,
+    state: Arc<ServerState>,
+    active: Arc<AtomicUsize>,
+) -> io::Result<()> {
+    let max = state.config.global.max_connections as usize;
+    let pool = Arc::new(BufPool::default());
+    loop {
+        let incoming = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "smb direct accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let peer = incoming.peer_addr();
+        if max > 0 && active.load(Ordering::Relaxed) >= max {
+            tracing::warn!(%peer, max, "max connections reached; refusing");
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let state = state.clone();
+        let active = active.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            match incoming.negotiate().await {
+                Ok(link) => crate::conn::serve_direct(state, link, pool).await,
+                Err(e) => tracing::debug!(%peer, error = %e, "smb direct negotiation failed"),
+            }
             active.fetch_sub(1, Ordering::Relaxed);
         });
     }

@@ -88,9 +88,11 @@ impl<'a> ReadRequest<'a> {
         })
     }
 
-    /// Encodes the 49-byte body (no channel info).
+    /// Encodes the body: 49 bytes, or the fixed part followed by the channel info
+    /// (RDMA buffer descriptors) when there is one.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(49);
+        let mut w = Writer::with_capacity(48 + self.channel_info.len().max(1));
+        let (ci_off, ci_len) = channel_info_fields(self.channel_info);
         w.u16(49)
             .u8(self.padding)
             .u8(self.flags)
@@ -101,10 +103,27 @@ impl<'a> ReadRequest<'a> {
             .u32(self.minimum_count)
             .u32(self.channel)
             .u32(self.remaining_bytes)
-            .u16(0)
-            .u16(0)
-            .u8(0);
+            .u16(ci_off)
+            .u16(ci_len);
+        if self.channel_info.is_empty() {
+            w.u8(0);
+        } else {
+            w.bytes(self.channel_info);
+        }
         w.into_vec()
+    }
+}
+
+/// ChannelInfoOffset and ChannelInfoLength for channel info placed right after the
+/// 48-byte fixed part of a READ or WRITE request (zeros when there is none).
+fn channel_info_fields(info: &[u8]) -> (u16, u16) {
+    if info.is_empty() {
+        (0, 0)
+    } else {
+        (
+            (HEADER_SIZE + 48) as u16,
+            info.len().min(u16::MAX as usize) as u16,
+        )
     }
 }
 
@@ -232,8 +251,11 @@ impl<'a> WriteRequest<'a> {
     }
 
     /// Encodes the body with `data` right after the fixed part.
+    /// Channel info (RDMA descriptors) is written after the fixed part when there is
+    /// no inline data.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(WRITE_FIXED + self.data.len().max(1));
+        let (ci_off, ci_len) = self.channel_info_fields();
         w.u16(49)
             .u16((HEADER_SIZE + WRITE_FIXED) as u16)
             .u32(self.data.len() as u32)
@@ -242,15 +264,27 @@ impl<'a> WriteRequest<'a> {
             .u64(self.file_id_volatile)
             .u32(self.channel)
             .u32(self.remaining_bytes)
-            .u16(0)
-            .u16(0)
+            .u16(ci_off)
+            .u16(ci_len)
             .u32(self.flags);
-        if self.data.is_empty() {
-            w.u8(0);
-        } else {
+        if !self.data.is_empty() {
             w.bytes(self.data);
+        } else if !self.channel_info.is_empty() {
+            w.bytes(self.channel_info);
+        } else {
+            w.u8(0);
         }
         w.into_vec()
+    }
+}
+
+impl WriteRequest<'_> {
+    fn channel_info_fields(&self) -> (u16, u16) {
+        if self.data.is_empty() {
+            channel_info_fields(self.channel_info)
+        } else {
+            (0, 0)
+        }
     }
 }
 
@@ -276,6 +310,7 @@ impl WriteRequest<'_> {
     /// Appends the body to `w` (client side), so a caller can build it after reserved
     /// headroom without another copy of the data. Same bytes as [`WriteRequest::encode`].
     pub fn encode_into(&self, w: &mut Writer) {
+        let (ci_off, ci_len) = self.channel_info_fields();
         w.u16(49)
             .u16((HEADER_SIZE + WRITE_FIXED) as u16)
             .u32(self.data.len() as u32)
@@ -284,13 +319,15 @@ impl WriteRequest<'_> {
             .u64(self.file_id_volatile)
             .u32(self.channel)
             .u32(self.remaining_bytes)
-            .u16(0)
-            .u16(0)
+            .u16(ci_off)
+            .u16(ci_len)
             .u32(self.flags);
-        if self.data.is_empty() {
-            w.u8(0);
-        } else {
+        if !self.data.is_empty() {
             w.bytes(self.data);
+        } else if !self.channel_info.is_empty() {
+            w.bytes(self.channel_info);
+        } else {
+            w.u8(0);
         }
     }
 }
@@ -366,6 +403,49 @@ mod tests {
             decode_write_response(&msg(&encode_write_response(5))).unwrap(),
             5
         );
+    }
+}
+
+#[cfg(test)]
+mod channel_info_tests {
+    use super::*;
+
+    fn msg(body: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; HEADER_SIZE];
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn rdma_read_and_write_requests_carry_descriptors() {
+        let desc = [7u8; 16];
+        let q = ReadRequest {
+            length: 1 << 20,
+            channel: CHANNEL_RDMA_V1_INVALIDATE,
+            channel_info: &desc,
+            ..Default::default()
+        };
+        let b = q.encode();
+        assert_eq!(b.len(), 48 + 16);
+        assert_eq!(&b[44..46], &112u16.to_le_bytes());
+        assert_eq!(ReadRequest::decode(&msg(&b)).unwrap(), q);
+
+        let w = WriteRequest {
+            offset: 4096,
+            channel: CHANNEL_RDMA_V1,
+            remaining_bytes: 1 << 20,
+            channel_info: &desc,
+            ..Default::default()
+        };
+        let b = w.encode();
+        let mut into = Writer::new();
+        w.encode_into(&mut into);
+        assert_eq!(into.as_slice(), &b[..]);
+        let m = msg(&b);
+        let d = WriteRequest::decode(&m).unwrap();
+        assert_eq!((d.length, d.remaining_bytes), (0, 1 << 20));
+        assert_eq!(d.channel_info, &desc);
+        assert!(d.data.is_empty());
     }
 }
 

@@ -178,6 +178,9 @@ impl MemoryRegion for SoftMr {
     fn is_valid(&self) -> bool {
         self.inner.valid.load(Ordering::Acquire)
     }
+    fn take_buffer(self) -> std::result::Result<Vec<u8>, Self> {
+        self.into_buffer()
+    }
     fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         f(&self.lock())
     }

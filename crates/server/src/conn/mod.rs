@@ -6,7 +6,7 @@ pub mod pending;
 mod serve;
 pub(crate) mod writer;
 
-pub use serve::serve;
+pub use serve::{serve, serve_direct};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -111,6 +111,21 @@ impl Drop for PassTurn<'_> {
     }
 }
 
+/// The RDMA side of a connection that arrived over SMB Direct: the link (for
+/// RDMA Read and Write of READ and WRITE payloads) and the pool their
+/// registered buffers come from.
+pub struct DirectIo {
+    /// The SMB Direct link.
+    pub link: Arc<dyn smbx_transport::DirectLink>,
+    /// I/O buffers, shared by the connections of one listener.
+    pub pool: Arc<smbx_transport::BufPool>,
+    /// Bytes that in-flight RDMA transfers of this connection may hold.
+    pub rdma_budget: tokio::sync::Semaphore,
+}
+
+/// Bytes of RDMA transfer buffers one SMB Direct connection may hold at once.
+pub const RDMA_BUDGET: usize = 64 << 20;
+
 /// A client connection.
 pub struct Connection {
     /// Connection id (server-local).
@@ -133,6 +148,8 @@ pub struct Connection {
     pub authenticated: std::sync::atomic::AtomicBool,
     /// Chains start in arrival order (see [`StartOrder`]).
     pub(crate) start_order: StartOrder,
+    /// Set when the connection runs over SMB Direct.
+    pub direct: Option<DirectIo>,
     tx: mpsc::Sender<writer::Outgoing>,
     closed: Notify,
 }
@@ -161,6 +178,7 @@ impl Connection {
             sessions: Mutex::new(Vec::new()),
             authenticated: std::sync::atomic::AtomicBool::new(false),
             start_order: StartOrder::new(),
+            direct: None,
             tx,
             closed: Notify::new(),
         }
@@ -174,13 +192,24 @@ impl Connection {
     /// Queues one complete SMB2 message (already signed or sealed) for the writer.
     /// Fails silently if the connection is gone.
     pub async fn send(&self, msg: Vec<u8>) {
-        let _ = self.tx.send((msg, None)).await;
+        let _ = self.tx.send((msg, None, None)).await;
     }
 
     /// Like [`Connection::send`], keeping `permit` (the request's share of the
-    /// in-flight budget) until the message has been written to the socket.
-    pub(crate) async fn send_holding(&self, msg: Vec<u8>, permit: Option<OwnedSemaphorePermit>) {
-        let _ = self.tx.send((msg, permit)).await;
+    /// in-flight budget) until the message has been written to the socket; over
+    /// SMB Direct, `invalidate` sends it as Send with Invalidate of that client STag.
+    pub(crate) async fn send_holding(
+        &self,
+        msg: Vec<u8>,
+        permit: Option<OwnedSemaphorePermit>,
+        invalidate: Option<u32>,
+    ) {
+        let _ = self.tx.send((msg, permit, invalidate)).await;
+    }
+
+    /// The SMB Direct side, when the connection runs over RDMA.
+    pub fn direct(&self) -> Option<&DirectIo> {
+        self.direct.as_ref()
     }
 
     /// Asks the connection to close (the read loop exits, state is torn down).

@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use smbx_transport::DirectLink;
 use smbx_wire::framing::decode_frame_header;
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::net::TcpStream;
@@ -23,24 +24,114 @@ pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
     let (tx, rx) = mpsc::channel(256);
     let id = server.next_connection_id();
     let conn = Arc::new(Connection::new(id, server.clone(), peer, local, tx));
-    server.connections.lock().insert(id, Arc::downgrade(&conn));
-    tracing::debug!(conn = id, %peer, "connection accepted");
     let writer = tokio::spawn(writer::run(wr, rx));
-    let mut rd = BufReader::with_capacity(64 * 1024, rd);
-    let why = read_loop(&conn, &mut rd).await;
-    tracing::debug!(conn = id, %peer, why, "connection closing");
-    teardown(&conn);
-    server.connections.lock().remove(&id);
-    drop(conn);
+    let mut src = TcpFrames {
+        frames: FrameReader::new(conn.max_pdu()),
+        rd: BufReader::with_capacity(64 * 1024, rd),
+    };
+    run(conn, &mut src).await;
     // The writer ends once every sender (async completions hold the connection) is gone.
     let _ = writer.await;
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(conn: &Arc<Connection>, rd: &mut R) -> &'static str {
+/// Serves one negotiated SMB Direct connection until it closes: SMB2 messages
+/// arrive whole (no Direct-TCP prefix), READ and WRITE may move their data by RDMA.
+pub async fn serve_direct(
+    server: Arc<ServerState>,
+    link: Arc<dyn DirectLink>,
+    pool: Arc<smbx_transport::BufPool>,
+) {
+    let (tx, rx) = mpsc::channel(256);
+    let id = server.next_connection_id();
+    let mut conn = Connection::new(id, server.clone(), link.peer_addr(), link.local_addr(), tx);
+    conn.direct = Some(super::DirectIo {
+        link: link.clone(),
+        pool,
+        rdma_budget: Semaphore::new(super::RDMA_BUDGET),
+    });
+    let writer = tokio::spawn(writer::run_direct(link.clone(), rx));
+    let mut src = DirectFrames {
+        link: link.clone(),
+        held: None,
+    };
+    run(Arc::new(conn), &mut src).await;
+    let _ = writer.await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), link.close()).await;
+}
+
+/// Registers, runs and tears down a connection.
+async fn run<S: FrameSource>(conn: Arc<Connection>, src: &mut S) {
+    let server = conn.server.clone();
+    let (id, peer) = (conn.id, conn.peer);
+    server.connections.lock().insert(id, Arc::downgrade(&conn));
+    tracing::debug!(conn = id, %peer, direct = conn.direct.is_some(), "connection accepted");
+    let why = read_loop(&conn, src).await;
+    tracing::debug!(conn = id, %peer, why, "connection closing");
+    teardown(&conn);
+    server.connections.lock().remove(&id);
+}
+
+/// Where a connection's requests come from: whole SMB2 messages, each holding
+/// permits for its length from the connection's in-flight budget. `next` must be
+/// cancel-safe (a timeout or a close drops it; nothing may be lost).
+trait FrameSource {
+    async fn next(
+        &mut self,
+        budget: &Arc<Semaphore>,
+    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str>;
+}
+
+/// Direct TCP: length-prefixed frames from a socket.
+struct TcpFrames<R> {
+    frames: FrameReader,
+    rd: R,
+}
+
+impl<R: AsyncRead + Unpin> FrameSource for TcpFrames<R> {
+    async fn next(
+        &mut self,
+        budget: &Arc<Semaphore>,
+    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str> {
+        self.frames.next(&mut self.rd, budget).await
+    }
+}
+
+/// SMB Direct: messages reassembled by the link (bounded by its negotiated
+/// fragmented size and receive credits).
+struct DirectFrames {
+    link: Arc<dyn DirectLink>,
+    /// A message received but still waiting for budget.
+    held: Option<Vec<u8>>,
+}
+
+impl FrameSource for DirectFrames {
+    async fn next(
+        &mut self,
+        budget: &Arc<Semaphore>,
+    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str> {
+        if self.held.is_none() {
+            let m = self.link.recv().await.map_err(|e| {
+                tracing::debug!(error = %e, "smb direct receive ended");
+                "eof"
+            })?;
+            self.held = Some(m);
+        }
+        let len = self.held.as_ref().map_or(1, |m| m.len().max(1));
+        let n = u32::try_from(len).map_err(|_| "bad frame length")?;
+        let permit = budget
+            .clone()
+            .acquire_many_owned(n)
+            .await
+            .map_err(|_| "closed")?;
+        let msg = self.held.take().ok_or("closed")?;
+        Ok((msg, permit))
+    }
+}
+
+async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'static str {
     let g = &conn.server.config.global;
     let unauth = Duration::from_secs(u64::from(g.unauthenticated_timeout_secs.max(1)));
     let dead = Duration::from_secs(u64::from(g.deadtime_secs));
-    let mut frames = FrameReader::new(conn.max_pdu());
     let budget = Arc::new(Semaphore::new(conn.inflight_budget()));
     loop {
         let authenticated = conn.authenticated.load(Ordering::Relaxed);
@@ -51,14 +142,14 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: &Arc<Connection>, rd: &mut R) -> 
         } else {
             None
         };
-        // `FrameReader::next` is cancel-safe: a timeout keeps a partial frame.
+        // `FrameSource::next` is cancel-safe: a timeout keeps a partial frame.
         let frame = tokio::select! {
             r = async {
                 match limit {
-                    Some(d) => tokio::time::timeout(d, frames.next(rd, &budget))
+                    Some(d) => tokio::time::timeout(d, src.next(&budget))
                         .await
                         .map_err(|_| "timeout")?,
-                    None => frames.next(rd, &budget).await,
+                    None => src.next(&budget).await,
                 }
             } => r,
             _ = conn.closed.notified() => Err("closed by server"),

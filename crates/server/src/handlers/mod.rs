@@ -28,6 +28,7 @@ pub mod oplock_break;
 pub mod pipe;
 pub mod query_directory;
 pub mod query_info;
+pub mod rdma;
 pub mod read;
 pub mod session_setup;
 pub mod set_info;
@@ -76,6 +77,9 @@ pub struct Response {
     /// The response body (after the header).
     pub body: Vec<u8>,
     pub(crate) pending: Option<PendingFuture>,
+    /// Over SMB Direct: send the response as Send with Invalidate of this client
+    /// STag (READ/WRITE with the RDMA_V1_INVALIDATE channel).
+    pub(crate) invalidate: Option<u32>,
 }
 
 impl Response {
@@ -85,6 +89,7 @@ impl Response {
             status: NtStatus::SUCCESS,
             body,
             pending: None,
+            invalidate: None,
         }
     }
 
@@ -94,6 +99,7 @@ impl Response {
             status,
             body,
             pending: None,
+            invalidate: None,
         }
     }
 
@@ -103,6 +109,7 @@ impl Response {
             status,
             body: err.encode(),
             pending: None,
+            invalidate: None,
         }
     }
 
@@ -114,6 +121,7 @@ impl Response {
             status: NtStatus::PENDING,
             body: Vec::new(),
             pending: Some(Box::pin(fut)),
+            invalidate: None,
         }
     }
 

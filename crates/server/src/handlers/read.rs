@@ -2,7 +2,7 @@
 //! pipe reads from the in-process RPC endpoint.
 
 use smbx_wire::negotiate::DIALECT_202;
-use smbx_wire::rw::{put_read_response_header, ReadRequest, CHANNEL_NONE};
+use smbx_wire::rw::{put_read_response_header, ReadRequest};
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
@@ -67,9 +67,15 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     ctx.check_credit_charge(r.length as usize)?;
-    if r.channel != CHANNEL_NONE {
-        // No RDMA transport here.
-        return Err(NtStatus::INVALID_PARAMETER);
+    let channel = super::rdma::decode(ctx, r.channel, r.channel_info, r.length)?;
+    if channel.is_none() {
+        if let Some(d) = ctx.conn.direct() {
+            // Inline over SMB Direct: the response must fit one reassembled message.
+            let max = d.link.params().max_fragmented_send_size as usize;
+            if r.length as usize + 256 > max {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+        }
     }
     let open = ctx.lookup_open(FileId {
         persistent: r.file_id_persistent,
@@ -77,6 +83,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     })?;
     let len = r.length as usize;
     match &open.kind {
+        OpenKind::Pipe(_) if channel.is_some() => Err(NtStatus::INVALID_PARAMETER),
         OpenKind::Pipe(p) => {
             let (data, more) = p.pipe.lock().read(len);
             if data.is_empty() && len > 0 {
@@ -109,6 +116,28 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             let handle = f.handle.clone();
             let min = r.minimum_count as usize;
             let offset = r.offset;
+            if let Some(ch) = channel {
+                // Read into a pooled buffer, RDMA-Write it into the client's buffers.
+                let _budget = ch.reserve(len).await?;
+                let mut buf = ch.io().pool.take(len);
+                let (buf, n) = run_blocking(len >= BLOCKING_THRESHOLD, move || {
+                    let n = handle.read_at(&mut buf[..len], offset)?;
+                    if (n == 0 && len > 0) || n < min {
+                        return Err(NtStatus::END_OF_FILE);
+                    }
+                    Ok((buf, n))
+                })
+                .await?;
+                let buf = ch.push(buf, n).await?;
+                ch.io().pool.put(buf);
+                f.position
+                    .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
+                let mut h = [0u8; 16];
+                put_read_response_header(&mut h, 0, n as u32);
+                let mut resp = Response::ok(h.to_vec());
+                resp.invalidate = ch.invalidate;
+                return Ok(resp);
+            }
             let body = run_blocking(len >= BLOCKING_THRESHOLD, move || {
                 let mut body = vec![0u8; 16 + len];
                 let n = handle.read_at(&mut body[16..], offset)?;

@@ -39,11 +39,20 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
 /// Handles WRITE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let w = WriteRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    if w.length > max_write(ctx) {
+    // Over an RDMA channel the data stays in the client's buffers: Length is 0 and
+    // RemainingBytes says how much to RDMA-Read ([MS-SMB2] 2.2.21).
+    let rdma_len = if w.channel == CHANNEL_NONE || !w.data.is_empty() {
+        0
+    } else {
+        w.remaining_bytes
+    };
+    let length = w.length.max(rdma_len);
+    if length > max_write(ctx) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    ctx.check_credit_charge(w.length as usize)?;
-    if w.channel != CHANNEL_NONE {
+    ctx.check_credit_charge(length as usize)?;
+    let channel = super::rdma::decode(ctx, w.channel, w.channel_info, rdma_len)?;
+    if channel.is_some() && !w.data.is_empty() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let open = ctx.lookup_open(FileId {
@@ -51,6 +60,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         volatile: w.file_id_volatile,
     })?;
     match &open.kind {
+        OpenKind::Pipe(_) if channel.is_some() => Err(NtStatus::INVALID_PARAMETER),
         OpenKind::Pipe(p) => {
             let n = p
                 .pipe
@@ -71,17 +81,27 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if offset > i64::MAX as u64 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            if w.data.is_empty() {
+            let data_len = w.data.len().max(rdma_len as usize);
+            if data_len == 0 {
                 return Ok(Response::ok(encode_write_response(0)));
             }
-            match offset.checked_add(w.data.len() as u64) {
+            match offset.checked_add(data_len as u64) {
                 Some(end) if end <= MAX_FILE_SIZE => {}
                 _ => return Err(NtStatus::INVALID_PARAMETER),
             }
-            check_lock_conflict(&open, offset, w.data.len() as u64, true)?;
+            check_lock_conflict(&open, offset, data_len as u64, true)?;
             if offset >= SPACE_CHECK_OFFSET {
-                check_space(f, offset + w.data.len() as u64)?;
+                check_space(f, offset + data_len as u64)?;
             }
+            // RDMA: pull the data from the client's buffers into a pooled buffer.
+            let budget = match &channel {
+                Some(ch) => Some(ch.reserve(data_len).await?),
+                None => None,
+            };
+            let pulled = match &channel {
+                Some(ch) => Some(ch.pull(data_len).await?),
+                None => None,
+            };
             // A write breaks LEVEL_II oplocks / read leases of other opens to NONE
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited.
             crate::state::oplock::break_level2(ctx.server, &f.file, f.entry_id).await;
@@ -94,7 +114,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                     f.handle.stat().ok().map(|i| i.last_write_time)
                 });
             let handle = &f.handle;
-            let data = w.data;
+            let data = match &pulled {
+                Some(b) => &b[..data_len],
+                None => w.data,
+            };
             let work = || -> Result<usize, NtStatus> {
                 let n = handle.write_at(data, offset)?;
                 if through && handle.stream_name().is_none() {
@@ -113,7 +136,15 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             } else {
                 work()?
             };
-            Ok(Response::ok(encode_write_response(n as u32)))
+            drop(budget);
+            let mut resp = Response::ok(encode_write_response(n as u32));
+            if let Some(ch) = channel {
+                if let Some(b) = pulled {
+                    ch.io().pool.put(b);
+                }
+                resp.invalidate = ch.invalidate;
+            }
+            Ok(resp)
         }
     }
 }

@@ -1,0 +1,115 @@
+//! The RDMA channels of READ and WRITE over SMB Direct ([MS-SMB2] 3.3.5.12,
+//! 3.3.5.13; [MS-SMBD] 3.1.4.5): the channel info is a list of Buffer Descriptor V1
+//! naming the client's registered buffers; the server RDMA-Writes READ data into
+//! them and RDMA-Reads WRITE data from them, and with RDMA_V1_INVALIDATE answers
+//! with Send with Invalidate of the first descriptor's token.
+
+use smbx_transport::{Access, BufferDescriptorV1};
+use smbx_wire::negotiate::DIALECT_302;
+use smbx_wire::rw::{CHANNEL_NONE, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
+use smbx_wire::NtStatus;
+
+use std::sync::Arc;
+
+use super::Ctx;
+use crate::conn::{Connection, DirectIo};
+
+/// A decoded, checked RDMA channel of one request.
+pub struct Channel {
+    /// The connection (it runs over SMB Direct).
+    conn: Arc<Connection>,
+    /// The client's buffers, in order.
+    pub descriptors: Vec<BufferDescriptorV1>,
+    /// The client STag to invalidate with the response (RDMA_V1_INVALIDATE).
+    pub invalidate: Option<u32>,
+}
+
+/// Decodes a request's Channel and channel info: `None` for SMB2_CHANNEL_NONE;
+/// INVALID_PARAMETER for an RDMA channel off SMB Direct, RDMA_V1_INVALIDATE
+/// before 3.0.2, the RDMA transform (not offered), an unknown channel, or
+/// descriptors that cannot hold `len` bytes.
+pub fn decode(
+    ctx: &Ctx<'_>,
+    channel: u32,
+    info: &[u8],
+    len: u32,
+) -> Result<Option<Channel>, NtStatus> {
+    match channel {
+        CHANNEL_NONE => return Ok(None),
+        CHANNEL_RDMA_V1 => {}
+        CHANNEL_RDMA_V1_INVALIDATE if ctx.dialect() >= DIALECT_302 => {}
+        _ => return Err(NtStatus::INVALID_PARAMETER),
+    }
+    let io = ctx.conn.direct().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let descriptors =
+        BufferDescriptorV1::decode_list(info).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    if BufferDescriptorV1::total_length(&descriptors) < u64::from(len)
+        || len > io.link.params().max_read_write_size
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let invalidate = (channel == CHANNEL_RDMA_V1_INVALIDATE).then(|| descriptors[0].token);
+    Ok(Some(Channel {
+        conn: ctx.conn.clone(),
+        descriptors,
+        invalidate,
+    }))
+}
+
+impl Channel {
+    /// The connection's SMB Direct side.
+    pub fn io(&self) -> &DirectIo {
+        self.conn
+            .direct()
+            .expect("decode checked the connection runs over SMB Direct")
+    }
+
+    /// Holds `len` bytes of the connection's RDMA buffer budget (bounds the memory
+    /// that in-flight RDMA transfers of one connection can pin).
+    pub async fn reserve(&self, len: usize) -> Result<tokio::sync::SemaphorePermit<'_>, NtStatus> {
+        let n = u32::try_from(len.max(1)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+        self.io()
+            .rdma_budget
+            .acquire_many(n)
+            .await
+            .map_err(|_| NtStatus::CONNECTION_DISCONNECTED)
+    }
+
+    /// RDMA-Writes `data[..len]` into the client's buffers; returns the buffer.
+    pub async fn push(&self, data: Vec<u8>, len: usize) -> Result<Vec<u8>, NtStatus> {
+        let reg = self
+            .io()
+            .link
+            .register(data, Access::LOCAL_READ)
+            .map_err(fail)?;
+        self.io()
+            .link
+            .rdma_write(&*reg, len as u64, &self.descriptors)
+            .await
+            .map_err(fail)?;
+        Ok(reg.into_vec())
+    }
+
+    /// RDMA-Reads `len` bytes of the client's buffers into a pooled buffer.
+    pub async fn pull(&self, len: usize) -> Result<Vec<u8>, NtStatus> {
+        let buf = self.io().pool.take(len);
+        let reg = self
+            .io()
+            .link
+            .register(buf, Access::LOCAL_WRITE)
+            .map_err(fail)?;
+        self.io()
+            .link
+            .rdma_read(&*reg, len as u64, &self.descriptors)
+            .await
+            .map_err(fail)?;
+        Ok(reg.into_vec())
+    }
+}
+
+/// A failed RDMA transfer: the provider terminates the connection on protocol
+/// errors; the request itself fails.
+fn fail(e: smbx_transport::DirectError) -> NtStatus {
+    tracing::debug!(error = %e, "rdma transfer failed");
+    NtStatus::INVALID_PARAMETER
+}

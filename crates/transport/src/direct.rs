@@ -1,0 +1,217 @@
+//! [`DirectLink`]: an SMB Direct connection as the server and the client use
+//! it, and [`Link`], its implementation over any RDMA provider.
+
+use std::any::Any;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+
+use smbx_direct::{BufferDescriptorV1, DirectError, NegotiatedParams, SmbDirectConnection};
+use smbx_rdma::{Access, MemoryRegion, ProtectionDomain, Provider, QueuePair};
+
+/// A boxed, sendable future (the trait is object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A buffer registered with the link's protection domain.
+pub trait RegisteredBuf: Send + Sync + 'static {
+    /// Its length.
+    fn len(&self) -> usize;
+    /// Whether it is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// A Buffer Descriptor V1 for `len` bytes at `offset`, for the peer.
+    fn descriptor(&self, offset: u64, len: u32) -> Option<BufferDescriptorV1>;
+    /// Runs `f` over the bytes (do not use while a transfer targets them).
+    fn with(&self, f: &mut dyn FnMut(&[u8]));
+    /// Runs `f` over the bytes, mutably.
+    fn with_mut(&self, f: &mut dyn FnMut(&mut [u8]));
+    /// Deregisters and returns the bytes (copied only if the provider cannot
+    /// hand its buffer back).
+    fn into_vec(self: Box<Self>) -> Vec<u8>;
+    /// For the link's downcast to its provider's region type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// One SMB Direct connection: whole SMB2 messages, registration, RDMA.
+pub trait DirectLink: Send + Sync + 'static {
+    /// Sends one SMB2 message (fragmented as needed); with `invalidate`, the
+    /// first fragment goes as Send with Invalidate of that peer STag.
+    fn send<'a>(
+        &'a self,
+        msg: &'a [u8],
+        invalidate: Option<u32>,
+    ) -> BoxFuture<'a, Result<(), DirectError>>;
+    /// The next whole SMB2 message. Cancel-safe: a dropped call loses nothing.
+    fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>>;
+    /// What negotiation settled on.
+    fn params(&self) -> NegotiatedParams;
+    /// Local transport address.
+    fn local_addr(&self) -> SocketAddr;
+    /// Peer transport address.
+    fn peer_addr(&self) -> SocketAddr;
+    /// Registers `buf` with `access` in this link's protection domain.
+    fn register(&self, buf: Vec<u8>, access: Access)
+        -> Result<Box<dyn RegisteredBuf>, DirectError>;
+    /// RDMA Writes the first `len` bytes of `local` into the peer's buffers
+    /// (in descriptor order): the server's side of an SMB2 READ.
+    fn rdma_write<'a>(
+        &'a self,
+        local: &'a dyn RegisteredBuf,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>>;
+    /// RDMA Reads `len` bytes of the peer's buffers into `local`: the
+    /// server's side of an SMB2 WRITE.
+    fn rdma_read<'a>(
+        &'a self,
+        local: &'a dyn RegisteredBuf,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>>;
+    /// Closes the connection (waits until it is down).
+    fn close(&self) -> BoxFuture<'_, ()>;
+    /// True once the connection is over.
+    fn is_closed(&self) -> bool;
+}
+
+/// A region of provider `M`, as a [`RegisteredBuf`].
+struct MrBuf<M: MemoryRegion> {
+    mr: M,
+}
+
+impl<M: MemoryRegion> RegisteredBuf for MrBuf<M> {
+    fn len(&self) -> usize {
+        self.mr.len()
+    }
+    fn descriptor(&self, offset: u64, len: u32) -> Option<BufferDescriptorV1> {
+        self.mr.remote(offset, len).map(|r| BufferDescriptorV1 {
+            offset: r.to,
+            token: r.stag.0,
+            length: r.len,
+        })
+    }
+    fn with(&self, f: &mut dyn FnMut(&[u8])) {
+        self.mr.with(|b| f(b))
+    }
+    fn with_mut(&self, f: &mut dyn FnMut(&mut [u8])) {
+        self.mr.with_mut(|b| f(b))
+    }
+    fn into_vec(self: Box<Self>) -> Vec<u8> {
+        match self.mr.take_buffer() {
+            Ok(v) => v,
+            Err(mr) => mr.with(|b| b.to_vec()),
+        }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// [`DirectLink`] over provider `P`.
+pub struct Link<P: Provider> {
+    conn: SmbDirectConnection<P::Qp>,
+    pd: P::Pd,
+    local: SocketAddr,
+    peer: SocketAddr,
+}
+
+impl<P: Provider> Link<P> {
+    /// Wraps a negotiated connection whose queue pair lives in `pd`.
+    pub fn new(conn: SmbDirectConnection<P::Qp>, pd: P::Pd) -> Self {
+        let local = conn.qp().local_addr();
+        let peer = conn.qp().peer_addr();
+        Link {
+            conn,
+            pd,
+            local,
+            peer,
+        }
+    }
+
+    /// The underlying connection (counters, invalidated STags).
+    pub fn connection(&self) -> &SmbDirectConnection<P::Qp> {
+        &self.conn
+    }
+
+    fn mr<'a>(&self, b: &'a dyn RegisteredBuf) -> Result<&'a P::Mr, DirectError> {
+        b.as_any()
+            .downcast_ref::<MrBuf<P::Mr>>()
+            .map(|m| &m.mr)
+            .ok_or(DirectError::InvalidTransfer(
+                "buffer registered with another provider",
+            ))
+    }
+}
+
+impl<P: Provider> DirectLink for Link<P> {
+    fn send<'a>(
+        &'a self,
+        msg: &'a [u8],
+        invalidate: Option<u32>,
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        Box::pin(async move {
+            match invalidate {
+                Some(t) => self.conn.send_message_with_invalidate(msg, t).await,
+                None => self.conn.send_message(msg).await,
+            }
+        })
+    }
+
+    fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>> {
+        Box::pin(self.conn.recv_message())
+    }
+
+    fn params(&self) -> NegotiatedParams {
+        self.conn.params()
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn register(
+        &self,
+        buf: Vec<u8>,
+        access: Access,
+    ) -> Result<Box<dyn RegisteredBuf>, DirectError> {
+        let mr = self.pd.register(buf, access)?;
+        Ok(Box::new(MrBuf::<P::Mr> { mr }))
+    }
+
+    fn rdma_write<'a>(
+        &'a self,
+        local: &'a dyn RegisteredBuf,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        Box::pin(async move {
+            let mr = self.mr(local)?;
+            self.conn.rdma_write(mr, 0, len, remote).await
+        })
+    }
+
+    fn rdma_read<'a>(
+        &'a self,
+        local: &'a dyn RegisteredBuf,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        Box::pin(async move {
+            let mr = self.mr(local)?;
+            self.conn.rdma_read(mr, 0, len, remote).await
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.conn.close())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+}

@@ -1,0 +1,22 @@
+//! SMB message transports for the server and the client.
+//!
+//! Direct TCP (a 4-byte length prefix per message) lives with the
+//! connection code of each side; this crate holds SMB Direct as one
+//! object-safe interface, [`DirectLink`]: whole SMB2 messages in and out
+//! (optionally sent with remote invalidation), memory registration, and the
+//! RDMA Write and RDMA Read that carry READ and WRITE payloads. It is
+//! implemented once, generically, over any `smbx_rdma` provider
+//! ([`direct::Link`]), so the server and the client never name a provider's
+//! types; [`soft`] binds it to the soft-iWARP provider (listen and connect).
+
+pub mod direct;
+pub mod pool;
+pub mod soft;
+
+pub use direct::{DirectLink, Link, RegisteredBuf};
+pub use pool::BufPool;
+pub use smbx_direct::{BufferDescriptorV1, Config as DirectConfig, DirectError, NegotiatedParams};
+pub use smbx_rdma::Access;
+
+/// The default SMB Direct port for iWARP ([MS-SMBD] 2.1).
+pub const SMB_DIRECT_PORT: u16 = 5445;

@@ -1,0 +1,94 @@
+//! A small pool of I/O buffers, so steady-state READ and WRITE over RDMA
+//! allocate (and zero) nothing per operation.
+
+use std::sync::Mutex;
+
+/// Smallest size class.
+const MIN_CLASS: usize = 64 * 1024;
+/// Size classes: 64 KiB, 128 KiB, … 16 MiB.
+const CLASSES: usize = 9;
+
+/// Buffers in power-of-two size classes, a bounded number kept per class.
+#[derive(Debug)]
+pub struct BufPool {
+    classes: Mutex<Vec<Vec<Vec<u8>>>>,
+    per_class: usize,
+}
+
+impl BufPool {
+    /// A pool keeping at most `per_class` idle buffers of each size.
+    pub fn new(per_class: usize) -> Self {
+        BufPool {
+            classes: Mutex::new(vec![Vec::new(); CLASSES]),
+            per_class,
+        }
+    }
+
+    fn class_of(len: usize) -> Option<(usize, usize)> {
+        let size = len.max(MIN_CLASS).checked_next_power_of_two()?;
+        let idx = (size / MIN_CLASS).trailing_zeros() as usize;
+        (idx < CLASSES).then_some((idx, size))
+    }
+
+    /// A buffer of at least `len` bytes (its length is its size class; the
+    /// bytes are whatever the last user left).
+    pub fn take(&self, len: usize) -> Vec<u8> {
+        match Self::class_of(len) {
+            Some((idx, size)) => {
+                let got = self.lock()[idx].pop();
+                got.filter(|v| v.len() == size)
+                    .unwrap_or_else(|| vec![0; size])
+            }
+            None => vec![0; len],
+        }
+    }
+
+    /// Returns a buffer taken from this pool.
+    pub fn put(&self, buf: Vec<u8>) {
+        if let Some((idx, size)) = Self::class_of(buf.len()) {
+            if size == buf.len() {
+                let mut g = self.lock();
+                if g[idx].len() < self.per_class {
+                    g[idx].push(buf);
+                }
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<Vec<u8>>>> {
+        self.classes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Default for BufPool {
+    fn default() -> Self {
+        BufPool::new(8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_reuse() {
+        let p = BufPool::new(1);
+        let a = p.take(1);
+        assert_eq!(a.len(), 64 * 1024);
+        let b = p.take(64 * 1024 + 1);
+        assert_eq!(b.len(), 128 * 1024);
+        let ptr = b.as_ptr();
+        p.put(b);
+        let c = p.take(100 * 1024);
+        assert_eq!(c.as_ptr(), ptr, "reused");
+        // Beyond the largest class: exact size, not pooled.
+        let big = p.take(20 << 20);
+        assert_eq!(big.len(), 20 << 20);
+        p.put(big);
+        // Odd lengths are not pooled; the per-class bound holds.
+        p.put(vec![0; 1000]);
+        p.put(vec![0; 64 * 1024]);
+        p.put(vec![0; 64 * 1024]);
+        assert_eq!(p.lock()[0].len(), 1);
+    }
+}

@@ -1,0 +1,88 @@
+//! SMB Direct over the soft-iWARP provider: listening and connecting.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use smbx_direct::adapter::qp_caps;
+use smbx_direct::{Config, DirectError, SmbDirectConnection};
+use smbx_rdma::iwarp::{IwarpOptions, SoftConnectRequest, SoftIwarp, SoftListener, SoftPd};
+use smbx_rdma::{ConnectRequest, Listener, Provider};
+
+use crate::direct::{DirectLink, Link};
+
+/// A listening soft-iWARP endpoint for SMB Direct.
+pub struct SoftDirectListener {
+    listener: SoftListener,
+    pd: SoftPd,
+    config: Config,
+}
+
+/// A connection request whose MPA exchange is done; [`Incoming::negotiate`]
+/// accepts it and runs the SMB Direct negotiation (do that off the accept loop).
+pub struct Incoming {
+    request: SoftConnectRequest,
+    pd: SoftPd,
+    config: Config,
+}
+
+impl SoftDirectListener {
+    /// Listens on `addr` with the provider options `opts` and SMB Direct
+    /// parameters `config`.
+    pub async fn bind(
+        addr: SocketAddr,
+        opts: IwarpOptions,
+        config: Config,
+    ) -> Result<Self, DirectError> {
+        config.validate()?;
+        let provider = SoftIwarp::new(opts);
+        let pd = provider.alloc_pd()?;
+        let listener = provider.listen(&pd, addr, qp_caps(&config)).await?;
+        Ok(SoftDirectListener {
+            listener,
+            pd,
+            config,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr()
+    }
+
+    /// The next connection request.
+    pub async fn accept(&self) -> Result<Incoming, DirectError> {
+        let request = self.listener.accept().await?;
+        Ok(Incoming {
+            request,
+            pd: self.pd.clone(),
+            config: self.config.clone(),
+        })
+    }
+}
+
+impl Incoming {
+    /// The initiator's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.request.peer_addr()
+    }
+
+    /// Accepts and negotiates (bounded by the negotiate timeout).
+    pub async fn negotiate(self) -> Result<Arc<dyn DirectLink>, DirectError> {
+        let conn = SmbDirectConnection::accept(self.request, &self.pd, self.config).await?;
+        Ok(Arc::new(Link::<SoftIwarp>::new(conn, self.pd)))
+    }
+}
+
+/// Connects to an SMB Direct server over soft-iWARP and negotiates.
+pub async fn connect(
+    addr: SocketAddr,
+    opts: IwarpOptions,
+    config: Config,
+) -> Result<Arc<dyn DirectLink>, DirectError> {
+    let provider = SoftIwarp::new(opts);
+    let pd = provider.alloc_pd()?;
+    let conn = SmbDirectConnection::connect(&provider, &pd, addr, config).await?;
+    Ok(Arc::new(Link::<SoftIwarp>::new(conn, pd)))
+}
+
+pub use smbx_rdma::iwarp::IwarpOptions as Options;
