@@ -28,10 +28,9 @@ use tokio::sync::mpsc;
 
 use crate::conn::{Connection, Event, Request, Response, Route};
 use crate::error::{Error, Result};
-use crate::options::{ClientOptions, Encryption, Signing};
+use crate::options::{ClientOptions, Encryption, Signing, Transport};
 use crate::protect::{signing_algorithm, SessionSecurity};
 use crate::tree::Tree;
-use crate::url::DEFAULT_PORT;
 
 /// What the client's NEGOTIATE request offered.
 #[derive(Debug, Clone)]
@@ -98,7 +97,7 @@ impl std::fmt::Debug for Client {
     }
 }
 
-fn split_host(addr: &str) -> (String, String) {
+fn split_host(addr: &str, default_port: u16) -> (String, String) {
     // "[v6]:port", "[v6]", "host:port", "host", bare IPv6.
     if let Some(rest) = addr.strip_prefix('[') {
         if let Some(end) = rest.find(']') {
@@ -106,7 +105,7 @@ fn split_host(addr: &str) -> (String, String) {
             let target = if rest[end + 1..].starts_with(':') {
                 addr.to_string()
             } else {
-                format!("[{host}]:{DEFAULT_PORT}")
+                format!("[{host}]:{default_port}")
             };
             return (host, target);
         }
@@ -116,18 +115,39 @@ fn split_host(addr: &str) -> (String, String) {
             (h.to_string(), addr.to_string())
         }
         _ if addr.matches(':').count() > 1 => {
-            (addr.to_string(), format!("[{addr}]:{DEFAULT_PORT}"))
+            (addr.to_string(), format!("[{addr}]:{default_port}"))
         }
-        _ => (addr.to_string(), format!("{addr}:{DEFAULT_PORT}")),
+        _ => (addr.to_string(), format!("{addr}:{default_port}")),
     }
 }
 
 impl Client {
     /// Connects to `addr` ("host", "host:port", "[v6]:port") and negotiates.
+    /// With [`Transport::Rdma`] in `options` the connection is SMB Direct over
+    /// soft-iWARP (default port 5445).
     pub async fn connect(addr: &str, options: ClientOptions) -> Result<Client> {
-        let (host, target) = split_host(addr);
-        let stream = TcpStream::connect(&target).await?;
-        Client::from_stream(stream, &host, options).await
+        let (host, target) = split_host(addr, options.transport.default_port());
+        match options.transport {
+            Transport::Tcp => {
+                let stream = TcpStream::connect(&target).await?;
+                Client::from_stream(stream, &host, options).await
+            }
+            Transport::Rdma => {
+                let sa = tokio::net::lookup_host(&target)
+                    .await?
+                    .next()
+                    .ok_or_else(|| Error::InvalidArgument(format!("cannot resolve {target}")))?;
+                let link = smbx_transport::soft::connect(
+                    sa,
+                    smbx_transport::soft::Options::default(),
+                    smbx_transport::DirectConfig::default(),
+                )
+                .await
+                .map_err(|e| Error::Disconnected(format!("smb direct connect to {sa}: {e}")))?;
+                let conn = Connection::start_direct(link, options.max_credits, options.timeout);
+                Client::start(conn, &host, options).await
+            }
+        }
     }
 
     /// Negotiates over an already connected socket; `host` names the server in
@@ -137,10 +157,14 @@ impl Client {
         host: &str,
         options: ClientOptions,
     ) -> Result<Client> {
+        let conn = Connection::start(stream, options.max_credits, options.timeout);
+        Client::start(conn, host, options).await
+    }
+
+    async fn start(conn: Connection, host: &str, options: ClientOptions) -> Result<Client> {
         if options.dialects.is_empty() {
             return Err(Error::InvalidArgument("no dialects to offer".into()));
         }
-        let conn = Connection::start(stream, options.max_credits, options.timeout);
         let (negotiated, offered) = negotiate(&conn, &options, host).await?;
         conn.set_negotiated(
             negotiated.dialect,
@@ -683,13 +707,17 @@ mod tests {
 
     #[test]
     fn host_splitting() {
-        assert_eq!(split_host("h"), ("h".into(), "h:445".into()));
-        assert_eq!(split_host("h:1445"), ("h".into(), "h:1445".into()));
-        assert_eq!(split_host("[::1]:99"), ("::1".into(), "[::1]:99".into()));
-        assert_eq!(split_host("[::1]"), ("::1".into(), "[::1]:445".into()));
+        assert_eq!(split_host("h", 445), ("h".into(), "h:445".into()));
+        assert_eq!(split_host("h:1445", 445), ("h".into(), "h:1445".into()));
         assert_eq!(
-            split_host("fe80::1"),
+            split_host("[::1]:99", 445),
+            ("::1".into(), "[::1]:99".into())
+        );
+        assert_eq!(split_host("[::1]", 445), ("::1".into(), "[::1]:445".into()));
+        assert_eq!(
+            split_host("fe80::1", 445),
             ("fe80::1".into(), "[fe80::1]:445".into())
         );
+        assert_eq!(split_host("h", 5445), ("h".into(), "h:5445".into()));
     }
 }

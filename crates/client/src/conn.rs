@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
+use smbx_transport::DirectLink;
 use smbx_wire::framing::{decode_frame_header, encode_frame_header, MAX_FRAME_LEN};
 use smbx_wire::header::{
     FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID,
@@ -190,6 +191,7 @@ pub struct Connection {
     events: Mutex<Option<mpsc::Receiver<Event>>>,
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
+    direct: Option<Arc<dyn DirectLink>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -218,6 +220,47 @@ impl Connection {
     ) -> Connection {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
+        let (shared, events_rx) = Self::shared(max_credits);
+        let (wtx, wrx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(reader_task(rd, shared.clone()));
+        let writer = tokio::spawn(writer_task(wr, wrx, shared.clone()));
+        Connection {
+            shared,
+            writer: wtx,
+            events: Mutex::new(Some(events_rx)),
+            timeout,
+            tasks: vec![reader, writer],
+            direct: None,
+        }
+    }
+
+    /// Runs over a negotiated SMB Direct link: messages without the Direct-TCP
+    /// prefix, READ and WRITE data by RDMA where the file operations ask for it.
+    pub(crate) fn start_direct(
+        link: Arc<dyn DirectLink>,
+        max_credits: u16,
+        timeout: Option<Duration>,
+    ) -> Connection {
+        let (shared, events_rx) = Self::shared(max_credits);
+        let (wtx, wrx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(direct_reader_task(link.clone(), shared.clone()));
+        let writer = tokio::spawn(direct_writer_task(link.clone(), wrx, shared.clone()));
+        Connection {
+            shared,
+            writer: wtx,
+            events: Mutex::new(Some(events_rx)),
+            timeout,
+            tasks: vec![reader, writer],
+            direct: Some(link),
+        }
+    }
+
+    /// The SMB Direct link, when the connection runs over one.
+    pub(crate) fn direct(&self) -> Option<&Arc<dyn DirectLink>> {
+        self.direct.as_ref()
+    }
+
+    fn shared(max_credits: u16) -> (Arc<Shared>, mpsc::Receiver<Event>) {
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         let shared = Arc::new(Shared {
             table: Mutex::new(Table::default()),
@@ -230,16 +273,7 @@ impl Connection {
             max_credits: max_credits.max(1),
             events: events_tx,
         });
-        let (wtx, wrx) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(reader_task(rd, shared.clone()));
-        let writer = tokio::spawn(writer_task(wr, wrx, shared.clone()));
-        Connection {
-            shared,
-            writer: wtx,
-            events: Mutex::new(Some(events_rx)),
-            timeout,
-            tasks: vec![reader, writer],
-        }
+        (shared, events_rx)
     }
 
     /// Records the negotiated dialect and whether multi-credit requests are allowed.
@@ -585,6 +619,38 @@ async fn writer_task(
         }
     }
     let _ = w.shutdown().await;
+}
+
+/// Sends queued frames over SMB Direct, without their 4-byte Direct-TCP prefix.
+async fn direct_writer_task(
+    link: Arc<dyn DirectLink>,
+    mut rx: mpsc::UnboundedReceiver<(Vec<u8>, usize)>,
+    shared: Arc<Shared>,
+) {
+    while let Some((frame, start)) = rx.recv().await {
+        let msg = frame.get(start + 4..).unwrap_or_default();
+        if let Err(e) = link.send(msg, None).await {
+            shared.close(&format!("smb direct send failed: {e}"));
+            return;
+        }
+    }
+}
+
+/// Receives whole messages over SMB Direct.
+async fn direct_reader_task(link: Arc<dyn DirectLink>, shared: Arc<Shared>) {
+    let why = loop {
+        match link.recv().await {
+            Ok(msg) => {
+                if let Err(e) = process_frame(msg, &shared) {
+                    break e.to_string();
+                }
+            }
+            Err(e) => break format!("smb direct: {e}"),
+        }
+    };
+    debug!("connection reader stops: {why}");
+    shared.close(&why);
+    link.close().await;
 }
 
 async fn reader_task(rd: OwnedReadHalf, shared: Arc<Shared>) {

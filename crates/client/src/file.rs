@@ -2,13 +2,18 @@
 //! flush, stat, truncate, close).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use futures_util::future::try_join_all;
+use smbx_transport::{Access, DirectLink};
 use smbx_wire::close::{CloseRequest, CloseResponse, FlushRequest, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use smbx_wire::create::CreateRequestBuilder;
 use smbx_wire::fscc::file::FILE_ALL_INFORMATION;
 use smbx_wire::query_info::{QueryInfoRequest, SMB2_0_INFO_FILE};
-use smbx_wire::rw::{decode_write_response, ReadRequest, ReadResponse, WriteRequest};
+use smbx_wire::rw::{
+    decode_write_response, ReadRequest, ReadResponse, WriteRequest, CHANNEL_RDMA_V1,
+    CHANNEL_RDMA_V1_INVALIDATE,
+};
 use smbx_wire::set_info::{
     SetInfoRequest, FILE_DISPOSITION_INFORMATION, FILE_END_OF_FILE_INFORMATION,
 };
@@ -58,6 +63,19 @@ impl FileId {
 }
 
 /// The bodies of the handle-based requests.
+/// The RDMA channel to ask for: with remote invalidation from 3.0.2 on.
+fn rdma_channel(dialect: u16) -> u32 {
+    if dialect >= smbx_wire::negotiate::DIALECT_302 {
+        CHANNEL_RDMA_V1_INVALIDATE
+    } else {
+        CHANNEL_RDMA_V1
+    }
+}
+
+fn rdma_error(e: smbx_transport::DirectError) -> Error {
+    Error::Disconnected(format!("smb direct: {e}"))
+}
+
 pub(crate) fn close_body(id: FileId, flags: u16) -> Vec<u8> {
     CloseRequest {
         flags,
@@ -424,6 +442,9 @@ impl File {
         if len == 0 {
             return Ok(None);
         }
+        if let Some(link) = self.tree.rdma_for(len, true) {
+            return self.read_rdma(link.clone(), offset, len).await;
+        }
         let body = ReadRequest {
             padding: 0x50,
             length: len as u32,
@@ -451,6 +472,51 @@ impl File {
             start..start + data.len()
         };
         Ok(Some((resp.msg, range)))
+    }
+
+    /// One READ whose data the server RDMA-Writes into a buffer registered for it
+    /// (remote write only, for this one transfer).
+    async fn read_rdma(
+        &self,
+        link: Arc<dyn DirectLink>,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
+        let reg = link
+            .register(vec![0; len], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .map_err(rdma_error)?;
+        let desc = reg
+            .descriptor(0, len as u32)
+            .ok_or_else(|| Error::InvalidArgument("read larger than its buffer".into()))?
+            .encode();
+        let body = ReadRequest {
+            padding: 0x50,
+            length: len as u32,
+            offset,
+            file_id_persistent: self.id.persistent,
+            file_id_volatile: self.id.volatile,
+            channel: rdma_channel(self.tree.dialect()),
+            channel_info: &desc,
+            ..Default::default()
+        }
+        .encode();
+        let mut req = Request::new(Command::Read, body, self.tree.id());
+        req.charge = charge_for(len, self.tree.large_mtu());
+        let resp = self.tree.call(req).await?;
+        if resp.status() == NtStatus::END_OF_FILE {
+            return Ok(None);
+        }
+        let resp = resp.ok()?;
+        let r = ReadResponse::decode(&resp.msg)?;
+        // The data arrived by RDMA; DataRemaining says how much.
+        let n = r.data_remaining as usize;
+        if !r.data.is_empty() || n > len {
+            return Err(Error::Protocol(
+                "bad READ response on an RDMA channel".into(),
+            ));
+        }
+        let buf = reg.into_vec();
+        Ok(Some((buf, 0..n)))
     }
 
     async fn read_chunk(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
@@ -492,6 +558,9 @@ impl File {
     }
 
     async fn write_chunk(&self, offset: u64, data: &[u8]) -> Result<usize> {
+        if let Some(link) = self.tree.rdma_for(data.len(), false) {
+            return self.write_rdma(link.clone(), offset, data).await;
+        }
         let mut w = body_writer(48 + data.len().max(1));
         WriteRequest {
             offset,
@@ -505,6 +574,45 @@ impl File {
         let mut req = Request::with_headroom(Command::Write, w, self.tree.id());
         req.charge = charge_for(data.len(), self.tree.large_mtu());
         let resp = self.tree.call(req).await?.ok()?;
+        let n = decode_write_response(&resp.msg)? as usize;
+        if n != data.len() {
+            return Err(Error::Protocol(format!(
+                "short write: {n} of {} bytes",
+                data.len()
+            )));
+        }
+        Ok(n)
+    }
+
+    /// One WRITE whose data the server RDMA-Reads from a buffer registered for it
+    /// (remote read only, for this one transfer).
+    async fn write_rdma(
+        &self,
+        link: Arc<dyn DirectLink>,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<usize> {
+        let reg = link
+            .register(data.to_vec(), Access::REMOTE_READ)
+            .map_err(rdma_error)?;
+        let desc = reg
+            .descriptor(0, data.len() as u32)
+            .ok_or_else(|| Error::InvalidArgument("write larger than its buffer".into()))?
+            .encode();
+        let body = WriteRequest {
+            offset,
+            file_id_persistent: self.id.persistent,
+            file_id_volatile: self.id.volatile,
+            channel: rdma_channel(self.tree.dialect()),
+            remaining_bytes: data.len() as u32,
+            channel_info: &desc,
+            ..Default::default()
+        }
+        .encode();
+        let mut req = Request::new(Command::Write, body, self.tree.id());
+        req.charge = charge_for(data.len(), self.tree.large_mtu());
+        let resp = self.tree.call(req).await?.ok()?;
+        drop(reg);
         let n = decode_write_response(&resp.msg)? as usize;
         if n != data.len() {
             return Err(Error::Protocol(format!(

@@ -35,6 +35,35 @@ pub enum Encryption {
     Required,
 }
 
+/// How the client reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// Direct TCP (port 445 by default).
+    #[default]
+    Tcp,
+    /// SMB Direct over the userspace soft-iWARP provider (port 5445 by default).
+    Rdma,
+}
+
+impl Transport {
+    /// Parses `tcp` or `rdma`.
+    pub fn parse(s: &str) -> Option<Transport> {
+        match s.to_ascii_lowercase().as_str() {
+            "tcp" => Some(Transport::Tcp),
+            "rdma" | "smbdirect" | "smb-direct" => Some(Transport::Rdma),
+            _ => None,
+        }
+    }
+
+    /// The port used when an address names none.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Transport::Tcp => 445,
+            Transport::Rdma => 5445,
+        }
+    }
+}
+
 /// Options for [`crate::Client::connect`].
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -61,6 +90,11 @@ pub struct ClientOptions {
     pub workstation: String,
     /// The ClientGuid (random by default).
     pub client_guid: [u8; 16],
+    /// Direct TCP or SMB Direct.
+    pub transport: Transport,
+    /// Over SMB Direct, READs and WRITEs of at least this many bytes move their data
+    /// by RDMA (smaller ones, and all I/O on sealed sessions, go inline).
+    pub rdma_threshold: usize,
 }
 
 impl Default for ClientOptions {
@@ -85,6 +119,8 @@ impl Default for ClientOptions {
             timeout: Some(Duration::from_secs(120)),
             workstation: "SMBX".to_string(),
             client_guid: rand::random(),
+            transport: Transport::Tcp,
+            rdma_threshold: 4096,
         }
     }
 }

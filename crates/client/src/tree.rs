@@ -26,6 +26,10 @@ use smbx_wire::rw::{ReadRequest, ReadResponse};
 use smbx_wire::set_info::{FileRenameInfo, FILE_DISPOSITION_INFORMATION, FILE_RENAME_INFORMATION};
 use smbx_wire::simple::encode_simple;
 
+/// Room left for SMB2 headers (and a transform header) when an inline READ or WRITE
+/// must fit one SMB Direct message.
+const INLINE_HEADROOM: u32 = 1024;
+
 /// Output buffer size of one QUERY_DIRECTORY.
 const DIR_BUFFER: u32 = 65536;
 
@@ -109,11 +113,70 @@ impl Tree {
         self.inner.response.maximal_access
     }
 
+    /// Largest READ: the negotiated MaxReadSize; over SMB Direct also what one
+    /// transfer can carry (an RDMA transfer, or one reassembled message inline).
     pub(crate) fn max_read(&self) -> u32 {
-        self.inner.session.inner.client.inner.negotiated.max_read
+        let n = self.inner.session.inner.client.inner.negotiated.max_read;
+        match self.direct_limit(|p| p.max_fragmented_receive_size) {
+            Some(cap) => n.min(cap),
+            None => n,
+        }
     }
+    /// Largest WRITE (as [`Tree::max_read`]).
     pub(crate) fn max_write(&self) -> u32 {
-        self.inner.session.inner.client.inner.negotiated.max_write
+        let n = self.inner.session.inner.client.inner.negotiated.max_write;
+        match self.direct_limit(|p| p.max_fragmented_send_size) {
+            Some(cap) => n.min(cap),
+            None => n,
+        }
+    }
+
+    fn direct_limit(
+        &self,
+        inline: impl Fn(&smbx_transport::NegotiatedParams) -> u32,
+    ) -> Option<u32> {
+        let link = self.inner.session.inner.client.inner.conn.direct()?;
+        let p = link.params();
+        Some(if self.rdma().is_some() {
+            p.max_read_write_size
+        } else {
+            inline(&p).saturating_sub(INLINE_HEADROOM)
+        })
+    }
+
+    /// The SMB Direct link when this tree's READs and WRITEs may use RDMA channels
+    /// (SMB 3.x; not on sealed trees: their payload must be encrypted, which RDMA transfers of
+    /// plaintext would bypass).
+    pub(crate) fn rdma(&self) -> Option<&std::sync::Arc<dyn smbx_transport::DirectLink>> {
+        if self.is_encrypted() || self.dialect() < smbx_wire::negotiate::DIALECT_300 {
+            return None;
+        }
+        self.inner.session.inner.client.inner.conn.direct()
+    }
+
+    /// The link to move `len` bytes of a READ (`read`) or WRITE by RDMA: when
+    /// [`Tree::rdma`] allows and the I/O reaches the threshold or would not fit one
+    /// SMB Direct message inline.
+    pub(crate) fn rdma_for(
+        &self,
+        len: usize,
+        read: bool,
+    ) -> Option<&std::sync::Arc<dyn smbx_transport::DirectLink>> {
+        let link = self.rdma()?;
+        let p = link.params();
+        let inline = if read {
+            p.max_fragmented_receive_size
+        } else {
+            p.max_fragmented_send_size
+        }
+        .saturating_sub(INLINE_HEADROOM) as usize;
+        let threshold = self.inner.session.inner.client.inner.options.rdma_threshold;
+        (len >= threshold || len > inline).then_some(link)
+    }
+
+    /// The negotiated dialect.
+    pub(crate) fn dialect(&self) -> u16 {
+        self.inner.session.inner.client.inner.negotiated.dialect
     }
     pub(crate) fn large_mtu(&self) -> bool {
         self.inner.session.inner.client.inner.conn.large_mtu()

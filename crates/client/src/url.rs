@@ -16,13 +16,18 @@ pub struct SmbUrl {
     pub password: Option<String>,
     /// Host name or address (IPv6 without brackets).
     pub host: String,
-    /// Port (445 unless given).
+    /// Port (445 unless given, or 5445 with `?transport=rdma`).
     pub port: u16,
+    /// Whether the URL names the port (otherwise the transport's default applies).
+    pub port_given: bool,
     /// The share, if the URL names one.
     pub share: Option<String>,
     /// The path inside the share, `/`-separated, without leading or trailing `/`
     /// (empty for the share's root).
     pub path: String,
+    /// The transport from a `?transport=tcp|rdma` query, if any (it also sets the
+    /// default port: 445 or 5445).
+    pub transport: Option<crate::Transport>,
 }
 
 fn percent_decode(s: &str) -> Result<String> {
@@ -55,6 +60,22 @@ impl SmbUrl {
             .strip_prefix("smb://")
             .or_else(|| url.strip_prefix("SMB://"))
             .ok_or_else(|| bad("URL must start with smb://"))?;
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, Some(q)),
+            None => (rest, None),
+        };
+        let mut transport = None;
+        for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+            match kv.split_once('=') {
+                Some(("transport", v)) => {
+                    transport = Some(
+                        crate::Transport::parse(v)
+                            .ok_or_else(|| bad("transport must be tcp or rdma"))?,
+                    )
+                }
+                _ => return Err(bad(&format!("unknown URL parameter {kv:?}"))),
+            }
+        }
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
@@ -101,9 +122,10 @@ impl SmbUrl {
         if host.is_empty() {
             return Err(bad("no host"));
         }
+        let port_given = port.is_some();
         let port = match port {
             Some(p) => p.parse::<u16>().map_err(|_| bad("bad port"))?,
-            None => DEFAULT_PORT,
+            None => transport.map_or(DEFAULT_PORT, |t| t.default_port()),
         };
         let mut parts = path.split('/').filter(|s| !s.is_empty());
         let share = parts.next().map(percent_decode).transpose()?;
@@ -117,8 +139,10 @@ impl SmbUrl {
             password,
             host,
             port,
+            port_given,
             share,
             path: rest.join("/"),
+            transport,
         })
     }
 
@@ -139,13 +163,20 @@ impl SmbUrl {
     pub async fn open(
         &self,
         password: Option<&str>,
-        options: crate::ClientOptions,
+        mut options: crate::ClientOptions,
     ) -> Result<(crate::Tree, String)> {
+        let mut url = self.clone();
+        if let Some(t) = self.transport {
+            options.transport = t;
+        }
+        if !self.port_given {
+            url.port = options.transport.default_port();
+        }
         let share = self
             .share
             .as_deref()
             .ok_or_else(|| Error::InvalidArgument("the URL names no share".into()))?;
-        let client = crate::Client::connect(&self.addr(), options).await?;
+        let client = crate::Client::connect(&url.addr(), options).await?;
         let session = match &self.user {
             Some(user) => {
                 let pw = self
@@ -185,6 +216,17 @@ mod tests {
         assert_eq!(u.share.as_deref(), Some("share"));
         assert_eq!(u.path, "dir/f x.txt");
         assert_eq!(u.addr(), "host.example:4445");
+    }
+
+    #[test]
+    fn transport_query() {
+        let u = SmbUrl::parse("smb://h/share/f?transport=rdma").unwrap();
+        assert_eq!(u.transport, Some(crate::Transport::Rdma));
+        assert_eq!((u.port, u.path.as_str()), (5445, "f"));
+        let u = SmbUrl::parse("smb://h:7/share?transport=tcp").unwrap();
+        assert_eq!((u.port, u.transport), (7, Some(crate::Transport::Tcp)));
+        assert!(SmbUrl::parse("smb://h/s?transport=udp").is_err());
+        assert!(SmbUrl::parse("smb://h/s?x=1").is_err());
     }
 
     #[test]

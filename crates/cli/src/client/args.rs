@@ -34,6 +34,13 @@ pub struct ConnArgs {
     /// Require encryption (SMB 3.x).
     #[arg(long, global = true)]
     pub encrypt: bool,
+    /// tcp (Direct TCP, port 445) or rdma (SMB Direct over soft-iWARP, port 5445);
+    /// `?transport=` in the URL takes precedence.
+    #[arg(long, global = true, value_name = "tcp|rdma")]
+    pub transport: Option<String>,
+    /// Over rdma: READs and WRITEs of at least this size move their data by RDMA.
+    #[arg(long, global = true, value_parser = parse_size, value_name = "SIZE")]
+    pub rdma_threshold: Option<usize>,
 }
 
 /// Options for streaming transfers.

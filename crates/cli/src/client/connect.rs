@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 
 use smbx_client::options::parse_dialect;
-use smbx_client::{ClientOptions, Encryption, Signing, SmbUrl, Tree};
+use smbx_client::{ClientOptions, Encryption, Signing, SmbUrl, Transport, Tree};
 
 use super::args::ConnArgs;
 use super::{CmdResult, Failure};
@@ -53,6 +53,13 @@ pub fn options(conn: &ConnArgs) -> CmdResult<ClientOptions> {
     }
     if conn.encrypt {
         o = o.with_encryption(Encryption::Required);
+    }
+    if let Some(t) = &conn.transport {
+        o.transport = Transport::parse(t)
+            .ok_or_else(|| Failure::new(format!("unknown transport {t:?} (use tcp or rdma)")))?;
+    }
+    if let Some(n) = conn.rdma_threshold {
+        o.rdma_threshold = n;
     }
     Ok(o)
 }

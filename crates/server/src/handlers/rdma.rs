@@ -5,7 +5,7 @@
 //! with Send with Invalidate of the first descriptor's token.
 
 use smbx_transport::{Access, BufferDescriptorV1};
-use smbx_wire::negotiate::DIALECT_302;
+use smbx_wire::negotiate::{DIALECT_300, DIALECT_302};
 use smbx_wire::rw::{CHANNEL_NONE, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
 use smbx_wire::NtStatus;
 
@@ -25,7 +25,7 @@ pub struct Channel {
 }
 
 /// Decodes a request's Channel and channel info: `None` for SMB2_CHANNEL_NONE;
-/// INVALID_PARAMETER for an RDMA channel off SMB Direct, RDMA_V1_INVALIDATE
+/// INVALID_PARAMETER for any channel before 3.0, an RDMA channel off SMB Direct, RDMA_V1_INVALIDATE
 /// before 3.0.2, the RDMA transform (not offered), an unknown channel, or
 /// descriptors that cannot hold `len` bytes.
 pub fn decode(
@@ -36,6 +36,8 @@ pub fn decode(
 ) -> Result<Option<Channel>, NtStatus> {
     match channel {
         CHANNEL_NONE => return Ok(None),
+        // Channels exist from SMB 3.0 on (the field is reserved before).
+        _ if ctx.dialect() < DIALECT_300 => return Err(NtStatus::INVALID_PARAMETER),
         CHANNEL_RDMA_V1 => {}
         CHANNEL_RDMA_V1_INVALIDATE if ctx.dialect() >= DIALECT_302 => {}
         _ => return Err(NtStatus::INVALID_PARAMETER),
