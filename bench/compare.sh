@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# smbx side by side with its peers: Samba's smbd (Debian), smbx and rocketsmbd on loopback, each
+# serving its own copy of the same share, driven by the same `smbx bench` profiles, one table.
+#
+#   bench/compare.sh
+#
+# Profiles (one thread, buffered, each -d$DURATION after -W$WARMUP):
+#   4K random read -o1 and -o32, 8K random 70/30 read/write -o16,
+#   64K and 512K sequential read -o$SEQ_O, 512K sequential write -o$SEQ_O.
+# For each profile the servers run one after another (interleaved, so drift on a shared machine
+# hits all of them alike). Columns: IOPS, MB/s (10^6 bytes), p50/p99 latency (µs), cycles per
+# byte of the whole machine and of the server process (--server-pid; smbd with its children).
+# Under each profile: the ratios smbx/Samba and smbx/rocketsmbd of every column (IOPS and MB/s:
+# higher is better for smbx; latency and cycles: lower is better).
+#
+# Environment: DURATION (10), WARMUP (2), SEQ_O (8), FILE_MIB (1024), PROFILES (names below,
+#   space-separated; default all), SERVERS_WANTED ("samba smbx rocketsmbd"),
+#   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, ROCKETSMBD_BIN, KEEP=1 (keep
+#   the shares). rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
+#   fails or it does not start, it is skipped with a message.
+# Needs root, Debian samba, python3, and a release build of smbx (built if missing).
+set -euo pipefail
+# shellcheck source=bench/servers.sh
+. "$(dirname "$0")/servers.sh"
+
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+SEQ_O=${SEQ_O:-8}
+FILE_MIB=${FILE_MIB:-1024}
+RESULTS=${RESULTS:-$BENCH_REPO/target/bench-compare}
+SERVERS_WANTED=${SERVERS_WANTED:-samba smbx rocketsmbd}
+
+declare -A FLAGS=(
+  [rand-read-4K-o1]="-b4K -r -o1"
+  [rand-read-4K-o32]="-b4K -r -o32"
+  [rand-rw70-8K-o16]="-b8K -r -w30 -o16"
+  [seq-read-64K]="-b64K -s -o$SEQ_O"
+  [seq-read-512K]="-b512K -s -o$SEQ_O"
+  [seq-write-512K]="-b512K -s -w100 -o$SEQ_O"
+)
+ORDER=(rand-read-4K-o1 rand-read-4K-o32 rand-rw70-8K-o16 seq-read-64K seq-read-512K seq-write-512K)
+read -r -a PROFILES <<<"${PROFILES:-${ORDER[*]}}"
+for p in "${PROFILES[@]}"; do
+  [ -n "${FLAGS[$p]:-}" ] || { echo "compare: unknown profile $p (one of: ${ORDER[*]})" >&2; exit 2; }
+done
+
+ROOT=$(mktemp -d /tmp/smbx-compare.XXXXXX)
+trap bench_cleanup EXIT
+bench_setup "$ROOT" "$FILE_MIB"
+for s in $SERVERS_WANTED; do "bench_start_$s"; done
+[ "${#SERVERS[@]}" -gt 0 ] || { echo "compare: no server started" >&2; exit 1; }
+rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+
+for p in "${PROFILES[@]}"; do
+  for s in "${SERVERS[@]}"; do
+    bench_log "$p against $s (-d$DURATION -W$WARMUP)"
+    # shellcheck disable=SC2086
+    bench_json "$RESULTS/$p.$s.json" "$s" ${FLAGS[$p]} -t1 -d"$DURATION" -W"$WARMUP" || true
+  done
+done
+
+python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" <<'PY'
+import json, os, sys
+res, servers, profiles = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+def load(p, s):
+    try:
+        return json.load(open(os.path.join(res, f"{p}.{s}.json")))
+    except (OSError, ValueError):
+        return None
+def figs(r):
+    if r is None:
+        return None
+    lat = r.get("latency_us") or {}
+    cyc = r.get("cycles") or {}
+    return [r["iops"], r["bytes_per_sec"] / 1e6, lat.get("p50"), lat.get("p99"),
+            cyc.get("machine"), cyc.get("server")]
+def cell(v, fmt):
+    return "-" if v is None else format(v, fmt)
+head = ("profile", "server", "IOPS", "MB/s", "p50 µs", "p99 µs", "cyc/B", "srv cyc/B")
+fmts = (".0f", ".1f", ".1f", ".1f", ".2f", ".2f")
+w = (18, 18, 10, 9, 9, 9, 7, 9)
+line = lambda cols: " ".join(str(c).rjust(n) if i > 1 else str(c).ljust(n) for i, (c, n) in enumerate(zip(cols, w)))
+print(line(head))
+for p in profiles:
+    rows = {s: figs(load(p, s)) for s in servers}
+    for s in servers:
+        f = rows[s]
+        print(line([p, s] + (["failed"] + [""] * 5 if f is None else [cell(v, t) for v, t in zip(f, fmts)])))
+    base = rows.get("smbx")
+    for peer in ("samba", "rocketsmbd"):
+        other = rows.get(peer)
+        if base is None or other is None:
+            continue
+        ratio = [None if a is None or b in (None, 0) else a / b for a, b in zip(base, other)]
+        print(line(["", f"smbx/{peer}"] + [cell(v, ".2f") for v in ratio]))
+first = next((load(p, s) for p in profiles for s in servers if load(p, s)), None)
+if first:
+    sysinfo = first["system"]
+    print(f"\n({sysinfo['cpus']} CPUs at {sysinfo.get('cpu_mhz')} MHz, kernel {sysinfo['kernel']}, "
+          f"loopback, 1 thread, -d{first['profile']['duration_s']} -W{first['profile']['warmup_s']}; "
+          f"cyc/B = machine busy cycles per byte, srv cyc/B = the server process's)")
+PY
+echo "(JSON reports in $RESULTS; smbd $(smbd --version 2>/dev/null | awk '{print $2}'), $([ -x "$ROCKETSMBD" ] && "$ROCKETSMBD" --version 2>/dev/null | head -1 || echo "rocketsmbd absent"))"

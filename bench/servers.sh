@@ -1,0 +1,176 @@
+# Shared helpers for bench/compare.sh and bench/client-checks.sh: start Samba's smbd, smbx and
+# rocketsmbd on loopback, each on its own copy of one share, as user alice. Sourced, not run.
+#
+# After bench_setup ROOT FILE_MIB and bench_start_{samba,smbx,rocketsmbd}:
+#   PORT_<name>, PID_<name>   listening port and server pid (smbd: the parent; smbx bench
+#                             --server-pid follows its per-client children)
+#   URL_<name>                smb://alice@127.0.0.1:PORT/share/data.bin
+#   SERVERS                   names of the servers that started, in order
+# Needs root (a unix account for smbd, chown of the shares).
+
+BENCH_USER=alice
+BENCH_PASS='Bench-Passw0rd!'
+export SMBX_PASSWORD=$BENCH_PASS
+BENCH_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SMBX=${SMBX_BIN:-$BENCH_REPO/target/release/smbx}
+ROCKETSMBD=${ROCKETSMBD_BIN:-$BENCH_REPO/target/rocketsmbd/bin/rocketsmbd}
+SERVERS=()
+BENCH_PIDS=()
+
+bench_log() { echo "bench: $*" >&2; }
+
+bench_cleanup() {
+  local p
+  for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${BENCH_PIDS[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+  [ -n "${BENCH_ROOT:-}" ] && [ -z "${KEEP:-}" ] && rm -rf "$BENCH_ROOT"
+  return 0
+}
+
+bench_free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+bench_wait_port() { # port pid -> 0 once the port accepts, 1 if the process died or 30 s passed
+  for _ in $(seq 1 300); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# bench_setup ROOT FILE_MIB: the account, the share directories and one random data.bin per share.
+bench_setup() {
+  BENCH_ROOT=$1
+  local mib=$2 s
+  chmod 755 "$BENCH_ROOT"
+  id "$BENCH_USER" >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin "$BENCH_USER"
+  [ -x "$SMBX" ] || (cd "$BENCH_REPO" && cargo build --release -q -p smbx-cli)
+  mkdir -p "$BENCH_ROOT/data"
+  bench_log "writing a ${mib} MiB random file and copying it into each share"
+  head -c "$((mib * 1048576))" /dev/urandom > "$BENCH_ROOT/data/data.bin"
+  for s in samba smbx rocketsmbd; do
+    mkdir -p "$BENCH_ROOT/$s/share"
+    cp "$BENCH_ROOT/data/data.bin" "$BENCH_ROOT/$s/share/data.bin"
+    chown -R "$BENCH_USER" "$BENCH_ROOT/$s/share"
+  done
+}
+
+bench_started() { # name port pid
+  printf -v "PORT_$1" '%s' "$2"
+  printf -v "PID_$1" '%s' "$3"
+  printf -v "URL_$1" '%s' "smb://$BENCH_USER@127.0.0.1:$2/share/data.bin"
+  SERVERS+=("$1")
+}
+
+bench_start_samba() {
+  command -v smbd >/dev/null || { bench_log "no smbd (apt-get install -y samba): Samba skipped"; return 0; }
+  local S=$BENCH_ROOT/samba port pid
+  mkdir -p "$S"/{private,lock,state,cache,pid,ncalrpc,log}
+  port=$(bench_free_port)
+  cat > "$S/smb.conf" <<CONF
+[global]
+  server role = standalone server
+  smb ports = $port
+  interfaces = 127.0.0.1
+  bind interfaces only = yes
+  disable netbios = yes
+  server min protocol = SMB2_02
+  passdb backend = smbpasswd:$S/smbpasswd
+  private dir = $S/private
+  lock directory = $S/lock
+  state directory = $S/state
+  cache directory = $S/cache
+  pid directory = $S/pid
+  ncalrpc dir = $S/ncalrpc
+  log file = $S/log/log.%m
+  load printers = no
+  printcap name = /dev/null
+  disable spoolss = yes
+[share]
+  path = $S/share
+  read only = no
+CONF
+  printf '%s\n%s\n' "$BENCH_PASS" "$BENCH_PASS" | smbpasswd -c "$S/smb.conf" -a -s "$BENCH_USER" >/dev/null 2>&1
+  # Own session: on SIGTERM, smbd signals its whole process group.
+  setsid smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 </dev/null &
+  pid=$!; BENCH_PIDS+=("$pid")
+  if bench_wait_port "$port" "$pid"; then
+    bench_started samba "$port" "$pid"
+  else
+    bench_log "smbd did not start (see $S/log): Samba skipped"
+  fi
+}
+
+bench_start_smbx() {
+  local S=$BENCH_ROOT/smbx port pid
+  port=$(bench_free_port)
+  cat > "$S/smb.conf" <<CONF
+[global]
+  smb ports = $port
+  interfaces = 127.0.0.1
+  bind interfaces only = yes
+  passdb backend = smbpasswd:$S/smbpasswd
+[share]
+  path = $S/share
+  read only = no
+CONF
+  printf '%s\n' "$BENCH_PASS" | "$SMBX" user add --config "$S/smb.conf" --stdin "$BENCH_USER" >/dev/null
+  setsid "$SMBX" serve --config "$S/smb.conf" >"$S/log" 2>&1 </dev/null &
+  pid=$!; BENCH_PIDS+=("$pid")
+  if bench_wait_port "$port" "$pid"; then
+    bench_started smbx "$port" "$pid"
+  else
+    bench_log "smbx did not start (see $S/log)"; cat "$S/log" >&2; return 1
+  fi
+}
+
+# rocketsmbd: `cargo install rocketsmbd` into target/rocketsmbd once; skipped with a message if
+# it cannot be built or does not start.
+bench_start_rocketsmbd() {
+  local S=$BENCH_ROOT/rocketsmbd port pid
+  if [ ! -x "$ROCKETSMBD" ] && [ -z "${ROCKETSMBD_BIN:-}" ]; then
+    bench_log "building rocketsmbd (cargo install rocketsmbd --root target/rocketsmbd)"
+    cargo install rocketsmbd --version 1.4.0 --root "$BENCH_REPO/target/rocketsmbd" \
+      >"$BENCH_ROOT/rocketsmbd-install.log" 2>&1 ||
+      { bench_log "rocketsmbd could not be built (see cargo install output): skipped"; tail -5 "$BENCH_ROOT/rocketsmbd-install.log" >&2; return 0; }
+  fi
+  [ -x "$ROCKETSMBD" ] || { bench_log "no rocketsmbd binary at $ROCKETSMBD: skipped"; return 0; }
+  port=$(bench_free_port)
+  cat > "$S/rocketsmbd.toml" <<CONF
+listen = "127.0.0.1:$port"
+workers = 0
+server_name = "ROCKETSMBD"
+log_level = 0
+
+[[share]]
+name = "share"
+path = "$S/share"
+read_only = false
+
+[[user]]
+name = "$BENCH_USER"
+password = "$BENCH_PASS"
+CONF
+  setsid "$ROCKETSMBD" --config "$S/rocketsmbd.toml" >"$S/log" 2>&1 </dev/null &
+  pid=$!; BENCH_PIDS+=("$pid")
+  if bench_wait_port "$port" "$pid"; then
+    bench_started rocketsmbd "$port" "$pid"
+  else
+    bench_log "rocketsmbd did not start: skipped ($(tail -3 "$S/log" | tr '\n' ' '))"
+  fi
+}
+
+# bench_json OUT SERVER FLAGS...: smbx bench with --server-pid against SERVER's data.bin, JSON
+# report into OUT; prints nothing; returns non-zero (and logs) when the run fails.
+bench_json() {
+  local out=$1 name=$2 pidv="PID_$2" urlv="URL_$2"
+  shift 2
+  if ! "$SMBX" bench "$@" -Rjson --server-pid "${!pidv}" "${!urlv}" >"$out" 2>"$out.err"; then
+    bench_log "smbx bench $* against $name failed: $(tail -2 "$out.err" | tr '\n' ' ')"
+    rm -f "$out"
+    return 1
+  fi
+}
