@@ -12,15 +12,16 @@
 //!
 //! tshark is required (CI installs it); the tests fail loudly without it.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, Mutex};
+#[path = "support/capture.rs"]
+mod capture;
 
+use std::path::Path;
+use std::sync::Arc;
+
+use capture::{decode, flag, num, relay, segments, write_pcap, Log, Row};
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
 use smbx_rdma::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// Bytes moved by the RDMA Write and the RDMA Read.
 const BULK: usize = 1 << 20;
@@ -28,10 +29,6 @@ const BULK: usize = 1 << 20;
 const TAGGED_PAYLOAD: usize = 1428;
 /// The MSS the provider sizes FPDUs for on loopback.
 const MSS: usize = 1448;
-/// Ports written to the capture (5445 is the iWARP SMB Direct port, claimed by
-/// another dissector: the spec's `tcp.try_heuristic_first` is what makes it work).
-const CLIENT_PORT: u16 = 49822;
-const SERVER_PORT: u16 = 5445;
 
 /// The spec's SMB Direct Negotiate Request (the payload of its FPDU test vector).
 const SMBD_NEG_REQ: [u8; 20] = [
@@ -70,65 +67,6 @@ fn pattern(seed: u8, n: usize) -> Vec<u8> {
                 .wrapping_add(u32::from(seed)) as u8
         })
         .collect()
-}
-
-fn tshark() -> PathBuf {
-    let p = PathBuf::from("/usr/bin/tshark");
-    if p.exists() {
-        return p;
-    }
-    if let Ok(o) = Command::new("tshark").arg("--version").output() {
-        if o.status.success() {
-            return PathBuf::from("tshark");
-        }
-    }
-    panic!(
-        "tshark is required for the iWARP wire checks and was not found \
-         (install it: apt-get install tshark); CI installs it"
-    );
-}
-
-// ------------------------------------------------------------------ relay
-
-/// Chunks in the order the relay read them: (client to server?, bytes).
-type Log = Arc<Mutex<Vec<(bool, Vec<u8>)>>>;
-
-async fn pipe(
-    mut r: tokio::net::tcp::OwnedReadHalf,
-    mut w: tokio::net::tcp::OwnedWriteHalf,
-    c2s: bool,
-    log: Log,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                // Logged before forwarding, so an answer is never logged
-                // ahead of what caused it.
-                log.lock().unwrap().push((c2s, buf[..n].to_vec()));
-                if w.write_all(&buf[..n]).await.is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    let _ = w.shutdown().await;
-}
-
-/// Accept one connection on `lis`, connect to `server`, forward both ways
-/// until both sides closed, recording everything.
-async fn relay(lis: TcpListener, server: SocketAddr, log: Log) {
-    let (c, _) = lis.accept().await.unwrap();
-    let s = TcpStream::connect(server).await.unwrap();
-    c.set_nodelay(true).unwrap();
-    s.set_nodelay(true).unwrap();
-    let (cr, cw) = c.into_split();
-    let (sr, sw) = s.into_split();
-    let a = tokio::spawn(pipe(cr, sw, true, log.clone()));
-    let b = tokio::spawn(pipe(sr, cw, false, log));
-    a.await.unwrap();
-    b.await.unwrap();
 }
 
 // ------------------------------------------------------------------ session
@@ -292,194 +230,6 @@ async fn run_session(opts: IwarpOptions) -> Session {
     }
 }
 
-// ------------------------------------------------------------------ framing
-
-/// Cut each direction's byte stream into its MPA frame and FPDUs, in the
-/// order the relay saw them complete. Lengths are read independently of the
-/// provider's decoders: MPA = 20 + private data length, FPDU = 2 + ULPDU
-/// length + pad + 4.
-fn segments(log: &[(bool, Vec<u8>)]) -> Vec<(bool, Vec<u8>)> {
-    let mut bufs = [Vec::new(), Vec::new()];
-    let mut mpa_done = [false, false];
-    let mut out = Vec::new();
-    for (c2s, chunk) in log {
-        let d = usize::from(*c2s);
-        bufs[d].extend_from_slice(chunk);
-        loop {
-            let b = &bufs[d];
-            let need = if !mpa_done[d] {
-                if b.len() < 20 {
-                    break;
-                }
-                20 + usize::from(u16::from_be_bytes([b[18], b[19]]))
-            } else {
-                if b.len() < 2 {
-                    break;
-                }
-                let u = usize::from(u16::from_be_bytes([b[0], b[1]]));
-                2 + u + (4 - (2 + u) % 4) % 4 + 4
-            };
-            if b.len() < need {
-                break;
-            }
-            out.push((*c2s, bufs[d][..need].to_vec()));
-            bufs[d].drain(..need);
-            mpa_done[d] = true;
-        }
-    }
-    assert!(
-        bufs.iter().all(|b| b.is_empty()),
-        "trailing bytes that are not a whole FPDU: {:?}",
-        bufs.iter().map(|b| b.len()).collect::<Vec<_>>()
-    );
-    out
-}
-
-// ------------------------------------------------------------------ pcap
-
-fn csum(parts: &[&[u8]]) -> u16 {
-    let mut s: u32 = 0;
-    for p in parts {
-        for ch in p.chunks(2) {
-            let w = if ch.len() == 2 {
-                u16::from_be_bytes([ch[0], ch[1]])
-            } else {
-                u16::from_be_bytes([ch[0], 0])
-            };
-            s += u32::from(w);
-        }
-    }
-    while s > 0xFFFF {
-        s = (s & 0xFFFF) + (s >> 16);
-    }
-    !(s as u16)
-}
-
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
-const PSH: u8 = 0x08;
-const FIN: u8 = 0x01;
-
-/// A pcap (Ethernet link type) of one TCP connection 10.0.0.1:CLIENT_PORT to
-/// 10.0.0.2:SERVER_PORT, one TCP segment per FPDU.
-struct Pcap {
-    out: Vec<u8>,
-    seq: [u32; 2],
-    usec: u32,
-}
-
-impl Pcap {
-    fn new() -> Pcap {
-        let mut out = Vec::new();
-        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-        out.extend_from_slice(&2u16.to_le_bytes());
-        out.extend_from_slice(&4u16.to_le_bytes());
-        out.extend_from_slice(&0i32.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&65535u32.to_le_bytes());
-        out.extend_from_slice(&1u32.to_le_bytes());
-        Pcap {
-            out,
-            seq: [0x1000_0000, 0x2000_0000],
-            usec: 0,
-        }
-    }
-
-    /// Append a segment from the client (`c2s`) or the server.
-    fn segment(&mut self, c2s: bool, flags: u8, data: &[u8]) {
-        let (d, o) = if c2s { (0, 1) } else { (1, 0) };
-        let (sip, dip) = if c2s {
-            ([10, 0, 0, 1], [10, 0, 0, 2])
-        } else {
-            ([10, 0, 0, 2], [10, 0, 0, 1])
-        };
-        let (sp, dp) = if c2s {
-            (CLIENT_PORT, SERVER_PORT)
-        } else {
-            (SERVER_PORT, CLIENT_PORT)
-        };
-        let mut tcp = Vec::with_capacity(20 + data.len());
-        tcp.extend_from_slice(&sp.to_be_bytes());
-        tcp.extend_from_slice(&dp.to_be_bytes());
-        tcp.extend_from_slice(&self.seq[d].to_be_bytes());
-        let ack = if flags & ACK != 0 { self.seq[o] } else { 0 };
-        tcp.extend_from_slice(&ack.to_be_bytes());
-        tcp.push(5 << 4);
-        tcp.push(flags);
-        tcp.extend_from_slice(&65535u16.to_be_bytes());
-        tcp.extend_from_slice(&[0, 0, 0, 0]);
-        tcp.extend_from_slice(data);
-        let tlen = tcp.len() as u16;
-        let mut pseudo = Vec::new();
-        pseudo.extend_from_slice(&sip);
-        pseudo.extend_from_slice(&dip);
-        pseudo.extend_from_slice(&[0, 6]);
-        pseudo.extend_from_slice(&tlen.to_be_bytes());
-        let c = csum(&[&pseudo, &tcp]);
-        tcp[16..18].copy_from_slice(&c.to_be_bytes());
-        let mut ip = vec![0x45, 0];
-        ip.extend_from_slice(&(20 + tlen).to_be_bytes());
-        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
-        ip.extend_from_slice(&sip);
-        ip.extend_from_slice(&dip);
-        let c = csum(&[&ip]);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        let mut eth = vec![2, 0, 0, 0, 0, 2 - d as u8, 2, 0, 0, 0, 0, 1 + d as u8];
-        eth.extend_from_slice(&[0x08, 0x00]);
-        let len = (eth.len() + ip.len() + tcp.len()) as u32;
-        self.usec += 10;
-        self.out.extend_from_slice(&0u32.to_le_bytes());
-        self.out.extend_from_slice(&self.usec.to_le_bytes());
-        self.out.extend_from_slice(&len.to_le_bytes());
-        self.out.extend_from_slice(&len.to_le_bytes());
-        self.out.extend_from_slice(&eth);
-        self.out.extend_from_slice(&ip);
-        self.out.extend_from_slice(&tcp);
-        let adv = data.len() as u32 + u32::from(flags & (SYN | FIN) != 0);
-        self.seq[d] = self.seq[d].wrapping_add(adv);
-    }
-}
-
-fn write_pcap(path: &Path, segs: &[(bool, Vec<u8>)]) {
-    let mut p = Pcap::new();
-    p.segment(true, SYN, &[]);
-    p.segment(false, SYN | ACK, &[]);
-    p.segment(true, ACK, &[]);
-    for (c2s, data) in segs {
-        p.segment(*c2s, PSH | ACK, data);
-    }
-    p.segment(true, FIN | ACK, &[]);
-    p.segment(false, FIN | ACK, &[]);
-    p.segment(true, ACK, &[]);
-    std::fs::write(path, &p.out).unwrap();
-}
-
-// ------------------------------------------------------------------ tshark
-
-/// The options of spec section 4.
-const TSHARK_OPTS: [&str; 6] = [
-    "-o",
-    "tcp.try_heuristic_first:TRUE",
-    "--enable-heuristic",
-    "iwarp_mpa_tcp",
-    "--enable-heuristic",
-    "smb_direct_iwarp",
-];
-
-fn run_tshark(cap: &Path, extra: &[&str]) -> String {
-    let o = Command::new(tshark())
-        .arg("-2")
-        .arg("-r")
-        .arg(cap)
-        .args(TSHARK_OPTS)
-        .args(extra)
-        .output()
-        .expect("run tshark");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "tshark failed: {err}");
-    String::from_utf8(o.stdout).expect("tshark output is UTF-8")
-}
-
 const FIELDS: [&str; 15] = [
     "tcp.srcport",
     "iwarp_mpa.crc_check",
@@ -498,39 +248,6 @@ const FIELDS: [&str; 15] = [
     "smb_direct.credits.granted",
 ];
 
-/// One decoded packet, as tshark printed it.
-#[derive(Debug)]
-struct Row {
-    c2s: bool,
-    f: Vec<String>,
-}
-
-impl Row {
-    fn get(&self, name: &str) -> &str {
-        let i = FIELDS.iter().position(|f| *f == name).unwrap();
-        &self.f[i + 1]
-    }
-}
-
-fn decode(cap: &Path) -> Vec<Row> {
-    let mut args = vec!["-T", "fields", "-E", "separator=;", "-e", "frame.number"];
-    for f in FIELDS {
-        args.push("-e");
-        args.push(f);
-    }
-    run_tshark(cap, &args)
-        .lines()
-        .map(|l| {
-            let f: Vec<String> = l.split(';').map(str::to_string).collect();
-            assert_eq!(f.len(), FIELDS.len() + 1, "{l}");
-            Row {
-                c2s: f[1] == CLIENT_PORT.to_string(),
-                f,
-            }
-        })
-        .collect()
-}
-
 /// A compact form of what an FPDU should decode to.
 fn untagged(opcode: u8, qn: u32, msn: u32, inv: Option<u32>) -> String {
     format!(
@@ -544,23 +261,6 @@ fn tagged(opcode: u8, stag: u32, to: u64, last: bool) -> String {
         "op={opcode} stag={stag:#010x} to={to:#018x} L={}",
         u8::from(last)
     )
-}
-
-fn num(s: &str) -> u64 {
-    let s = s.trim();
-    if let Some(h) = s.strip_prefix("0x") {
-        u64::from_str_radix(h, 16).unwrap_or_else(|_| panic!("hex {s}"))
-    } else {
-        s.parse().unwrap_or_else(|_| panic!("number {s:?}"))
-    }
-}
-
-fn flag(s: &str) -> u8 {
-    match s {
-        "1" | "True" | "true" => 1,
-        "0" | "False" | "false" => 0,
-        o => panic!("flag {o:?}"),
-    }
 }
 
 /// The observed form of a decoded FPDU row.
@@ -620,7 +320,7 @@ fn wire_check(name: &str, opts: IwarpOptions) {
     }
 
     // 1. Every packet decodes as the test sent it.
-    let rows = decode(&cap);
+    let rows = decode(&cap, &FIELDS);
     let data: Vec<&Row> = rows
         .iter()
         .filter(|r| !r.get("iwarp_mpa.rev").is_empty() || !r.get("iwarp_rdma.opcode").is_empty())
@@ -734,9 +434,7 @@ fn wire_check(name: &str, opts: IwarpOptions) {
             );
         }
     }
-    let verbose = run_tshark(&cap, &["-V"]);
-    let bad = verbose.matches("Bad CRC32").count();
-    let good = verbose.matches("Good CRC32").count();
+    let (good, bad) = capture::crc_counts(&cap);
     assert_eq!(bad, 0, "{name}: tshark reports {bad} Bad CRC32");
     assert_eq!(
         good,
@@ -745,19 +443,7 @@ fn wire_check(name: &str, opts: IwarpOptions) {
     );
 
     // 3. Nothing malformed, no expert errors or warnings.
-    let expert = run_tshark(&cap, &["-q", "-z", "expert"]);
-    assert!(
-        !expert.contains("Malformed"),
-        "{name}: malformed packets:\n{expert}"
-    );
-    assert!(
-        !expert.lines().any(|l| l.starts_with("Errors")),
-        "{name}: expert errors:\n{expert}"
-    );
-    assert!(
-        !expert.lines().any(|l| l.starts_with("Warns")),
-        "{name}: expert warnings:\n{expert}"
-    );
+    let expert = capture::assert_expert_clean(name, &cap);
     eprintln!(
         "{name}: {} MPA frames + {} FPDUs decoded; CRC good {good}, bad {bad}; expert:\n{expert}",
         mpa.len(),
