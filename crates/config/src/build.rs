@@ -30,6 +30,7 @@ enum Setting {
     MultiChannel(bool),
     SmbDirect(bool),
     SmbDirectPort(u16),
+    SmbDirectCrc(bool),
     Deadtime(u32),
     UnauthTimeout(u32),
     // In [global]: server-wide value and share default. In a share: that share.
@@ -222,6 +223,7 @@ fn parse_setting(
         "servermultichannelsupport" => MultiChannel(parse_bool(v)?),
         "smbdirect" => SmbDirect(parse_bool(v)?),
         "smbdirectport" => SmbDirectPort(port(v)?),
+        "smbdirectcrc" => SmbDirectCrc(parse_bool(v)?),
         "deadtime" => Deadtime(
             parse_u32(v, 0, u32::MAX / 60).map_err(|a| format!("{a} (minutes; 0 = never)"))? * 60,
         ),
@@ -319,6 +321,7 @@ fn apply_global(
         MultiChannel(v) => g.server_multi_channel_support = v,
         SmbDirect(v) => g.smb_direct = v,
         SmbDirectPort(v) => g.smb_direct_port = v,
+        SmbDirectCrc(v) => g.smb_direct_crc = v,
         Deadtime(v) => g.deadtime_secs = v,
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,
         Signing(v) => g.server_signing = v,

@@ -49,6 +49,7 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "server string", &g.server_string);
     kv(&mut o, "smb direct", fmt_bool(g.smb_direct));
     kv(&mut o, "smb direct port", &g.smb_direct_port.to_string());
+    kv(&mut o, "smb direct crc", fmt_bool(g.smb_direct_crc));
     let ports: Vec<String> = g.smb_ports.iter().map(u16::to_string).collect();
     kv(&mut o, "smb ports", &ports.join(" "));
     kv(&mut o, "smb2 max credits", &g.smb2_max_credits.to_string());

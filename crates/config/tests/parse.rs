@@ -337,3 +337,11 @@ fn hide_files_and_dot_files() {
         Some("user.hackme")
     );
 }
+
+#[test]
+fn smb_direct_crc_defaults_on_and_can_be_turned_off() {
+    let c = Config::parse_str("[global]\n smb direct = yes\n", "a.conf").unwrap();
+    assert!(c.global.smb_direct_crc);
+    let c = Config::parse_str("[global]\n smb direct crc = no\n", "b.conf").unwrap();
+    assert!(!c.global.smb_direct_crc);
+}

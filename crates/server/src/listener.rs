@@ -101,8 +101,12 @@ impl Server {
             listeners.push(l);
         }
         let mut direct = Vec::new();
+        let iwarp = IwarpOptions {
+            crc: state.config.global.smb_direct_crc,
+            ..IwarpOptions::default()
+        };
         for a in direct_addresses(&state.config) {
-            let l = SoftDirectListener::bind(a, IwarpOptions::default(), DirectConfig::default())
+            let l = SoftDirectListener::bind(a, iwarp.clone(), DirectConfig::default())
                 .await
                 .map_err(|e| {
                     io::Error::other(format!("cannot listen for SMB Direct on {a}: {e}"))
