@@ -139,7 +139,7 @@ impl Client {
                     .ok_or_else(|| Error::InvalidArgument(format!("cannot resolve {target}")))?;
                 let link = smbx_transport::soft::connect(
                     sa,
-                    smbx_transport::soft::Options::default(),
+                    options.iwarp.clone(),
                     smbx_transport::DirectConfig::default(),
                 )
                 .await

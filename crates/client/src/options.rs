@@ -95,6 +95,8 @@ pub struct ClientOptions {
     /// Over SMB Direct, READs and WRITEs of at least this many bytes move their data
     /// by RDMA (smaller ones, and all I/O on sealed sessions, go inline).
     pub rdma_threshold: usize,
+    /// Soft-iWARP options for [`Transport::Rdma`] (MPA revision, CRC, MSS).
+    pub iwarp: smbx_transport::soft::Options,
 }
 
 impl Default for ClientOptions {
@@ -121,6 +123,7 @@ impl Default for ClientOptions {
             client_guid: rand::random(),
             transport: Transport::Tcp,
             rdma_threshold: 4096,
+            iwarp: smbx_transport::soft::Options::default(),
         }
     }
 }

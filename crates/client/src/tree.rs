@@ -189,6 +189,14 @@ impl Tree {
             .await
     }
 
+    /// Sends one request whose body (after the SMB2 header) the caller built,
+    /// charged one credit, signed or sealed as the tree's other requests: for
+    /// tests and tools that need messages the typed API never builds (fault
+    /// injection). The response is returned whatever its status.
+    pub async fn call_raw(&self, command: Command, body: Vec<u8>) -> Result<Response> {
+        self.call(Request::new(command, body, self.id())).await
+    }
+
     /// Sends a compound on this tree; members after the first are related.
     pub(crate) async fn compound(&self, mut reqs: Vec<Request>) -> Result<Vec<Response>> {
         for r in reqs.iter_mut().skip(1) {
