@@ -197,14 +197,112 @@ impl Connecting for SoftConnecting {
     }
 }
 
-/// A soft-iWARP listener.
+/// Most TCP connections whose MPA Request is still awaited, per listener;
+/// beyond it new connections are closed at once.
+const MAX_PENDING_HANDSHAKES: usize = 256;
+
+/// A soft-iWARP listener. A background task accepts TCP connections and reads
+/// each one's MPA Request in a task of its own (bounded by the handshake
+/// timeout), so a silent or slow peer holds up nobody else's connection setup.
 #[derive(Debug)]
 pub struct SoftListener {
+    requests: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<SoftConnectRequest>>,
+    acceptor: tokio::task::JoinHandle<()>,
+    local: SocketAddr,
+}
+
+impl Drop for SoftListener {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+    }
+}
+
+/// Accepts TCP connections forever, handing each to [`read_request`].
+async fn accept_loop(
     tcp: TcpListener,
     pd: SoftPd,
     caps: QpCaps,
     opts: Arc<IwarpOptions>,
-    local: SocketAddr,
+    tx: tokio::sync::mpsc::Sender<SoftConnectRequest>,
+) {
+    let pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
+    loop {
+        let (stream, peer_addr) = match tcp.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!("iwarp: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            tracing::debug!(%peer_addr, "iwarp: too many pending MPA handshakes; closing");
+            continue;
+        };
+        let (pd, opts, tx) = (pd.clone(), opts.clone(), tx.clone());
+        tokio::spawn(async move {
+            if let Some(req) = read_request(stream, peer_addr, pd, caps, opts).await {
+                // The listener is gone when this fails: the request drops.
+                let _ = tx.send(req).await;
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Reads and checks one connection's MPA Request; `None` (connection
+/// dropped) on timeout, a bad frame or a request for markers (rejected).
+async fn read_request(
+    mut stream: TcpStream,
+    peer_addr: SocketAddr,
+    pd: SoftPd,
+    caps: QpCaps,
+    opts: Arc<IwarpOptions>,
+) -> Option<SoftConnectRequest> {
+    let _ = stream.set_nodelay(true);
+    let mut buf = Vec::new();
+    let got = tokio::time::timeout(
+        opts.handshake_timeout,
+        read_frame(&mut stream, &mut buf, false),
+    )
+    .await;
+    let (req, leftover) = match got {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer_addr, "iwarp: bad MPA request: {e}");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer_addr, "iwarp: MPA request timed out");
+            return None;
+        }
+    };
+    let info = RequestInfo::from_frame(&req);
+    if info.markers {
+        // Markers are never supported: reject.
+        let mut b = Vec::new();
+        mpa::reject_reply(info.revision, b"").encode(&mut b);
+        let _ = stream.write_all(&b).await;
+        let _ = stream.shutdown().await;
+        tracing::debug!(%peer_addr, "iwarp: rejected MPA request asking for markers");
+        return None;
+    }
+    let peer = PeerParams {
+        private_data: info.private_data.clone(),
+        ird: info.ird,
+        ord: info.ord,
+    };
+    let qp = SoftQp::new(QpShared::new(pd, caps));
+    Some(SoftConnectRequest {
+        stream,
+        info,
+        peer,
+        peer_addr,
+        qp,
+        opts,
+        leftover,
+    })
 }
 
 /// A received MPA Request, not yet answered.
@@ -224,52 +322,12 @@ impl Listener for SoftListener {
     type Request = SoftConnectRequest;
 
     async fn accept(&self) -> Result<SoftConnectRequest> {
-        loop {
-            let (mut stream, peer_addr) = self.tcp.accept().await?;
-            let _ = stream.set_nodelay(true);
-            let mut buf = Vec::new();
-            let got = tokio::time::timeout(
-                self.opts.handshake_timeout,
-                read_frame(&mut stream, &mut buf, false),
-            )
-            .await;
-            let (req, leftover) = match got {
-                Ok(Ok(x)) => x,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer_addr, "iwarp: bad MPA request: {e}");
-                    continue;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer_addr, "iwarp: MPA request timed out");
-                    continue;
-                }
-            };
-            let info = RequestInfo::from_frame(&req);
-            if info.markers {
-                // Markers are never supported: reject.
-                let mut b = Vec::new();
-                mpa::reject_reply(info.revision, b"").encode(&mut b);
-                let _ = stream.write_all(&b).await;
-                let _ = stream.shutdown().await;
-                tracing::debug!(%peer_addr, "iwarp: rejected MPA request asking for markers");
-                continue;
-            }
-            let peer = PeerParams {
-                private_data: info.private_data.clone(),
-                ird: info.ird,
-                ord: info.ord,
-            };
-            let qp = SoftQp::new(QpShared::new(self.pd.clone(), self.caps));
-            return Ok(SoftConnectRequest {
-                stream,
-                info,
-                peer,
-                peer_addr,
-                qp,
-                opts: self.opts.clone(),
-                leftover,
-            });
-        }
+        self.requests
+            .lock()
+            .await
+            .recv()
+            .await
+            .ok_or(RdmaError::InvalidRequest("listener closed"))
     }
 
     fn local_addr(&self) -> SocketAddr {
@@ -360,11 +418,11 @@ impl Provider for SoftIwarp {
     async fn listen(&self, pd: &SoftPd, addr: SocketAddr, caps: QpCaps) -> Result<SoftListener> {
         let tcp = TcpListener::bind(addr).await?;
         let local = tcp.local_addr()?;
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let acceptor = tokio::spawn(accept_loop(tcp, pd.clone(), caps, self.opts.clone(), tx));
         Ok(SoftListener {
-            tcp,
-            pd: pd.clone(),
-            caps,
-            opts: self.opts.clone(),
+            requests: tokio::sync::Mutex::new(rx),
+            acceptor,
             local,
         })
     }
