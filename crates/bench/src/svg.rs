@@ -68,11 +68,11 @@ const PALETTE: [&str; 8] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
 ];
 
-const WIDTH: f64 = 900.0;
+const WIDTH: f64 = 1000.0;
 const PANEL_H: f64 = 400.0;
 const TOP: f64 = 40.0; // document title band
 const M_LEFT: f64 = 80.0;
-const M_RIGHT: f64 = 250.0; // legend column
+const M_RIGHT: f64 = 320.0; // legend column
 const M_TOP: f64 = 36.0;
 const M_BOTTOM: f64 = 56.0;
 
@@ -421,7 +421,7 @@ fn render_chart(out: &mut String, c: &Chart, y0: f64) {
             color(s.color),
             lx + 32.0,
             ly + 4.0,
-            escape(&ellipsize(&s.name, 30))
+            escape(&ellipsize(&s.name, 40))
         );
     }
     let _ = writeln!(out, "</g>\n</g>");

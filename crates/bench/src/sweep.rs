@@ -37,6 +37,8 @@ usage: smbx bench sweep -b<size>[,<size>...] -o<n>[,<n>...] -t<n>[,<n>...] [benc
     index.html     the charts on one page
   -b, -o, -t     comma-separated lists (default: bench's single default)
   --out DIR      the output directory (created; existing results are overwritten)
+  --labels A,B   names for the targets in charts and the label column, one per target
+                 (default: the path; for smb:// URLs host:port/share/path)
   -c<size>       creates each target once, before its first point
   Every other `smbx bench` flag (-r, -s, -w, -d, -W, -S, -g, --engine, --server-pid ...)
   applies to every point; -R and -F are refused (the sweep chooses the outputs, and -t is
@@ -56,6 +58,8 @@ pub struct Plan {
     pub threads: Vec<u32>,
     /// Targets as given (passwords removed where shown).
     pub targets: Vec<String>,
+    /// The targets' names in charts and the `label` column (`--labels`, or a short form).
+    pub labels: Vec<String>,
     /// One validated profile per matrix point.
     pub points: Vec<Point>,
 }
@@ -76,6 +80,8 @@ pub struct Point {
 pub struct Row {
     /// Target as given (password removed).
     pub target: String,
+    /// The target's label (`--labels`, or its short form).
+    pub label: String,
     /// Bytes per I/O.
     pub block_size: u64,
     /// Threads on the target.
@@ -134,10 +140,11 @@ pub struct Row {
 
 impl Row {
     /// The row of a point's report.
-    pub fn of(target: &str, p: &Profile, r: &Report) -> Row {
+    pub fn of(target: &str, label: &str, p: &Profile, r: &Report) -> Row {
         let lat = r.io.latency_us.as_ref();
         Row {
             target: target.to_string(),
+            label: label.to_string(),
             block_size: p.block_size,
             threads: p.threads_per_target,
             outstanding: p.outstanding,
@@ -173,8 +180,9 @@ impl Row {
 }
 
 /// The CSV columns, in order (the [`Row`] fields).
-pub const CSV_COLUMNS: [&str; 28] = [
+pub const CSV_COLUMNS: [&str; 29] = [
     "target",
+    "label",
     "block_size",
     "threads",
     "outstanding",
@@ -232,6 +240,7 @@ fn list<T>(
 /// Parses `smbx bench sweep` arguments and validates every point up front.
 pub fn plan(args: &[String]) -> Result<Plan, ArgError> {
     let mut out: Option<PathBuf> = None;
+    let mut labels: Option<Vec<String>> = None;
     let (mut bs, mut os, mut ts) = (None, None, None);
     let mut create: Option<String> = None;
     let mut common: Vec<String> = Vec::new();
@@ -248,6 +257,18 @@ pub fn plan(args: &[String]) -> Result<Plan, ArgError> {
         } else if let Some(v) = a.strip_prefix("--out=") {
             if out.replace(PathBuf::from(v)).is_some() {
                 return Err(ArgError("--out given twice".into()));
+            }
+        } else if a == "--labels" || a.starts_with("--labels=") {
+            let v = match a.strip_prefix("--labels=") {
+                Some(v) => v.to_string(),
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| ArgError("--labels needs a comma-separated list".into()))?,
+            };
+            let v: Vec<String> = v.split(',').map(str::to_string).collect();
+            if labels.replace(v).is_some() {
+                return Err(ArgError("--labels given twice".into()));
             }
         } else if let Some(long) = a.strip_prefix("--") {
             common.push(a.clone());
@@ -297,6 +318,32 @@ pub fn plan(args: &[String]) -> Result<Plan, ArgError> {
             "no target given: name a file path or an smb:// URL".into(),
         ));
     }
+    for (i, t) in targets.iter().enumerate() {
+        if targets[..i].contains(t) {
+            return Err(ArgError(format!(
+                "target {} is given twice",
+                shown_target(t)
+            )));
+        }
+    }
+    let labels = match labels {
+        Some(l) if l.len() != targets.len() => {
+            return Err(ArgError(format!(
+                "--labels names {} target(s), but {} are given",
+                l.len(),
+                targets.len()
+            )))
+        }
+        Some(l) => {
+            for (i, x) in l.iter().enumerate() {
+                if x.is_empty() || l[..i].contains(x) {
+                    return Err(ArgError(format!("--labels: {x:?} is empty or given twice")));
+                }
+            }
+            l
+        }
+        None => targets.iter().map(|t| short_label(t)).collect(),
+    };
     let one = |v: Option<Vec<String>>| v.unwrap_or_else(|| vec![String::new()]);
     let (bs, os, ts) = (one(bs), one(os), one(ts));
     let shown: Vec<String> = targets.iter().map(|t| shown_target(t)).collect();
@@ -359,8 +406,26 @@ pub fn plan(args: &[String]) -> Result<Plan, ArgError> {
         outstanding,
         threads,
         targets: shown,
+        labels,
         points,
     })
+}
+
+/// A target's default label: a local path as given; an smb:// URL without scheme and user.
+fn short_label(t: &str) -> String {
+    match t
+        .strip_prefix("smb://")
+        .or_else(|| t.strip_prefix("SMB://"))
+    {
+        Some(rest) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => rest[at + 1..].to_string(),
+                None => rest.to_string(),
+            }
+        }
+        None => t.to_string(),
+    }
 }
 
 fn shown_target(t: &str) -> String {
@@ -391,6 +456,7 @@ struct Axes<'a> {
     threads: &'a [u32],
     outstanding: &'a [u32],
     targets: &'a [String],
+    labels: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -428,6 +494,7 @@ pub fn csv(rows: &[Row]) -> String {
     for r in rows {
         let fields = [
             csv_field(&r.target),
+            csv_field(&r.label),
             r.block_size.to_string(),
             r.threads.to_string(),
             r.outstanding.to_string(),
@@ -509,6 +576,7 @@ fn latency_series(
 ) -> Vec<Series> {
     let mut out = Vec::new();
     for (ti, t) in plan.targets.iter().enumerate() {
+        let label = &plan.labels[ti];
         let mine: Vec<&Row> = rows.iter().filter(|r| &r.target == t && keep(r)).collect();
         let stats: [(&str, bool, Stat); 2] = [
             ("p50", false, |r| r.latency_p50_us),
@@ -516,7 +584,7 @@ fn latency_series(
         ];
         for (name, dashed, get) in stats {
             out.push(Series {
-                name: format!("{t} {name}"),
+                name: format!("{label} {name}"),
                 points: mine
                     .iter()
                     .filter_map(|r| get(r).map(|y| (x(r), y)))
@@ -539,7 +607,7 @@ fn iops_series(
         .iter()
         .enumerate()
         .map(|(ti, t)| Series {
-            name: t.clone(),
+            name: plan.labels[ti].clone(),
             points: rows
                 .iter()
                 .filter(|r| &r.target == t && keep(r))
@@ -653,13 +721,13 @@ pub fn table(rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "{:<32} {:>6} {:>3} {:>4} {:>11} {:>9} {:>10} {:>10} {:>8}",
-        "target", "size", "t", "o", "IOPS", "MiB/s", "p50 µs", "p99 µs", "cyc/B"
+        "label", "size", "t", "o", "IOPS", "MiB/s", "p50 µs", "p99 µs", "cyc/B"
     );
     for r in rows {
         let _ = writeln!(
             s,
             "{:<32} {:>6} {:>3} {:>4} {:>11.1} {:>9.2} {:>10.1} {:>10.1} {:>8}",
-            svg::ellipsize(&r.target, 32),
+            svg::ellipsize(&r.label, 32),
             svg::short_size(r.block_size),
             r.threads,
             r.outstanding,
@@ -693,7 +761,7 @@ pub fn run(plan: &Plan, command_line: &str) -> Result<Vec<Row>, BenchError> {
             p.outstanding
         );
         let report = crate::run(p, pt.command_line.clone())?;
-        let row = Row::of(target, p, &report);
+        let row = Row::of(target, &plan.labels[pt.target], p, &report);
         eprintln!(
             "sweep [{}/{n}]   {:.1} IOPS, {:.2} MiB/s, p50 {:.1} µs, p99 {:.1} µs",
             i + 1,
@@ -715,6 +783,7 @@ pub fn run(plan: &Plan, command_line: &str) -> Result<Vec<Row>, BenchError> {
             threads: &plan.threads,
             outstanding: &plan.outstanding,
             targets: &plan.targets,
+            labels: &plan.labels,
         },
         points: rows
             .iter()
@@ -858,11 +927,29 @@ mod tests {
         let p = plan_str("--out d smb://u:secret@h/s/f").unwrap();
         assert!(!p.points[0].command_line.contains("secret"));
         assert!(!p.targets[0].contains("secret"));
+        assert_eq!(p.labels, vec!["h/s/f".to_string()]);
+    }
+
+    #[test]
+    fn labels() {
+        let p = plan_str("--out d --labels x,y /tmp/a smb://h:1/s/b").unwrap();
+        assert_eq!(p.labels, vec!["x".to_string(), "y".to_string()]);
+        let p = plan_str("--out d /tmp/a smb://u@h:1/s/b").unwrap();
+        assert_eq!(p.labels, vec!["/tmp/a".to_string(), "h:1/s/b".to_string()]);
+        for (args, needle) in [
+            ("--out d --labels x a b", "names 1 target"),
+            ("--out d --labels x,x a b", "given twice"),
+            ("--out d a a", "given twice"),
+        ] {
+            let e = plan_str(args).expect_err(args);
+            assert!(e.0.contains(needle), "{args}: {e}");
+        }
     }
 
     fn row(target: &str, b: u64, t: u32, o: u32) -> Row {
         Row {
             target: target.into(),
+            label: format!("L{target}"),
             block_size: b,
             threads: t,
             outstanding: o,

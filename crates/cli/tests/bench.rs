@@ -195,11 +195,11 @@ fn sweep_over_a_local_file_and_an_smb_target() {
         .collect();
     assert_eq!(rows.len(), 4, "{csv}");
     for r in &rows {
-        // block_size, io_count and bytes are columns 1, 7 and 10.
+        // block_size, io_count and bytes are columns 2, 8 and 11.
         let (b, n, bytes): (u64, u64, u64) = (
-            r[1].parse().unwrap(),
-            r[7].parse().unwrap(),
-            r[10].parse().unwrap(),
+            r[2].parse().unwrap(),
+            r[8].parse().unwrap(),
+            r[11].parse().unwrap(),
         );
         assert!(n > 0);
         assert_eq!(bytes, n * b);
