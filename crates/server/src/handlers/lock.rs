@@ -10,6 +10,11 @@
 //!   for a single lock without FAIL_IMMEDIATELY, which goes async (STATUS_PENDING)
 //!   until the conflicting lock goes away; CANCEL ends it with STATUS_CANCELLED and
 //!   closing its handle with RANGE_NOT_LOCKED.
+//! - Lock sequence verification (replay detection): on durable opens (2.1 and later) and
+//!   on every open of a 3.x connection that advertised multichannel, a request whose
+//!   LockSequenceIndex (1..=64) and LockSequenceNumber repeat the last successful
+//!   request of that bucket is answered SUCCESS without being applied (`state::locks`,
+//!   [`LockSequences`]).
 
 use std::sync::Arc;
 
@@ -17,11 +22,41 @@ use smbx_wire::lock::{
     encode_lock_response, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY,
     LOCKFLAG_SHARED, LOCKFLAG_UNLOCK,
 };
+use smbx_wire::negotiate::{CAP_MULTI_CHANNEL, DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
 use smbx_wire::{NtStatus, Reader};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::file::{SharedFile, FILE_APPEND_DATA, FILE_READ_DATA, FILE_WRITE_DATA};
-use crate::state::FileId;
+use crate::state::locks::LockSequences;
+use crate::state::{FileId, FileOpen};
+
+/// Whether LOCK requests on `f` get lock sequence verification ([MS-SMB2] 3.3.5.14):
+/// never in 2.0.2; for durable opens; for every open of a 3.x connection whose
+/// NEGOTIATE response carried SMB2_GLOBAL_CAP_MULTI_CHANNEL (as Samba; Windows limits
+/// it to resilient and persistent opens).
+fn verifies_lock_sequence(ctx: &Ctx<'_>, f: &FileOpen) -> bool {
+    let dialect = ctx.dialect();
+    if dialect <= DIALECT_202 || dialect == DIALECT_WILDCARD {
+        return false;
+    }
+    if f.durable.lock().is_some() {
+        return true;
+    }
+    dialect >= DIALECT_300 && ctx.conn.negotiate.lock().server_capabilities & CAP_MULTI_CHANNEL != 0
+}
+
+/// A LockSequence to remember once the request succeeds.
+struct Sequence {
+    seqs: Arc<LockSequences>,
+    index: u32,
+    number: u8,
+}
+
+impl Sequence {
+    fn record(&self) {
+        self.seqs.record(self.index, self.number);
+    }
+}
 
 /// Handles LOCK.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
@@ -38,7 +73,17 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     let file = f.file.clone();
     let owner = f.entry_id;
+    let seq = verifies_lock_sequence(ctx, f).then(|| Sequence {
+        seqs: f.lock_sequences.clone(),
+        index: r.lock_sequence_index,
+        number: r.lock_sequence_number,
+    });
     drop(open);
+    if let Some(s) = &seq {
+        if s.seqs.is_replay(s.index, s.number) {
+            return Ok(Response::ok(encode_lock_response()));
+        }
+    }
 
     if r.locks[0].flags & LOCKFLAG_UNLOCK != 0 {
         for l in &r.locks {
@@ -46,6 +91,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             file.locks.unlock(owner, l.offset, l.length)?;
+        }
+        if let Some(s) = &seq {
+            s.record();
         }
         return Ok(Response::ok(encode_lock_response()));
     }
@@ -68,12 +116,23 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // leases to NONE (smb2.oplock.brl1, brl3).
     crate::state::oplock::break_level2(ctx.server, &file, owner).await;
     match file.locks.try_lock_all(owner, &wanted) {
-        Ok(()) => Ok(Response::ok(encode_lock_response())),
+        Ok(()) => {
+            if let Some(s) = &seq {
+                s.record();
+            }
+            Ok(Response::ok(encode_lock_response()))
+        }
         Err((_, NtStatus::LOCK_NOT_GRANTED)) if blocking => {
             let (offset, length, exclusive) = wanted[0];
-            Ok(Response::pending(wait_for_lock(
-                file, owner, offset, length, exclusive,
-            )))
+            Ok(Response::pending(async move {
+                let r = wait_for_lock(file, owner, offset, length, exclusive).await;
+                if r.is_ok() {
+                    if let Some(s) = &seq {
+                        s.record();
+                    }
+                }
+                r
+            }))
         }
         Err((_, st)) => Err(st),
     }

@@ -63,6 +63,57 @@ fn conflicts(held: &LockEntry, new: &LockEntry) -> bool {
     overlaps(held.offset, held.length, new.offset, new.length)
 }
 
+/// Number of LockSequence buckets of an open ([MS-SMB2] 3.3.1.10 LockSequenceArray):
+/// valid LockSequenceIndex values are 1..=64.
+pub const LOCK_SEQUENCE_BUCKETS: usize = 64;
+
+/// An open's LockSequenceArray ([MS-SMB2] 3.3.5.14): per bucket, the LockSequenceNumber
+/// of the last successful LOCK request that named it, so a client resending a request
+/// (after a lost connection, or on another channel) does not have it applied twice.
+#[derive(Debug)]
+pub struct LockSequences {
+    buckets: Mutex<[Option<u8>; LOCK_SEQUENCE_BUCKETS]>,
+}
+
+impl Default for LockSequences {
+    fn default() -> Self {
+        LockSequences {
+            buckets: Mutex::new([None; LOCK_SEQUENCE_BUCKETS]),
+        }
+    }
+}
+
+impl LockSequences {
+    /// The bucket of a LockSequenceIndex; `None` for 0 and for anything above 64
+    /// (no replay detection for those).
+    fn bucket(index: u32) -> Option<usize> {
+        let i = usize::try_from(index).ok()?;
+        (1..=LOCK_SEQUENCE_BUCKETS).contains(&i).then(|| i - 1)
+    }
+
+    /// Checks a request before it is processed: true if it repeats the last successful
+    /// request of its bucket (a replay, answered SUCCESS without being applied).
+    /// Otherwise the bucket is invalidated until [`LockSequences::record`] runs.
+    pub fn is_replay(&self, index: u32, number: u8) -> bool {
+        let Some(b) = Self::bucket(index) else {
+            return false;
+        };
+        let mut buckets = self.buckets.lock();
+        if buckets[b] == Some(number) {
+            return true;
+        }
+        buckets[b] = None;
+        false
+    }
+
+    /// Remembers a request that succeeded.
+    pub fn record(&self, index: u32, number: u8) {
+        if let Some(b) = Self::bucket(index) {
+            self.buckets.lock()[b] = Some(number);
+        }
+    }
+}
+
 /// The byte-range locks of one file, with a wake-up for blocked lock requests.
 #[derive(Debug, Default)]
 pub struct ByteRangeLocks {

@@ -88,6 +88,8 @@ pub struct FileOpen {
     pub final_write_time: AtomicU64,
     /// Durable handle granted at CREATE ([MS-SMB2] 3.3.5.9.6 / 3.3.5.9.10), if any.
     pub durable: Mutex<Option<Box<Durable>>>,
+    /// LockSequenceArray of LOCK replay detection (handlers/lock.rs).
+    pub lock_sequences: Arc<super::locks::LockSequences>,
     closed: AtomicBool,
 }
 
@@ -159,6 +161,7 @@ impl FileOpen {
             query: Mutex::new(Default::default()),
             final_write_time: AtomicU64::new(0),
             durable: Mutex::new(None),
+            lock_sequences: Default::default(),
             closed: AtomicBool::new(false),
         }
     }
