@@ -43,6 +43,7 @@
 
 pub mod attr;
 mod handle;
+mod ntacl;
 pub mod path;
 mod perms;
 mod share;
@@ -54,6 +55,7 @@ mod wildcard;
 
 pub use attr::*;
 pub use handle::Handle;
+pub use ntacl::{MAX_NTACL, NTACL_XATTR};
 pub use path::SmbPath;
 pub use share::Share;
 pub use shortname::short_name;

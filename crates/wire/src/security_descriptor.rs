@@ -399,8 +399,9 @@ impl Acl {
 /// A security descriptor (encoded self-relative).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SecurityDescriptor {
-    /// Control flags; SE_SELF_RELATIVE, SE_DACL_PRESENT and SE_SACL_PRESENT are
-    /// derived when encoding.
+    /// Control flags; SE_SELF_RELATIVE is always set when encoding, and
+    /// SE_DACL_PRESENT / SE_SACL_PRESENT whenever the ACL is there (kept without it:
+    /// a NULL DACL / SACL).
     pub control: u16,
     /// Owner SID.
     pub owner: Option<Sid>,
@@ -408,8 +409,8 @@ pub struct SecurityDescriptor {
     pub group: Option<Sid>,
     /// System ACL.
     pub sacl: Option<Acl>,
-    /// Discretionary ACL (`None` with SE_DACL_PRESENT clear = no DACL: everyone has
-    /// full access).
+    /// Discretionary ACL (`None`: no DACL, or with SE_DACL_PRESENT a NULL DACL;
+    /// either way everyone has full access).
     pub dacl: Option<Acl>,
 }
 
@@ -424,8 +425,9 @@ impl SecurityDescriptor {
 
     /// The self-relative binary form: header, owner, group, SACL, DACL.
     pub fn encode(&self) -> Vec<u8> {
+        // A present ACL sets its PRESENT bit; a PRESENT bit in `control` without the
+        // ACL is kept: a NULL DACL (no access restriction) / NULL SACL.
         let mut control = self.control | SE_SELF_RELATIVE;
-        control &= !(SE_DACL_PRESENT | SE_SACL_PRESENT);
         if self.dacl.is_some() {
             control |= SE_DACL_PRESENT;
         }
@@ -575,6 +577,17 @@ mod tests {
         assert_eq!(d.group, sd.group);
         assert_eq!(d.dacl, sd.dacl);
         assert_eq!(d.sacl, None);
+        // A NULL DACL: DACL_PRESENT without a DACL survives a round trip.
+        let null = SecurityDescriptor {
+            control: SE_DACL_PRESENT,
+            ..Default::default()
+        };
+        let b = null.encode();
+        assert_eq!(b.len(), 20);
+        assert_eq!(&b[16..20], &[0; 4]);
+        let d = SecurityDescriptor::decode(&b).unwrap();
+        assert_eq!(d.control, SE_SELF_RELATIVE | SE_DACL_PRESENT);
+        assert_eq!(d.dacl, None);
         // Empty descriptor: 20 bytes.
         let e = SecurityDescriptor::default().encode();
         assert_eq!(e.len(), 20);

@@ -9,6 +9,7 @@ use smbx_wire::create::{
     ctx as cname, encode_contexts, CreateContext, CreateRequest, CreateResponse,
     IMPERSONATION_DELEGATE, OPLOCK_LEVEL_LEASE, OPLOCK_LEVEL_NONE,
 };
+use smbx_wire::security_descriptor::SecurityDescriptor;
 use smbx_wire::NtStatus;
 
 use super::{pipe, Ctx, HandlerResult, Request, Response};
@@ -16,7 +17,7 @@ use super::{pipe, Ctx, HandlerResult, Request, Response};
 mod durable;
 use crate::state::file::{FileKey, DELETE, FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::open::{FileOpen, FileOpenParams};
-use crate::state::{oplock, FileId, OpenKind, ServerState, Tree};
+use crate::state::{acl, oplock, FileId, OpenKind, ServerState, Tree};
 
 /// CreateOptions: FILE_DIRECTORY_FILE.
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
@@ -200,6 +201,8 @@ struct Contexts<'a> {
     durable: Option<DurableRequest>,
     /// DHnC / DH2C: a durable handle is reclaimed.
     reconnect: Option<durable::Reconnect>,
+    /// SecD: the security descriptor of a new file.
+    sd: Option<&'a [u8]>,
 }
 
 /// A durable handle request ([MS-SMB2] 2.2.13.2.3 / 2.2.13.2.11).
@@ -284,7 +287,8 @@ fn scan_contexts<'a>(list: &[CreateContext<'a>], dialect: u16) -> Result<Context
                 dh2c = true;
                 c.reconnect = Some(durable::Reconnect::v2(b));
             }
-            _ => {} // SecD, AppInstanceId, unknown: ignored.
+            n if n == cname::SECD => c.sd = Some(x.data),
+            _ => {} // AppInstanceId, unknown: ignored.
         }
     }
     // DH2C excludes every other durable context, DHnC the version 2 ones; DHnC
@@ -474,6 +478,14 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         cx.alloc.unwrap_or(0),
     )
     .ok_or(NtStatus::INVALID_PARAMETER)?;
+    // A SecD that does not decode fails the CREATE ([MS-SMB2] 2.2.13.2.5 / 3.3.5.9).
+    let sd = match cx.sd {
+        Some(b) => {
+            Some(SecurityDescriptor::decode(b).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?)
+        }
+        None => None,
+    };
+    let token = acl::Token::for_user(ctx.session()?.user().as_ref());
     let vfs = ctx.server.files.vfs_share(&tree.share)?;
     if trailing_sep && options & FILE_DIRECTORY_FILE == 0 {
         check_trailing_sep(&vfs, &name, options, disposition)?;
@@ -504,6 +516,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         requester,
         durable: cx.durable,
         owner: durable::owner_of(ctx)?,
+        sd,
+        token,
     };
     // Opening may wait for other opens' oplock/lease break acknowledgments. The first
     // poll runs inline; if it has to wait and this is the last member of its compound
@@ -553,6 +567,68 @@ struct OpenParams {
     requester: oplock::Requester,
     durable: Option<DurableRequest>,
     owner: String,
+    /// SecD of the request (applied to a new file).
+    sd: Option<SecurityDescriptor>,
+    /// Whom the access check of a stored descriptor is for.
+    token: acl::Token,
+}
+
+/// The share-relative path of the directory holding `name` (a stream's base file
+/// counts); `None` for the share root.
+fn parent_of(name: &str) -> Option<&str> {
+    let base = name.split(':').next().unwrap_or("");
+    if base.is_empty() {
+        return None;
+    }
+    Some(base.rsplit_once('\\').map_or("", |(p, _)| p))
+}
+
+/// The stored descriptor (if any) and metadata of the directory holding `name`.
+fn parent_sd(vfs: &smbx_vfs::Share, name: &str) -> Option<(Option<SecurityDescriptor>, FileInfo)> {
+    let parent = parent_of(name)?;
+    let req = smbx_vfs::CreateRequest::from_wire(1, 0, acl::FILE_READ_ATTRIBUTES, 0, 0)?;
+    let (h, _) = vfs.create(parent, &req).ok()?;
+    let info = h.stat().ok()?;
+    Some((acl::stored(&h).ok()?, info))
+}
+
+/// Access check of an existing file against its stored NT descriptor (state/acl.rs;
+/// files without one are not checked here). DELETE is also granted by
+/// FILE_DELETE_CHILD on the parent, FILE_READ_ATTRIBUTES by FILE_LIST_DIRECTORY
+/// ([MS-FSA] 2.1.5.1.2.1); a parent without a stored descriptor grants both. Returns the rights the descriptor allows, or
+/// ACCESS_DENIED if `desired` (mapped, without MAXIMUM_ALLOWED) asks for more.
+fn check_stored_sd(
+    vfs: &smbx_vfs::Share,
+    name: &str,
+    h: &smbx_vfs::Handle,
+    token: &acl::Token,
+    desired: u32,
+) -> Result<Option<u32>, NtStatus> {
+    let Some(stored) = acl::stored(h)? else {
+        return Ok(None);
+    };
+    let info = h.stat()?;
+    let mut max = acl::max_access(&acl::effective(Some(stored), &info), token);
+    let via_parent = acl::DELETE | acl::FILE_READ_ATTRIBUTES;
+    if max & via_parent != via_parent {
+        // A parent without a stored descriptor is not access-checked: it passes both.
+        if let Some((p, pinfo)) = parent_sd(vfs, name) {
+            let pmax = match p {
+                Some(p) => acl::max_access(&acl::effective(Some(p), &pinfo), token),
+                None => acl::ALL_RIGHTS,
+            };
+            if pmax & acl::FILE_DELETE_CHILD != 0 {
+                max |= acl::DELETE;
+            }
+            if pmax & acl::FILE_LIST_DIRECTORY != 0 {
+                max |= acl::FILE_READ_ATTRIBUTES;
+            }
+        }
+    }
+    if desired & !max != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(Some(max))
 }
 
 /// A new open (other than an attribute-only one) would break the oplocks / leases of
@@ -587,7 +663,11 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         requester,
         durable,
         owner,
+        sd,
+        token,
     } = p;
+    // What the access check compares with a stored descriptor.
+    let desired_rights = if maximum_allowed { 0 } else { granted };
     let files = &server.files;
     let lease_key = oplock_req.lease.map(|l| l.lease_key);
 
@@ -609,6 +689,8 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         };
         match vfs.create(&name, &probe_req) {
             Ok((h, _)) => {
+                // Before anything is truncated.
+                check_stored_sd(&vfs, &name, &h, &token, desired_rights)?;
                 let info = h.stat()?;
                 let key = key_of(&info, &h);
                 // Break conflicting oplocks/leases (and wait) before the share check.
@@ -667,6 +749,33 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             return Err(e);
         }
     };
+    // NT security descriptors (state/acl.rs): an existing file's stored one decides
+    // access; a new file gets the SecD and/or what its parent passes on.
+    let sd_max = if action == CreateAction::Created {
+        let parent = parent_sd(&vfs, &name).and_then(|(p, _)| p);
+        if sd.is_some() || parent.is_some() {
+            let info = handle.stat()?;
+            if let Some(new_sd) = acl::for_new_file(sd.as_ref(), parent.as_ref(), &info) {
+                if let Err(e) = handle.set_nt_acl(Some(&new_sd.encode())) {
+                    tracing::debug!(path = %name, "cannot store the security descriptor: {e:?}");
+                }
+            }
+        }
+        None
+    } else {
+        match check_stored_sd(&vfs, &name, &handle, &token, desired_rights) {
+            Ok(m) => m,
+            Err(e) => {
+                if let Some((f, id)) = pre {
+                    f.remove(id);
+                }
+                return Err(e);
+            }
+        }
+    };
+    if let (true, Some(m)) = (maximum_allowed, sd_max) {
+        granted &= m;
+    }
     let info = handle.stat()?;
     let key = key_of(&info, &handle);
     let (file, entry_id) = match pre {

@@ -364,7 +364,10 @@ fn query_security(f: &FileOpen, q: &QueryInfoRequest<'_>, max: usize) -> Handler
         return Err(NtStatus::ACCESS_DENIED);
     }
     let info = f.handle.stat()?;
-    let sd = security::posix_sd(info.uid, info.gid, info.mode, info.is_dir, secinfo).encode();
+    // The stored NT descriptor if there is one, else the POSIX-derived one (state/acl.rs).
+    let stored = crate::state::acl::stored(&f.handle)?;
+    let sd =
+        crate::state::acl::select(&crate::state::acl::effective(stored, &info), secinfo).encode();
     if sd.len() > max {
         return Ok(Response::error_with_data(
             NtStatus::BUFFER_TOO_SMALL,

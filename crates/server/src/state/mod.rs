@@ -3,6 +3,7 @@
 //! `.await`; an `Arc` they hold stays valid memory but may be marked closed by the
 //! time they use it, so state changes are re-checked under the object's lock.
 
+pub mod acl;
 pub mod file;
 pub mod locks;
 pub mod notify;

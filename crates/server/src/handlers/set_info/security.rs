@@ -1,30 +1,35 @@
-//! SET_INFO with SMB2_0_INFO_SECURITY ([MS-SMB2] 3.3.5.21.3, [MS-FSA] 2.1.5.16):
-//! a security descriptor mapped, best effort, onto POSIX ownership and mode bits.
+//! SET_INFO with SMB2_0_INFO_SECURITY ([MS-SMB2] 3.3.5.21.3, [MS-FSA] 2.1.5.16).
 //!
+//! The selected parts replace those of the file's current descriptor and the result is
+//! stored as its NT security descriptor (state/acl.rs), which QUERY_INFO returns and
+//! CREATE checks access against from then on. DACL_SECURITY_INFORMATION without
+//! SE_DACL_PRESENT, or with a DACL offset of 0, sets a NULL DACL (no restriction).
+//!
+//! The POSIX metadata follows, best effort, as before stored descriptors existed:
 //! - Owner / group: only the Unix SIDs S-1-22-1-<uid> / S-1-22-2-<gid> map (to
-//!   fchown); any other owner SID is INVALID_OWNER, any other group SID is ignored.
-//!   Setting the current owner or group always succeeds; other ids need the
-//!   kernel's permission (ACCESS_DENIED otherwise).
+//!   fchown); any other owner SID is INVALID_OWNER, any other group SID is stored
+//!   without a POSIX change. Setting the current owner or group always succeeds;
+//!   other ids need the kernel's permission (ACCESS_DENIED otherwise).
 //! - DACL: ACCESS_ALLOWED ACEs for the owner (its Unix SID or CREATOR OWNER), the
 //!   group (its Unix SID or CREATOR GROUP) and Everyone grant r/w/x: read from
 //!   FILE_READ_DATA / GENERIC_READ / GENERIC_ALL, write from FILE_WRITE_DATA /
 //!   FILE_APPEND_DATA / GENERIC_WRITE / GENERIC_ALL, execute from FILE_EXECUTE /
 //!   GENERIC_EXECUTE / GENERIC_ALL. Everyone's rights apply to owner, group and
 //!   other. Inherit-only ACEs, deny ACEs and other trustees are ignored. A NULL DACL
-//!   (DACL_SECURITY_INFORMATION without SE_DACL_PRESENT) means full access for all.
-//!   The owner always keeps read and write so the server can still reach the file.
-//!   setuid/setgid/sticky bits are kept.
+//!   means full access for all. The owner always keeps read and write so the server
+//!   can still reach the file. setuid/setgid/sticky bits are kept.
 //! - SACL / label: need ACCESS_SYSTEM_SECURITY, which the server never grants
 //!   (PRIVILEGE_NOT_HELD).
 
 use smbx_wire::security_descriptor::{
     well_known, Ace, SecurityDescriptor, Sid, ACCESS_ALLOWED_ACE_TYPE, DACL_SECURITY_INFORMATION,
     GROUP_SECURITY_INFORMATION, INHERIT_ONLY_ACE, LABEL_SECURITY_INFORMATION,
-    OWNER_SECURITY_INFORMATION, SACL_SECURITY_INFORMATION, SE_DACL_PRESENT,
+    OWNER_SECURITY_INFORMATION, SACL_SECURITY_INFORMATION, SE_DACL_AUTO_INHERITED,
+    SE_DACL_DEFAULTED, SE_DACL_PRESENT, SE_DACL_PROTECTED,
 };
 use smbx_wire::NtStatus;
 
-use crate::state::FileOpen;
+use crate::state::{acl, FileOpen};
 
 /// WRITE_DAC.
 const WRITE_DAC: u32 = 0x0004_0000;
@@ -93,9 +98,42 @@ pub fn set_security(
             dacl_to_mode(aces, owner, group)
         };
         let mode = (st.mode & 0o7000) | perm | 0o600;
-        f.handle.set_mode(mode)?;
+        // Best effort: the stored descriptor is what counts.
+        if let Err(e) = f.handle.set_mode(mode) {
+            tracing::debug!(path = %f.path, "cannot map the DACL to mode bits: {e:?}");
+        }
+    }
+    if info & (OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION)
+        != 0
+    {
+        let st = f.handle.stat()?;
+        let mut cur = acl::effective(acl::stored(&f.handle)?, &st);
+        merge(&mut cur, &sd, info);
+        f.handle.set_nt_acl(Some(&cur.encode()))?;
     }
     Ok(())
+}
+
+/// Replaces the parts of `cur` that `info` selects with those of `new`.
+pub fn merge(cur: &mut SecurityDescriptor, new: &SecurityDescriptor, info: u32) {
+    const DACL_CONTROL: u16 =
+        SE_DACL_PRESENT | SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED | SE_DACL_DEFAULTED;
+    if info & OWNER_SECURITY_INFORMATION != 0 && new.owner.is_some() {
+        cur.owner = new.owner.clone();
+    }
+    if info & GROUP_SECURITY_INFORMATION != 0 && new.group.is_some() {
+        cur.group = new.group.clone();
+    }
+    if info & DACL_SECURITY_INFORMATION != 0 {
+        // Without SE_DACL_PRESENT the DACL is NULL (no restriction) as well.
+        cur.control =
+            (cur.control & !DACL_CONTROL) | (new.control & DACL_CONTROL) | SE_DACL_PRESENT;
+        cur.dacl = if new.control & SE_DACL_PRESENT != 0 {
+            new.dacl.clone()
+        } else {
+            None
+        };
+    }
 }
 
 /// The id of a Unix SID S-1-22-`kind`-<id>.

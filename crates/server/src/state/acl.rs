@@ -1,0 +1,495 @@
+//! NT security descriptors of files and directories ([MS-DTYP] 2.4.6, 2.5.3).
+//!
+//! A descriptor set at CREATE (SecD context), through SET_INFO, or inherited from the
+//! parent directory is stored verbatim with the file (`smbx_vfs::Handle::nt_acl`, an
+//! xattr as Samba's `acl_xattr`). A file without one has the descriptor derived from
+//! its POSIX owner, group and mode (`handlers/query_info/security.rs`); such files are
+//! not access-checked beyond the tree's maximal access, as before.
+//!
+//! Identity: every session acts on the file system as the server process, so the
+//! [`Token`] holds the process's Unix SIDs (S-1-22-1-euid, S-1-22-2-egid), Everyone
+//! and, for authenticated non-guest sessions, Authenticated Users. The owner of a
+//! descriptor is implicitly granted READ_CONTROL and WRITE_DAC unless an OWNER RIGHTS
+//! ACE says otherwise.
+//!
+//! Access check ([MS-DTYP] 2.5.3.2, as a maximum-allowed computation): no DACL or a
+//! NULL DACL grants everything; otherwise the effective (non inherit-only) ACEs whose
+//! trustee is in the token are walked in order, an allow ACE granting the bits not yet
+//! denied and a deny ACE denying the bits not yet granted; generic bits are mapped to
+//! file rights.
+//!
+//! Inheritance ([MS-DTYP] 2.5.3.4): a new file gets the parent's OBJECT_INHERIT ACEs, a
+//! new directory its CONTAINER_INHERIT ACEs (kept inheritable unless
+//! NO_PROPAGATE_INHERIT) and its OBJECT_INHERIT-only ACEs as inherit-only; CREATOR
+//! OWNER / CREATOR GROUP become the new owner / group and generic bits are mapped in
+//! the effective copy (an inheritable original is kept inherit-only beside it). A
+//! parent with no stored descriptor or no inheritable ACE passes nothing on.
+
+use smbx_vfs::FileInfo;
+use smbx_wire::security_descriptor::well_known::{
+    creator_group, creator_owner, everyone, unix_group, unix_user,
+};
+use smbx_wire::security_descriptor::{
+    Ace, Acl, SecurityDescriptor, Sid, ACCESS_ALLOWED_ACE_TYPE, ACCESS_DENIED_ACE_TYPE,
+    CONTAINER_INHERIT_ACE, DACL_SECURITY_INFORMATION, GROUP_SECURITY_INFORMATION, INHERITED_ACE,
+    INHERIT_ONLY_ACE, NO_PROPAGATE_INHERIT_ACE, OBJECT_INHERIT_ACE, OWNER_SECURITY_INFORMATION,
+    SE_DACL_AUTO_INHERITED, SE_DACL_DEFAULTED, SE_DACL_PRESENT, SE_DACL_PROTECTED,
+};
+
+use crate::handlers::create::map_generic;
+use crate::handlers::query_info::security::{posix_sd, FILE_ALL_ACCESS};
+use crate::state::session::SessionUser;
+
+/// READ_CONTROL.
+pub const READ_CONTROL: u32 = 0x0002_0000;
+/// WRITE_DAC.
+pub const WRITE_DAC: u32 = 0x0004_0000;
+/// DELETE.
+pub const DELETE: u32 = 0x0001_0000;
+/// FILE_LIST_DIRECTORY.
+pub const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
+/// FILE_READ_ATTRIBUTES.
+pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
+/// FILE_DELETE_CHILD.
+pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
+/// Every right a DACL can grant on a file (FILE_ALL_ACCESS).
+pub const ALL_RIGHTS: u32 = FILE_ALL_ACCESS;
+
+/// OWNER RIGHTS (S-1-3-4).
+pub fn owner_rights() -> Sid {
+    Sid::new(3, &[4])
+}
+
+/// Authenticated Users (S-1-5-11).
+pub fn authenticated_users() -> Sid {
+    Sid::new(5, &[11])
+}
+
+/// The SIDs a session acts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    sids: Vec<Sid>,
+}
+
+impl Token {
+    /// The token of a session user (`None`: not yet authenticated, treated as
+    /// anonymous).
+    pub fn for_user(user: Option<&SessionUser>) -> Token {
+        // SAFETY: geteuid/getegid take no arguments and cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let mut sids = vec![unix_user(uid), unix_group(gid), everyone()];
+        if user.is_some_and(|u| !u.anonymous && !u.guest) {
+            sids.push(authenticated_users());
+        }
+        Token { sids }
+    }
+
+    /// A token with exactly these SIDs (tests).
+    pub fn with_sids(sids: Vec<Sid>) -> Token {
+        Token { sids }
+    }
+
+    /// Whether `sid` is one of the token's.
+    pub fn contains(&self, sid: &Sid) -> bool {
+        self.sids.iter().any(|s| s == sid)
+    }
+}
+
+/// The descriptor derived from POSIX metadata (owner, group, DACL).
+pub fn default_sd(info: &FileInfo) -> SecurityDescriptor {
+    posix_sd(
+        info.uid,
+        info.gid,
+        info.mode,
+        info.is_dir,
+        OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
+    )
+}
+
+/// The stored descriptor of a handle, if any (an undecodable one counts as none).
+pub fn stored(h: &smbx_vfs::Handle) -> Result<Option<SecurityDescriptor>, smbx_wire::NtStatus> {
+    Ok(h.nt_acl()?
+        .and_then(|b| SecurityDescriptor::decode(&b).ok()))
+}
+
+/// The descriptor clients see: the stored one (owner / group it lacks taken from
+/// POSIX), else the POSIX-derived one.
+pub fn effective(stored: Option<SecurityDescriptor>, info: &FileInfo) -> SecurityDescriptor {
+    let def = default_sd(info);
+    match stored {
+        Some(mut sd) => {
+            if sd.owner.is_none() {
+                sd.owner = def.owner;
+            }
+            if sd.group.is_none() {
+                sd.group = def.group;
+            }
+            sd.sacl = None;
+            sd
+        }
+        None => def,
+    }
+}
+
+/// The parts of `sd` that SecurityInformation `secinfo` selects (never a SACL).
+pub fn select(sd: &SecurityDescriptor, secinfo: u32) -> SecurityDescriptor {
+    const DACL_CONTROL: u16 =
+        SE_DACL_PRESENT | SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED | SE_DACL_DEFAULTED;
+    let mut out = SecurityDescriptor::default();
+    if secinfo & OWNER_SECURITY_INFORMATION != 0 {
+        out.owner = sd.owner.clone();
+    }
+    if secinfo & GROUP_SECURITY_INFORMATION != 0 {
+        out.group = sd.group.clone();
+    }
+    if secinfo & DACL_SECURITY_INFORMATION != 0 {
+        out.control = sd.control & DACL_CONTROL;
+        out.dacl = sd.dacl.clone();
+    }
+    out
+}
+
+/// The rights `sd` grants `token` (a maximum-allowed access check).
+pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> u32 {
+    let Some(dacl) = &sd.dacl else {
+        // No DACL / NULL DACL: no restriction.
+        return ALL_RIGHTS;
+    };
+    let is_owner = sd.owner.as_ref().is_some_and(|o| token.contains(o));
+    let owner_rights = owner_rights();
+    let mut owner_rights_ace = false;
+    let (mut granted, mut denied) = (0u32, 0u32);
+    for ace in &dacl.aces {
+        let Ace::Simple {
+            ace_type,
+            flags,
+            mask,
+            sid,
+        } = ace
+        else {
+            continue;
+        };
+        if flags & INHERIT_ONLY_ACE != 0 {
+            continue;
+        }
+        let applies = if *sid == owner_rights {
+            owner_rights_ace = true;
+            is_owner
+        } else {
+            token.contains(sid)
+        };
+        if !applies {
+            continue;
+        }
+        let m = map_generic(*mask) & ALL_RIGHTS;
+        match *ace_type {
+            ACCESS_ALLOWED_ACE_TYPE => granted |= m & !denied,
+            ACCESS_DENIED_ACE_TYPE => denied |= m & !granted,
+            _ => {}
+        }
+    }
+    if is_owner && !owner_rights_ace {
+        granted |= (READ_CONTROL | WRITE_DAC) & !denied;
+    }
+    granted
+}
+
+/// Maps generic bits of the effective ACEs of `acl` (inherit-only ACEs keep theirs).
+pub fn map_generic_acl(acl: &Acl) -> Acl {
+    let aces = acl
+        .aces
+        .iter()
+        .map(|a| match a {
+            Ace::Simple {
+                ace_type,
+                flags,
+                mask,
+                sid,
+            } if flags & INHERIT_ONLY_ACE == 0 => Ace::Simple {
+                ace_type: *ace_type,
+                flags: *flags,
+                mask: map_generic(*mask),
+                sid: sid.clone(),
+            },
+            other => other.clone(),
+        })
+        .collect();
+    Acl {
+        revision: acl.revision,
+        aces,
+    }
+}
+
+/// The DACL a new file (`is_dir`: directory) inherits from its parent's descriptor;
+/// `None` if nothing is inheritable.
+pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &Sid) -> Option<Acl> {
+    let dacl = parent.dacl.as_ref()?;
+    let (co, cg) = (creator_owner(), creator_group());
+    let mut out = Vec::new();
+    for ace in &dacl.aces {
+        let Ace::Simple {
+            ace_type,
+            flags,
+            mask,
+            sid,
+        } = ace
+        else {
+            continue;
+        };
+        let effective = |out: &mut Vec<Ace>| {
+            let sid = if *sid == co {
+                owner.clone()
+            } else if *sid == cg {
+                group.clone()
+            } else {
+                sid.clone()
+            };
+            out.push(Ace::Simple {
+                ace_type: *ace_type,
+                flags: INHERITED_ACE,
+                mask: map_generic(*mask),
+                sid,
+            });
+        };
+        let oi = flags & OBJECT_INHERIT_ACE != 0;
+        let ci = flags & CONTAINER_INHERIT_ACE != 0;
+        let no_propagate = flags & NO_PROPAGATE_INHERIT_ACE != 0;
+        if !is_dir {
+            if oi {
+                effective(&mut out);
+            }
+            continue;
+        }
+        if ci {
+            let needs_split = *sid == co || *sid == cg || map_generic(*mask) != *mask;
+            if no_propagate {
+                effective(&mut out);
+            } else if needs_split {
+                effective(&mut out);
+                out.push(Ace::Simple {
+                    ace_type: *ace_type,
+                    flags: (flags & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE))
+                        | INHERIT_ONLY_ACE
+                        | INHERITED_ACE,
+                    mask: *mask,
+                    sid: sid.clone(),
+                });
+            } else {
+                out.push(Ace::Simple {
+                    ace_type: *ace_type,
+                    flags: (flags & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE)) | INHERITED_ACE,
+                    mask: *mask,
+                    sid: sid.clone(),
+                });
+            }
+        } else if oi && !no_propagate {
+            out.push(Ace::Simple {
+                ace_type: *ace_type,
+                flags: OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE,
+                mask: *mask,
+                sid: sid.clone(),
+            });
+        }
+    }
+    (!out.is_empty()).then(|| Acl::new(out))
+}
+
+/// The descriptor to store for a new file: `given` (the CREATE's SecD, may be absent
+/// or empty) completed with the defaults and the parent's inheritable ACEs. `None`
+/// when nothing differs from the POSIX-derived default (no SecD part, nothing
+/// inherited).
+pub fn for_new_file(
+    given: Option<&SecurityDescriptor>,
+    parent: Option<&SecurityDescriptor>,
+    info: &FileInfo,
+) -> Option<SecurityDescriptor> {
+    let def = default_sd(info);
+    let owner = given.and_then(|g| g.owner.clone()).or(def.owner.clone())?;
+    let group = given.and_then(|g| g.group.clone()).or(def.group.clone())?;
+    let explicit_dacl = given.is_some_and(|g| g.control & SE_DACL_PRESENT != 0);
+    let inherited = if explicit_dacl {
+        None
+    } else {
+        parent.and_then(|p| inherit(p, info.is_dir, &owner, &group))
+    };
+    let given_parts =
+        given.is_some_and(|g| g.owner.is_some() || g.group.is_some() || explicit_dacl);
+    if !given_parts && inherited.is_none() {
+        return None;
+    }
+    let mut sd = SecurityDescriptor {
+        owner: Some(owner),
+        group: Some(group),
+        ..Default::default()
+    };
+    if explicit_dacl {
+        let g = given?;
+        sd.control = g.control & (SE_DACL_PRESENT | SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED);
+        sd.dacl = g.dacl.as_ref().map(map_generic_acl);
+    } else if let Some(acl) = inherited {
+        if parent.is_some_and(|p| p.control & SE_DACL_AUTO_INHERITED != 0) {
+            sd.control |= SE_DACL_AUTO_INHERITED;
+        }
+        sd.dacl = Some(acl);
+    } else {
+        sd.dacl = def.dacl;
+    }
+    Some(sd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbx_wire::security_descriptor::SE_SELF_RELATIVE;
+
+    fn info(is_dir: bool) -> FileInfo {
+        FileInfo {
+            uid: 1000,
+            gid: 100,
+            mode: if is_dir { 0o40755 } else { 0o100644 },
+            is_dir,
+            ..Default::default()
+        }
+    }
+
+    fn sd_with(owner: Sid, aces: Option<Vec<Ace>>) -> SecurityDescriptor {
+        SecurityDescriptor {
+            control: SE_DACL_PRESENT,
+            owner: Some(owner),
+            group: Some(unix_group(100)),
+            sacl: None,
+            dacl: aces.map(Acl::new),
+        }
+    }
+
+    #[test]
+    fn access_check() {
+        let me = unix_user(1000);
+        let token = Token::with_sids(vec![me.clone(), everyone()]);
+        let other = unix_user(5);
+        // NULL DACL: everything.
+        assert_eq!(
+            max_access(&sd_with(other.clone(), None), &token),
+            ALL_RIGHTS
+        );
+        // Empty DACL: nothing, but the owner's implicit READ_CONTROL | WRITE_DAC.
+        assert_eq!(max_access(&sd_with(other.clone(), Some(vec![])), &token), 0);
+        assert_eq!(
+            max_access(&sd_with(me.clone(), Some(vec![])), &token),
+            READ_CONTROL | WRITE_DAC
+        );
+        // Order matters: an earlier allow beats a later deny, an earlier deny wins.
+        let aces = vec![
+            Ace::allow(everyone(), 0x1, 0),
+            Ace::deny(everyone(), 0x3, 0),
+            Ace::allow(me.clone(), 0x80000000, 0), // GENERIC_READ
+            Ace::allow(everyone(), 0x4, INHERIT_ONLY_ACE),
+            Ace::allow(other.clone(), 0x8, 0),
+        ];
+        let g = max_access(&sd_with(other.clone(), Some(aces)), &token);
+        assert_eq!(g, 0x0012_0089 & !0x2);
+        // OWNER RIGHTS replaces the implicit owner rights.
+        let aces = vec![Ace::allow(owner_rights(), 0x1, 0)];
+        assert_eq!(max_access(&sd_with(me, Some(aces)), &token), 0x1);
+    }
+
+    #[test]
+    fn inheritance() {
+        let parent = sd_with(
+            unix_user(1),
+            Some(vec![
+                Ace::allow(everyone(), 0x1, OBJECT_INHERIT_ACE),
+                Ace::allow(everyone(), 0x2, CONTAINER_INHERIT_ACE),
+                Ace::allow(
+                    creator_owner(),
+                    0x1000_0000,
+                    OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
+                ),
+                Ace::allow(
+                    everyone(),
+                    0x4,
+                    CONTAINER_INHERIT_ACE | NO_PROPAGATE_INHERIT_ACE,
+                ),
+                Ace::allow(everyone(), 0x8, 0),
+            ]),
+        );
+        let (o, g) = (unix_user(7), unix_group(8));
+        let file = inherit(&parent, false, &o, &g).unwrap();
+        assert_eq!(
+            file.aces,
+            vec![
+                Ace::allow(everyone(), 0x1, INHERITED_ACE),
+                Ace::allow(o.clone(), ALL_RIGHTS, INHERITED_ACE),
+            ]
+        );
+        let dir = inherit(&parent, true, &o, &g).unwrap();
+        assert_eq!(
+            dir.aces,
+            vec![
+                Ace::allow(
+                    everyone(),
+                    0x1,
+                    OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE
+                ),
+                Ace::allow(everyone(), 0x2, CONTAINER_INHERIT_ACE | INHERITED_ACE),
+                Ace::allow(o.clone(), ALL_RIGHTS, INHERITED_ACE),
+                Ace::allow(
+                    creator_owner(),
+                    0x1000_0000,
+                    OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE
+                ),
+                Ace::allow(everyone(), 0x4, INHERITED_ACE),
+            ]
+        );
+        // Nothing inheritable.
+        let plain = sd_with(unix_user(1), Some(vec![Ace::allow(everyone(), 1, 0)]));
+        assert_eq!(inherit(&plain, false, &o, &g), None);
+    }
+
+    #[test]
+    fn new_file_descriptor() {
+        let i = info(false);
+        // Nothing given, nothing inherited: keep the POSIX default.
+        assert_eq!(for_new_file(None, None, &i), None);
+        let empty = SecurityDescriptor::default();
+        assert_eq!(for_new_file(Some(&empty), None, &i), None);
+        // An explicit DACL is kept as given (generic bits mapped), parent ignored.
+        let given = SecurityDescriptor {
+            control: SE_DACL_PRESENT,
+            dacl: Some(Acl::new(vec![Ace::allow(everyone(), 0x8000_0000, 0)])),
+            ..Default::default()
+        };
+        let parent = sd_with(
+            unix_user(1),
+            Some(vec![Ace::allow(everyone(), 0x1, OBJECT_INHERIT_ACE)]),
+        );
+        let sd = for_new_file(Some(&given), Some(&parent), &i).unwrap();
+        assert_eq!(sd.owner, Some(unix_user(1000)));
+        assert_eq!(
+            sd.dacl.unwrap().aces,
+            vec![Ace::allow(everyone(), 0x0012_0089, 0)]
+        );
+        // A NULL DACL stays NULL (DACL_PRESENT without a DACL) through encoding.
+        let null = SecurityDescriptor {
+            control: SE_DACL_PRESENT,
+            ..Default::default()
+        };
+        let sd = for_new_file(Some(&null), None, &i).unwrap();
+        let d = SecurityDescriptor::decode(&sd.encode()).unwrap();
+        assert_eq!(
+            d.control & (SE_DACL_PRESENT | SE_SELF_RELATIVE),
+            SE_DACL_PRESENT | SE_SELF_RELATIVE
+        );
+        assert_eq!(d.dacl, None);
+        // Inherited without a SecD.
+        let sd = for_new_file(None, Some(&parent), &i).unwrap();
+        assert_eq!(
+            sd.dacl.unwrap().aces,
+            vec![Ace::allow(everyone(), 0x1, INHERITED_ACE)]
+        );
+        // select() keeps only what is asked.
+        let e = effective(None, &i);
+        let s = select(&e, OWNER_SECURITY_INFORMATION);
+        assert!(s.owner.is_some() && s.group.is_none() && s.dacl.is_none());
+    }
+}
