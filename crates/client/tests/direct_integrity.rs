@@ -144,8 +144,8 @@ async fn integrity(addr: &str, o: ClientOptions, name: &str, dir: &std::path::Pa
     let on_disk = std::fs::read(dir.join(name)).unwrap();
     assert_eq!(sha256(&on_disk), want, "{ctx}: on the server's disk");
     eprintln!(
-        "{name}: wrote {written} bytes in {writes} WRITEs ({:.1} s), read {read} bytes in \
-         {reads} READs ({:.1} s), file {end} bytes, sha256 {want}",
+        "{name}: wrote {written} bytes in {writes} writes ({:.1} s), read {read} bytes in \
+         {reads} reads ({:.1} s), file {end} bytes, sha256 {want}",
         wtime.as_secs_f64(),
         rtime.as_secs_f64()
     );
