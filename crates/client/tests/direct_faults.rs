@@ -67,6 +67,39 @@ async fn next_client_ok(server: &Server, port: u16, what: &str) {
     assert_no_panic(server);
 }
 
+/// Open file descriptors of the server process (sockets, files, epoll).
+fn fd_count(server: &Server) -> usize {
+    std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+        .expect("the server process is alive")
+        .count()
+}
+
+/// A warmed-up server (one round trip done) and its descriptor count then.
+async fn baseline(server: &Server, port: u16) -> usize {
+    next_client_ok(server, port, "warm-up").await;
+    settle_fds(server, usize::MAX).await
+}
+
+/// Waits until the server holds at most `max` descriptors and no more are
+/// being freed; returns the count. Panics if it stays above `max`: what the
+/// faulty connections held was never freed.
+async fn settle_fds(server: &Server, max: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = fd_count(server);
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let n = fd_count(server);
+        if n <= max && n == last {
+            return n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server holds {n} descriptors, {max} before the faults"
+        );
+        last = n;
+    }
+}
+
 fn assert_no_panic(server: &Server) {
     let log = server.log();
     assert!(!log.contains("panicked"), "server panicked:\n{log}");
@@ -132,6 +165,7 @@ fn run_and_kill(args: &[String], progress: impl Fn() -> u64, at: u64, total: u64
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_killed_mid_rdma_transfer() {
     let (server, port) = server();
+    let fds = baseline(&server, port).await;
     let share = server.share_dir("share");
     const TOTAL: u64 = 256 << 20;
     let url = |name: &str| format!("smb://{USER}@127.0.0.1:{port}/share/{name}");
@@ -191,6 +225,7 @@ async fn client_killed_mid_rdma_transfer() {
     .unwrap();
     open_exclusive_eventually(port, "get.bin").await;
     next_client_ok(&server, port, "get killed").await;
+    settle_fds(&server, fds).await;
 }
 
 // ------------------------------------------------------------------ invalid STag
@@ -202,6 +237,7 @@ async fn client_killed_mid_rdma_transfer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rdma_against_invalid_stag() {
     let (server, port) = server();
+    let fds = baseline(&server, port).await;
     for (op, channel) in [
         ("write", CHANNEL_RDMA_V1),
         ("read", CHANNEL_RDMA_V1_INVALIDATE),
@@ -267,6 +303,7 @@ async fn rdma_against_invalid_stag() {
         open_exclusive_eventually(port, &name).await;
         next_client_ok(&server, port, &format!("invalid stag {op}")).await;
     }
+    settle_fds(&server, fds).await;
 }
 
 // ------------------------------------------------------------------ raw peers
@@ -401,6 +438,7 @@ fn data_msg_raw(granted: u16, remaining: u32, offset: u32, len: u32, data: &[u8]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_ignoring_credits() {
     let (server, port) = server();
+    let fds = baseline(&server, port).await;
     let mut p = RawPeer::connect(port, true).await;
     // Every Send takes a credit; send far more than were granted, granting
     // the server none (so it cannot answer with new credits in between).
@@ -410,6 +448,7 @@ async fn peer_ignoring_credits() {
     }
     p.assert_dropped("credits ignored").await;
     next_client_ok(&server, port, "credits ignored").await;
+    settle_fds(&server, fds).await;
 }
 
 /// Builds the messages a misbehaving peer sends after negotiating.
@@ -418,6 +457,7 @@ type Case = Box<dyn Fn(&RawPeer) -> Vec<Vec<u8>>>;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_and_overlapping_fragments() {
     let (server, port) = server();
+    let fds = baseline(&server, port).await;
     // Each case: the messages a peer sends after negotiating.
     let cases: Vec<(&str, Case)> = vec![
         (
@@ -460,6 +500,7 @@ async fn oversized_and_overlapping_fragments() {
         p.assert_dropped(what).await;
         next_client_ok(&server, port, what).await;
     }
+    settle_fds(&server, fds).await;
 }
 
 // ------------------------------------------------------------------ half-open
@@ -485,6 +526,7 @@ async fn assert_closed_by_server(s: &mut TcpStream, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_open_connections() {
     let (server, port) = server();
+    let fds = baseline(&server, port).await;
     let addr = format!("127.0.0.1:{port}");
     // TCP connected, nothing sent.
     let mut silent = TcpStream::connect(&addr).await.unwrap();
@@ -508,4 +550,5 @@ async fn half_open_connections() {
     // using: the test hangs up on it; the server frees it.
     mid_message.qp.disconnect();
     next_client_ok(&server, port, "half-open peers gone").await;
+    settle_fds(&server, fds).await;
 }
