@@ -191,6 +191,9 @@ fn assert_clean_over_tcp(name: &str, fpdu: &[u8], dir: &Path) {
     msg.extend_from_slice(smb2);
     let cap = dir.join(format!("tcp-{name}.pcap"));
     write_pcap_port(&cap, &[(false, msg)], 445);
+    if let Some(keep) = std::env::var_os("SMBX_KEEP_PCAP") {
+        let _ = std::fs::copy(&cap, Path::new(&keep).join(format!("tcp-{name}.pcap")));
+    }
     let problems = expert_problems(&cap);
     assert!(
         problems.is_empty(),
@@ -198,17 +201,13 @@ fn assert_clean_over_tcp(name: &str, fpdu: &[u8], dir: &Path) {
     );
     let cmd = capture::run_tshark(
         &cap,
-        &[
-            "-T",
-            "fields",
-            "-e",
-            "smb2.cmd",
-            "-e",
-            "spnego.negHints_element",
-        ],
+        &["-T", "fields", "-e", "smb2.cmd", "-e", "spnego.hintName"],
     );
+    // NEGOTIATE, with the negHints of NegTokenInit2 decoded.
     assert!(
-        cmd.lines().any(|l| l.starts_with("0\t")),
+        cmd.lines().any(|l| l
+            .split_once('\t')
+            .is_some_and(|(c, h)| c == "0" && !h.is_empty())),
         "{name}: control decode: {cmd}"
     );
 }
