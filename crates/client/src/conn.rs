@@ -192,6 +192,8 @@ pub struct Connection {
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
     direct: Option<Arc<dyn DirectLink>>,
+    /// Buffers registered for RDMA transfers, reused across I/Os.
+    pool: smbx_transport::BufPool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -231,6 +233,7 @@ impl Connection {
             timeout,
             tasks: vec![reader, writer],
             direct: None,
+            pool: smbx_transport::BufPool::default(),
         }
     }
 
@@ -252,7 +255,13 @@ impl Connection {
             timeout,
             tasks: vec![reader, writer],
             direct: Some(link),
+            pool: smbx_transport::BufPool::new(64),
         }
+    }
+
+    /// The pool of RDMA transfer buffers.
+    pub(crate) fn pool(&self) -> &smbx_transport::BufPool {
+        &self.pool
     }
 
     /// The SMB Direct link, when the connection runs over one.

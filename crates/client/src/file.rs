@@ -483,7 +483,10 @@ impl File {
         len: usize,
     ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
         let reg = link
-            .register(vec![0; len], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .register(
+                self.tree.pool().take(len),
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            )
             .map_err(rdma_error)?;
         let desc = reg
             .descriptor(0, len as u32)
@@ -536,6 +539,8 @@ impl File {
             Some((msg, range)) => {
                 let n = range.len();
                 buf[..n].copy_from_slice(&msg[range]);
+                // An RDMA transfer buffer goes back to the pool (others are refused).
+                self.tree.pool().put(msg);
                 n
             }
             None => 0,
@@ -592,8 +597,10 @@ impl File {
         offset: u64,
         data: &[u8],
     ) -> Result<usize> {
+        let mut buf = self.tree.pool().take(data.len());
+        buf[..data.len()].copy_from_slice(data);
         let reg = link
-            .register(data.to_vec(), Access::REMOTE_READ)
+            .register(buf, Access::REMOTE_READ)
             .map_err(rdma_error)?;
         let desc = reg
             .descriptor(0, data.len() as u32)
@@ -611,9 +618,9 @@ impl File {
         .encode();
         let mut req = Request::new(Command::Write, body, self.tree.id());
         req.charge = charge_for(data.len(), self.tree.large_mtu());
-        let resp = self.tree.call(req).await?.ok()?;
-        drop(reg);
-        let n = decode_write_response(&resp.msg)? as usize;
+        let resp = self.tree.call(req).await;
+        self.tree.pool().put(reg.into_vec());
+        let n = decode_write_response(&resp?.ok()?.msg)? as usize;
         if n != data.len() {
             return Err(Error::Protocol(format!(
                 "short write: {n} of {} bytes",

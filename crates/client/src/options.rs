@@ -92,8 +92,8 @@ pub struct ClientOptions {
     pub client_guid: [u8; 16],
     /// Direct TCP or SMB Direct.
     pub transport: Transport,
-    /// Over SMB Direct, READs and WRITEs of at least this many bytes move their data
-    /// by RDMA (smaller ones, and all I/O on sealed sessions, go inline).
+    /// Over SMB Direct, READs and WRITEs larger than this many bytes move their data
+    /// by RDMA (the others, and all I/O on sealed sessions, go inline). 4 KiB.
     pub rdma_threshold: usize,
     /// Soft-iWARP options for [`Transport::Rdma`] (MPA revision, CRC, MSS).
     pub iwarp: smbx_transport::soft::Options,

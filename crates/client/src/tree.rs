@@ -155,8 +155,8 @@ impl Tree {
     }
 
     /// The link to move `len` bytes of a READ (`read`) or WRITE by RDMA: when
-    /// [`Tree::rdma`] allows and the I/O reaches the threshold or would not fit one
-    /// SMB Direct message inline.
+    /// [`Tree::rdma`] allows and the I/O is larger than the threshold or would not
+    /// fit one SMB Direct message inline.
     pub(crate) fn rdma_for(
         &self,
         len: usize,
@@ -171,7 +171,12 @@ impl Tree {
         }
         .saturating_sub(INLINE_HEADROOM) as usize;
         let threshold = self.inner.session.inner.client.inner.options.rdma_threshold;
-        (len >= threshold || len > inline).then_some(link)
+        (len > threshold || len > inline).then_some(link)
+    }
+
+    /// The connection's pool of RDMA transfer buffers.
+    pub(crate) fn pool(&self) -> &smbx_transport::BufPool {
+        self.inner.session.inner.client.inner.conn.pool()
     }
 
     /// The negotiated dialect.

@@ -28,6 +28,8 @@ pub struct SmbUrl {
     /// The transport from a `?transport=tcp|rdma` query, if any (it also sets the
     /// default port: 445 or 5445).
     pub transport: Option<crate::Transport>,
+    /// `rdma_threshold=BYTES`: READs/WRITEs larger than this move by RDMA.
+    pub rdma_threshold: Option<usize>,
 }
 
 fn percent_decode(s: &str) -> Result<String> {
@@ -65,12 +67,19 @@ impl SmbUrl {
             None => (rest, None),
         };
         let mut transport = None;
+        let mut rdma_threshold = None;
         for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
             match kv.split_once('=') {
                 Some(("transport", v)) => {
                     transport = Some(
                         crate::Transport::parse(v)
                             .ok_or_else(|| bad("transport must be tcp or rdma"))?,
+                    )
+                }
+                Some(("rdma_threshold", v)) => {
+                    rdma_threshold = Some(
+                        v.parse()
+                            .map_err(|_| bad("rdma_threshold must be a number"))?,
                     )
                 }
                 _ => return Err(bad(&format!("unknown URL parameter {kv:?}"))),
@@ -143,6 +152,7 @@ impl SmbUrl {
             share,
             path: rest.join("/"),
             transport,
+            rdma_threshold,
         })
     }
 
@@ -168,6 +178,9 @@ impl SmbUrl {
         let mut url = self.clone();
         if let Some(t) = self.transport {
             options.transport = t;
+        }
+        if let Some(n) = self.rdma_threshold {
+            options.rdma_threshold = n;
         }
         if !self.port_given {
             url.port = options.transport.default_port();
@@ -227,6 +240,8 @@ mod tests {
         assert_eq!((u.port, u.transport), (7, Some(crate::Transport::Tcp)));
         assert!(SmbUrl::parse("smb://h/s?transport=udp").is_err());
         assert!(SmbUrl::parse("smb://h/s?x=1").is_err());
+        let u = SmbUrl::parse("smb://h/s/f?transport=rdma&rdma_threshold=65536").unwrap();
+        assert_eq!(u.rdma_threshold, Some(65536));
     }
 
     #[test]

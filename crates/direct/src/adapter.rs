@@ -294,6 +294,17 @@ fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
     }
 }
 
+/// Applies every completion the queue holds, under the caller's lock; returns
+/// whether there were any.
+fn take_completions<Q: QueuePair>(shared: &Shared<Q>, g: &mut Inner<Q::Mr>) -> bool {
+    let mut any = false;
+    while let Some(c) = shared.qp.cq().try_next() {
+        on_completion(g, c);
+        any = true;
+    }
+    any
+}
+
 async fn drive<Q: QueuePair>(shared: Arc<Shared<Q>>) {
     loop {
         let deadline = {
@@ -311,22 +322,15 @@ async fn drive<Q: QueuePair>(shared: Arc<Shared<Q>>) {
             }
         };
         tokio::select! {
-            c = shared.qp.cq().next() => {
+            more = shared.qp.cq().ready() => {
                 let mut g = shared.lock();
-                match c {
-                    Some(c) => on_completion(&mut g, c),
-                    None => {
-                        let why = shared
-                            .qp
-                            .close_reason()
-                            .map(|r| format!("{r:?}"))
-                            .unwrap_or_else(|| "closed".into());
-                        fail(&mut g, why);
-                    }
-                }
-                // Take whatever else is ready before pumping.
-                while let Some(c) = shared.qp.cq().try_next() {
-                    on_completion(&mut g, c);
+                if !take_completions(&shared, &mut g) && !more {
+                    let why = shared
+                        .qp
+                        .close_reason()
+                        .map(|r| format!("{r:?}"))
+                        .unwrap_or_else(|| "closed".into());
+                    fail(&mut g, why);
                 }
             }
             _ = shared.kick.notified() => {}
@@ -418,8 +422,15 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             changed: Notify::new(),
         });
         let driver = tokio::spawn(drive(shared.clone()));
-        let this = SmbDirectConnection { shared, driver };
-        this.wait(|g| g.negotiated.is_some()).await?;
+        let mut this = SmbDirectConnection { shared, driver };
+        if let Err(e) = this.wait(|g| g.negotiated.is_some()).await {
+            // Let the driver send what the core still holds (a negotiate
+            // response refusing the peer) and tear down before we drop it.
+            this.shared.kick.notify_one();
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_millis(500), &mut this.driver).await;
+            return Err(e);
+        }
         Ok(this)
     }
 
@@ -487,17 +498,23 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                     return Err(e);
                 }
                 if g.conn.queued_messages() < QUEUE_LIMIT {
+                    let deadline = g.conn.poll_timeout();
                     match token {
                         Some(t) => g.conn.send_message_with_invalidate(data, t)?,
                         None => g.conn.send_message(data)?,
                     }
-                    break;
+                    // Post the fragments from here rather than waking the driver
+                    // task (one task switch less per message); the driver only
+                    // needs waking when the core's next deadline moved.
+                    pump(&self.shared, &mut g);
+                    if g.conn.poll_timeout() != deadline || g.closed.is_some() {
+                        self.shared.kick.notify_one();
+                    }
+                    return Ok(());
                 }
             }
             notified.await;
         }
-        self.shared.kick.notify_one();
-        Ok(())
     }
 
     /// Receives the next whole upper-layer message.
@@ -666,8 +683,16 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
 }
 
 fn closed_error<M>(g: &Inner<M>) -> Option<DirectError> {
-    if let Some(r) = &g.disconnect {
+    // A local close that followed a failure reports the failure.
+    if let Some(r) = g
+        .disconnect
+        .as_ref()
+        .filter(|r| **r != DisconnectReason::Local)
+    {
         return Some(DirectError::Disconnected(r.clone()));
     }
-    g.closed.as_ref().map(|w| DirectError::QpClosed(w.clone()))
+    g.closed
+        .as_ref()
+        .map(|w| DirectError::QpClosed(w.clone()))
+        .or_else(|| g.disconnect.clone().map(DirectError::Disconnected))
 }

@@ -37,6 +37,29 @@ impl CompletionQueue {
         poll_fn(|cx| self.poll_next(cx)).await
     }
 
+    /// Wait until a completion is ready (`true`) or the queue pair is closed and
+    /// the queue drained (`false`), taking nothing: for consumers that take
+    /// entries with [`CompletionQueue::try_next`] under a lock of their own, so
+    /// that entries are handled in order even with several consumer tasks.
+    pub async fn ready(&self) -> bool {
+        poll_fn(|cx| self.poll_ready(cx)).await
+    }
+
+    /// Poll form of [`CompletionQueue::ready`].
+    pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut g = self.lock();
+        if !g.entries.is_empty() {
+            return Poll::Ready(true);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Poll::Ready(false);
+        }
+        if !g.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            g.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// Take a completion if one is ready.
     pub fn try_next(&self) -> Option<Completion> {
         self.lock().entries.pop_front()

@@ -38,7 +38,7 @@ pub struct ConnArgs {
     /// `?transport=` in the URL takes precedence.
     #[arg(long, global = true, value_name = "tcp|rdma")]
     pub transport: Option<String>,
-    /// Over rdma: READs and WRITEs of at least this size move their data by RDMA.
+    /// Over rdma: READs and WRITEs larger than this move their data by RDMA (4K).
     #[arg(long, global = true, value_parser = parse_size, value_name = "SIZE")]
     pub rdma_threshold: Option<usize>,
 }
