@@ -506,6 +506,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         disposition,
         granted,
         maximum_allowed: cr.desired_access & MAXIMUM_ALLOWED != 0,
+        explicit_rights: map_generic(cr.desired_access & !MAXIMUM_ALLOWED),
         share_access: cr.share_access,
         options,
         mxac: cx.mxac,
@@ -557,6 +558,8 @@ struct OpenParams {
     disposition: Disposition,
     granted: u32,
     maximum_allowed: bool,
+    /// DesiredAccess without MAXIMUM_ALLOWED, generic rights mapped.
+    explicit_rights: u32,
     share_access: u32,
     options: u32,
     mxac: bool,
@@ -653,6 +656,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         disposition,
         mut granted,
         maximum_allowed,
+        explicit_rights,
         share_access,
         options,
         mxac,
@@ -666,8 +670,13 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         sd,
         token,
     } = p;
-    // What the access check compares with a stored descriptor.
-    let desired_rights = if maximum_allowed { 0 } else { granted };
+    // What the access check compares with a stored descriptor: the rights asked for
+    // explicitly (with MAXIMUM_ALLOWED too: smb2.acls.MXAC-NOT-GRANTED).
+    let desired_rights = if maximum_allowed {
+        granted & explicit_rights
+    } else {
+        granted
+    };
     let files = &server.files;
     let lease_key = oplock_req.lease.map(|l| l.lease_key);
 
@@ -689,8 +698,9 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         };
         match vfs.create(&name, &probe_req) {
             Ok((h, _)) => {
-                // Before anything is truncated.
-                check_stored_sd(&vfs, &name, &h, &token, desired_rights)?;
+                // Before anything is truncated; truncating needs FILE_WRITE_DATA
+                // (smb2.acls.OVERWRITE_READ_ONLY_FILE).
+                check_stored_sd(&vfs, &name, &h, &token, desired_rights | FILE_WRITE_DATA)?;
                 let info = h.stat()?;
                 let key = key_of(&info, &h);
                 // Break conflicting oplocks/leases (and wait) before the share check.
@@ -915,11 +925,16 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
     if mxac {
         let mut d = Vec::with_capacity(8);
         d.extend_from_slice(&0u32.to_le_bytes());
-        let max = if handle.is_writable() || handle.is_dir() || tree.read_only {
+        // A READONLY file denies data writes to everyone (the attribute, not this
+        // open's access, decides; smb2.acls.OWNER-RIGHTS queries with READ_CONTROL).
+        let readonly = info.attributes & smbx_vfs::FILE_ATTRIBUTE_READONLY != 0;
+        let max = if !readonly || handle.is_dir() || tree.read_only {
             tree.maximal_access
         } else {
             tree.maximal_access & !(FILE_WRITE_DATA | FILE_APPEND_DATA)
         };
+        // A stored descriptor limits it further (smb2.acls.OWNER-RIGHTS).
+        let max = sd_max.map_or(max, |m| max & m);
         d.extend_from_slice(&max.to_le_bytes());
         out.push((cname::MXAC, d));
     }
