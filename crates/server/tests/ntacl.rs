@@ -1,0 +1,191 @@
+//! Stored NT security descriptors over real sockets: SET_INFO stores a DACL that
+//! QUERY_INFO returns and CREATE enforces (empty DACL, NULL DACL), a SecD at CREATE,
+//! and inheritance from the parent directory.
+
+mod common;
+
+use common::*;
+use smbx_wire::create::{ctx as cname, encode_contexts, CreateRequestBuilder};
+use smbx_wire::query_directory::decode_output_response;
+use smbx_wire::query_info::{QueryInfoRequest, SMB2_0_INFO_SECURITY};
+use smbx_wire::security_descriptor::well_known::everyone;
+use smbx_wire::security_descriptor::{
+    Ace, Acl, SecurityDescriptor, CONTAINER_INHERIT_ACE, INHERITED_ACE, OBJECT_INHERIT_ACE,
+    SE_DACL_PRESENT,
+};
+use smbx_wire::set_info::SetInfoRequest;
+use smbx_wire::{Command, NtStatus};
+
+const READ_DATA: u32 = 0x1;
+const WRITE_DATA: u32 = 0x2;
+const READ_CONTROL: u32 = 0x2_0000;
+const WRITE_DAC: u32 = 0x4_0000;
+const FILE_GENERIC_READ: u32 = 0x0012_0089;
+const DACL: u32 = 4;
+
+async fn session(dir: &std::path::Path) -> (TestServer, Client) {
+    let srv = start(test_config(dir)).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[0x311]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    (srv, c)
+}
+
+/// CREATE with `disposition` (1 open, 2 create) and an optional SecD; the FileId.
+async fn create(
+    c: &mut Client,
+    name: &str,
+    access: u32,
+    disposition: u32,
+    dir: bool,
+    sd: Option<&SecurityDescriptor>,
+) -> Result<[u8; 16], NtStatus> {
+    let blob = sd.map(SecurityDescriptor::encode);
+    let contexts = match &blob {
+        Some(b) => encode_contexts(&[(cname::SECD, b.as_slice())]),
+        None => Vec::new(),
+    };
+    let req = CreateRequestBuilder {
+        impersonation_level: 2,
+        desired_access: access,
+        file_attributes: if dir { 0x10 } else { 0x80 },
+        share_access: 7,
+        create_disposition: disposition,
+        create_options: if dir { 1 } else { 0x40 },
+        name: name.into(),
+        contexts,
+        ..Default::default()
+    };
+    let r = c.request(Command::Create, &req.encode()).await;
+    if r.status() != NtStatus::SUCCESS {
+        return Err(r.status());
+    }
+    Ok(r.body()[64..80].try_into().unwrap())
+}
+
+async fn close(c: &mut Client, fid: [u8; 16]) {
+    let mut b = vec![24u8, 0, 0, 0, 0, 0, 0, 0];
+    b.extend_from_slice(&fid);
+    assert_eq!(
+        c.request(Command::Close, &b).await.status(),
+        NtStatus::SUCCESS
+    );
+}
+
+async fn get_sd(c: &mut Client, fid: [u8; 16]) -> SecurityDescriptor {
+    let q = QueryInfoRequest {
+        info_type: SMB2_0_INFO_SECURITY,
+        info_class: 0,
+        output_buffer_length: 4096,
+        input: &[],
+        additional_information: 7,
+        flags: 0,
+        file_id: fid,
+    };
+    let r = c.request(Command::QueryInfo, &q.encode()).await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    SecurityDescriptor::decode(decode_output_response(&r.bytes).unwrap()).unwrap()
+}
+
+async fn set_dacl(c: &mut Client, fid: [u8; 16], sd: &SecurityDescriptor) {
+    let blob = sd.encode();
+    let s = SetInfoRequest {
+        info_type: SMB2_0_INFO_SECURITY,
+        info_class: 0,
+        additional_information: DACL,
+        file_id: fid,
+        buffer: &blob,
+    };
+    assert_eq!(
+        c.request(Command::SetInfo, &s.encode()).await.status(),
+        NtStatus::SUCCESS
+    );
+}
+
+/// An empty DACL denies data access but leaves the owner READ_CONTROL; a NULL DACL
+/// (DACL_PRESENT without a DACL) reads back as such and allows everything.
+#[tokio::test]
+async fn set_info_dacl_is_stored_and_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let h = create(&mut c, "f", READ_CONTROL | WRITE_DAC, 2, false, None)
+        .await
+        .unwrap();
+    // The POSIX-derived descriptor has a DACL.
+    assert!(get_sd(&mut c, h).await.dacl.is_some());
+
+    let empty = SecurityDescriptor {
+        dacl: Some(Acl::new(vec![])),
+        ..Default::default()
+    };
+    set_dacl(&mut c, h, &empty).await;
+    let sd = get_sd(&mut c, h).await;
+    assert_eq!(sd.dacl.map(|a| a.aces.len()), Some(0));
+    assert!(sd.owner.is_some());
+    assert_eq!(
+        create(&mut c, "f", READ_DATA, 1, false, None).await,
+        Err(NtStatus::ACCESS_DENIED)
+    );
+    let rc = create(&mut c, "f", READ_CONTROL, 1, false, None)
+        .await
+        .unwrap();
+    close(&mut c, rc).await;
+
+    let null = SecurityDescriptor {
+        control: SE_DACL_PRESENT,
+        ..Default::default()
+    };
+    set_dacl(&mut c, h, &null).await;
+    let sd = get_sd(&mut c, h).await;
+    assert_ne!(sd.control & SE_DACL_PRESENT, 0);
+    assert_eq!(sd.dacl, None);
+    let rw = create(&mut c, "f", READ_DATA | WRITE_DATA, 1, false, None)
+        .await
+        .unwrap();
+    close(&mut c, rw).await;
+    close(&mut c, h).await;
+}
+
+/// A SecD at CREATE is stored as given; a new file in the directory inherits its
+/// OBJECT_INHERIT ACE (marked INHERITED) and is access-checked against it.
+#[tokio::test]
+async fn create_secd_and_inheritance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let ace = Ace::allow(
+        everyone(),
+        FILE_GENERIC_READ,
+        OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
+    );
+    let secd = SecurityDescriptor {
+        control: SE_DACL_PRESENT,
+        dacl: Some(Acl::new(vec![ace.clone()])),
+        ..Default::default()
+    };
+    let d = create(&mut c, "d", READ_CONTROL, 2, true, Some(&secd))
+        .await
+        .unwrap();
+    assert_eq!(get_sd(&mut c, d).await.dacl.unwrap().aces, vec![ace]);
+    close(&mut c, d).await;
+
+    let f = create(&mut c, "d\\f", READ_CONTROL, 2, false, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        get_sd(&mut c, f).await.dacl.unwrap().aces,
+        vec![Ace::allow(everyone(), FILE_GENERIC_READ, INHERITED_ACE)]
+    );
+    close(&mut c, f).await;
+    let r = create(&mut c, "d\\f", READ_DATA, 1, false, None)
+        .await
+        .unwrap();
+    close(&mut c, r).await;
+    assert_eq!(
+        create(&mut c, "d\\f", WRITE_DATA, 1, false, None).await,
+        Err(NtStatus::ACCESS_DENIED)
+    );
+}
