@@ -4,6 +4,7 @@
 mod args;
 mod bench;
 mod client;
+mod demo;
 mod error;
 mod logging;
 mod serve;
@@ -21,6 +22,9 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("bench") {
         return bench::main(&argv[2..]);
+    }
+    if argv.get(1).map(String::as_str) == Some("demo") {
+        return demo::main(&argv[2..]);
     }
     if argv
         .get(1)
