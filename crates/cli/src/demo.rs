@@ -63,10 +63,7 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
             "--out" => s.out = PathBuf::from(value("--out")?),
             "-d" => s.duration = seconds(&value("-d")?)?,
             "-W" => s.warmup = seconds(&value("-W")?)?,
-            "--file-size" => {
-                s.file_size = crate::client::args::parse_size(&value("--file-size")?)
-                    .map_err(|e| format!("--file-size: {e}"))? as u64
-            }
+            "--file-size" => s.file_size = size(&value("--file-size")?)?,
             "--quick" => {
                 s.quick = true;
                 s.duration = 1;
@@ -80,6 +77,21 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
         return Err("--file-size must be at least 1M".into());
     }
     Ok(Some(s))
+}
+
+/// A byte count with an optional K, M or G suffix (powers of 1024), up to 64 GiB.
+fn size(v: &str) -> Result<u64, String> {
+    let (num, shift) = match v.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&v[..v.len() - 1], 10),
+        Some('M') => (&v[..v.len() - 1], 20),
+        Some('G') => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_shl(shift))
+        .filter(|&n| n <= 64 << 30)
+        .ok_or_else(|| format!("bad --file-size {v:?} (like 256M or 1G)"))
 }
 
 fn seconds(v: &str) -> Result<u32, String> {

@@ -5,7 +5,7 @@
 //! subcommands stay untouched. Every failure ends as one line on stderr,
 //! `smbx: CMD URL: WHY`, where WHY is the NTSTATUS name when the server refused.
 
-pub(crate) mod args;
+mod args;
 mod connect;
 mod listing;
 mod progress;
