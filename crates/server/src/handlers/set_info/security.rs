@@ -128,8 +128,10 @@ pub fn merge(cur: &mut SecurityDescriptor, new: &SecurityDescriptor, info: u32) 
         // Without SE_DACL_PRESENT the DACL is NULL (no restriction) as well.
         cur.control =
             (cur.control & !DACL_CONTROL) | (new.control & DACL_CONTROL) | SE_DACL_PRESENT;
+        // Generic rights of effective ACEs are stored mapped to file rights (as
+        // Windows; smb2.acls.GENERIC, CREATOR).
         cur.dacl = if new.control & SE_DACL_PRESENT != 0 {
-            new.dacl.clone()
+            new.dacl.as_ref().map(acl::map_generic_acl)
         } else {
             None
         };
@@ -216,6 +218,46 @@ mod tests {
         assert_eq!(dacl_to_mode(&[], 1000, 100), 0);
         let exec_only = [Ace::allow(unix_group(100), 0x20, 0)];
         assert_eq!(dacl_to_mode(&exec_only, 1, 100), 0o010);
+    }
+
+    #[test]
+    fn merge_replaces_the_selected_parts() {
+        let mut cur = SecurityDescriptor {
+            owner: Some(unix_user(1)),
+            group: Some(unix_group(2)),
+            dacl: Some(smbx_wire::security_descriptor::Acl::new(vec![])),
+            ..Default::default()
+        };
+        let new = SecurityDescriptor {
+            control: SE_DACL_PRESENT | SE_DACL_PROTECTED,
+            owner: Some(unix_user(9)),
+            dacl: Some(smbx_wire::security_descriptor::Acl::new(vec![
+                Ace::allow(everyone(), GENERIC_READ, 0),
+                Ace::allow(everyone(), GENERIC_ALL, INHERIT_ONLY_ACE),
+            ])),
+            ..Default::default()
+        };
+        merge(&mut cur, &new, DACL_SECURITY_INFORMATION);
+        // Owner not selected: kept. Effective generic bits mapped, inherit-only kept.
+        assert_eq!(cur.owner, Some(unix_user(1)));
+        assert_eq!(cur.control, SE_DACL_PRESENT | SE_DACL_PROTECTED);
+        assert_eq!(
+            cur.dacl.as_ref().unwrap().aces,
+            vec![
+                Ace::allow(everyone(), 0x0012_0089, 0),
+                Ace::allow(everyone(), GENERIC_ALL, INHERIT_ONLY_ACE),
+            ]
+        );
+        // DACL_SECURITY_INFORMATION without SE_DACL_PRESENT: a NULL DACL.
+        merge(
+            &mut cur,
+            &SecurityDescriptor::default(),
+            DACL_SECURITY_INFORMATION,
+        );
+        assert_eq!(cur.dacl, None);
+        assert_ne!(cur.control & SE_DACL_PRESENT, 0);
+        merge(&mut cur, &new, OWNER_SECURITY_INFORMATION);
+        assert_eq!(cur.owner, Some(unix_user(9)));
     }
 
     #[test]
