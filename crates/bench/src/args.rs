@@ -48,6 +48,8 @@ usage: smbx bench [flags] TARGET...
   -R<text|json|xml>  report format (default text)
   --progress     progress line each second on stderr (default: when stderr is a terminal)
   --server-pid <pid>  also report the CPU time of this process (and its children)
+  --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
+  --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4096)
   --engine <auto|uring|psync>  how local files are driven (default auto)
 ";
 
@@ -172,6 +174,16 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
                             ))
                         }
                     }
+                }
+                "transport" => {
+                    let v = value("tcp or rdma")?;
+                    p.transport = Some(smbx_client::Transport::parse(&v).ok_or_else(|| {
+                        ArgError(format!("--transport: {v:?} is not one of tcp, rdma"))
+                    })?);
+                }
+                "rdma-threshold" => {
+                    let v = value("a size")?;
+                    p.rdma_threshold = Some(parse_u64(&v, "--rdma-threshold", "a size")? as usize);
                 }
                 _ => return err(format!("unknown option {arg:?} (see smbx bench --help)")),
             }
@@ -626,7 +638,11 @@ mod tests {
         let p = parse_str("--server-pid=7 --engine=uring f").unwrap();
         assert_eq!(p.server_pid, Some(7));
         assert_eq!(p.engine, Engine::Uring);
+        let p = parse_str("--transport rdma --rdma-threshold 65536 f").unwrap();
+        assert_eq!(p.transport, Some(smbx_client::Transport::Rdma));
+        assert_eq!(p.rdma_threshold, Some(65536));
         for bad in [
+            "--transport udp f",
             "--server-pid f",
             "--server-pid",
             "--engine aio f",

@@ -125,8 +125,26 @@ pub struct Profile {
     pub server_pid: Option<u32>,
     /// `--engine`.
     pub engine: Engine,
+    /// `--transport tcp|rdma`: how smb:// targets are reached (a URL's `?transport=`
+    /// takes precedence).
+    #[serde(serialize_with = "transport_name")]
+    pub transport: Option<smbx_client::Transport>,
+    /// `--rdma-threshold BYTES`: over SMB Direct, I/O larger than this moves by RDMA.
+    pub rdma_threshold: Option<usize>,
     /// Targets: local paths or smb:// URLs.
     pub targets: Vec<String>,
+}
+
+/// `--transport` in JSON: "tcp", "rdma" or null.
+fn transport_name<S: serde::Serializer>(
+    t: &Option<smbx_client::Transport>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(smbx_client::Transport::Tcp) => s.serialize_str("tcp"),
+        Some(smbx_client::Transport::Rdma) => s.serialize_str("rdma"),
+        None => s.serialize_none(),
+    }
 }
 
 impl Default for Profile {
@@ -161,6 +179,8 @@ impl Default for Profile {
             progress: false,
             server_pid: None,
             engine: Engine::Auto,
+            transport: None,
+            rdma_threshold: None,
             targets: Vec::new(),
         }
     }

@@ -94,8 +94,15 @@ impl SmbTarget {
             .map_err(|e| BenchError::io("starting the SMB runtime", e))?;
         let password = std::env::var("SMBX_PASSWORD").ok();
         let (file, size) = rt.block_on(async {
+            let mut options = ClientOptions::default();
+            if let Some(t) = p.transport {
+                options.transport = t;
+            }
+            if let Some(n) = p.rdma_threshold {
+                options.rdma_threshold = n;
+            }
             let (tree, path) = parsed
-                .open(password.as_deref(), ClientOptions::default())
+                .open(password.as_deref(), options)
                 .await
                 .map_err(smb_err(format!("{name}: connecting")))?;
             if let Some(size) = p.create_size {

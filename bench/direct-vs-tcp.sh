@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# SMB Direct (soft-iWARP) against plain TCP, smbx against itself: one `smbx serve` with both
+# transports on loopback, the same `smbx bench` profiles over each, one table with ratios.
+#
+#   bench/direct-vs-tcp.sh
+#
+# Profiles (each -d$DURATION after -W$WARMUP, one thread unless noted):
+#   4K random read -o1 and -o32, 8K random read -o32, 64K sequential read -o8,
+#   512K sequential read -o8, 512K sequential write -o8.
+# TCP and SMB Direct alternate profile by profile (drift on a shared machine hits both alike).
+# Columns: IOPS, MB/s, p50/p99 latency (µs), cycles per byte of the machine and of the server
+# process. Ratio = SMB Direct / TCP. The issue's goals are printed last: 512K sequential read
+# throughput and 4K random read IOPS over SMB Direct at >= 90% of TCP.
+#
+# Environment: DURATION (10), WARMUP (2), FILE_MIB (1024), PROFILES (names below), RDMA_QUERY
+#   (extra URL parameters for the SMB Direct target, e.g. "&rdma_threshold=65536"),
+#   RESULTS (target/bench-direct: the JSON reports), SMBX_BIN, KEEP=1.
+# Needs python3 and a release build of smbx (built if missing). No root needed.
+set -euo pipefail
+# shellcheck source=bench/servers.sh
+. "$(dirname "$0")/servers.sh"
+
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+FILE_MIB=${FILE_MIB:-1024}
+RESULTS=${RESULTS:-$BENCH_REPO/target/bench-direct}
+RDMA_QUERY=${RDMA_QUERY:-}
+
+declare -A FLAGS=(
+  [rand-read-4K-o1]="-b4K -r -o1"
+  [rand-read-4K-o32]="-b4K -r -o32"
+  [rand-read-8K-o32]="-b8K -r -o32"
+  [seq-read-64K]="-b64K -s -o8"
+  [seq-read-512K]="-b512K -s -o8"
+  [seq-write-512K]="-b512K -s -w100 -o8"
+)
+ORDER="rand-read-4K-o1 rand-read-4K-o32 rand-read-8K-o32 seq-read-64K seq-read-512K seq-write-512K"
+PROFILES=${PROFILES:-$ORDER}
+
+[ -x "$SMBX" ] || (cd "$BENCH_REPO" && cargo build --release -q -p smbx-cli)
+BENCH_ROOT=$(mktemp -d /tmp/smbx-direct-vs-tcp.XXXXXX)
+trap bench_cleanup EXIT
+S=$BENCH_ROOT
+mkdir -p "$S/share" "$RESULTS"
+bench_log "writing a ${FILE_MIB} MiB random file"
+head -c "$((FILE_MIB * 1048576))" /dev/urandom > "$S/share/data.bin"
+TCP_PORT=$(bench_free_port)
+RDMA_PORT=$(bench_free_port)
+cat > "$S/smb.conf" <<CONF
+[global]
+  smb ports = $TCP_PORT
+  smb direct = yes
+  smb direct port = $RDMA_PORT
+  interfaces = 127.0.0.1
+  bind interfaces only = yes
+  passdb backend = smbpasswd:$S/smbpasswd
+[share]
+  path = $S/share
+  read only = no
+CONF
+printf '%s\n' "$BENCH_PASS" | "$SMBX" user add --config "$S/smb.conf" --stdin "$BENCH_USER" >/dev/null
+setsid "$SMBX" serve --config "$S/smb.conf" >"$S/log" 2>&1 </dev/null &
+PID=$!; BENCH_PIDS+=("$PID")
+bench_wait_port "$TCP_PORT" "$PID" || { cat "$S/log" >&2; exit 1; }
+bench_wait_port "$RDMA_PORT" "$PID" || { cat "$S/log" >&2; exit 1; }
+declare -A URL=(
+  [tcp]="smb://$BENCH_USER@127.0.0.1:$TCP_PORT/share/data.bin"
+  [rdma]="smb://$BENCH_USER@127.0.0.1:$RDMA_PORT/share/data.bin?transport=rdma$RDMA_QUERY"
+)
+bench_log "smbx $("$SMBX" --version | awk '{print $2}') pid $PID: TCP port $TCP_PORT, SMB Direct port $RDMA_PORT; ${DURATION}s per point"
+
+for p in $PROFILES; do
+  [ -n "${FLAGS[$p]:-}" ] || { bench_log "unknown profile $p"; exit 2; }
+  for t in tcp rdma; do
+    bench_log "$p over $t"
+    # shellcheck disable=SC2086
+    "$SMBX" bench ${FLAGS[$p]} -d"$DURATION" -W"$WARMUP" -Rjson --server-pid "$PID" "${URL[$t]}" \
+      >"$RESULTS/$p.$t.json" 2>"$RESULTS/$p.$t.err" ||
+      { bench_log "failed: $(tail -2 "$RESULTS/$p.$t.err" | tr '\n' ' ')"; rm -f "$RESULTS/$p.$t.json"; }
+  done
+done
+
+python3 - "$RESULTS" $PROFILES <<'PY'
+import json, os, sys
+res, profiles = sys.argv[1], sys.argv[2:]
+def load(p, t):
+    try:
+        with open(os.path.join(res, f"{p}.{t}.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+def fig(j):
+    lat = j.get("latency_us") or {}
+    srv = (j.get("cpu") or {}).get("server_cycles_per_byte")
+    if srv is None:
+        srv = j.get("server_cycles_per_byte")
+    return [j["iops"], j["bytes_per_sec"] / 1e6, lat.get("p50"), lat.get("p99"),
+            j.get("cycles_per_byte"), srv]
+cols = ["IOPS", "MB/s", "p50 us", "p99 us", "cyc/B", "srv cyc/B"]
+print(f"\n{'profile':<18} {'transport':<10} " + " ".join(f"{c:>10}" for c in cols))
+ratios = {}
+for p in profiles:
+    rows = {t: load(p, t) for t in ("tcp", "rdma")}
+    for t, name in (("tcp", "TCP"), ("rdma", "SMB Direct")):
+        j = rows[t]
+        cells = ["failed"] * 6 if j is None else [("-" if v is None else f"{v:10.1f}") for v in fig(j)]
+        print(f"{p:<18} {name:<10} " + " ".join(f"{c:>10}" for c in cells))
+    if rows["tcp"] and rows["rdma"]:
+        a, b = fig(rows["rdma"]), fig(rows["tcp"])
+        r = [("-" if (x is None or not y) else f"{x / y:10.2f}") for x, y in zip(a, b)]
+        ratios[p] = (a, b)
+        print(f"{'':<18} {'ratio':<10} " + " ".join(f"{c:>10}" for c in r))
+print("\nratio = SMB Direct / TCP (IOPS, MB/s: higher is better; latency, cycles: lower is better)")
+for p, what, i in (("seq-read-512K", "512K sequential read throughput", 1),
+                   ("rand-read-4K-o32", "4K random read IOPS (-o32)", 0)):
+    if p in ratios:
+        a, b = ratios[p]
+        pct = 100 * a[i] / b[i] if b[i] else 0
+        print(f"goal: {what} over SMB Direct >= 90% of TCP: {pct:.0f}% {'met' if pct >= 90 else 'NOT met'}")
+PY
