@@ -10,8 +10,7 @@ use smbx_wire::query_directory::decode_output_response;
 use smbx_wire::query_info::{QueryInfoRequest, SMB2_0_INFO_SECURITY};
 use smbx_wire::security_descriptor::well_known::everyone;
 use smbx_wire::security_descriptor::{
-    Ace, Acl, SecurityDescriptor, CONTAINER_INHERIT_ACE, INHERITED_ACE, OBJECT_INHERIT_ACE,
-    SE_DACL_PRESENT,
+    Ace, Acl, SecurityDescriptor, CONTAINER_INHERIT_ACE, OBJECT_INHERIT_ACE, SE_DACL_PRESENT,
 };
 use smbx_wire::set_info::SetInfoRequest;
 use smbx_wire::{Command, NtStatus};
@@ -151,7 +150,8 @@ async fn set_info_dacl_is_stored_and_enforced() {
 }
 
 /// A SecD at CREATE is stored as given; a new file in the directory inherits its
-/// OBJECT_INHERIT ACE (marked INHERITED) and is access-checked against it.
+/// OBJECT_INHERIT ACE (not marked INHERITED: no auto-inheritance) and is
+/// access-checked against it.
 #[tokio::test]
 async fn create_secd_and_inheritance() {
     let dir = tempfile::tempdir().unwrap();
@@ -177,7 +177,7 @@ async fn create_secd_and_inheritance() {
         .unwrap();
     assert_eq!(
         get_sd(&mut c, f).await.dacl.unwrap().aces,
-        vec![Ace::allow(everyone(), FILE_GENERIC_READ, INHERITED_ACE)]
+        vec![Ace::allow(everyone(), FILE_GENERIC_READ, 0)]
     );
     close(&mut c, f).await;
     let r = create(&mut c, "d\\f", READ_DATA, 1, false, None)

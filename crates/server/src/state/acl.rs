@@ -22,12 +22,15 @@
 //! new directory its CONTAINER_INHERIT ACEs (kept inheritable unless
 //! NO_PROPAGATE_INHERIT) and its OBJECT_INHERIT-only ACEs as inherit-only; CREATOR
 //! OWNER / CREATOR GROUP become the new owner / group and generic bits are mapped in
-//! the effective copy (an inheritable original is kept inherit-only beside it). A
-//! parent with no stored descriptor or no inheritable ACE passes nothing on.
+//! the effective copy (an inheritable original is kept inherit-only beside it);
+//! inherited ACEs carry INHERITED_ACE only when the parent's DACL is
+//! SE_DACL_AUTO_INHERITED. A parent with a stored descriptor but no inheritable ACE
+//! gives the Windows default (full control for owner and SYSTEM); a parent without a
+//! stored descriptor passes nothing on.
 
 use smbx_vfs::FileInfo;
 use smbx_wire::security_descriptor::well_known::{
-    creator_group, creator_owner, everyone, unix_group, unix_user,
+    creator_group, creator_owner, everyone, local_system, unix_group, unix_user,
 };
 use smbx_wire::security_descriptor::{
     Ace, Acl, SecurityDescriptor, Sid, ACCESS_ALLOWED_ACE_TYPE, ACCESS_DENIED_ACE_TYPE,
@@ -225,6 +228,13 @@ pub fn map_generic_acl(acl: &Acl) -> Acl {
 pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &Sid) -> Option<Acl> {
     let dacl = parent.dacl.as_ref()?;
     let (co, cg) = (creator_owner(), creator_group());
+    // Inherited ACEs are marked INHERITED_ACE only under auto-inheritance (the parent's
+    // SE_DACL_AUTO_INHERITED), as Windows and Samba (smb2.acls.INHERITANCE).
+    let inherited = if parent.control & SE_DACL_AUTO_INHERITED != 0 {
+        INHERITED_ACE
+    } else {
+        0
+    };
     let mut out = Vec::new();
     for ace in &dacl.aces {
         let Ace::Simple {
@@ -246,7 +256,7 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
             };
             out.push(Ace::Simple {
                 ace_type: *ace_type,
-                flags: INHERITED_ACE,
+                flags: inherited,
                 mask: map_generic(*mask),
                 sid,
             });
@@ -270,14 +280,14 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
                     ace_type: *ace_type,
                     flags: (flags & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE))
                         | INHERIT_ONLY_ACE
-                        | INHERITED_ACE,
+                        | inherited,
                     mask: *mask,
                     sid: sid.clone(),
                 });
             } else {
                 out.push(Ace::Simple {
                     ace_type: *ace_type,
-                    flags: (flags & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE)) | INHERITED_ACE,
+                    flags: (flags & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE)) | inherited,
                     mask: *mask,
                     sid: sid.clone(),
                 });
@@ -285,7 +295,7 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
         } else if oi && !no_propagate {
             out.push(Ace::Simple {
                 ace_type: *ace_type,
-                flags: OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE,
+                flags: OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE | inherited,
                 mask: *mask,
                 sid: sid.clone(),
             });
@@ -295,9 +305,10 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
 }
 
 /// The descriptor to store for a new file: `given` (the CREATE's SecD, may be absent
-/// or empty) completed with the defaults and the parent's inheritable ACEs. `None`
-/// when nothing differs from the POSIX-derived default (no SecD part, nothing
-/// inherited).
+/// or empty) completed with the defaults and the parent's (stored) descriptor: its
+/// inheritable ACEs, or if it has none, full control for the owner and SYSTEM. `None`
+/// when the parent has no stored descriptor and the SecD sets nothing: the
+/// POSIX-derived default applies.
 pub fn for_new_file(
     given: Option<&SecurityDescriptor>,
     parent: Option<&SecurityDescriptor>,
@@ -314,7 +325,7 @@ pub fn for_new_file(
     };
     let given_parts =
         given.is_some_and(|g| g.owner.is_some() || g.group.is_some() || explicit_dacl);
-    if !given_parts && inherited.is_none() {
+    if !given_parts && inherited.is_none() && parent.is_none() {
         return None;
     }
     let mut sd = SecurityDescriptor {
@@ -331,6 +342,13 @@ pub fn for_new_file(
             sd.control |= SE_DACL_AUTO_INHERITED;
         }
         sd.dacl = Some(acl);
+    } else if parent.is_some() {
+        // A parent with a descriptor but nothing to pass on: the Windows default,
+        // full control for the owner and SYSTEM.
+        sd.dacl = Some(Acl::new(vec![
+            Ace::allow(sd.owner.clone()?, ALL_RIGHTS, 0),
+            Ace::allow(local_system(), ALL_RIGHTS, 0),
+        ]));
     } else {
         sd.dacl = def.dacl;
     }
@@ -395,7 +413,7 @@ mod tests {
 
     #[test]
     fn inheritance() {
-        let parent = sd_with(
+        let mut parent = sd_with(
             unix_user(1),
             Some(vec![
                 Ace::allow(everyone(), 0x1, OBJECT_INHERIT_ACE),
@@ -414,6 +432,12 @@ mod tests {
             ]),
         );
         let (o, g) = (unix_user(7), unix_group(8));
+        // Without auto-inheritance no INHERITED_ACE flag.
+        assert_eq!(
+            inherit(&parent, false, &o, &g).unwrap().aces[0],
+            Ace::allow(everyone(), 0x1, 0)
+        );
+        parent.control |= SE_DACL_AUTO_INHERITED;
         let file = inherit(&parent, false, &o, &g).unwrap();
         assert_eq!(
             file.aces,
@@ -483,9 +507,16 @@ mod tests {
         assert_eq!(d.dacl, None);
         // Inherited without a SecD.
         let sd = for_new_file(None, Some(&parent), &i).unwrap();
+        assert_eq!(sd.dacl.unwrap().aces, vec![Ace::allow(everyone(), 0x1, 0)]);
+        // A parent descriptor with nothing inheritable: owner and SYSTEM full control.
+        let plain = sd_with(unix_user(1), Some(vec![Ace::allow(everyone(), 1, 0)]));
+        let sd = for_new_file(None, Some(&plain), &i).unwrap();
         assert_eq!(
             sd.dacl.unwrap().aces,
-            vec![Ace::allow(everyone(), 0x1, INHERITED_ACE)]
+            vec![
+                Ace::allow(unix_user(1000), ALL_RIGHTS, 0),
+                Ace::allow(local_system(), ALL_RIGHTS, 0)
+            ]
         );
         // select() keeps only what is asked.
         let e = effective(None, &i);
