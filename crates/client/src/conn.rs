@@ -245,15 +245,15 @@ impl Connection {
         timeout: Option<Duration>,
     ) -> Connection {
         let (shared, events_rx) = Self::shared(max_credits);
-        let (wtx, wrx) = mpsc::unbounded_channel();
+        // Requests go straight to the link (see `send`); the channel stays unused.
+        let (wtx, _) = mpsc::unbounded_channel();
         let reader = tokio::spawn(direct_reader_task(link.clone(), shared.clone()));
-        let writer = tokio::spawn(direct_writer_task(link.clone(), wrx, shared.clone()));
         Connection {
             shared,
             writer: wtx,
             events: Mutex::new(Some(events_rx)),
             timeout,
-            tasks: vec![reader, writer],
+            tasks: vec![reader],
             direct: Some(link),
             pool: smbx_transport::BufPool::new(64),
         }
@@ -498,7 +498,14 @@ impl Connection {
         }
         let frame_len = buf.len() - frame_start - 4;
         buf[frame_start..frame_start + 4].copy_from_slice(&encode_frame_header(frame_len)?);
-        if self.writer.send((buf, frame_start)).is_err() {
+        if let Some(link) = &self.direct {
+            // SMB Direct: queued and posted right here (never waits, so no MessageId
+            // is left unsent by a cancelled caller), no prefix, no writer task.
+            if let Err(e) = link.send_now(&buf[frame_start + 4..], None) {
+                self.shared.close(&format!("smb direct send failed: {e}"));
+                return Err(self.closed_error());
+            }
+        } else if self.writer.send((buf, frame_start)).is_err() {
             return Err(self.closed_error());
         }
 
@@ -628,21 +635,6 @@ async fn writer_task(
         }
     }
     let _ = w.shutdown().await;
-}
-
-/// Sends queued frames over SMB Direct, without their 4-byte Direct-TCP prefix.
-async fn direct_writer_task(
-    link: Arc<dyn DirectLink>,
-    mut rx: mpsc::UnboundedReceiver<(Vec<u8>, usize)>,
-    shared: Arc<Shared>,
-) {
-    while let Some((frame, start)) = rx.recv().await {
-        let msg = frame.get(start + 4..).unwrap_or_default();
-        if let Err(e) = link.send(msg, None).await {
-            shared.close(&format!("smb direct send failed: {e}"));
-            return;
-        }
-    }
 }
 
 /// Receives whole messages over SMB Direct.

@@ -517,6 +517,26 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         }
     }
 
+    /// Queues one upper-layer message and posts what credits allow, without
+    /// waiting (the caller bounds what it queues, e.g. by SMB2 credits).
+    /// With `token`, the first fragment goes as Send with Invalidate.
+    pub fn send_message_now(&self, data: &[u8], token: Option<u32>) -> Result<(), DirectError> {
+        let mut g = self.shared.lock();
+        if let Some(e) = closed_error(&g) {
+            return Err(e);
+        }
+        let deadline = g.conn.poll_timeout();
+        match token {
+            Some(t) => g.conn.send_message_with_invalidate(data, t)?,
+            None => g.conn.send_message(data)?,
+        }
+        pump(&self.shared, &mut g);
+        if g.conn.poll_timeout() != deadline || g.closed.is_some() {
+            self.shared.kick.notify_one();
+        }
+        Ok(())
+    }
+
     /// Receives the next whole upper-layer message.
     pub async fn recv_message(&self) -> Result<Vec<u8>, DirectError> {
         let mut out = None;

@@ -42,6 +42,10 @@ pub trait DirectLink: Send + Sync + 'static {
         msg: &'a [u8],
         invalidate: Option<u32>,
     ) -> BoxFuture<'a, Result<(), DirectError>>;
+    /// Like [`DirectLink::send`] without waiting: the message is queued whatever the
+    /// queue's length (the caller bounds it, as SMB2 credits do) and posted as SMB
+    /// Direct credits allow. Saves the hand-off to a writer task.
+    fn send_now(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError>;
     /// The next whole SMB2 message. Cancel-safe: a dropped call loses nothing.
     fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>>;
     /// What negotiation settled on.
@@ -156,6 +160,10 @@ impl<P: Provider> DirectLink for Link<P> {
                 None => self.conn.send_message(msg).await,
             }
         })
+    }
+
+    fn send_now(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError> {
+        self.conn.send_message_now(msg, invalidate)
     }
 
     fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>> {

@@ -192,7 +192,7 @@ impl Connection {
     /// Queues one complete SMB2 message (already signed or sealed) for the writer.
     /// Fails silently if the connection is gone.
     pub async fn send(&self, msg: Vec<u8>) {
-        let _ = self.tx.send((msg, None, None)).await;
+        self.send_holding(msg, None, None).await
     }
 
     /// Like [`Connection::send`], keeping `permit` (the request's share of the
@@ -204,6 +204,15 @@ impl Connection {
         permit: Option<OwnedSemaphorePermit>,
         invalidate: Option<u32>,
     ) {
+        // Over SMB Direct the link queues and posts the message itself (no writer
+        // task hop); the permit is released once it is queued.
+        if let Some(d) = &self.direct {
+            if let Err(e) = d.link.send_now(&msg, invalidate) {
+                tracing::debug!(conn = self.id, error = %e, "smb direct send failed");
+                self.close();
+            }
+            return;
+        }
         let _ = self.tx.send((msg, permit, invalidate)).await;
     }
 

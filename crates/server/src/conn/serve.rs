@@ -49,13 +49,13 @@ pub async fn serve_direct(
         pool,
         rdma_budget: Semaphore::new(super::RDMA_BUDGET),
     });
-    let writer = tokio::spawn(writer::run_direct(link.clone(), rx));
+    // Messages go straight to the link (Connection::send_holding): no writer task.
+    drop(rx);
     let mut src = DirectFrames {
         link: link.clone(),
         held: None,
     };
     run(Arc::new(conn), &mut src).await;
-    let _ = writer.await;
     let _ = tokio::time::timeout(Duration::from_secs(2), link.close()).await;
 }
 

@@ -1,16 +1,13 @@
-//! The writer task: owns the sending side of the transport. Over Direct TCP it frames
-//! messages and batches whatever is queued before flushing; over SMB Direct it hands
-//! each message to the link (as Send with Invalidate when asked).
+//! The writer task: owns the socket's write half, frames messages (Direct TCP) and
+//! batches whatever is queued before flushing. (Over SMB Direct, messages go straight
+//! to the link: see `Connection::send_holding`.)
 
-use std::sync::Arc;
-
-use smbx_transport::DirectLink;
 use smbx_wire::framing::encode_frame_header;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-/// A message to send, with the in-flight budget it holds until written and, over SMB
-/// Direct, the client STag to invalidate with it.
+/// A message to send, with the in-flight budget it holds until written (and a client
+/// STag to invalidate, which only SMB Direct uses).
 pub(crate) type Outgoing = (Vec<u8>, Option<OwnedSemaphorePermit>, Option<u32>);
 
 /// Writes queued messages until the channel closes or the socket fails.
@@ -30,17 +27,6 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Out
         }
     }
     let _ = bw.shutdown().await;
-}
-
-/// Sends queued messages over an SMB Direct link until the channel closes or the
-/// link fails.
-pub(crate) async fn run_direct(link: Arc<dyn DirectLink>, mut rx: mpsc::Receiver<Outgoing>) {
-    while let Some((msg, _permit, invalidate)) = rx.recv().await {
-        if let Err(e) = link.send(&msg, invalidate).await {
-            tracing::debug!(error = %e, "smb direct send failed");
-            return;
-        }
-    }
 }
 
 async fn write_one<W: AsyncWrite + Unpin>(
