@@ -445,6 +445,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             notified.as_mut().enable();
             {
                 let mut g = self.shared.lock();
+                self.take_completions(&mut g);
                 if ready(&mut g) {
                     return Ok(());
                 }
@@ -452,7 +453,27 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                     return Err(e);
                 }
             }
-            notified.await;
+            // Completions are taken by whichever task gets to them first, always
+            // under the lock (so in order): a waiter handling them itself saves a
+            // switch through the driver task.
+            tokio::select! {
+                _ = notified.as_mut() => {}
+                more = self.shared.qp.cq().ready() => {
+                    if more {
+                        self.take_completions(&mut self.shared.lock());
+                    } else {
+                        // Closed: the driver reports why.
+                        notified.await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies what the completion queue holds, then pumps.
+    fn take_completions(&self, g: &mut Inner<Q::Mr>) {
+        if take_completions(&self.shared, g) {
+            pump(&self.shared, g);
         }
     }
 
@@ -644,7 +665,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             }
             let mut status = WcStatus::Success;
             for w in waits {
-                match w.await {
+                match self.completion(w).await {
                     Ok(c) if c.status == WcStatus::Success => {}
                     Ok(c) => status = c.status,
                     Err(_) => status = WcStatus::Flushed,
@@ -655,6 +676,26 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             }
         }
         Ok(())
+    }
+
+    /// Waits for one RDMA operation's completion, taking completions from the
+    /// queue itself meanwhile (under the lock, as everywhere).
+    async fn completion(
+        &self,
+        mut w: oneshot::Receiver<Completion>,
+    ) -> Result<Completion, oneshot::error::RecvError> {
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut w => return r,
+                more = self.shared.qp.cq().ready() => {
+                    if !more {
+                        return w.await;
+                    }
+                    self.take_completions(&mut self.shared.lock());
+                }
+            }
+        }
     }
 
     fn post_window(
