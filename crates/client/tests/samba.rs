@@ -37,8 +37,8 @@ async fn many_requests_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn big_round_trip_opt_in() {
-    scenarios::big_round_trip_opt_in(start_samba).await;
+async fn big_round_trip() {
+    scenarios::big_round_trip(start_samba).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -386,11 +386,8 @@ pub async fn reconnect_after_drop(start: fn(&str) -> Server) {
     ));
 }
 
-/// Opt-in (SMBX_CLIENT_BIG=1): 64 MiB round trip per dialect, signed and sealed.
-pub async fn big_round_trip_opt_in(start: fn(&str) -> Server) {
-    if std::env::var("SMBX_CLIENT_BIG").is_err() {
-        return;
-    }
+/// 64 MiB round trip per dialect, signed and sealed (SHA-256 compared).
+pub async fn big_round_trip(start: fn(&str) -> Server) {
     let server = start("    server signing = mandatory");
     for d in ALL_DIALECTS {
         let opts = ClientOptions::default()
