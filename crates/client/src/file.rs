@@ -442,64 +442,35 @@ impl File {
         if len == 0 {
             return Ok(None);
         }
-        if let Some(link) = self.tree.rdma_for(len, true) {
-            return self.read_rdma(link.clone(), offset, len).await;
-        }
-        let body = ReadRequest {
-            padding: 0x50,
-            length: len as u32,
-            offset,
-            file_id_persistent: self.id.persistent,
-            file_id_volatile: self.id.volatile,
-            ..Default::default()
-        }
-        .encode();
-        let mut req = Request::new(Command::Read, body, self.tree.id());
-        req.charge = charge_for(len, self.tree.large_mtu());
-        let resp = self.tree.call(req).await?;
-        if resp.status() == NtStatus::END_OF_FILE {
-            return Ok(None);
-        }
-        let resp = resp.ok()?;
-        let range = {
-            let data = ReadResponse::decode(&resp.msg)?.data;
-            if data.len() > len {
-                return Err(Error::Protocol(
-                    "server returned more data than asked".into(),
-                ));
+        // Over SMB Direct, large reads land by RDMA Write in a buffer registered for
+        // this one transfer (remote write only), described in the channel info.
+        let rdma = match self.tree.rdma_for(len, true) {
+            Some(link) => {
+                let reg = link
+                    .register(
+                        self.tree.pool().take(len),
+                        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                    )
+                    .map_err(rdma_error)?;
+                let desc = reg
+                    .descriptor(0, len as u32)
+                    .ok_or_else(|| Error::InvalidArgument("read larger than its buffer".into()))?;
+                Some((reg, desc.encode()))
             }
-            let start = data.as_ptr() as usize - resp.msg.as_ptr() as usize;
-            start..start + data.len()
+            None => None,
         };
-        Ok(Some((resp.msg, range)))
-    }
-
-    /// One READ whose data the server RDMA-Writes into a buffer registered for it
-    /// (remote write only, for this one transfer).
-    async fn read_rdma(
-        &self,
-        link: Arc<dyn DirectLink>,
-        offset: u64,
-        len: usize,
-    ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
-        let reg = link
-            .register(
-                self.tree.pool().take(len),
-                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            )
-            .map_err(rdma_error)?;
-        let desc = reg
-            .descriptor(0, len as u32)
-            .ok_or_else(|| Error::InvalidArgument("read larger than its buffer".into()))?
-            .encode();
+        let (channel, channel_info) = match &rdma {
+            Some((_, desc)) => (rdma_channel(self.tree.dialect()), &desc[..]),
+            None => (0, &[][..]),
+        };
         let body = ReadRequest {
             padding: 0x50,
             length: len as u32,
             offset,
             file_id_persistent: self.id.persistent,
             file_id_volatile: self.id.volatile,
-            channel: rdma_channel(self.tree.dialect()),
-            channel_info: &desc,
+            channel,
+            channel_info,
             ..Default::default()
         }
         .encode();
@@ -511,15 +482,24 @@ impl File {
         }
         let resp = resp.ok()?;
         let r = ReadResponse::decode(&resp.msg)?;
-        // The data arrived by RDMA; DataRemaining says how much.
-        let n = r.data_remaining as usize;
-        if !r.data.is_empty() || n > len {
+        if let Some((reg, _)) = rdma {
+            // The data arrived by RDMA; DataRemaining says how much.
+            let n = r.data_remaining as usize;
+            if !r.data.is_empty() || n > len {
+                return Err(Error::Protocol(
+                    "bad READ response on an RDMA channel".into(),
+                ));
+            }
+            return Ok(Some((reg.into_vec(), 0..n)));
+        }
+        if r.data.len() > len {
             return Err(Error::Protocol(
-                "bad READ response on an RDMA channel".into(),
+                "server returned more data than asked".into(),
             ));
         }
-        let buf = reg.into_vec();
-        Ok(Some((buf, 0..n)))
+        let start = r.data.as_ptr() as usize - resp.msg.as_ptr() as usize;
+        let range = start..start + r.data.len();
+        Ok(Some((resp.msg, range)))
     }
 
     async fn read_chunk(&self, offset: u64, len: usize) -> Result<Vec<u8>> {

@@ -519,19 +519,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                     return Err(e);
                 }
                 if g.conn.queued_messages() < QUEUE_LIMIT {
-                    let deadline = g.conn.poll_timeout();
-                    match token {
-                        Some(t) => g.conn.send_message_with_invalidate(data, t)?,
-                        None => g.conn.send_message(data)?,
-                    }
-                    // Post the fragments from here rather than waking the driver
-                    // task (one task switch less per message); the driver only
-                    // needs waking when the core's next deadline moved.
-                    pump(&self.shared, &mut g);
-                    if g.conn.poll_timeout() != deadline || g.closed.is_some() {
-                        self.shared.kick.notify_one();
-                    }
-                    return Ok(());
+                    return self.queue_and_post(&mut g, data, token);
                 }
             }
             notified.await;
@@ -546,12 +534,24 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         if let Some(e) = closed_error(&g) {
             return Err(e);
         }
+        self.queue_and_post(&mut g, data, token)
+    }
+
+    /// Queues a message in the core and posts its fragments from the calling
+    /// task rather than waking the driver (one task switch less per message);
+    /// the driver only needs waking when the core's next deadline moved.
+    fn queue_and_post(
+        &self,
+        g: &mut Inner<Q::Mr>,
+        data: &[u8],
+        token: Option<u32>,
+    ) -> Result<(), DirectError> {
         let deadline = g.conn.poll_timeout();
         match token {
             Some(t) => g.conn.send_message_with_invalidate(data, t)?,
             None => g.conn.send_message(data)?,
         }
-        pump(&self.shared, &mut g);
+        pump(&self.shared, g);
         if g.conn.poll_timeout() != deadline || g.closed.is_some() {
             self.shared.kick.notify_one();
         }
