@@ -190,6 +190,9 @@ fn complete(
     st.phase = SessionPhase::Valid;
     drop(st);
     ctx.conn.authenticated.store(true, Ordering::Relaxed);
+    if ss.previous_session_id != 0 && ss.previous_session_id != session.id {
+        close_previous(ctx, ss.previous_session_id, &identity);
+    }
     tracing::info!(
         conn = ctx.conn.id,
         session = session.id,
@@ -198,6 +201,36 @@ fn complete(
         "session established"
     );
     Ok(flags)
+}
+
+/// A client reconnecting after losing its connection names its old session in
+/// PreviousSessionId ([MS-SMB2] 3.3.5.5.3): once the new session is authenticated as
+/// the same user, the old one is logged off (its durable opens kept for reclaim, as
+/// on a lost connection). Another user's session, a guest or anonymous logon leaves
+/// it alone.
+fn close_previous(ctx: &Ctx<'_>, previous: u64, identity: &Identity) {
+    if identity.kind != IdentityKind::User {
+        return;
+    }
+    let Some(old) = ctx.server.sessions.get(previous) else {
+        return;
+    };
+    let same_user = old.user().is_some_and(|u| {
+        !u.guest
+            && !u.anonymous
+            && u.name.eq_ignore_ascii_case(&identity.user)
+            && u.domain.eq_ignore_ascii_case(&identity.domain)
+    });
+    if !same_user || old.phase() != SessionPhase::Valid {
+        return;
+    }
+    tracing::info!(old = previous, new = ?ctx.response_session_id, "previous session closed");
+    crate::state::open::preserve_durable_opens_of_session(ctx.server, previous);
+    super::logoff::destroy_session(ctx.server, previous);
+    if let Some(c) = ctx.server.connection(old.conn_id) {
+        c.sessions.lock().retain(|s| *s != previous);
+        c.pending.cancel_all(Some(previous));
+    }
 }
 
 fn session_flags(user: &SessionUser, encrypt: bool) -> u16 {

@@ -104,7 +104,8 @@ pub struct SessionTable {
 }
 
 impl SessionTable {
-    /// Creates a session in the InProgress phase with a fresh random id.
+    /// Creates a session in the InProgress phase with a fresh random id. Ids fit in 32
+    /// bits (as Samba's): some clients keep them in 32-bit variables (smb2.session-id).
     pub fn create(
         &self,
         dialect: u16,
@@ -113,7 +114,7 @@ impl SessionTable {
     ) -> Arc<Session> {
         let mut map = self.sessions.lock();
         let id = loop {
-            let id: u64 = rand::random::<u64>() & 0x0000_FFFF_FFFF_FFFF;
+            let id: u64 = u64::from(rand::random::<u32>());
             if id != 0 && !map.contains_key(&id) {
                 break id;
             }
