@@ -41,14 +41,14 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     ctx.check_credit_charge(r.output_buffer_length as usize)?;
+    // Unknown or no filter bits are accepted (Windows): such a request waits until
+    // cancelled or the handle closes (smb2.notify.mask).
     let filter = r.completion_filter & CHANGE_ALL;
-    if filter == 0 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
     f.notify.arm(
         f.handle.file().as_raw_fd(),
         filter,
         r.flags & WATCH_TREE != 0,
+        &f.file.notify_sinks,
     );
     let max_len = r.output_buffer_length;
     if let Some(o) = f.notify.ready(max_len) {
@@ -71,5 +71,6 @@ fn respond(o: NotifyOutcome) -> Response {
         NotifyOutcome::Cleanup => {
             Response::with_status(NtStatus::NOTIFY_CLEANUP, encode_change_notify_response(&[]))
         }
+        NotifyOutcome::DeletePending => Response::error(NtStatus::DELETE_PENDING),
     }
 }

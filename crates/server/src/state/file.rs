@@ -103,6 +103,9 @@ pub struct SharedFile {
     pub oplocks: super::oplock::FileOplocks,
     /// Windows last-write-time bookkeeping shared by every open ([`WriteTimes`]).
     pub times: WriteTimes,
+    /// CHANGE_NOTIFY state of the directory opens of this file that asked for
+    /// notifications (state/notify.rs), told when the directory becomes delete-pending.
+    pub notify_sinks: super::notify::DirSinks,
     state: Mutex<FileState>,
     map: Weak<FileMap>,
 }
@@ -418,6 +421,7 @@ impl FileTable {
                     locks: Default::default(),
                     oplocks: Default::default(),
                     times: Default::default(),
+                    notify_sinks: Default::default(),
                     state: Mutex::new(FileState::default()),
                     map: Arc::downgrade(&self.files),
                 })

@@ -39,6 +39,8 @@ pub enum NotifyOutcome {
     EnumDir,
     /// The handle was closed: NOTIFY_CLEANUP.
     Cleanup,
+    /// The directory is delete-pending: DELETE_PENDING.
+    DeletePending,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +52,8 @@ struct State {
     bytes: usize,
     overflow: bool,
     closed: bool,
+    /// The watched directory became delete-pending.
+    delete_pending: bool,
     /// Watch descriptors this open registered.
     wds: Vec<i32>,
     /// A duplicate of the watched directory's descriptor (to find new subdirectories).
@@ -103,11 +107,21 @@ impl NotifySink {
         self.changed.notify_waiters();
     }
 
+    fn delete_pending(&self) {
+        let mut st = self.st.lock();
+        st.delete_pending = true;
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
     /// Takes what is ready for a request whose buffer holds `max_len` bytes.
     fn take(&self, max_len: u32) -> Option<NotifyOutcome> {
         let mut st = self.st.lock();
         if st.closed {
             return Some(NotifyOutcome::Cleanup);
+        }
+        if st.delete_pending {
+            return Some(NotifyOutcome::DeletePending);
         }
         if st.overflow {
             st.overflow = false;
@@ -125,6 +139,36 @@ impl NotifySink {
     }
 }
 
+/// The CHANGE_NOTIFY states of the directory opens of one file (a field of
+/// `SharedFile`): when the directory becomes delete-pending, their pending and later
+/// requests complete with DELETE_PENDING ([MS-FSA] 2.1.5.10; smb2.notify.rmdir1-4).
+#[derive(Debug, Default)]
+pub struct DirSinks {
+    sinks: Mutex<Vec<Weak<NotifySink>>>,
+}
+
+impl DirSinks {
+    fn add(&self, sink: &Arc<NotifySink>) {
+        let mut v = self.sinks.lock();
+        v.retain(|w| w.strong_count() > 0);
+        if !v
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(sink)))
+        {
+            v.push(Arc::downgrade(sink));
+        }
+    }
+
+    /// The directory is delete-pending now (a handle that set it closed).
+    pub fn delete_pending(&self) {
+        let sinks: Vec<Arc<NotifySink>> =
+            self.sinks.lock().iter().filter_map(Weak::upgrade).collect();
+        for s in sinks {
+            s.delete_pending();
+        }
+    }
+}
+
 /// CHANGE_NOTIFY state of one open (a field of `FileOpen`).
 #[derive(Debug, Default)]
 pub struct OpenNotify {
@@ -134,7 +178,7 @@ pub struct OpenNotify {
 impl OpenNotify {
     /// Starts watching (first request) or updates filter / recursion (later ones).
     /// `dir` is the open's directory descriptor.
-    pub fn arm(&self, dir: RawFd, filter: u32, tree: bool) {
+    pub fn arm(&self, dir: RawFd, filter: u32, tree: bool, sinks: &DirSinks) {
         let first = {
             let mut st = self.sink.st.lock();
             if st.closed {
@@ -155,6 +199,7 @@ impl OpenNotify {
             first
         };
         if first {
+            sinks.add(&self.sink);
             if let Some(w) = watcher() {
                 w.watch_tree(&self.sink, dir, tree);
             }
@@ -517,5 +562,29 @@ fn join(prefix: &str, name: &str) -> String {
         name.to_string()
     } else {
         format!("{prefix}\\{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delete_pending_completes_armed_opens_only() {
+        let sinks = DirSinks::default();
+        let armed = OpenNotify::default();
+        let other = OpenNotify::default();
+        sinks.add(&armed.sink);
+        sinks.add(&armed.sink);
+        assert_eq!(sinks.sinks.lock().len(), 1);
+        assert_eq!(armed.ready(1000), None);
+        sinks.delete_pending();
+        assert_eq!(armed.ready(1000), Some(NotifyOutcome::DeletePending));
+        // Later requests on the delete-pending directory complete the same way.
+        assert_eq!(armed.ready(1000), Some(NotifyOutcome::DeletePending));
+        assert_eq!(other.ready(1000), None);
+        // Closing the handle still wins.
+        armed.cleanup();
+        assert_eq!(armed.ready(1000), Some(NotifyOutcome::Cleanup));
     }
 }
