@@ -15,6 +15,7 @@ use smbx_wire::NtStatus;
 use super::{pipe, Ctx, HandlerResult, Request, Response};
 
 mod durable;
+mod replay;
 use crate::state::file::{FileKey, DELETE, FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::open::{FileOpen, FileOpenParams};
 use crate::state::{acl, oplock, FileId, OpenKind, ServerState, Tree};
@@ -436,6 +437,17 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if let Some(rc) = early.reconnect {
         return durable::reconnect(ctx, &tree, rc, &name, early.lease).await;
     }
+    // DH2Q: create replay detection (handlers/create/replay.rs).
+    let reservation = match early.durable.filter(|d| d.v2) {
+        Some(d) => match replay::check(ctx, d.create_guid, cr.oplock_level, early.lease)? {
+            replay::Check::Replayed(resp, id) => {
+                ctx.set_file_id(id);
+                return Ok(resp);
+            }
+            replay::Check::New(r) => Some(r),
+        },
+        None => None,
+    };
     validate(&cr)?;
     if name.starts_with('\\') {
         return Err(NtStatus::INVALID_PARAMETER);
@@ -524,7 +536,13 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // poll runs inline; if it has to wait and this is the last member of its compound
     // the CREATE goes async (interim STATUS_PENDING), so the connection keeps reading
     // (the acknowledgment may come on this very connection).
-    let mut fut = Box::pin(open_file(p));
+    let csn = (ctx.header.status.0 & 0xFFFF) as u16;
+    let mut fut = Box::pin(replay::track(
+        open_file(p),
+        reservation,
+        ctx.server.clone(),
+        csn,
+    ));
     if ctx.last_in_compound {
         let waker = futures_util::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);

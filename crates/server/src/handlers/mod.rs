@@ -228,6 +228,17 @@ impl<'a> Ctx<'a> {
         if Some(open.session_id) != sid || Some(open.tree_id) != tid {
             return Err(NtStatus::FILE_CLOSED);
         }
+        if self.dialect() >= smbx_wire::negotiate::DIALECT_300 {
+            if let Some(f) = open.as_file() {
+                // ChannelSequence: the low half of the Status field of a 3.x request.
+                let csn = (self.header.status.0 & 0xFFFF) as u16;
+                let modifying = matches!(
+                    self.command(),
+                    Some(Command::Write | Command::Ioctl | Command::SetInfo)
+                );
+                f.check_channel_sequence(csn, modifying)?;
+            }
+        }
         Ok(open)
     }
 

@@ -9,6 +9,7 @@ pub mod locks;
 pub mod notify;
 pub mod open;
 pub mod oplock;
+pub mod replay;
 pub mod session;
 pub mod share;
 pub mod tree;
@@ -45,6 +46,8 @@ pub struct ServerState {
     pub files: FileTable,
     /// Leases by (ClientGuid, LeaseKey), for LEASE_BREAK acknowledgments.
     pub leases: oplock::LeaseIndex,
+    /// CREATEs with a DH2Q CreateGuid, for replay detection (state/replay.rs).
+    pub replay: replay::ReplayCache,
     /// Live connections by id (weak: a connection owns itself through its task).
     pub connections: Mutex<HashMap<u64, Weak<Connection>>>,
     /// Where SESSION_SETUP finds NT hashes (the passdb).
@@ -93,6 +96,7 @@ impl ServerState {
             opens: OpenTable::default(),
             files: FileTable::default(),
             leases: oplock::LeaseIndex::default(),
+            replay: replay::ReplayCache::default(),
             connections: Mutex::new(HashMap::new()),
             credentials,
             auth_policy,

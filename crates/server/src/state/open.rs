@@ -90,6 +90,8 @@ pub struct FileOpen {
     pub durable: Mutex<Option<Box<Durable>>>,
     /// LockSequenceArray of LOCK replay detection (handlers/lock.rs).
     pub lock_sequences: Arc<super::locks::LockSequences>,
+    /// Open.ChannelSequence ([MS-SMB2] 3.3.5.2.10): see [`FileOpen::check_channel_sequence`].
+    channel_sequence: Mutex<u16>,
     closed: AtomicBool,
 }
 
@@ -162,6 +164,7 @@ impl FileOpen {
             final_write_time: AtomicU64::new(0),
             durable: Mutex::new(None),
             lock_sequences: Default::default(),
+            channel_sequence: Mutex::new(0),
             closed: AtomicBool::new(false),
         }
     }
@@ -179,6 +182,28 @@ impl FileOpen {
     /// True once [`FileOpen::close`] ran.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Sets Open.ChannelSequence (from the CREATE that made the open).
+    pub fn set_channel_sequence(&self, csn: u16) {
+        *self.channel_sequence.lock() = csn;
+    }
+
+    /// Verifies the ChannelSequence of a request on this open ([MS-SMB2] 3.3.5.2.10,
+    /// 3.x dialects): a newer one (by 16-bit wrapping difference) becomes the open's;
+    /// an older one fails a modifying request (WRITE, IOCTL, SET_INFO) with
+    /// FILE_NOT_AVAILABLE, since it comes from a channel the client has moved away
+    /// from. Outstanding-request counting per sequence is not kept: this server
+    /// completes a client's requests on an open in order on one channel.
+    pub fn check_channel_sequence(&self, csn: u16, modifying: bool) -> Result<(), NtStatus> {
+        let mut cur = self.channel_sequence.lock();
+        let diff = csn.wrapping_sub(*cur) as i16;
+        if diff > 0 {
+            *cur = csn;
+        } else if diff < 0 && modifying {
+            return Err(NtStatus::FILE_NOT_AVAILABLE);
+        }
+        Ok(())
     }
 
     /// Closes the open ([MS-FSA] 2.1.5.4 cleanup): a DELETE_ON_CLOSE open makes delete
@@ -203,7 +228,13 @@ impl FileOpen {
         if let Some(t) = shown {
             self.final_write_time.store(t, Ordering::Release);
         }
+        let pending_before = self.is_dir && self.file.delete_pending();
         let outcome = self.file.remove(self.entry_id);
+        if pending_before && !outcome.last {
+            // A directory left delete-pending by this close: CHANGE_NOTIFYs on its
+            // other opens complete with DELETE_PENDING.
+            self.file.notify_sinks.delete_pending();
+        }
         if let (true, false, Some(t)) = (outcome.last, outcome.delete, shown) {
             if let Err(e) = self.handle.store_write_time(t) {
                 tracing::debug!(path = %self.path, "cannot store the write time: {e:?}");
@@ -399,7 +430,12 @@ impl OpenTable {
             .filter_map(|(k, o)| {
                 let f = o.as_file()?;
                 let timeout = f.durable.lock().as_ref()?.timeout_ms;
-                (!f.is_closed()).then_some((*k, timeout))
+                // An open whose oplock / lease break is outstanding is not kept: the
+                // client cannot acknowledge any more, and the opener waiting for the
+                // break proceeds once it is closed (as Windows; smb2.durable-open.oplock
+                // when the new open overtakes the teardown).
+                let breaking = f.file.oplocks.breaking(f.entry_id);
+                (!f.is_closed() && !breaking).then_some((*k, timeout))
             })
             .collect();
         let mut out = Vec::with_capacity(ids.len());

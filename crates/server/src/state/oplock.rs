@@ -206,23 +206,67 @@ impl FileOplocks {
             .map(|l| l.state)
     }
 
-    fn any_breaking(&self) -> bool {
+    /// The lease open `entry_id` belongs to, as a response context (key, state, epoch,
+    /// parent key; BREAK_IN_PROGRESS while a break awaits its acknowledgment).
+    pub fn lease_of(&self, entry_id: u64) -> Option<LeaseContext> {
         let st = self.inner.lock();
-        st.oplocks.iter().any(|o| o.breaking_to.is_some())
-            || st.leases.iter().any(|l| l.breaking_to.is_some())
+        let l = st.leases.iter().find(|l| l.entries.contains(&entry_id))?;
+        Some(LeaseContext {
+            version: l.version,
+            lease_key: l.key,
+            lease_state: l.state,
+            lease_flags: if l.breaking_to.is_some() {
+                LEASE_FLAG_BREAK_IN_PROGRESS
+            } else {
+                0
+            },
+            parent_lease_key: l.parent_key,
+            epoch: l.epoch,
+        })
     }
 
-    /// Times out every break in progress: holders drop to their break-to level.
+    /// Whether a break of the oplock or lease held by open `entry_id` awaits its
+    /// acknowledgment.
+    pub fn breaking(&self, entry_id: u64) -> bool {
+        let st = self.inner.lock();
+        st.oplocks
+            .iter()
+            .any(|o| o.entry_id == entry_id && o.breaking_to.is_some())
+            || st
+                .leases
+                .iter()
+                .any(|l| l.entries.contains(&entry_id) && l.breaking_to.is_some())
+    }
+
+    #[cfg(test)]
+    fn any_breaking(&self) -> bool {
+        self.any_breaking_except(None)
+    }
+
+    /// Whether a break other than one of lease `own` (the opener's own lease, which
+    /// it does not wait for) awaits its acknowledgment.
+    fn any_breaking_except(&self, own: Option<LeaseId>) -> bool {
+        let st = self.inner.lock();
+        st.oplocks.iter().any(|o| o.breaking_to.is_some())
+            || st
+                .leases
+                .iter()
+                .any(|l| l.breaking_to.is_some() && Some((l.client_guid, l.key)) != own)
+    }
+
+    /// Times out every break in progress: the holders lose their oplock / lease
+    /// entirely ([MS-SMB2] 3.3.6 oplock / lease break acknowledgment timer: NONE;
+    /// a late acknowledgment is then UNSUCCESSFUL; smb2.lease.timeout).
     fn force_breaks(&self) {
         let mut st = self.inner.lock();
         for o in st.oplocks.iter_mut() {
-            if let Some(to) = o.breaking_to.take() {
-                o.level = to;
+            if o.breaking_to.take().is_some() {
+                o.level = OPLOCK_LEVEL_NONE;
             }
         }
         for l in st.leases.iter_mut() {
-            if let Some(to) = l.breaking_to.take() {
-                l.state = to;
+            if l.breaking_to.take().is_some() {
+                l.state = LEASE_NONE;
             }
         }
         st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
@@ -279,16 +323,18 @@ impl FileOplocks {
             st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
         }
         for l in st.leases.iter_mut() {
-            if l.breaking_to.is_some() {
+            if l.breaking_to.is_some() || c.lease_stat {
                 continue;
             }
             if lease_key == Some(l.key) && l.client_guid == new.client_guid {
                 continue;
             }
+            // A sharing conflict takes handle caching only (the holder may close its
+            // cached handles); otherwise write caching goes; an overwrite takes all.
             let to = if c.overwrite {
                 LEASE_NONE
             } else if c.sharing {
-                l.state & LEASE_READ
+                l.state & !LEASE_HANDLE
             } else {
                 l.state & !LEASE_WRITE
             };
@@ -379,6 +425,8 @@ struct Conflict {
     overwrite: bool,
     /// The open would fail the share-mode check as things stand.
     sharing: bool,
+    /// The open is a lease stat open ([`is_lease_stat_open`]): leases stay.
+    lease_stat: bool,
 }
 
 fn file_id_bytes(id: FileId) -> [u8; 16] {
@@ -435,18 +483,34 @@ pub async fn break_conflicting(
         return;
     }
     let sharing = file.check_share(access, share_access, None).is_err();
-    let msgs = file
-        .oplocks
-        .start_breaks(new, lease_key, Conflict { overwrite, sharing });
+    let lease_stat = is_lease_stat_open(access) && !overwrite;
+    let msgs = file.oplocks.start_breaks(
+        new,
+        lease_key,
+        Conflict {
+            overwrite,
+            sharing,
+            lease_stat,
+        },
+    );
+    let sent = !msgs.is_empty();
     for m in msgs {
         send_break(server, m).await;
     }
+    if sent {
+        // A holder whose connection went away meanwhile cannot acknowledge: its
+        // durable open is closed rather than waited for (see OpenTable::preserve_durable).
+        server.opens.purge_disconnected_of(file);
+    }
+    // An open with the lease key of a lease being broken joins it without waiting
+    // (it is told BREAK_IN_PROGRESS; smb2.lease.breaking1).
+    let own = lease_key.map(|k| (new.client_guid, k));
     let deadline = tokio::time::Instant::now() + break_timeout();
     loop {
         let n = file.oplocks.changed.notified();
         tokio::pin!(n);
         n.as_mut().enable();
-        if !file.oplocks.any_breaking() {
+        if !file.oplocks.any_breaking_except(own) {
             return;
         }
         if tokio::time::timeout_at(deadline, n).await.is_err() {
@@ -463,6 +527,17 @@ const STAT_OPEN_RIGHTS: u32 = 0x0000_0080 | 0x0000_0100 | 0x0010_0000;
 /// An open asking for no more than attribute access and SYNCHRONIZE.
 pub fn is_stat_open(access: u32) -> bool {
     access & !STAT_OPEN_RIGHTS == 0
+}
+
+/// READ_CONTROL.
+const READ_CONTROL: u32 = 0x0002_0000;
+
+/// A stat open as leases see it: some of the stat-open rights or READ_CONTROL and
+/// nothing else. It breaks no lease and does not keep write caching from being
+/// granted (smb2.lease.statopen3, statopen4).
+pub fn is_lease_stat_open(access: u32) -> bool {
+    let bits = STAT_OPEN_RIGHTS | READ_CONTROL;
+    access & bits != 0 && access & !bits == 0
 }
 
 /// Breaks LEVEL_II oplocks and read leases of other opens to NONE (a write, a set
@@ -582,12 +657,22 @@ pub fn grant(
     is_dir: bool,
     req: &OplockRequest,
 ) -> Grant {
-    let others = file
-        .opens()
+    let opens = file.opens();
+    let others = opens.iter().filter(|o| o.entry_id != entry_id).count();
+    let mut st = file.oplocks.inner.lock();
+    // Lease stat opens do not count against write caching, unless they hold a lease
+    // of their own (smb2.lease.statopen, statopen3, statopen4).
+    let own = req.lease.map(|c| (new.client_guid, c.lease_key));
+    let other_lease = |e: u64| {
+        st.leases
+            .iter()
+            .any(|l| Some((l.client_guid, l.key)) != own && l.entries.contains(&e))
+    };
+    let lease_others = opens
         .iter()
         .filter(|o| o.entry_id != entry_id)
+        .filter(|o| !is_lease_stat_open(o.access) || other_lease(o.entry_id))
         .count();
-    let mut st = file.oplocks.inner.lock();
     if req.level == OPLOCK_LEVEL_LEASE {
         let Some(ctx) = req.lease else {
             return Grant {
@@ -623,8 +708,12 @@ pub fn grant(
                 // that can be held as a whole next to the other opens (W only when
                 // every open of the file belongs to this lease); otherwise the lease
                 // stays as it is (smb2.lease.upgrade, upgrade2, upgrade3).
-                let members = l.entries.len();
-                let alone = others + 1 == members && st_oplocks_none;
+                let members = opens
+                    .iter()
+                    .filter(|o| l.entries.contains(&o.entry_id) && o.entry_id != entry_id)
+                    .filter(|o| !is_lease_stat_open(o.access))
+                    .count();
+                let alone = lease_others == members && st_oplocks_none;
                 let superset = want != l.state && want & l.state == l.state;
                 if superset && (want & LEASE_WRITE == 0 || alone) {
                     l.state = want;
@@ -633,8 +722,10 @@ pub fn grant(
                     }
                 }
             }
+            // The lease keeps the version it was created with, whatever version
+            // later requests use (smb2.lease.v2_epoch2, v2_epoch3).
             let resp = LeaseContext {
-                version: ctx.version,
+                version: l.version,
                 lease_key: l.key,
                 lease_state: l.state,
                 lease_flags: flags
@@ -650,7 +741,7 @@ pub fn grant(
         // Next to other opens no W; next to oplocks (broken to LEVEL_II by now) only R
         // (smb2.lease.oplock).
         let mut state = want;
-        if others > 0 || strong_oplock {
+        if lease_others > 0 || strong_oplock {
             state &= !LEASE_WRITE;
         }
         if st.oplocks.iter().any(|o| o.level != OPLOCK_LEVEL_NONE) {
@@ -790,8 +881,11 @@ mod tests {
             f.ack_oplock(1, OPLOCK_LEVEL_BATCH),
             Err(NtStatus::INVALID_PARAMETER)
         );
+        assert!(f.breaking(1));
+        assert!(!f.breaking(2));
         assert_eq!(f.ack_oplock(1, OPLOCK_LEVEL_II), Ok(OPLOCK_LEVEL_II));
         assert!(!f.any_breaking());
+        assert!(!f.breaking(1));
         assert_eq!(f.oplock_level(1), OPLOCK_LEVEL_II);
         // Not breaking any more.
         assert_eq!(
@@ -806,6 +900,7 @@ mod tests {
             Conflict {
                 overwrite: true,
                 sharing: false,
+                lease_stat: false,
             },
         );
         assert_eq!(m.len(), 1);
@@ -819,12 +914,13 @@ mod tests {
         let c = Conflict {
             overwrite: false,
             sharing: true,
+            lease_stat: false,
         };
         assert!(f.start_breaks(&REQ, None, c).is_empty());
         holder(&f, 3, OPLOCK_LEVEL_BATCH);
         assert_eq!(f.start_breaks(&REQ, None, c).len(), 1);
         f.force_breaks();
-        assert_eq!(f.oplock_level(3), OPLOCK_LEVEL_II);
+        assert_eq!(f.oplock_level(3), OPLOCK_LEVEL_NONE);
     }
 
     #[test]
@@ -873,5 +969,49 @@ mod tests {
         );
         f.release(1);
         assert_eq!(f.lease_state([1; 16], [9; 16]), None);
+    }
+
+    #[test]
+    fn sharing_conflict_breaks_handle_caching_only() {
+        let f = FileOplocks::default();
+        f.inner.lock().leases.push(Lease {
+            client_guid: [1; 16],
+            key: [9; 16],
+            state: LEASE_READ | LEASE_WRITE | LEASE_HANDLE,
+            breaking_to: None,
+            epoch: 1,
+            version: 2,
+            parent_key: [0; 16],
+            conn_id: 1,
+            session_id: 1,
+            entries: vec![1],
+        });
+        let sharing = Conflict {
+            overwrite: false,
+            sharing: true,
+            lease_stat: false,
+        };
+        let m = f.start_breaks(&REQ, Some([8; 16]), sharing);
+        let mut msg = vec![0u8; 64];
+        msg.extend_from_slice(&m[0].body);
+        let n = LeaseBreakNotification::decode(&msg).unwrap();
+        assert_eq!(n.new_lease_state, LEASE_READ | LEASE_WRITE);
+        // The lease's own key does not wait for its break; others do.
+        assert!(!f.any_breaking_except(Some(([1; 16], [9; 16]))));
+        assert!(f.any_breaking_except(Some(([2; 16], [8; 16]))));
+        let l = f.lease_of(1).unwrap();
+        assert_eq!(l.lease_flags, LEASE_FLAG_BREAK_IN_PROGRESS);
+        assert_eq!(l.epoch, 2);
+        // A lease stat open breaks nothing.
+        f.ack_lease([1; 16], [9; 16], LEASE_READ | LEASE_WRITE)
+            .unwrap();
+        let stat = Conflict {
+            lease_stat: true,
+            ..Conflict::default()
+        };
+        assert!(f.start_breaks(&REQ, Some([8; 16]), stat).is_empty());
+        assert!(is_lease_stat_open(0x0002_0000));
+        assert!(!is_lease_stat_open(0));
+        assert!(!is_lease_stat_open(0x0002_0001));
     }
 }
