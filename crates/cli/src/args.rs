@@ -7,7 +7,15 @@ use clap::{Args, Parser, Subcommand};
 
 /// smbx: an SMB3 file server.
 #[derive(Debug, Parser)]
-#[command(name = "smbx", version, about)]
+#[command(
+    name = "smbx",
+    version,
+    about,
+    after_help = "More commands (each has --help):\n  \
+                  smbx demo                           TCP against SMB Direct on this machine, no configuration\n  \
+                  smbx bench [diskspd flags] TARGET   load generator (smbx bench sweep: a matrix with charts)\n  \
+                  smbx ls|stat|get|put|cat|rm|mkdir|rmdir|mv smb://[user@]host[:port]/share/path"
+)]
 pub struct Cli {
     /// Write logs to this file (appended) instead of standard error.
     #[arg(long, global = true, value_name = "FILE")]
