@@ -271,39 +271,7 @@ fn wire_check(name: &str, iwarp: IwarpOptions, server_conf: &str) {
     }
 
     // 2. CRC: every FPDU checked good when negotiated; zero otherwise.
-    let mut fpdus = 0;
-    for (i, r) in data.iter().enumerate() {
-        if is_mpa(r) {
-            continue;
-        }
-        fpdus += 1;
-        let seg = &segs[i].1;
-        let sent = u32::from_be_bytes(seg[seg.len() - 4..].try_into().unwrap());
-        let (check, plain) = (r.get("iwarp_mpa.crc_check"), r.get("iwarp_mpa.crc"));
-        if iwarp.crc {
-            assert_ne!(sent, 0, "{name}: frame {}: CRC not computed", r.f[0]);
-            assert_eq!(
-                (check, plain),
-                (format!("{sent:#010x}").as_str(), ""),
-                "{name}: frame {}: CRC checked",
-                r.f[0]
-            );
-        } else {
-            assert_eq!(
-                (check, plain),
-                ("", "0x00000000"),
-                "{name}: frame {}: no CRC without negotiated CRC",
-                r.f[0]
-            );
-        }
-    }
-    let (good, bad) = capture::crc_counts(&cap);
-    assert_eq!(bad, 0, "{name}: tshark reports {bad} Bad CRC32");
-    assert_eq!(
-        good,
-        if iwarp.crc { fpdus } else { 0 },
-        "{name}: Good CRC32"
-    );
+    let (fpdus, good, bad) = capture::assert_fpdu_crcs(name, &cap, &data, &segs, iwarp.crc);
 
     // 3. Nothing malformed, no expert errors or warnings (but the SPNEGO
     // dissector's artifact, checked to be one).

@@ -408,39 +408,7 @@ fn wire_check(name: &str, opts: IwarpOptions) {
         .iter()
         .filter(|r| r.get("iwarp_mpa.rev").is_empty())
         .collect();
-    // tshark prints `iwarp_mpa.crc_check` (the CRC, annotated Good/Bad CRC32
-    // in -V) when CRC was negotiated, else only `iwarp_mpa.crc` (zero).
-    for (i, r) in data.iter().enumerate() {
-        if !r.get("iwarp_mpa.rev").is_empty() {
-            continue;
-        }
-        let seg = &segs[i].1;
-        let sent = u32::from_be_bytes(seg[seg.len() - 4..].try_into().unwrap());
-        let (check, plain) = (r.get("iwarp_mpa.crc_check"), r.get("iwarp_mpa.crc"));
-        if opts.crc {
-            assert_ne!(sent, 0, "{name}: frame {}: CRC not computed", r.f[0]);
-            assert_eq!(
-                (check, plain),
-                (format!("{sent:#010x}").as_str(), ""),
-                "{name}: frame {}: CRC checked",
-                r.f[0]
-            );
-        } else {
-            assert_eq!(
-                (check, plain),
-                ("", "0x00000000"),
-                "{name}: frame {}: no CRC check without negotiated CRC",
-                r.f[0]
-            );
-        }
-    }
-    let (good, bad) = capture::crc_counts(&cap);
-    assert_eq!(bad, 0, "{name}: tshark reports {bad} Bad CRC32");
-    assert_eq!(
-        good,
-        if opts.crc { fpdu_rows.len() } else { 0 },
-        "{name}: Good CRC32 count"
-    );
+    let (_, good, bad) = capture::assert_fpdu_crcs(name, &cap, &data, &segs, opts.crc);
 
     // 3. Nothing malformed, no expert errors or warnings.
     let expert = capture::assert_expert_clean(name, &cap);

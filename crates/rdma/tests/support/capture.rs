@@ -395,3 +395,51 @@ pub fn crc_counts(cap: &Path) -> (usize, usize) {
         verbose.matches("Bad CRC32").count(),
     )
 }
+
+/// Checks every FPDU's MPA CRC as tshark decoded it against the CRC that was sent
+/// (the last 4 bytes of its segment): the value, checked (`iwarp_mpa.crc_check`),
+/// when CRC was negotiated; zero and unchecked (`iwarp_mpa.crc`) otherwise; then
+/// tshark's Good/Bad CRC32 counts. `rows[i]` is the decode of `segs[i]`; MPA
+/// frames are skipped. Returns (FPDUs, good, bad).
+pub fn assert_fpdu_crcs(
+    name: &str,
+    cap: &Path,
+    rows: &[&Row],
+    segs: &[(bool, Vec<u8>)],
+    crc: bool,
+) -> (usize, usize, usize) {
+    let mut fpdus = 0;
+    for (i, r) in rows.iter().enumerate() {
+        if !r.get("iwarp_mpa.rev").is_empty() {
+            continue;
+        }
+        fpdus += 1;
+        let seg = &segs[i].1;
+        let sent = u32::from_be_bytes(seg[seg.len() - 4..].try_into().unwrap());
+        let (check, plain) = (r.get("iwarp_mpa.crc_check"), r.get("iwarp_mpa.crc"));
+        if crc {
+            assert_ne!(sent, 0, "{name}: frame {}: CRC not computed", r.f[0]);
+            assert_eq!(
+                (check, plain),
+                (format!("{sent:#010x}").as_str(), ""),
+                "{name}: frame {}: CRC checked",
+                r.f[0]
+            );
+        } else {
+            assert_eq!(
+                (check, plain),
+                ("", "0x00000000"),
+                "{name}: frame {}: no CRC check without negotiated CRC",
+                r.f[0]
+            );
+        }
+    }
+    let (good, bad) = crc_counts(cap);
+    assert_eq!(bad, 0, "{name}: tshark reports {bad} Bad CRC32");
+    assert_eq!(
+        good,
+        if crc { fpdus } else { 0 },
+        "{name}: Good CRC32 count"
+    );
+    (fpdus, good, bad)
+}
