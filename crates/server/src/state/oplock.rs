@@ -923,9 +923,8 @@ mod tests {
         assert_eq!(f.oplock_level(3), OPLOCK_LEVEL_NONE);
     }
 
-    #[test]
-    fn lease_break_strips_write_and_ack_rules() {
-        let f = FileOplocks::default();
+    /// An RWH v2 lease of client [1; 16], key [9; 16], held by open entry 1.
+    fn push_rwh_lease(f: &FileOplocks) {
         f.inner.lock().leases.push(Lease {
             client_guid: [1; 16],
             key: [9; 16],
@@ -938,6 +937,12 @@ mod tests {
             session_id: 1,
             entries: vec![1],
         });
+    }
+
+    #[test]
+    fn lease_break_strips_write_and_ack_rules() {
+        let f = FileOplocks::default();
+        push_rwh_lease(&f);
         // Same client, same key: no break.
         let same = Requester {
             client_guid: [1; 16],
@@ -974,18 +979,7 @@ mod tests {
     #[test]
     fn sharing_conflict_breaks_handle_caching_only() {
         let f = FileOplocks::default();
-        f.inner.lock().leases.push(Lease {
-            client_guid: [1; 16],
-            key: [9; 16],
-            state: LEASE_READ | LEASE_WRITE | LEASE_HANDLE,
-            breaking_to: None,
-            epoch: 1,
-            version: 2,
-            parent_key: [0; 16],
-            conn_id: 1,
-            session_id: 1,
-            entries: vec![1],
-        });
+        push_rwh_lease(&f);
         let sharing = Conflict {
             overwrite: false,
             sharing: true,
