@@ -68,7 +68,14 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         }
         si::SMB2_0_INFO_FILESYSTEM => fs_info(file, r.info_class, r.buffer)?,
         si::SMB2_0_INFO_SECURITY => {
-            security::set_security(file, read_only_tree, r.additional_information, r.buffer)?
+            let token = crate::state::acl::Token::for_user(ctx.session()?.user().as_ref());
+            security::set_security(
+                file,
+                &token,
+                read_only_tree,
+                r.additional_information,
+                r.buffer,
+            )?
         }
         si::SMB2_0_INFO_QUOTA => return Err(NtStatus::NOT_SUPPORTED),
         _ => return Err(NtStatus::INVALID_PARAMETER),

@@ -57,6 +57,23 @@ pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
 pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
 /// Every right a DACL can grant on a file (FILE_ALL_ACCESS).
 pub const ALL_RIGHTS: u32 = FILE_ALL_ACCESS;
+/// SE_DACL_AUTO_INHERIT_REQ ([MS-DTYP] 2.4.6 "DR"): a request, never stored.
+pub const SE_DACL_AUTO_INHERIT_REQ: u16 = 0x0100;
+
+/// The DACL control bits a descriptor set by a client (SET_INFO, CREATE SecD) keeps
+/// ([MS-DTYP] 2.4.6, as Windows canonicalizes them): SE_DACL_AUTO_INHERIT_REQ is a
+/// request and is dropped; SE_DACL_AUTO_INHERITED is kept only when it comes with
+/// that request (otherwise the DACL was not computed by auto-inheritance); the other
+/// bits are kept.
+pub fn canonical_dacl_control(control: u16) -> u16 {
+    let both = SE_DACL_AUTO_INHERITED | SE_DACL_AUTO_INHERIT_REQ;
+    let keep = if control & both == both {
+        SE_DACL_AUTO_INHERITED
+    } else {
+        0
+    };
+    (control & !both) | keep
+}
 
 /// OWNER RIGHTS (S-1-3-4).
 pub fn owner_rights() -> Sid {
@@ -335,7 +352,8 @@ pub fn for_new_file(
     };
     if explicit_dacl {
         let g = given?;
-        sd.control = g.control & (SE_DACL_PRESENT | SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED);
+        sd.control = canonical_dacl_control(g.control)
+            & (SE_DACL_PRESENT | SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED);
         sd.dacl = g.dacl.as_ref().map(map_generic_acl);
     } else if let Some(acl) = inherited {
         if parent.is_some_and(|p| p.control & SE_DACL_AUTO_INHERITED != 0) {
@@ -409,6 +427,22 @@ mod tests {
         // OWNER RIGHTS replaces the implicit owner rights.
         let aces = vec![Ace::allow(owner_rights(), 0x1, 0)];
         assert_eq!(max_access(&sd_with(me, Some(aces)), &token), 0x1);
+    }
+
+    #[test]
+    fn dacl_control_canonicalization() {
+        let (ai, req, prot) = (
+            SE_DACL_AUTO_INHERITED,
+            SE_DACL_AUTO_INHERIT_REQ,
+            SE_DACL_PROTECTED,
+        );
+        let p = SE_DACL_PRESENT;
+        assert_eq!(canonical_dacl_control(p), p);
+        assert_eq!(canonical_dacl_control(p | ai), p);
+        assert_eq!(canonical_dacl_control(p | req), p);
+        assert_eq!(canonical_dacl_control(p | ai | req), p | ai);
+        assert_eq!(canonical_dacl_control(p | prot | ai), p | prot);
+        assert_eq!(canonical_dacl_control(p | prot | ai | req), p | prot | ai);
     }
 
     #[test]

@@ -7,9 +7,15 @@
 //!
 //! The POSIX metadata follows, best effort, as before stored descriptors existed:
 //! - Owner / group: only the Unix SIDs S-1-22-1-<uid> / S-1-22-2-<gid> map (to
-//!   fchown); any other owner SID is INVALID_OWNER, any other group SID is stored
-//!   without a POSIX change. Setting the current owner or group always succeeds;
-//!   other ids need the kernel's permission (ACCESS_DENIED otherwise).
+//!   fchown). Another owner SID is valid only if it is in the session's token
+//!   (take ownership for a group the caller belongs to, e.g. Everyone, as Windows
+//!   and Samba allow): it is stored without a POSIX change; any other is
+//!   INVALID_OWNER ([MS-FSA] 2.1.5.16). Any other group SID is stored without a
+//!   POSIX change. Setting the current owner or group always succeeds; other ids
+//!   need the kernel's permission (ACCESS_DENIED otherwise).
+//! - DACL control bits are canonicalized as Windows does (`acl::canonical_dacl_control`:
+//!   SE_DACL_AUTO_INHERITED survives only with SE_DACL_AUTO_INHERIT_REQ, which is
+//!   itself never stored).
 //! - DACL: ACCESS_ALLOWED ACEs for the owner (its Unix SID or CREATOR OWNER), the
 //!   group (its Unix SID or CREATOR GROUP) and Everyone grant r/w/x: read from
 //!   FILE_READ_DATA / GENERIC_READ / GENERIC_ALL, write from FILE_WRITE_DATA /
@@ -47,9 +53,10 @@ const WRITE_BITS: u32 = 0x0000_0002 | 0x0000_0004 | GENERIC_WRITE | GENERIC_ALL;
 const EXEC_BITS: u32 = 0x0000_0020 | GENERIC_EXECUTE | GENERIC_ALL;
 
 /// Applies the parts of `buf` (a self-relative security descriptor) that
-/// `info` (SecurityInformation) selects.
+/// `info` (SecurityInformation) selects, for a session with `token`.
 pub fn set_security(
     f: &FileOpen,
+    token: &acl::Token,
     read_only_tree: bool,
     info: u32,
     buf: &[u8],
@@ -70,13 +77,14 @@ pub fn set_security(
     if read_only_tree {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let sd = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    let mut sd = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    sd.control = acl::canonical_dacl_control(sd.control);
     let st = f.handle.stat()?;
     let mut uid = None;
     let mut gid = None;
     if info & OWNER_SECURITY_INFORMATION != 0 {
         if let Some(owner) = &sd.owner {
-            uid = Some(unix_id(owner, 1).ok_or(NtStatus::INVALID_OWNER)?);
+            uid = owner_uid(owner, token)?;
         }
     }
     if info & GROUP_SECURITY_INFORMATION != 0 {
@@ -135,6 +143,18 @@ pub fn merge(cur: &mut SecurityDescriptor, new: &SecurityDescriptor, info: u32) 
         } else {
             None
         };
+    }
+}
+
+/// Whether `owner` may become a file's owner for a session with `token`, and the
+/// Unix uid to chown to: a Unix user SID maps to its uid (the kernel decides);
+/// another SID must be one of the token's (stored, no POSIX change); any other
+/// is INVALID_OWNER.
+fn owner_uid(owner: &Sid, token: &acl::Token) -> Result<Option<u32>, NtStatus> {
+    match unix_id(owner, 1) {
+        Some(uid) => Ok(Some(uid)),
+        None if token.contains(owner) => Ok(None),
+        None => Err(NtStatus::INVALID_OWNER),
     }
 }
 
@@ -258,6 +278,31 @@ mod tests {
         assert_ne!(cur.control & SE_DACL_PRESENT, 0);
         merge(&mut cur, &new, OWNER_SECURITY_INFORMATION);
         assert_eq!(cur.owner, Some(unix_user(9)));
+    }
+
+    #[test]
+    fn owner_rules() {
+        let token = acl::Token::with_sids(vec![unix_user(5), everyone()]);
+        assert_eq!(owner_uid(&unix_user(42), &token), Ok(Some(42)));
+        // A group of the caller's token: take ownership without a chown.
+        assert_eq!(owner_uid(&everyone(), &token), Ok(None));
+        let foreign: Sid = "S-1-5-21-1-2-3-1001".parse().unwrap();
+        assert_eq!(owner_uid(&foreign, &token), Err(NtStatus::INVALID_OWNER));
+        // Changing the owner keeps the DACL and its control bits.
+        let mut cur = SecurityDescriptor {
+            control: SE_DACL_PRESENT | SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED,
+            owner: Some(unix_user(5)),
+            dacl: Some(smbx_wire::security_descriptor::Acl::new(vec![])),
+            ..Default::default()
+        };
+        let before = cur.clone();
+        let new = SecurityDescriptor {
+            owner: Some(everyone()),
+            ..Default::default()
+        };
+        merge(&mut cur, &new, OWNER_SECURITY_INFORMATION);
+        assert_eq!(cur.owner, Some(everyone()));
+        assert_eq!((cur.control, &cur.dacl), (before.control, &before.dacl));
     }
 
     #[test]
