@@ -225,6 +225,10 @@ impl Share {
                     if ro {
                         return Err(NtStatus::ACCESS_DENIED);
                     }
+                    if req.delete_on_close && req.attributes & FILE_ATTRIBUTE_READONLY != 0 {
+                        // [MS-FSA] 2.1.5.1.1: checked before anything is created.
+                        return Err(NtStatus::CANNOT_DELETE);
+                    }
                     let base_req = CreateRequest {
                         directory: req.directory && !is_stream,
                         ..*req

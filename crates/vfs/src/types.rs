@@ -90,6 +90,8 @@ impl CreateAction {
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
 /// CreateOptions bit FILE_NON_DIRECTORY_FILE.
 pub const FILE_NON_DIRECTORY_FILE: u32 = 0x0000_0040;
+/// CreateOptions bit FILE_DELETE_ON_CLOSE.
+pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
 
 /// Parameters of [`crate::Share::create`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +119,10 @@ pub struct CreateRequest {
     pub attributes: u32,
     /// AllocationSize hint for new files (0 = none).
     pub allocation_size: u64,
+    /// FILE_DELETE_ON_CLOSE was requested: a new file with the READONLY attribute
+    /// could never be deleted, so it is not created (CANNOT_DELETE, [MS-FSA]
+    /// 2.1.5.1.1).
+    pub delete_on_close: bool,
 }
 
 impl Default for CreateRequest {
@@ -131,6 +137,7 @@ impl Default for CreateRequest {
             maximum_allowed: false,
             attributes: 0,
             allocation_size: 0,
+            delete_on_close: false,
         }
     }
 }
@@ -166,6 +173,7 @@ impl CreateRequest {
             maximum_allowed: access_mask & MAXIMUM_ALLOWED != 0,
             attributes,
             allocation_size,
+            delete_on_close: create_options & FILE_DELETE_ON_CLOSE != 0,
         })
     }
 }

@@ -993,3 +993,32 @@ fn reserved_ea_names_are_private() {
     let names: Vec<String> = h.eas().unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, vec!["void".to_string()]);
 }
+
+#[test]
+fn delete_on_close_readonly_new_file_is_not_created() {
+    let (_t, dir, s) = setup(ShareOptions::default());
+    let r = CreateRequest {
+        disposition: Disposition::Create,
+        attributes: FILE_ATTRIBUTE_READONLY,
+        ..CreateRequest::from_wire(2, FILE_DELETE_ON_CLOSE, 0x0012_019f, 0, 0).unwrap()
+    };
+    assert!(r.delete_on_close);
+    assert_eq!(s.create("ro", &r).unwrap_err(), NtStatus::CANNOT_DELETE);
+    assert!(!dir.join("ro").exists());
+    // Without delete-on-close the READONLY file is created.
+    let r = CreateRequest {
+        delete_on_close: false,
+        ..r
+    };
+    let (_h, action) = s.create("ro", &r).unwrap();
+    assert_eq!(action, CreateAction::Created);
+    // An existing name still collides first.
+    let r = CreateRequest {
+        delete_on_close: true,
+        ..r
+    };
+    assert_eq!(
+        s.create("ro", &r).unwrap_err(),
+        NtStatus::OBJECT_NAME_COLLISION
+    );
+}
