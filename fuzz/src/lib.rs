@@ -341,6 +341,7 @@ pub fn ntlm(data: &[u8]) {
         let _ = a.ntlmv2_av_pairs();
     }
     let _ = AvPairs::decode(data);
+    let _ = Ntlmv2Response::decode(data);
 }
 
 /// DCE/RPC pipe input (srvsvc and wkssvc), read back in small pieces.

@@ -81,8 +81,8 @@ pub enum AuthError {
     /// mechListMIC, or an anonymous logon when anonymous is not allowed.
     #[error("logon failure")]
     LogonFailure,
-    /// The token could not be parsed, was out of sequence, or offered no mechanism we
-    /// support (no NTLMSSP).
+    /// The token could not be parsed (including a malformed NTLMv2 response), was out of
+    /// sequence, or offered no mechanism we support (no NTLMSSP).
     #[error("invalid security token")]
     InvalidToken,
 }
@@ -338,10 +338,15 @@ impl ServerAuth {
                 None,
             ));
         }
-        // NTLMv1 (24-byte NT response) and anything too short for NTLMv2 is refused.
-        if auth.nt_response.len() < 16 + 28 {
+        // NTLMv1 (24-byte NT response) is refused. Anything longer must be a well-formed
+        // NTLMv2_RESPONSE, checked before the user is looked up: a malformed one (such as
+        // NetApp's "net diag" sends) is an invalid parameter, not a failed logon (as
+        // Windows and Samba, smb2.session.ntlmssp_bug14932).
+        if auth.nt_response.len() <= 24 {
             return Err(AuthError::LogonFailure);
         }
+        let v2 =
+            ntlm::Ntlmv2Response::decode(&auth.nt_response).map_err(|_| AuthError::InvalidToken)?;
         let Some(hash) = self.store.nt_hash(&auth.user) else {
             if self.policy.map_to_guest_bad_user {
                 return Ok(self.done(
@@ -357,8 +362,9 @@ impl ServerAuth {
             return Err(AuthError::LogonFailure);
         };
 
-        let proof: [u8; 16] = auth.nt_response[..16].try_into().expect("16 bytes");
-        let blob = &auth.nt_response[16..];
+        let proof = v2.nt_proof_str;
+        // The client challenge as sent (the NTProofStr covers its exact bytes).
+        let blob = auth.nt_response.get(16..).unwrap_or_default();
         let p = &self.policy;
         let mut domains: Vec<&str> = Vec::with_capacity(4);
         for d in [
@@ -391,9 +397,10 @@ impl ServerAuth {
         };
 
         // MIC, when the client says it sent one.
-        let mic_present = auth
-            .ntlmv2_av_pairs()
-            .and_then(|a| a.flags())
+        let mic_present = v2
+            .client_challenge
+            .av_pairs
+            .flags()
             .is_some_and(|f| f & ntlm::av::FLAG_MIC_PRESENT != 0);
         if mic_present {
             let mic = auth.mic.ok_or(AuthError::LogonFailure)?;

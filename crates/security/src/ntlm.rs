@@ -593,10 +593,65 @@ impl AuthenticateMessage {
 
     /// For an NTLMv2 response, the AV pairs inside its blob.
     pub fn ntlmv2_av_pairs(&self) -> Option<AvPairs> {
-        // NTProofStr(16) RespType(1) HiRespType(1) Reserved(6) Timestamp(8) ClientChallenge(8)
-        // Reserved(4) AvPairs...
-        let pairs = self.nt_response.get(44..)?;
-        AvPairs::decode(pairs).ok()
+        Ntlmv2Response::decode(&self.nt_response)
+            .ok()
+            .map(|r| r.client_challenge.av_pairs)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// NTLMv2 response
+
+/// NTLMv2_CLIENT_CHALLENGE (MS-NLMP 2.2.2.7): the client's part of an NTLMv2 response,
+/// over which the NTProofStr is computed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ntlmv2ClientChallenge {
+    /// RespType (1 in every known client).
+    pub resp_type: u8,
+    /// HiRespType (1 in every known client).
+    pub hi_resp_type: u8,
+    /// TimeStamp (FILETIME).
+    pub timestamp: u64,
+    /// ChallengeFromClient.
+    pub challenge_from_client: [u8; 8],
+    /// AvPairs, up to (not including) MsvAvEOL.
+    pub av_pairs: AvPairs,
+}
+
+/// NTLMv2_RESPONSE (MS-NLMP 2.2.2.8): NTProofStr followed by the client challenge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ntlmv2Response {
+    /// NTProofStr.
+    pub nt_proof_str: [u8; 16],
+    /// The NTLMv2_CLIENT_CHALLENGE (the "blob").
+    pub client_challenge: Ntlmv2ClientChallenge,
+}
+
+impl Ntlmv2Response {
+    /// Parses an NtChallengeResponse longer than an NTLMv1 response. Fails on any
+    /// truncated field and on AvPairs that overrun the buffer or lack MsvAvEOL (as the
+    /// malformed client challenge NetApp's "net diag" sends); bytes after MsvAvEOL are
+    /// ignored (clients pad the blob).
+    pub fn decode(buf: &[u8]) -> Result<Ntlmv2Response, NtlmError> {
+        let mut r = Reader::new(buf);
+        let nt_proof_str = r.array::<16>()?;
+        let resp_type = r.u8()?;
+        let hi_resp_type = r.u8()?;
+        r.bytes(2 + 4)?; // Reserved1, Reserved2
+        let timestamp = u64::from_le_bytes(r.array::<8>()?);
+        let challenge_from_client = r.array::<8>()?;
+        r.bytes(4)?; // Reserved3
+        let av_pairs = AvPairs::decode(r.bytes(r.remaining())?)?;
+        Ok(Ntlmv2Response {
+            nt_proof_str,
+            client_challenge: Ntlmv2ClientChallenge {
+                resp_type,
+                hi_resp_type,
+                timestamp,
+                challenge_from_client,
+                av_pairs,
+            },
+        })
     }
 }
 

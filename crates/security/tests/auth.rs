@@ -199,6 +199,52 @@ fn ntlmv1_response_rejected() {
     assert_eq!(srv.step(&a.encode()), Err(AuthError::LogonFailure));
 }
 
+/// The NTLMv2_RESPONSE NetApp's "net diag" sends (Samba bug 14932, as in smbtorture's
+/// smb2.session.ntlmssp_bug14932): its AvPairs start with AvId 0xa211, AvLen 0x8108,
+/// far past the end of the 95-byte response.
+const NETAPP_NT_RESPONSE: &str = concat!(
+    "abababababababababababababababab",
+    "0101000000000000",
+    "3f3f3f3f3f3f3f3f",
+    "b8823af1b3dd0815",
+    "0000000011a20881",
+    "503822782b9447fe54947bff17275ab4f418badc2c38fd5bfb0ec1851ecc92bb",
+    "9bb1c4d55314ff8c7649f5459019a2",
+);
+
+#[test]
+fn malformed_ntlmv2_client_challenge_is_invalid_parameter() {
+    let nt = hex::decode(NETAPP_NT_RESPONSE).unwrap();
+    assert_eq!(nt.len(), 95);
+    assert!(ntlm::Ntlmv2Response::decode(&nt).is_err());
+    // Known user, unknown user mapped to guest: the response is refused as malformed
+    // before any password check (INVALID_PARAMETER, not LOGON_FAILURE).
+    for user in ["alice", "mallory"] {
+        let mut srv = server(true, false);
+        let mut init = Initiator::new(user, "s3cret", "");
+        let AuthStep::Continue(ch) = srv.step(&init.negotiate()).unwrap() else {
+            panic!()
+        };
+        let (auth, _) = init.authenticate(&ch).unwrap();
+        let mut a = AuthenticateMessage::decode(&auth).unwrap();
+        a.nt_response = nt.clone();
+        a.lm_response = vec![0; 24];
+        a.mic = None;
+        assert_eq!(srv.step(&a.encode()), Err(AuthError::InvalidToken));
+    }
+    // Between NTLMv1 and the smallest NTLMv2 response: malformed too.
+    let mut srv = server(false, false);
+    let mut init = Initiator::new("alice", "s3cret", "");
+    let AuthStep::Continue(ch) = srv.step(&init.negotiate()).unwrap() else {
+        panic!()
+    };
+    let (auth, _) = init.authenticate(&ch).unwrap();
+    let mut a = AuthenticateMessage::decode(&auth).unwrap();
+    a.nt_response = vec![0x11; 30];
+    a.mic = None;
+    assert_eq!(srv.step(&a.encode()), Err(AuthError::InvalidToken));
+}
+
 #[test]
 fn tampered_mic_rejected() {
     let mut srv = server(false, false);

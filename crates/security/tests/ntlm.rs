@@ -252,3 +252,36 @@ mod props {
         }
     }
 }
+
+#[test]
+fn ntlmv2_response_decoding() {
+    let blob = ntlmv2_blob(
+        0x0102_0304_0506_0708,
+        &CLIENT_CHALLENGE,
+        &nlmp_target_info(),
+    );
+    let mut resp = vec![0x5a; 16];
+    resp.extend_from_slice(&blob);
+    let v2 = Ntlmv2Response::decode(&resp).unwrap();
+    assert_eq!(v2.nt_proof_str, [0x5a; 16]);
+    let c = &v2.client_challenge;
+    assert_eq!((c.resp_type, c.hi_resp_type), (1, 1));
+    assert_eq!(c.timestamp, 0x0102_0304_0506_0708);
+    assert_eq!(c.challenge_from_client, CLIENT_CHALLENGE);
+    assert_eq!(
+        c.av_pairs,
+        AvPairs::decode(&nlmp_target_info()).unwrap(),
+        "AvPairs as in the target info"
+    );
+    // Truncated anywhere: an error, never a panic.
+    for n in 0..resp.len() - 4 {
+        assert!(Ntlmv2Response::decode(&resp[..n]).is_err(), "len {n}");
+    }
+    // An AvLen past the end, or no MsvAvEOL.
+    let mut bad = resp[..44].to_vec();
+    bad.extend_from_slice(&[0x01, 0x00, 0xff, 0x7f, 0x41]);
+    assert!(Ntlmv2Response::decode(&bad).is_err());
+    let mut no_eol = resp[..44].to_vec();
+    no_eol.extend_from_slice(&[0x01, 0x00, 0x02, 0x00, 0x41, 0x00]);
+    assert!(Ntlmv2Response::decode(&no_eol).is_err());
+}
