@@ -308,9 +308,13 @@ async fn run_member(
 
     // Session ([MS-SMB2] 3.3.5.2.9) and signing (3.3.5.2.4).
     let mut session = None;
+    let mut signature_ok = false;
     if needs_session(cmd) || (hdr.session_id != 0 && cmd != Command::Negotiate) {
         match check_session(conn, server, cmd, hdr, raw, encrypted) {
-            Ok(s) => session = s,
+            Ok((s, ok)) => {
+                session = s;
+                signature_ok = ok;
+            }
             // A related member whose (inherited) session is unusable.
             Err(NtStatus::USER_SESSION_DELETED) if hdr.is_related() => {
                 return (Err(NtStatus::INVALID_PARAMETER), info)
@@ -320,7 +324,7 @@ async fn run_member(
                 info.session = server
                     .sessions
                     .get(hdr.session_id)
-                    .filter(|s| s.conn_id == conn.id);
+                    .filter(|s| cmd == Command::SessionSetup || s.is_bound(conn.id));
                 return (Err(st), info);
             }
         }
@@ -363,6 +367,7 @@ async fn run_member(
         response_tree_id: None,
         preauth_response: None,
         sign_response: false,
+        signature_ok,
     };
     let req = Request { msg: raw };
     let result = AssertUnwindSafe(handlers::route(cmd, &mut ctx, &req))
@@ -401,6 +406,7 @@ async fn run_member(
 }
 
 /// Finds the session a request names and enforces its signing/encryption rules.
+/// Also says whether the request carries a valid signature.
 fn check_session(
     conn: &Connection,
     server: &ServerState,
@@ -408,16 +414,23 @@ fn check_session(
     hdr: &Header,
     raw: &[u8],
     encrypted: bool,
-) -> Result<Option<Arc<Session>>, NtStatus> {
+) -> Result<(Option<Arc<Session>>, bool), NtStatus> {
     let Some(s) = server.sessions.get(hdr.session_id) else {
         return if needs_session(cmd) || cmd == Command::SessionSetup {
             Err(NtStatus::USER_SESSION_DELETED)
         } else {
-            Ok(None)
+            Ok((None, false))
         };
     };
-    if s.conn_id != conn.id {
-        return Err(NtStatus::USER_SESSION_DELETED);
+    // Only a channel of the session may use it. SESSION_SETUP may arrive on any
+    // connection (binding a new channel): its signature is checked with the
+    // session's key but not enforced here; the handler refuses what it must.
+    if !s.is_bound(conn.id) {
+        if cmd != Command::SessionSetup {
+            return Err(NtStatus::USER_SESSION_DELETED);
+        }
+        let ok = hdr.is_signed() && security::verify(&s, conn.id, raw);
+        return Ok((Some(s), ok));
     }
     let (phase, signing_required, encrypt_data, authenticated) = {
         let st = s.state.lock();
@@ -440,15 +453,17 @@ fn check_session(
     }
     if !encrypted {
         if hdr.is_signed() {
-            if security::can_sign(&s) && !security::verify(&s, raw) {
+            if security::can_sign(&s) && !security::verify(&s, conn.id, raw) {
                 tracing::debug!(conn = conn.id, session = s.id, "bad signature");
                 return Err(NtStatus::ACCESS_DENIED);
             }
-        } else if signing_required && cmd != Command::SessionSetup {
+        } else if signing_required && (cmd != Command::SessionSetup || phase == SessionPhase::Valid)
+        {
+            // Once the session is valid, re-authentication must be signed too.
             return Err(NtStatus::ACCESS_DENIED);
         }
     }
-    Ok(Some(s))
+    Ok((Some(s), hdr.is_signed() && !encrypted))
 }
 
 /// CANCEL ([MS-SMB2] 3.3.5.16): no response; signals the named async operation.

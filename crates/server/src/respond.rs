@@ -153,7 +153,7 @@ pub(crate) async fn send_chain(
             }
         }
         if let (true, Some(s)) = (m.sign, m.session.as_ref()) {
-            security::sign(s, &mut m.bytes);
+            security::sign(s, conn.id, &mut m.bytes);
         }
         if let Some(t) = m.preauth {
             security::preauth_response(conn, t, &m.bytes);
@@ -223,7 +223,7 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
     w.bytes(&body);
     let mut msg = w.into_vec();
     if let (true, Some(s)) = (sign, session.as_ref()) {
-        security::sign(s, &mut msg);
+        security::sign(s, conn.id, &mut msg);
     }
     if let Some(sid) = encrypted {
         match security::seal(&conn, sid, session.as_ref(), msg) {

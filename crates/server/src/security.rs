@@ -33,6 +33,60 @@ pub struct SessionSecurity {
     pub nonces: Option<NonceSource>,
     /// The application key (3.x), for anyone who needs it.
     pub application_key: Vec<u8>,
+    /// Signing algorithm of the connection the session was established on.
+    pub signing_algorithm: Option<SigningAlgorithm>,
+    /// Cipher (wire id, 0 = none) of the connection the session was established on;
+    /// a channel can only be bound from a connection with the same one.
+    pub cipher: u16,
+    /// The session's channels ([MS-SMB2] 3.3.1.8 Session.ChannelList): the
+    /// creating connection and every connection bound to it.
+    pub channels: Vec<Channel>,
+}
+
+/// One channel of a session: a connection requests of the session may arrive on.
+pub struct Channel {
+    /// The connection.
+    pub conn_id: u64,
+    /// True once usable (the creating connection always; a bound one once its
+    /// binding SESSION_SETUP succeeded).
+    pub established: bool,
+    /// The channel's own signing key (a bound 3.x channel); `None` signs with the
+    /// session's key.
+    pub signer: Option<Signer>,
+    /// The binding authentication in progress on this connection.
+    pub auth: Option<ServerAuth>,
+    /// The binding's preauth integrity hash (3.1.1), until it completes.
+    pub preauth: Option<PreauthHash>,
+}
+
+impl Channel {
+    /// The channel of the connection that created the session.
+    pub fn primary(conn_id: u64) -> Channel {
+        Channel {
+            conn_id,
+            established: true,
+            signer: None,
+            auth: None,
+            preauth: None,
+        }
+    }
+}
+
+impl SessionSecurity {
+    /// The signer for messages on `conn_id`: the channel's own key if it has one,
+    /// else the session's.
+    pub fn signer_for(&self, conn_id: u64) -> Option<&Signer> {
+        self.channels
+            .iter()
+            .find(|c| c.conn_id == conn_id && c.established)
+            .and_then(|c| c.signer.as_ref())
+            .or(self.signer.as_ref())
+    }
+
+    /// The channel of `conn_id`, established or not.
+    pub fn channel_mut(&mut self, conn_id: u64) -> Option<&mut Channel> {
+        self.channels.iter_mut().find(|c| c.conn_id == conn_id)
+    }
 }
 
 /// The signing algorithm of a connection: HMAC-SHA256 for 2.x, AES-CMAC for 3.0/3.0.2,
@@ -65,9 +119,12 @@ pub fn install_keys(conn: &Connection, sec: &mut SessionSecurity, keys: &Session
         let n = conn.negotiate.lock();
         (n.dialect, n.signing_algorithm)
     };
-    sec.signer = Some(Signer::new(signing_algorithm(dialect, alg), &keys.signing));
+    let alg = signing_algorithm(dialect, alg);
+    sec.signer = Some(Signer::new(alg, &keys.signing));
+    sec.signing_algorithm = Some(alg);
     sec.application_key = keys.application.clone();
     if let Some(cipher) = connection_cipher(conn) {
+        sec.cipher = conn.negotiate.lock().cipher;
         if !keys.encrypt_s2c.is_empty() {
             sec.encryptor = Sealer::new(cipher, &keys.encrypt_s2c).ok();
             sec.decryptor = Sealer::new(cipher, &keys.decrypt_c2s).ok();
@@ -76,9 +133,10 @@ pub fn install_keys(conn: &Connection, sec: &mut SessionSecurity, keys: &Session
     }
 }
 
-/// Signs `msg` (one compound member, header first) with the session's key.
-pub fn sign(session: &Session, msg: &mut [u8]) {
-    if let Some(s) = session.state.lock().security.signer.as_ref() {
+/// Signs `msg` (one compound member, header first) with the key of the session's
+/// channel on `conn_id` (the session's key when the channel has none of its own).
+pub fn sign(session: &Session, conn_id: u64, msg: &mut [u8]) {
+    if let Some(s) = session.state.lock().security.signer_for(conn_id) {
         s.sign(msg);
     }
 }
@@ -93,9 +151,11 @@ pub fn can_encrypt(session: &Session) -> bool {
     session.state.lock().security.encryptor.is_some()
 }
 
-/// Verifies the signature of one received member.
-pub fn verify(session: &Session, msg: &[u8]) -> bool {
-    match session.state.lock().security.signer.as_ref() {
+/// Verifies the signature of one received member with the key of the session's
+/// channel on `conn_id` (the session's key on a connection not bound yet: a
+/// binding SESSION_SETUP is signed with it).
+pub fn verify(session: &Session, conn_id: u64, msg: &[u8]) -> bool {
+    match session.state.lock().security.signer_for(conn_id) {
         Some(s) => s.verify(msg),
         None => false,
     }
@@ -108,7 +168,7 @@ pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatu
         .server
         .sessions
         .get(h.session_id)
-        .filter(|s| s.conn_id == conn.id)
+        .filter(|s| s.is_bound(conn.id))
         .ok_or(NtStatus::USER_SESSION_DELETED)?;
     let st = session.state.lock();
     let d = st
@@ -162,6 +222,18 @@ pub(crate) fn preauth_response(conn: &Connection, target: PreauthTarget, msg: &[
         PreauthTarget::Session(id) => {
             if let Some(s) = conn.server.sessions.get(id) {
                 if let Some(h) = s.state.lock().security.preauth.as_mut() {
+                    h.update(msg);
+                }
+            }
+        }
+        PreauthTarget::Binding(id) => {
+            if let Some(s) = conn.server.sessions.get(id) {
+                let mut st = s.state.lock();
+                if let Some(h) = st
+                    .security
+                    .channel_mut(conn.id)
+                    .and_then(|c| c.preauth.as_mut())
+                {
                     h.update(msg);
                 }
             }

@@ -173,18 +173,140 @@ async fn encryption_required_share_refuses_plain_clients() {
     assert_eq!(r.status(), NtStatus::ACCESS_DENIED);
 }
 
+/// A copy of the client's current signer (built again from its key).
+fn signer_of(c: &Client) -> smbx_security::signing::Signer {
+    smbx_security::signing::Signer::new(
+        c.signer.as_ref().expect("signer").algorithm(),
+        &c.keys.as_ref().expect("keys").signing,
+    )
+}
+
+/// Waits (bounded) until the server holds `n` sessions.
+async fn wait_sessions(srv: &TestServer, n: usize) {
+    for _ in 0..200 {
+        if srv.state.sessions.len() == n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("expected {n} sessions, have {}", srv.state.sessions.len());
+}
+
 #[tokio::test]
-async fn binding_is_refused_for_now() {
+async fn multichannel_binding() {
     let srv = start(cfg()).await;
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    let req = SessionSetupRequest {
+    let mut c1 = Client::connect(srv.addr).await;
+    c1.negotiate(&[0x311]).await;
+    assert_eq!(
+        c1.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    assert_eq!(c1.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    let sid = c1.session_id;
+    let session_signer = signer_of(&c1);
+
+    // Refusals: no SessionId, an unsigned bind, a connection whose signing
+    // algorithm is not the (GMAC) session's.
+    let mut c2 = Client::connect(srv.addr).await;
+    c2.negotiate(&[0x311]).await;
+    let bind = SessionSetupRequest {
         flags: SESSION_FLAG_BINDING,
         security_buffer: vec![1],
         ..Default::default()
     };
-    let r = c.request(Command::SessionSetup, &req.encode()).await;
+    let r = c2.request(Command::SessionSetup, &bind.encode()).await;
+    assert_eq!(r.status(), NtStatus::INVALID_PARAMETER);
+    c2.session_id = sid;
+    let r = c2.request(Command::SessionSetup, &bind.encode()).await;
+    assert_eq!(r.status(), NtStatus::INVALID_PARAMETER);
+    let mut old = Client::connect(srv.addr).await;
+    old.negotiate(&[0x210]).await;
+    old.session_id = sid;
+    old.signer = Some(signer_of(&c1));
+    let r = old
+        .request_signed(Command::SessionSetup, &bind.encode())
+        .await;
+    assert_eq!(r.status(), NtStatus::REQUEST_OUT_OF_SEQUENCE);
+    // A connection that is not a channel cannot use the session.
+    let r = old.request_signed(Command::Echo, &[4, 0, 0, 0]).await;
+    assert_eq!(r.status(), NtStatus::USER_SESSION_DELETED);
+
+    // The bind: signed with the session's key, answered with the channel's own.
+    let r = c2.bind_session(sid, &session_signer, "user", "pass").await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    assert_eq!(r.header.session_id, sid);
+    let channel_signer = signer_of(&c2);
+    assert!(r.header.is_signed());
+    assert!(channel_signer.verify(&r.bytes));
+    assert!(
+        !session_signer.verify(&r.bytes),
+        "3.1.1 channel key differs"
+    );
+    assert_eq!(srv.state.sessions.len(), 1);
+
+    // The session works on the new channel, signed with the channel key.
+    c2.tree_id = c1.tree_id;
+    let t = c2.tree_connect("share").await;
+    assert_eq!(t.status(), NtStatus::SUCCESS);
+    assert!(channel_signer.verify(&t.bytes));
+    // The session's key is not the channel's.
+    let channel = c2.signer.replace(signer_of(&c1));
+    let r = c2
+        .request_signed(Command::TreeDisconnect, &[4, 0, 0, 0])
+        .await;
+    assert_eq!(r.status(), NtStatus::ACCESS_DENIED);
+    c2.signer = channel;
+
+    // Losing the first channel keeps the session; losing the last ends it.
+    drop(c1);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(srv.state.sessions.len(), 1);
+    let r = c2
+        .request_signed(Command::TreeDisconnect, &[4, 0, 0, 0])
+        .await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    drop(c2);
+    wait_sessions(&srv, 0).await;
+}
+
+#[tokio::test]
+async fn binding_needs_the_same_user() {
+    let srv = start_with_users(cfg(), &[("user", "pass"), ("other", "word")]).await;
+    let mut c1 = Client::connect(srv.addr).await;
+    c1.negotiate(&[0x302]).await;
+    assert_eq!(
+        c1.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    let sid = c1.session_id;
+    let signer = signer_of(&c1);
+    // SMB 2.x has no multichannel.
+    let mut old = Client::connect(srv.addr).await;
+    old.negotiate(&[0x210]).await;
+    let r = old.bind_session(sid, &signer, "user", "pass").await;
     assert_eq!(r.status(), NtStatus::REQUEST_NOT_ACCEPTED);
+    let mut c2 = Client::connect(srv.addr).await;
+    c2.negotiate(&[0x302]).await;
+    let r = c2.bind_session(sid, &signer, "other", "word").await;
+    assert_eq!(r.status(), NtStatus::ACCESS_DENIED);
+    let r = c2.bind_session(sid, &signer, "user", "wrong").await;
+    assert_ne!(r.status(), NtStatus::SUCCESS);
+    // A refused bind leaves the session alone; the right user binds.
+    let r = c2.bind_session(sid, &signer, "user", "pass").await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    // A 3.0.2 channel has its own key too (a new NTLM session key).
+    assert!(!signer.verify(&r.bytes));
+    assert_eq!(c1.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    // LOGOFF on one channel ends the session on all.
+    let r = c2.request_signed(Command::Logoff, &[4, 0, 0, 0]).await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+    wait_sessions(&srv, 0).await;
+    let r = c1.request_signed(Command::Echo, &[4, 0, 0, 0]).await;
+    assert_eq!(r.header.status, NtStatus::SUCCESS, "ECHO needs no session");
+    let r = c1
+        .request_signed(Command::TreeDisconnect, &[4, 0, 0, 0])
+        .await;
+    assert_eq!(r.status(), NtStatus::USER_SESSION_DELETED);
 }
 
 #[tokio::test]

@@ -109,9 +109,14 @@ impl PendingTable {
 
     /// Cancels every operation of a session (LOGOFF) or, with `None`, all of them.
     pub fn cancel_all(&self, session_id: Option<u64>) {
+        self.cancel_where(|sid| session_id.is_none_or(|s| s == sid));
+    }
+
+    /// Cancels every operation whose SessionId matches `pred`.
+    pub fn cancel_where(&self, pred: impl Fn(u64) -> bool) {
         let mut t = self.inner.lock();
         for op in t.ops.values_mut() {
-            if session_id.is_none_or(|s| s == op.session_id) {
+            if pred(op.session_id) {
                 if let Some(c) = op.cancel.take() {
                     let _ = c.send(());
                 }

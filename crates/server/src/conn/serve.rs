@@ -281,15 +281,44 @@ impl FrameReader {
 
 /// Drops everything the connection owns: pending operations, its sessions (with
 /// their trees) and its opens.
+///
+/// A session that still has another channel (multichannel) lives on, with its
+/// opens and operations in flight; one whose last channel this was ends, its durable opens kept for their
+/// timeout (handlers/create).
 fn teardown(conn: &Arc<Connection>) {
-    conn.pending.cancel_all(None);
-    // Durable opens outlive the connection for their timeout (handlers/create).
-    crate::state::open::preserve_durable_opens(&conn.server, conn.id);
+    let server = &conn.server;
     let sessions: Vec<u64> = std::mem::take(&mut *conn.sessions.lock());
+    let mut surviving = Vec::new();
+    let mut ending = Vec::new();
     for sid in sessions {
-        crate::handlers::logoff::destroy_session(&conn.server, sid);
+        let Some(s) = server.sessions.get(sid) else {
+            continue;
+        };
+        // Held across the removal: whoever ends the session later (and cancels
+        // what runs on detached channels) sees this one.
+        let mut detached = s.detached.lock();
+        match s.remove_channel(conn.id) {
+            None => {}
+            Some(0) => ending.push(sid),
+            Some(_) => {
+                detached.push(Arc::downgrade(conn));
+                surviving.push(sid);
+            }
+        }
     }
-    conn.server.opens.remove_where(|o| o.conn_id == conn.id);
+    // Operations of a surviving session run on (a pending CREATE completes, and
+    // the client claims its open by replaying it on another channel).
+    conn.pending.cancel_where(|sid| !surviving.contains(&sid));
+    crate::state::open::preserve_durable_opens_where(server, |o| {
+        o.conn_id == conn.id && !surviving.contains(&o.session_id)
+    });
+    for sid in ending {
+        crate::state::open::preserve_durable_opens_of_session(server, sid);
+        crate::handlers::logoff::destroy_session(server, sid);
+    }
+    server
+        .opens
+        .remove_where(|o| o.conn_id == conn.id && !surviving.contains(&o.session_id));
 }
 
 #[cfg(test)]

@@ -890,6 +890,18 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         requester.conn_id,
         OpenKind::File(fopen),
     );
+    // A CREATE that waited (an oplock break) may finish after its session ended
+    // (its last channel went away): the session's opens are already closed, so
+    // this one is too. (The session leaves the table before its opens are
+    // removed, so one of the two always sees the other.)
+    if server.sessions.get(requester.session_id).is_none() {
+        if let Some(o) = server.opens.remove(open.file_id) {
+            if let OpenKind::File(f) = &o.kind {
+                let _ = f.close();
+            }
+        }
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
 
     let mut resp = response_from_info(&info, action.as_u32());
     resp.file_id_persistent = open.file_id.persistent;

@@ -30,6 +30,7 @@ pub mod query_directory;
 pub mod query_info;
 pub mod rdma;
 pub mod read;
+pub mod session_bind;
 pub mod session_setup;
 pub mod set_info;
 pub mod tree_connect;
@@ -138,6 +139,8 @@ pub(crate) enum PreauthTarget {
     Connection,
     /// A session's hash (SESSION_SETUP legs).
     Session(u64),
+    /// The hash of a channel binding in progress on this connection (3.1.1).
+    Binding(u64),
 }
 
 /// Per-request context handed to handlers.
@@ -170,6 +173,8 @@ pub struct Ctx<'a> {
     /// Sign this response with the session's (new) key even though the request
     /// was unsigned (final SESSION_SETUP response).
     pub(crate) sign_response: bool,
+    /// The request carried a signature that verified with its session's key.
+    pub(crate) signature_ok: bool,
 }
 
 impl<'a> Ctx<'a> {

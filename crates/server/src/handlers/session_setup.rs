@@ -23,8 +23,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let ss = SessionSetupRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
     let dialect = ctx.dialect();
     if ss.flags & SESSION_FLAG_BINDING != 0 {
-        // Multichannel binding is not implemented yet.
-        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+        return super::session_bind::handle(ctx, req, &ss);
     }
     let is_311 = dialect == DIALECT_311;
 
@@ -51,6 +50,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         (s, true)
     } else {
         let s = ctx.session()?.clone();
+        // Without the binding flag only a channel of the session may re-authenticate.
+        if !s.is_bound(ctx.conn.id) {
+            return Err(NtStatus::USER_SESSION_DELETED);
+        }
         {
             let mut st = s.state.lock();
             if st.security.auth.is_none() {
@@ -115,12 +118,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
 }
 
-/// Drops a session whose authentication failed.
+/// Drops a session whose authentication failed, on every channel.
 fn fail(ctx: &mut Ctx<'_>, session: &Arc<Session>) {
-    let sid = session.id;
-    ctx.conn.sessions.lock().retain(|s| *s != sid);
-    ctx.conn.pending.cancel_all(Some(sid));
-    super::logoff::destroy_session(ctx.server, sid);
+    super::logoff::end_session(ctx.server, session);
 }
 
 /// Finishes a successful logon: keys, signing/encryption policy, session flags.
@@ -226,11 +226,7 @@ fn close_previous(ctx: &Ctx<'_>, previous: u64, identity: &Identity) {
     }
     tracing::info!(old = previous, new = ?ctx.response_session_id, "previous session closed");
     crate::state::open::preserve_durable_opens_of_session(ctx.server, previous);
-    super::logoff::destroy_session(ctx.server, previous);
-    if let Some(c) = ctx.server.connection(old.conn_id) {
-        c.sessions.lock().retain(|s| *s != previous);
-        c.pending.cancel_all(Some(previous));
-    }
+    super::logoff::end_session(ctx.server, &old);
 }
 
 fn session_flags(user: &SessionUser, encrypt: bool) -> u16 {

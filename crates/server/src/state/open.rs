@@ -534,6 +534,15 @@ pub fn preserve_durable_opens(server: &Arc<super::ServerState>, conn_id: u64) {
     expire_later(server, kept);
 }
 
+/// Like [`preserve_durable_opens`] for the opens matching `pred`.
+pub fn preserve_durable_opens_where(
+    server: &Arc<super::ServerState>,
+    pred: impl Fn(&Open) -> bool,
+) {
+    let kept = server.opens.preserve_durable_where(pred);
+    expire_later(server, kept);
+}
+
 /// LOGOFF of `session_id`: its durable opens are kept for their timeout like on a
 /// lost connection (smb2.durable-open.reopen4 reclaims one from a new session).
 pub fn preserve_durable_opens_of_session(server: &Arc<super::ServerState>, session_id: u64) {

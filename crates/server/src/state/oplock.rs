@@ -438,8 +438,21 @@ fn file_id_bytes(id: FileId) -> [u8; 16] {
 
 /// Sends an unsolicited break notification on `conn_id` (MessageId all ones,
 /// SessionId 0, sealed when the holder's session requires encryption).
+///
+/// If that connection is gone but the session has another channel, the break goes
+/// there ([MS-SMB2] 3.3.4.6).
 async fn send_break(server: &Arc<ServerState>, m: BreakMsg) {
-    let Some(conn) = server.connection(m.conn_id) else {
+    let conn = m
+        .client_guid
+        .and_then(|g| client_connection(server, g, m.session_id))
+        .or_else(|| server.connection(m.conn_id))
+        .or_else(|| {
+            let s = server.sessions.get(m.session_id)?;
+            s.channel_conns()
+                .into_iter()
+                .find_map(|id| server.connection(id))
+        });
+    let Some(conn) = conn else {
         return;
     };
     let h = Header {

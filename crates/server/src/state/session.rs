@@ -51,12 +51,17 @@ pub struct Session {
     pub id: u64,
     /// Dialect of the connection that created the session.
     pub dialect: u16,
-    /// Connection that created the session (multichannel binding adds channels later).
+    /// Connection that created the session. Requests are accepted on every
+    /// connection of the session's channel list ([`Session::is_bound`]), which
+    /// multichannel binding extends.
     pub conn_id: u64,
     /// Mutable state; never hold the lock across an `.await`.
     pub state: Mutex<SessionState>,
     /// Tree connects of this session.
     pub trees: Mutex<TreeTable>,
+    /// Lost channels whose operations still run (conn/serve.rs teardown); they are
+    /// cancelled when the session ends.
+    pub detached: Mutex<Vec<std::sync::Weak<crate::conn::Connection>>>,
 }
 
 impl Session {
@@ -73,6 +78,40 @@ impl Session {
     /// The authenticated user, if any.
     pub fn user(&self) -> Option<SessionUser> {
         self.state.lock().user.clone()
+    }
+
+    /// True if `conn_id` is an established channel of this session (the creating
+    /// connection, or one bound to it).
+    pub fn is_bound(&self, conn_id: u64) -> bool {
+        self.state
+            .lock()
+            .security
+            .channels
+            .iter()
+            .any(|c| c.conn_id == conn_id && c.established)
+    }
+
+    /// The connections of the session's established channels.
+    pub fn channel_conns(&self) -> Vec<u64> {
+        self.state
+            .lock()
+            .security
+            .channels
+            .iter()
+            .filter(|c| c.established)
+            .map(|c| c.conn_id)
+            .collect()
+    }
+
+    /// Removes the channel of `conn_id` (its connection went away or its binding
+    /// failed). Returns how many established channels remain, or `None` if
+    /// `conn_id` had no channel.
+    pub fn remove_channel(&self, conn_id: u64) -> Option<usize> {
+        let mut st = self.state.lock();
+        let ch = &mut st.security.channels;
+        let before = ch.len();
+        ch.retain(|c| c.conn_id != conn_id);
+        (ch.len() != before).then(|| ch.iter().filter(|c| c.established).count())
     }
 }
 
@@ -119,6 +158,10 @@ impl SessionTable {
                 break id;
             }
         };
+        let mut security = security;
+        security
+            .channels
+            .push(crate::security::Channel::primary(conn_id));
         let s = Arc::new(Session {
             id,
             dialect,
@@ -131,6 +174,7 @@ impl SessionTable {
                 security,
             }),
             trees: Mutex::new(TreeTable::default()),
+            detached: Mutex::new(Vec::new()),
         });
         map.insert(id, s.clone());
         s
@@ -146,6 +190,10 @@ impl SessionTable {
     pub fn remove(&self, id: u64) -> Option<Arc<Session>> {
         let s = self.sessions.lock().remove(&id)?;
         s.state.lock().phase = SessionPhase::Expired;
+        // What still runs on lost channels ends with the session.
+        for c in s.detached.lock().drain(..).filter_map(|w| w.upgrade()) {
+            c.pending.cancel_all(Some(id));
+        }
         Some(s)
     }
 

@@ -178,6 +178,37 @@ impl Client {
     /// NTLM (raw NTLMSSP) SESSION_SETUP as `user`/`pass` (anonymous if `user` is
     /// empty); derives keys and starts signing. Returns the final response.
     pub async fn session_setup(&mut self, user: &str, pass: &str) -> Msg {
+        self.session_setup_flags(user, pass, 0, None).await
+    }
+
+    /// Binds this connection as a channel of session `session_id` ([MS-SMB2]
+    /// 3.2.4.1.7): SESSION_SETUP with the BINDING flag, each leg signed with the
+    /// session's signer. On success `signer` is the channel's own.
+    pub async fn bind_session(
+        &mut self,
+        session_id: u64,
+        session_signer: &smbx_security::signing::Signer,
+        user: &str,
+        pass: &str,
+    ) -> Msg {
+        self.session_id = session_id;
+        self.session_setup_flags(
+            user,
+            pass,
+            smbx_wire::session::SESSION_FLAG_BINDING,
+            Some(session_signer),
+        )
+        .await
+    }
+
+    /// SESSION_SETUP legs with `flags`, signed with `sign_with` if given.
+    pub async fn session_setup_flags(
+        &mut self,
+        user: &str,
+        pass: &str,
+        flags: u8,
+        sign_with: Option<&smbx_security::signing::Signer>,
+    ) -> Msg {
         use smbx_security::ntlm::Initiator;
         use smbx_wire::session::{SessionSetupRequest, SessionSetupResponse};
         let mut init = if user.is_empty() {
@@ -190,12 +221,19 @@ impl Client {
         let mut key = [0u8; 16];
         loop {
             let req = SessionSetupRequest {
+                flags,
                 security_mode: 1,
                 security_buffer: token.clone(),
                 ..Default::default()
             };
-            let h = self.header(Command::SessionSetup);
-            let m = Self::message(&h, &req.encode());
+            let mut h = self.header(Command::SessionSetup);
+            if sign_with.is_some() {
+                h.flags |= smbx_wire::header::FLAGS_SIGNED;
+            }
+            let mut m = Self::message(&h, &req.encode());
+            if let Some(s) = sign_with {
+                s.sign(&mut m);
+            }
             if let Some(p) = pre.as_mut() {
                 p.update(&m);
             }
@@ -204,10 +242,10 @@ impl Client {
             if r.status() != NtStatus::MORE_PROCESSING_REQUIRED {
                 if r.status() == NtStatus::SUCCESS {
                     self.session_id = r.header.session_id;
-                    let flags = SessionSetupResponse::decode(&r.bytes)
+                    let session_flags = SessionSetupResponse::decode(&r.bytes)
                         .unwrap()
                         .session_flags;
-                    if !user.is_empty() && flags & 3 == 0 {
+                    if !user.is_empty() && session_flags & 3 == 0 {
                         let cipher = if self.dialect >= DIALECT_300 {
                             Some(smbx_security::cipher::CipherId::Aes128Ccm)
                         } else {
