@@ -886,3 +886,70 @@ async fn durable_reconnect() {
         NtStatus::OBJECT_NAME_NOT_FOUND
     );
 }
+
+/// Create replay (DH2Q CreateGuid): a replayed CREATE answers the existing open until
+/// a request uses the open's FileId; after that the CreateGuid names no open any more
+/// and a replay is a new CREATE, whose own open then answers replays; a CREATE with the
+/// CreateGuid of a live replayable open but without the replay flag is
+/// DUPLICATE_OBJECTID.
+#[tokio::test]
+async fn create_replay_until_the_open_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = session(dir.path()).await;
+    let mut dh2q = [0u8; 32];
+    dh2q[16..].copy_from_slice(&[0x42; 16]);
+    let body = CreateRequestBuilder {
+        oplock_level: 0,
+        impersonation_level: 2,
+        desired_access: ALL,
+        share_access: 7,
+        create_disposition: 3,
+        name: "replay.txt".into(),
+        contexts: encode_contexts(&[(ctx::DH2Q, &dh2q)]),
+        ..Default::default()
+    }
+    .encode();
+    async fn send(c: &mut Client, body: &[u8], replay: bool) -> (NtStatus, Option<(u64, u64)>) {
+        let mut h = c.header(Command::Create);
+        if replay {
+            h.flags |= smbx_wire::header::FLAGS_REPLAY_OPERATION;
+        }
+        c.send_raw(&Client::message(&h, body)).await;
+        let r = c.recv().await.expect("response").remove(0);
+        let fid = (r.status() == NtStatus::SUCCESS).then(|| {
+            let d = CreateResponse::decode(&r.bytes).unwrap();
+            (d.file_id_persistent, d.file_id_volatile)
+        });
+        (r.status(), fid)
+    }
+    let (st, first) = send(&mut c, &body, false).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    // Replayed before any use: the same open.
+    assert_eq!(send(&mut c, &body, true).await, (NtStatus::SUCCESS, first));
+    assert_eq!(
+        send(&mut c, &body, false).await.0,
+        NtStatus::DUPLICATE_OBJECTID
+    );
+    // The client uses the FileId: it has the response.
+    let first = first.unwrap();
+    let fl = FlushRequest {
+        file_id_persistent: first.0,
+        file_id_volatile: first.1,
+    }
+    .encode();
+    assert_eq!(
+        c.request(Command::Flush, &fl).await.status(),
+        NtStatus::SUCCESS
+    );
+    let (st, second) = send(&mut c, &body, true).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_ne!(second, Some(first), "a new open");
+    // The new open is the one the CreateGuid names now.
+    assert_eq!(
+        send(&mut c, &body, false).await.0,
+        NtStatus::DUPLICATE_OBJECTID
+    );
+    assert_eq!(send(&mut c, &body, true).await, (NtStatus::SUCCESS, second));
+    close(&mut c, first, 0).await;
+    close(&mut c, second.unwrap(), 0).await;
+}

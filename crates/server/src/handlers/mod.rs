@@ -244,6 +244,10 @@ impl<'a> Ctx<'a> {
                 f.check_channel_sequence(csn, modifying)?;
             }
         }
+        if let Some(f) = open.as_file() {
+            // The client has this open's CREATE response (create/replay.rs).
+            f.note_used();
+        }
         Ok(open)
     }
 

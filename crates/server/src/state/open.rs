@@ -92,6 +92,9 @@ pub struct FileOpen {
     pub lock_sequences: Arc<super::locks::LockSequences>,
     /// Open.ChannelSequence ([MS-SMB2] 3.3.5.2.10): see [`FileOpen::check_channel_sequence`].
     channel_sequence: Mutex<u16>,
+    /// A request other than its CREATE named this open's FileId: the client has the
+    /// CREATE response, so a replay of that CREATE is a new one (handlers/create/replay.rs).
+    used: AtomicBool,
     closed: AtomicBool,
 }
 
@@ -165,8 +168,21 @@ impl FileOpen {
             durable: Mutex::new(None),
             lock_sequences: Default::default(),
             channel_sequence: Mutex::new(0),
+            used: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// Records that a request named this open's FileId (see [`FileOpen::was_used`]).
+    pub fn note_used(&self) {
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a request other than its CREATE named this open's FileId.
+    pub fn was_used(&self) -> bool {
+        self.used.load(Ordering::Relaxed)
     }
 
     /// The file's metadata as clients see it: the on-disk record with the visible

@@ -10,6 +10,10 @@
 //!   leased open must be replayed with its lease key (else ACCESS_DENIED) and answers
 //!   its lease's current state. A lease replay of an oplock open is ACCESS_DENIED.
 //! - Without the flag, once the open exists: DUPLICATE_OBJECTID.
+//! - Once any request has named the open's FileId (the client evidently has the
+//!   CREATE response), the CreateGuid no longer refers to it: a replay then is a new
+//!   CREATE (which may break the first open's oplock), as Samba behaves
+//!   (smb2.replay.replay6).
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -44,10 +48,15 @@ pub fn check(
     let server = ctx.server.clone();
     let client_guid = ctx.conn.negotiate.lock().client_guid;
     let key = (client_guid, create_guid);
-    let (id, action) = match server
-        .replay
-        .reserve(key, |id| server.opens.get(id).is_some())
-    {
+    // An open whose FileId a later request used no longer answers replays: the client
+    // has seen its CREATE response (Samba likewise drops it from its replay cache).
+    let replayable = |id| {
+        server
+            .opens
+            .get(id)
+            .is_some_and(|o| o.as_file().is_none_or(|f| !f.was_used()))
+    };
+    let (id, action) = match server.replay.reserve(key, replayable) {
         Lookup::Reserved(token) => return Ok(Check::New(Reservation::new(server, key, token))),
         Lookup::Pending => return Err(NtStatus::FILE_NOT_AVAILABLE),
         Lookup::Done(id, action) => (id, action),
