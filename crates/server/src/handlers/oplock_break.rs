@@ -44,9 +44,13 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 .leases
                 .get(guid, ack.lease_key)
                 .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-            let state = file
-                .oplocks
-                .ack_lease(guid, ack.lease_key, ack.lease_state)?;
+            let state = crate::state::oplock::acknowledge_lease_break(
+                ctx.server,
+                &file,
+                guid,
+                ack.lease_key,
+                ack.lease_state,
+            )?;
             Ok(Response::ok(
                 LeaseBreakAck {
                     flags: 0,

@@ -55,6 +55,12 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     };
     match r.info_type {
         si::SMB2_0_INFO_FILE => {
+            if r.info_class == si::FILE_RENAME_INFORMATION && file.access & DELETE != 0 {
+                // Other leases give up handle caching before the name changes; the
+                // rename waits for their acknowledgments (state/oplock.rs).
+                crate::state::oplock::break_handle_caching(ctx.server, &file.file, file.entry_id)
+                    .await;
+            }
             env.file_info(r.info_class, r.buffer)?;
             // Changing the size breaks LEVEL_II oplocks (this open's too) and read
             // leases of other opens to NONE ([MS-FSA] 2.1.5.14.5, 2.1.5.14.1).

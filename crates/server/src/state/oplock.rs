@@ -8,7 +8,7 @@
 //!    (it is already async) for their acknowledgment or [`break_timeout`];
 //! 2. [`grant`] once the open is registered: the level / lease state for the new open.
 //!
-//! The OPLOCK_BREAK handler calls [`FileOplocks::ack_oplock`] / [`ack_lease`].
+//! The OPLOCK_BREAK handler calls [`FileOplocks::ack_oplock`] / [`acknowledge_lease_break`].
 //! Closing an open calls [`FileOplocks::release`].
 //!
 //! Rules implemented (the ones smbtorture's basic oplock/lease tests check):
@@ -23,6 +23,15 @@
 //!   sharing conflict, everything on overwrite). Opens with the same client GUID and
 //!   lease key share one lease. Version 2 leases carry an epoch incremented on every
 //!   state change.
+//! - A lease break in progress is not restarted by further conflicting opens: they
+//!   narrow what the break must reach, and each acknowledgment that leaves more than
+//!   that is answered by the next step (RWH -> RH -> R -> NONE, same epoch). An open
+//!   waits only for the caching it conflicts with (W; H on a sharing conflict), or
+//!   for a break in progress once it has waited before.
+//! - A rename breaks handle caching of the other leases on the file and waits
+//!   ([`break_handle_caching`]).
+//! - Lease breaks go to the client's oldest connection (leases belong to the
+//!   ClientGuid, `client_connection`); oplock breaks to the holder's connection.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,7 +111,13 @@ struct Lease {
     client_guid: [u8; 16],
     key: [u8; 16],
     state: u32,
+    /// Lease.BreakToLeaseState while a break awaits its acknowledgment: what the
+    /// notification asked for.
     breaking_to: Option<u32>,
+    /// What the conflicting opens need at most while the break is in progress: a
+    /// further conflict narrows it without a new notification; an acknowledgment
+    /// that leaves more than this starts the next step of the break.
+    break_required: u32,
     epoch: u16,
     version: u8,
     parent_key: [u8; 16],
@@ -170,7 +185,61 @@ pub fn valid_lease_state(requested: u32) -> u32 {
 struct BreakMsg {
     conn_id: u64,
     session_id: u64,
+    /// For a lease break: the lease's ClientGuid (the break may go to any connection
+    /// of that client, see [`client_connection`]).
+    client_guid: Option<[u8; 16]>,
     body: Vec<u8>,
+}
+
+/// SMB2_LEASE_HANDLE | SMB2_LEASE_WRITE: the lease states that need an acknowledgment
+/// when they are broken.
+const LEASE_HW: u32 = LEASE_HANDLE | LEASE_WRITE;
+
+impl Lease {
+    /// The notification breaking this lease from its current state to `to`.
+    fn break_msg(&self, to: u32) -> BreakMsg {
+        let ack = self.state & LEASE_HW != 0;
+        BreakMsg {
+            conn_id: self.conn_id,
+            session_id: self.session_id,
+            client_guid: Some(self.client_guid),
+            body: LeaseBreakNotification {
+                new_epoch: if self.version >= 2 { self.epoch } else { 0 },
+                flags: if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 },
+                lease_key: self.key,
+                current_lease_state: self.state,
+                new_lease_state: to,
+            }
+            .encode(),
+        }
+    }
+
+    /// Breaks this lease towards `to` for a conflicting operation ([MS-SMB2] 3.3.4.7).
+    /// A lease not yet breaking starts a break (new epoch): R goes to NONE at once
+    /// without acknowledgment, a state with H or W waits for one. A lease already
+    /// breaking only narrows what the break must reach (no new notification; the
+    /// acknowledgment starts the next step, see `FileOplocks::ack_lease_step`).
+    fn break_towards(&mut self, to: u32) -> Option<BreakMsg> {
+        let to = to & self.state;
+        if self.breaking_to.is_some() {
+            self.break_required &= to;
+            return None;
+        }
+        if to == self.state {
+            return None;
+        }
+        if self.version >= 2 {
+            self.epoch = self.epoch.wrapping_add(1);
+        }
+        let msg = self.break_msg(to);
+        if self.state & LEASE_HW != 0 {
+            self.breaking_to = Some(to);
+            self.break_required = to;
+        } else {
+            self.state = to;
+        }
+        Some(msg)
+    }
 }
 
 impl FileOplocks {
@@ -245,6 +314,7 @@ impl FileOplocks {
 
     /// Whether a break other than one of lease `own` (the opener's own lease, which
     /// it does not wait for) awaits its acknowledgment.
+    #[cfg(test)]
     fn any_breaking_except(&self, own: Option<LeaseId>) -> bool {
         let st = self.inner.lock();
         st.oplocks.iter().any(|o| o.breaking_to.is_some())
@@ -267,6 +337,7 @@ impl FileOplocks {
         for l in st.leases.iter_mut() {
             if l.breaking_to.take().is_some() {
                 l.state = LEASE_NONE;
+                l.break_required = LEASE_NONE;
             }
         }
         st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
@@ -274,14 +345,24 @@ impl FileOplocks {
         self.changed.notify_waiters();
     }
 
-    /// Decides which holders to break for a new open and marks them breaking.
-    /// Returns the notifications to send.
+    /// Decides which holders to break for a new open, marks them breaking, and says
+    /// whether the open has to wait ([MS-SMB2] 3.3.4.6, 3.3.4.7). Returns the
+    /// notifications to send and the wait decision.
+    ///
+    /// Leases: the open needs the holder to give up W (H when it would otherwise hit
+    /// a sharing violation, everything when it overwrites). It waits while a holder
+    /// still has what it needs, or (`first` false: it has waited before) while a
+    /// holder's break is in progress at all, so breaks go step by step; an open whose
+    /// conflict is only a lesser one (an overwrite next to RH: the holder must drop
+    /// its read cache, the open does not need its handles closed) does not wait
+    /// (smb2.lease.breaking3, breaking4).
     fn start_breaks(
         &self,
         new: &Requester,
         lease_key: Option<[u8; 16]>,
         c: Conflict,
-    ) -> Vec<BreakMsg> {
+        first: bool,
+    ) -> (Vec<BreakMsg>, bool) {
         let mut out = Vec::new();
         let mut st = self.inner.lock();
         let mut dropped_to_none = false;
@@ -305,6 +386,7 @@ impl FileOplocks {
             out.push(BreakMsg {
                 conn_id: o.conn_id,
                 session_id: o.session_id,
+                client_guid: None,
                 body: OplockBreak {
                     oplock_level: to,
                     file_id: file_id_bytes(o.file_id),
@@ -322,48 +404,34 @@ impl FileOplocks {
         if dropped_to_none {
             st.oplocks.retain(|o| o.level != OPLOCK_LEVEL_NONE);
         }
-        for l in st.leases.iter_mut() {
-            if l.breaking_to.is_some() || c.lease_stat {
-                continue;
-            }
-            if lease_key == Some(l.key) && l.client_guid == new.client_guid {
-                continue;
-            }
-            // A sharing conflict takes handle caching only (the holder may close its
-            // cached handles); otherwise write caching goes; an overwrite takes all.
-            let to = if c.overwrite {
-                LEASE_NONE
-            } else if c.sharing {
-                l.state & !LEASE_HANDLE
-            } else {
-                l.state & !LEASE_WRITE
-            };
-            if to == l.state {
-                continue;
-            }
-            let ack = l.state & !LEASE_READ != 0;
-            if l.version >= 2 {
-                l.epoch = l.epoch.wrapping_add(1);
-            }
-            out.push(BreakMsg {
-                conn_id: l.conn_id,
-                session_id: l.session_id,
-                body: LeaseBreakNotification {
-                    new_epoch: if l.version >= 2 { l.epoch } else { 0 },
-                    flags: if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 },
-                    lease_key: l.key,
-                    current_lease_state: l.state,
-                    new_lease_state: to,
-                }
-                .encode(),
-            });
-            if ack {
-                l.breaking_to = Some(to);
-            } else {
-                l.state = to;
-            }
+        // An oplock break in progress (this one or an earlier one) is waited for.
+        let mut wait = st.oplocks.iter().any(|o| o.breaking_to.is_some());
+        if c.lease_stat {
+            return (out, wait);
         }
-        out
+        // What the open cannot live with: W, or H when it would hit a sharing
+        // violation; an overwrite takes every cache.
+        let delay_mask = if c.sharing { LEASE_HANDLE } else { LEASE_WRITE };
+        for l in st.leases.iter_mut() {
+            if lease_key == Some(l.key) && l.client_guid == new.client_guid {
+                // The opener's own lease: never broken, never waited for.
+                continue;
+            }
+            let mut to = l.state & !delay_mask;
+            if c.overwrite {
+                to = LEASE_NONE;
+            }
+            let was_breaking = l.breaking_to.is_some();
+            if l.state & !to == 0 {
+                // Nothing to take away, but a break in progress may still take it.
+                wait |= was_breaking;
+                continue;
+            }
+            out.extend(l.break_towards(to));
+            wait |= l.state & delay_mask != 0 && l.breaking_to.is_some();
+            wait |= was_breaking && !first;
+        }
+        (out, wait)
     }
 
     /// Acknowledges an oplock break for `entry_id` ([MS-SMB2] 3.3.5.22.1); returns the
@@ -396,8 +464,24 @@ impl FileOplocks {
         result
     }
 
-    /// Acknowledges a lease break ([MS-SMB2] 3.3.5.22.2); returns the state now held.
+    /// Acknowledges a lease break ([MS-SMB2] 3.3.5.22.2); returns the state
+    /// acknowledged (the next step of the break, if any, is left unsent; the server
+    /// path is [`acknowledge_lease_break`]).
     pub fn ack_lease(&self, guid: [u8; 16], key: [u8; 16], state: u32) -> Result<u32, NtStatus> {
+        self.ack_lease_step(guid, key, state).map(|(s, _)| s)
+    }
+
+    /// Acknowledges a lease break: the lease takes the acknowledged state. If
+    /// conflicting opens arrived while the break was in progress and need more than
+    /// that state gives up, the break goes on by one more step (same epoch): to what
+    /// they need, keeping R while H or W is still to go (acknowledgment required
+    /// again), or from R to NONE at once (smb2.lease.breaking3).
+    fn ack_lease_step(
+        &self,
+        guid: [u8; 16],
+        key: [u8; 16],
+        state: u32,
+    ) -> Result<(u32, Option<BreakMsg>), NtStatus> {
         let mut st = self.inner.lock();
         let l = st
             .leases
@@ -412,9 +496,25 @@ impl FileOplocks {
         }
         l.state = state;
         l.breaking_to = None;
+        let required = std::mem::take(&mut l.break_required);
+        let mut next = None;
+        if state & !required != 0 {
+            let mut step = required;
+            if state & LEASE_HW != 0 {
+                step |= LEASE_READ;
+            }
+            let step = step & state;
+            next = Some(l.break_msg(step));
+            if state & LEASE_HW != 0 {
+                l.breaking_to = Some(step);
+                l.break_required = required;
+            } else {
+                l.state = step;
+            }
+        }
         drop(st);
         self.changed.notify_waiters();
-        Ok(state)
+        Ok((state, next))
     }
 }
 
@@ -477,6 +577,61 @@ async fn send_break(server: &Arc<ServerState>, m: BreakMsg) {
     conn.send(msg).await;
 }
 
+/// The connection a lease break of client `guid` goes to: leases belong to the
+/// client (its ClientGuid), not to one connection, so the break goes to the client's
+/// oldest connection that has a session (where the lease's session is bound, when
+/// that session requires encryption; smb2.lease.v2_complex1). None for an all-zero
+/// ClientGuid (no client identity) or when no such connection is left.
+fn client_connection(
+    server: &ServerState,
+    guid: [u8; 16],
+    session_id: u64,
+) -> Option<Arc<crate::conn::Connection>> {
+    if guid == [0; 16] {
+        return None;
+    }
+    let encrypt = server
+        .sessions
+        .get(session_id)
+        .is_some_and(|s| s.state.lock().encrypt_data);
+    let mut conns: Vec<(u64, Arc<crate::conn::Connection>)> = server
+        .connections
+        .lock()
+        .iter()
+        .filter_map(|(id, w)| w.upgrade().map(|c| (*id, c)))
+        .collect();
+    conns.sort_by_key(|(id, _)| *id);
+    conns.into_iter().map(|(_, c)| c).find(|c| {
+        if c.negotiate.lock().client_guid != guid {
+            return false;
+        }
+        let sessions = c.sessions.lock();
+        !sessions.is_empty() && (!encrypt || sessions.contains(&session_id))
+    })
+}
+
+/// OPLOCK_BREAK lease acknowledgment ([MS-SMB2] 3.3.5.22.2) of lease (`guid`, `key`)
+/// on `file`: returns the acknowledged state for the response. When the break has to
+/// go on by another step (`FileOplocks::ack_lease_step`), that notification is
+/// sent after the response.
+pub fn acknowledge_lease_break(
+    server: &Arc<ServerState>,
+    file: &SharedFile,
+    guid: [u8; 16],
+    key: [u8; 16],
+    state: u32,
+) -> Result<u32, NtStatus> {
+    let (acked, next) = file.oplocks.ack_lease_step(guid, key, state)?;
+    if let Some(m) = next {
+        let server = server.clone();
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            send_break(&server, m).await;
+        });
+    }
+    Ok(acked)
+}
+
 /// Phase 1 of CREATE: breaks the oplocks and leases of other opens of `file` that
 /// conflict with a new open (`access`, `share_access`, overwriting or not, with
 /// `lease_key` if it asks for a lease) and waits for the acknowledgments (or
@@ -495,41 +650,90 @@ pub async fn break_conflicting(
     if (is_stat_open(access) && !overwrite) || file.delete_pending() {
         return;
     }
-    let sharing = file.check_share(access, share_access, None).is_err();
     let lease_stat = is_lease_stat_open(access) && !overwrite;
-    let msgs = file.oplocks.start_breaks(
-        new,
-        lease_key,
-        Conflict {
-            overwrite,
-            sharing,
-            lease_stat,
-        },
-    );
-    let sent = !msgs.is_empty();
-    for m in msgs {
-        send_break(server, m).await;
-    }
-    if sent {
-        // A holder whose connection went away meanwhile cannot acknowledge: its
-        // durable open is closed rather than waited for (see OpenTable::preserve_durable).
-        server.opens.purge_disconnected_of(file);
-    }
     // An open with the lease key of a lease being broken joins it without waiting
-    // (it is told BREAK_IN_PROGRESS; smb2.lease.breaking1).
-    let own = lease_key.map(|k| (new.client_guid, k));
+    // (it is told BREAK_IN_PROGRESS; smb2.lease.breaking1). Every change of the
+    // oplock state (an acknowledgment, a close) makes the open look again, as a
+    // retried open would ([MS-SMB2] 3.3.5.9: the CREATE stays pending meanwhile).
     let deadline = tokio::time::Instant::now() + break_timeout();
+    let mut first = true;
     loop {
         let n = file.oplocks.changed.notified();
         tokio::pin!(n);
         n.as_mut().enable();
-        if !file.oplocks.any_breaking_except(own) {
+        let sharing = file.check_share(access, share_access, None).is_err();
+        let conflict = Conflict {
+            overwrite,
+            sharing,
+            lease_stat,
+        };
+        let (msgs, wait) = file.oplocks.start_breaks(new, lease_key, conflict, first);
+        first = false;
+        let sent = !msgs.is_empty();
+        for m in msgs {
+            send_break(server, m).await;
+        }
+        if sent {
+            // A holder whose connection went away meanwhile cannot acknowledge: its
+            // durable open is closed rather than waited for (see
+            // OpenTable::preserve_durable).
+            server.opens.purge_disconnected_of(file);
+        }
+        if !wait {
             return;
         }
         if tokio::time::timeout_at(deadline, n).await.is_err() {
             file.oplocks.force_breaks();
             return;
         }
+    }
+}
+
+/// A rename of `file` through open `entry_id` ([MS-FSA] 2.1.5.14.11 with the
+/// oplock break of 2.1.4.12; [MS-SMB2] 3.3.4.7): the other leases on the file give
+/// up handle caching (their holders may keep closed handles open; the name is about
+/// to change under them), and the rename waits for the acknowledgments, or
+/// [`break_timeout`] after which the holders are broken unilaterally
+/// (smb2.lease.rename_wait, v2_rename). The lease of `entry_id` itself is not broken.
+pub async fn break_handle_caching(
+    server: &Arc<ServerState>,
+    file: &Arc<SharedFile>,
+    entry_id: u64,
+) {
+    let deadline = tokio::time::Instant::now() + break_timeout();
+    loop {
+        let n = file.oplocks.changed.notified();
+        tokio::pin!(n);
+        n.as_mut().enable();
+        let (msgs, wait) = file.oplocks.break_handles_except(entry_id);
+        for m in msgs {
+            send_break(server, m).await;
+        }
+        if !wait {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, n).await.is_err() {
+            file.oplocks.force_breaks();
+            return;
+        }
+    }
+}
+
+impl FileOplocks {
+    /// Breaks H of every lease on the file that `entry_id` does not belong to;
+    /// returns the notifications and whether any of them still holds H.
+    fn break_handles_except(&self, entry_id: u64) -> (Vec<BreakMsg>, bool) {
+        let mut st = self.inner.lock();
+        let mut out = Vec::new();
+        let mut wait = false;
+        for l in st.leases.iter_mut() {
+            if l.entries.contains(&entry_id) || l.state & LEASE_HANDLE == 0 {
+                continue;
+            }
+            out.extend(l.break_towards(l.state & !LEASE_HANDLE));
+            wait |= l.state & LEASE_HANDLE != 0;
+        }
+        (out, wait)
     }
 }
 
@@ -570,6 +774,7 @@ pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, wri
                 out.push(BreakMsg {
                     conn_id: o.conn_id,
                     session_id: o.session_id,
+                    client_guid: None,
                     body: OplockBreak {
                         oplock_level: OPLOCK_LEVEL_NONE,
                         file_id: file_id_bytes(o.file_id),
@@ -587,28 +792,8 @@ pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, wri
             {
                 continue;
             }
-            if l.version >= 2 {
-                l.epoch = l.epoch.wrapping_add(1);
-            }
             // R goes to NONE at once; RH must acknowledge (H is being taken away).
-            let ack = l.state & LEASE_HANDLE != 0;
-            out.push(BreakMsg {
-                conn_id: l.conn_id,
-                session_id: l.session_id,
-                body: LeaseBreakNotification {
-                    new_epoch: if l.version >= 2 { l.epoch } else { 0 },
-                    flags: if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 },
-                    lease_key: l.key,
-                    current_lease_state: l.state,
-                    new_lease_state: LEASE_NONE,
-                }
-                .encode(),
-            });
-            if ack {
-                l.breaking_to = Some(LEASE_NONE);
-            } else {
-                l.state = LEASE_NONE;
-            }
+            out.extend(l.break_towards(LEASE_NONE));
         }
         out
     };
@@ -773,6 +958,7 @@ pub fn grant(
                 key: ctx.lease_key,
                 state,
                 breaking_to: None,
+                break_required: LEASE_NONE,
                 epoch,
                 version: ctx.version,
                 parent_key: ctx.parent_lease_key,
@@ -885,7 +1071,7 @@ mod tests {
     fn batch_breaks_to_level2_and_acks() {
         let f = FileOplocks::default();
         holder(&f, 1, OPLOCK_LEVEL_BATCH);
-        let m = f.start_breaks(&REQ, None, Conflict::default());
+        let m = f.start_breaks(&REQ, None, Conflict::default(), true).0;
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].body[2], OPLOCK_LEVEL_II);
         assert!(f.any_breaking());
@@ -906,16 +1092,22 @@ mod tests {
             Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
         );
         // A plain second open leaves LEVEL_II alone; an overwrite breaks it without ack.
-        assert!(f.start_breaks(&REQ, None, Conflict::default()).is_empty());
-        let m = f.start_breaks(
-            &REQ,
-            None,
-            Conflict {
-                overwrite: true,
-                sharing: false,
-                lease_stat: false,
-            },
-        );
+        assert!(f
+            .start_breaks(&REQ, None, Conflict::default(), true)
+            .0
+            .is_empty());
+        let m = f
+            .start_breaks(
+                &REQ,
+                None,
+                Conflict {
+                    overwrite: true,
+                    sharing: false,
+                    lease_stat: false,
+                },
+                true,
+            )
+            .0;
         assert_eq!(m.len(), 1);
         assert_eq!(f.oplock_level(1), OPLOCK_LEVEL_NONE);
     }
@@ -929,9 +1121,9 @@ mod tests {
             sharing: true,
             lease_stat: false,
         };
-        assert!(f.start_breaks(&REQ, None, c).is_empty());
+        assert!(f.start_breaks(&REQ, None, c, true).0.is_empty());
         holder(&f, 3, OPLOCK_LEVEL_BATCH);
-        assert_eq!(f.start_breaks(&REQ, None, c).len(), 1);
+        assert_eq!(f.start_breaks(&REQ, None, c, true).0.len(), 1);
         f.force_breaks();
         assert_eq!(f.oplock_level(3), OPLOCK_LEVEL_NONE);
     }
@@ -943,6 +1135,7 @@ mod tests {
             key: [9; 16],
             state: LEASE_READ | LEASE_WRITE | LEASE_HANDLE,
             breaking_to: None,
+            break_required: LEASE_NONE,
             epoch: 1,
             version: 2,
             parent_key: [0; 16],
@@ -962,9 +1155,12 @@ mod tests {
             ..REQ
         };
         assert!(f
-            .start_breaks(&same, Some([9; 16]), Conflict::default())
+            .start_breaks(&same, Some([9; 16]), Conflict::default(), true)
+            .0
             .is_empty());
-        let m = f.start_breaks(&REQ, Some([8; 16]), Conflict::default());
+        let m = f
+            .start_breaks(&REQ, Some([8; 16]), Conflict::default(), true)
+            .0;
         assert_eq!(m.len(), 1);
         let mut msg = vec![0u8; 64];
         msg.extend_from_slice(&m[0].body);
@@ -998,7 +1194,7 @@ mod tests {
             sharing: true,
             lease_stat: false,
         };
-        let m = f.start_breaks(&REQ, Some([8; 16]), sharing);
+        let m = f.start_breaks(&REQ, Some([8; 16]), sharing, true).0;
         let mut msg = vec![0u8; 64];
         msg.extend_from_slice(&m[0].body);
         let n = LeaseBreakNotification::decode(&msg).unwrap();
@@ -1016,9 +1212,126 @@ mod tests {
             lease_stat: true,
             ..Conflict::default()
         };
-        assert!(f.start_breaks(&REQ, Some([8; 16]), stat).is_empty());
+        assert!(f.start_breaks(&REQ, Some([8; 16]), stat, true).0.is_empty());
         assert!(is_lease_stat_open(0x0002_0000));
         assert!(!is_lease_stat_open(0));
         assert!(!is_lease_stat_open(0x0002_0001));
+    }
+
+    fn decode_break(m: &BreakMsg) -> LeaseBreakNotification {
+        let mut msg = vec![0u8; 64];
+        msg.extend_from_slice(&m.body);
+        LeaseBreakNotification::decode(&msg).unwrap()
+    }
+
+    const RH: u32 = LEASE_READ | LEASE_HANDLE;
+
+    #[test]
+    fn conflicts_during_a_break_continue_it_step_by_step() {
+        let f = FileOplocks::default();
+        push_rwh_lease(&f);
+        // A plain open takes W and waits for it.
+        let (m, wait) = f.start_breaks(&REQ, None, Conflict::default(), true);
+        assert!(wait);
+        let n = decode_break(&m[0]);
+        assert_eq!(n.new_lease_state, RH);
+        assert_eq!(n.new_epoch, 2);
+        // An overwrite while that break is in progress sends nothing new but waits.
+        let over = Conflict {
+            overwrite: true,
+            ..Conflict::default()
+        };
+        let (m, wait) = f.start_breaks(&REQ, None, over, true);
+        assert!(m.is_empty());
+        assert!(wait);
+        // The acknowledgment to RH starts the next step, RH -> R, same epoch.
+        let (acked, next) = f.ack_lease_step([1; 16], [9; 16], RH).unwrap();
+        assert_eq!(acked, RH);
+        let n = decode_break(&next.unwrap());
+        assert_eq!((n.current_lease_state, n.new_lease_state), (RH, LEASE_READ));
+        assert_eq!(n.flags, LEASE_BREAK_ACK_REQUIRED);
+        assert_eq!(n.new_epoch, 2);
+        let l = f.lease_of(1).unwrap();
+        assert_eq!(l.lease_state, RH);
+        assert_eq!(l.lease_flags, LEASE_FLAG_BREAK_IN_PROGRESS);
+        // Both waiting opens keep waiting while the lease is breaking.
+        assert!(f.start_breaks(&REQ, None, Conflict::default(), false).1);
+        assert!(f.start_breaks(&REQ, None, over, false).1);
+        // The acknowledgment to R ends in R -> NONE without acknowledgment.
+        let (acked, next) = f.ack_lease_step([1; 16], [9; 16], LEASE_READ).unwrap();
+        assert_eq!(acked, LEASE_READ);
+        let n = decode_break(&next.unwrap());
+        assert_eq!(
+            (n.current_lease_state, n.new_lease_state, n.flags),
+            (LEASE_READ, LEASE_NONE, 0)
+        );
+        assert_eq!(f.lease_state([1; 16], [9; 16]), Some(LEASE_NONE));
+        assert!(!f.breaking(1));
+        let (m, wait) = f.start_breaks(&REQ, None, over, false);
+        assert!(m.is_empty());
+        assert!(!wait);
+    }
+
+    #[test]
+    fn overwrite_next_to_read_handle_lease_does_not_wait() {
+        let f = FileOplocks::default();
+        push_rwh_lease(&f);
+        f.inner.lock().leases[0].state = RH;
+        let over = Conflict {
+            overwrite: true,
+            ..Conflict::default()
+        };
+        let (m, wait) = f.start_breaks(&REQ, None, over, true);
+        assert!(!wait);
+        let n = decode_break(&m[0]);
+        assert_eq!(
+            (n.new_lease_state, n.flags),
+            (LEASE_NONE, LEASE_BREAK_ACK_REQUIRED)
+        );
+        // A second one on its first attempt neither breaks again nor waits; one that
+        // has waited before waits for the break to finish.
+        let (m, wait) = f.start_breaks(&REQ, None, over, true);
+        assert!(m.is_empty() && !wait);
+        assert!(f.start_breaks(&REQ, None, over, false).1);
+        // The acknowledgment to NONE leaves nothing to continue.
+        assert_eq!(
+            f.ack_lease_step([1; 16], [9; 16], LEASE_NONE)
+                .map(|(s, n)| (s, n.is_none())),
+            Ok((LEASE_NONE, true))
+        );
+    }
+
+    #[test]
+    fn rename_breaks_handle_caching_of_other_leases_only() {
+        let f = FileOplocks::default();
+        push_rwh_lease(&f);
+        f.inner.lock().leases[0].state = RH;
+        f.inner.lock().leases.push(Lease {
+            client_guid: [1; 16],
+            key: [5; 16],
+            state: RH,
+            breaking_to: None,
+            break_required: LEASE_NONE,
+            epoch: 0,
+            version: 1,
+            parent_key: [0; 16],
+            conn_id: 1,
+            session_id: 1,
+            entries: vec![2],
+        });
+        // Open 1 renames: the lease of open 2 goes RH -> R and is waited for.
+        let (m, wait) = f.break_handles_except(1);
+        assert!(wait);
+        assert_eq!(m.len(), 1);
+        let n = decode_break(&m[0]);
+        assert_eq!(n.lease_key, [5; 16]);
+        assert_eq!((n.new_lease_state, n.new_epoch), (LEASE_READ, 0));
+        // Asking again sends nothing more and still waits.
+        let (m, wait) = f.break_handles_except(1);
+        assert!(m.is_empty() && wait);
+        f.ack_lease([1; 16], [5; 16], LEASE_READ).unwrap();
+        let (m, wait) = f.break_handles_except(1);
+        assert!(m.is_empty() && !wait);
+        assert_eq!(f.lease_state([1; 16], [9; 16]), Some(RH));
     }
 }
