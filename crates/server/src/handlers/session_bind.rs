@@ -12,7 +12,8 @@ use smbx_wire::negotiate::{DIALECT_300, DIALECT_311};
 use smbx_wire::session::*;
 use smbx_wire::NtStatus;
 
-use super::{Ctx, HandlerResult, PreauthTarget, Request, Response};
+use super::session_setup::{auth_status, reply};
+use super::{Ctx, HandlerResult, PreauthTarget, Request};
 use crate::security::{self, Channel};
 use crate::state::session::SessionPhase;
 
@@ -133,14 +134,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
             if dialect == DIALECT_311 {
                 ctx.preauth_response = Some(PreauthTarget::Binding(session.id));
             }
-            Ok(Response::with_status(
-                NtStatus::MORE_PROCESSING_REQUIRED,
-                SessionSetupResponse {
-                    session_flags: 0,
-                    security_buffer: token,
-                }
-                .encode(),
-            ))
+            Ok(reply(NtStatus::MORE_PROCESSING_REQUIRED, 0, token))
         }
         Ok(AuthStep::Done { token, identity }) => {
             let mut st = session.state.lock();
@@ -182,24 +176,16 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
                 user = %identity.user,
                 "channel bound to session"
             );
-            Ok(Response::ok(
-                SessionSetupResponse {
-                    session_flags: if encrypt {
-                        SESSION_FLAG_ENCRYPT_DATA
-                    } else {
-                        0
-                    },
-                    security_buffer: token,
-                }
-                .encode(),
-            ))
+            let flags = if encrypt {
+                SESSION_FLAG_ENCRYPT_DATA
+            } else {
+                0
+            };
+            Ok(reply(NtStatus::SUCCESS, flags, token))
         }
         Err(e) => {
             drop_channel(ctx);
-            Err(match e {
-                AuthError::LogonFailure => NtStatus::LOGON_FAILURE,
-                AuthError::InvalidToken => NtStatus::INVALID_PARAMETER,
-            })
+            Err(auth_status(e))
         }
     }
 }

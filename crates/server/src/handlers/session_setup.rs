@@ -89,32 +89,36 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if first_logon && is_311 {
                 ctx.preauth_response = Some(PreauthTarget::Session(session.id));
             }
-            Ok(Response::with_status(
-                NtStatus::MORE_PROCESSING_REQUIRED,
-                SessionSetupResponse {
-                    session_flags: 0,
-                    security_buffer: token,
-                }
-                .encode(),
-            ))
+            Ok(reply(NtStatus::MORE_PROCESSING_REQUIRED, 0, token))
         }
         Ok(AuthStep::Done { token, identity }) => {
             let flags = complete(ctx, &session, &ss, identity, first_logon, new)?;
-            Ok(Response::ok(
-                SessionSetupResponse {
-                    session_flags: flags,
-                    security_buffer: token,
-                }
-                .encode(),
-            ))
+            Ok(reply(NtStatus::SUCCESS, flags, token))
         }
         Err(e) => {
             fail(ctx, &session);
-            Err(match e {
-                AuthError::LogonFailure => NtStatus::LOGON_FAILURE,
-                AuthError::InvalidToken => NtStatus::INVALID_PARAMETER,
-            })
+            Err(auth_status(e))
         }
+    }
+}
+
+/// A SESSION_SETUP response carrying `token`.
+pub(super) fn reply(status: NtStatus, session_flags: u16, token: Vec<u8>) -> Response {
+    Response::with_status(
+        status,
+        SessionSetupResponse {
+            session_flags,
+            security_buffer: token,
+        }
+        .encode(),
+    )
+}
+
+/// The status a failed authentication leg answers.
+pub(super) fn auth_status(e: AuthError) -> NtStatus {
+    match e {
+        AuthError::LogonFailure => NtStatus::LOGON_FAILURE,
+        AuthError::InvalidToken => NtStatus::INVALID_PARAMETER,
     }
 }
 
