@@ -37,11 +37,12 @@ async fn connect(srv: &TestServer) -> Client {
     c
 }
 
-/// What arrived on the connection: final responses by MessageId and lease break
-/// notifications in order.
+/// What arrived on the connection: final responses by MessageId, the MessageIds
+/// that got an interim STATUS_PENDING, and lease break notifications in order.
 #[derive(Default)]
 struct Inbox {
     responses: HashMap<u64, Msg>,
+    interim: Vec<u64>,
     breaks: Vec<LeaseBreakNotification>,
 }
 
@@ -76,7 +77,9 @@ impl Inbox {
                 assert_eq!(m.header.command, Command::OplockBreak as u16);
                 self.breaks
                     .push(LeaseBreakNotification::decode(&m.bytes).expect("lease break"));
-            } else if !(m.header.status == NtStatus::PENDING && m.header.is_async()) {
+            } else if m.header.status == NtStatus::PENDING && m.header.is_async() {
+                self.interim.push(m.header.message_id);
+            } else {
                 self.responses.insert(m.header.message_id, m);
             }
         }
@@ -197,8 +200,8 @@ async fn break_in_progress_continues_step_by_step() {
 }
 
 /// A rename through one lease's open breaks the other lease's handle caching and
-/// completes only after that break is acknowledged; the target name does not exist
-/// meanwhile.
+/// completes only after that break is acknowledged (answered STATUS_PENDING
+/// meanwhile); the target name does not exist until then.
 #[tokio::test]
 async fn rename_waits_for_handle_caching_to_go() {
     let dir = tempfile::tempdir().unwrap();
@@ -245,13 +248,14 @@ async fn rename_waits_for_handle_caching_to_go() {
     let b = inbox.breaks(&mut c, 1).await;
     check_break(&b[0], 2, RH, LEASE_READ, true);
 
-    // Not renamed yet.
+    // Not renamed yet; the rename went async.
     let mid = send(&mut c, Command::Create, &plain_create("dst", OPEN)).await;
     assert_eq!(
         inbox.response(&mut c, mid).await.status(),
         NtStatus::OBJECT_NAME_NOT_FOUND
     );
     assert!(!inbox.responses.contains_key(&rename_mid));
+    assert!(inbox.interim.contains(&rename_mid));
 
     let ack = send(&mut c, Command::OplockBreak, &lease_ack(2, LEASE_READ)).await;
     assert_eq!(acked_state(&inbox.response(&mut c, ack).await), LEASE_READ);

@@ -20,7 +20,7 @@ use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::file::{FileKey, DELETE, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE};
-use crate::state::{FileId, FileOpen, Open};
+use crate::state::{FileId, FileOpen, Open, ServerState};
 
 pub mod security;
 
@@ -47,20 +47,20 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             _ => NtStatus::INVALID_PARAMETER,
         });
     };
+    if r.info_type == si::SMB2_0_INFO_FILE
+        && r.info_class == si::FILE_RENAME_INFORMATION
+        && file.access & DELETE != 0
+    {
+        return rename_after_breaks(ctx, open.clone(), read_only_tree, r.buffer.to_vec()).await;
+    }
     let env = Env {
-        ctx,
+        server: ctx.server,
         open: &open,
         file,
         read_only_tree,
     };
     match r.info_type {
         si::SMB2_0_INFO_FILE => {
-            if r.info_class == si::FILE_RENAME_INFORMATION && file.access & DELETE != 0 {
-                // Other leases give up handle caching before the name changes; the
-                // rename waits for their acknowledgments (state/oplock.rs).
-                crate::state::oplock::break_handle_caching(ctx.server, &file.file, file.entry_id)
-                    .await;
-            }
             env.file_info(r.info_class, r.buffer)?;
             // Changing the size breaks LEVEL_II oplocks (this open's too) and read
             // leases of other opens to NONE ([MS-FSA] 2.1.5.14.5, 2.1.5.14.1).
@@ -89,9 +89,45 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     Ok(Response::ok(si::encode_response()))
 }
 
+/// FileRenameInformation through `open`: the other leases on the file give up
+/// handle caching first and the rename waits for their acknowledgments
+/// (state/oplock.rs `break_handle_caching`). When it has to wait and this is the last
+/// member of its compound, the SET_INFO goes async (interim STATUS_PENDING, can be
+/// cancelled) so the connection keeps reading: the acknowledgment may come on this
+/// very connection (smb2.lease.rename_wait).
+async fn rename_after_breaks(
+    ctx: &Ctx<'_>,
+    open: Arc<Open>,
+    read_only_tree: bool,
+    buf: Vec<u8>,
+) -> HandlerResult {
+    let server = ctx.server.clone();
+    let mut fut = Box::pin(async move {
+        let file = open.as_file().ok_or(NtStatus::INVALID_HANDLE)?;
+        crate::state::oplock::break_handle_caching(&server, &file.file, file.entry_id).await;
+        let env = Env {
+            server: &server,
+            open: &open,
+            file,
+            read_only_tree,
+        };
+        env.file_info(si::FILE_RENAME_INFORMATION, &buf)?;
+        Ok(Response::ok(si::encode_response()))
+    });
+    if !ctx.last_in_compound {
+        return fut.await;
+    }
+    let waker = futures_util::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    match std::future::Future::poll(fut.as_mut(), &mut cx) {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => Ok(Response::pending(fut)),
+    }
+}
+
 /// What one SET_INFO on a file open works with.
-struct Env<'a, 'c> {
-    ctx: &'a Ctx<'c>,
+struct Env<'a> {
+    server: &'a Arc<ServerState>,
     open: &'a Arc<Open>,
     file: &'a FileOpen,
     read_only_tree: bool,
@@ -104,7 +140,7 @@ fn require(file: &FileOpen, mask: u32) -> Result<(), NtStatus> {
     Ok(())
 }
 
-impl Env<'_, '_> {
+impl Env<'_> {
     fn writable(&self) -> Result<(), NtStatus> {
         if self.read_only_tree {
             return Err(NtStatus::ACCESS_DENIED);
@@ -321,7 +357,7 @@ impl Env<'_, '_> {
             file_id: info.file_id,
             stream: None,
         };
-        if let Some(shared) = self.ctx.server.files.get(&key) {
+        if let Some(shared) = self.server.files.get(&key) {
             shared.check_share(FILE_WRITE_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE, None)?;
         }
         Ok(())
@@ -334,8 +370,7 @@ impl Env<'_, '_> {
             file_id,
             stream: None,
         };
-        self.ctx
-            .server
+        self.server
             .files
             .get(&key)
             .is_some_and(|s| s.open_count() > 0)
@@ -352,7 +387,6 @@ impl Env<'_, '_> {
         };
         let me = self.open.file_id;
         !self
-            .ctx
             .server
             .opens
             .find_where(|o| {
