@@ -15,23 +15,6 @@ const READ: u32 = 0x0012_0089;
 const MAX_ALLOWED: u32 = 0x0200_0000;
 const DELETE: u32 = 0x0001_0000;
 
-async fn session(dir: &std::path::Path) -> (TestServer, Client) {
-    let srv = start(test_config(dir)).await;
-    let c = connect(&srv).await;
-    (srv, c)
-}
-
-async fn connect(srv: &TestServer) -> Client {
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    c
-}
-
 struct Opened {
     status: NtStatus,
     resp: Option<CreateResponse>,
@@ -149,7 +132,7 @@ async fn read(
 #[tokio::test]
 async fn dispositions_and_actions() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let o = create(&mut c, "f.txt", ALL, 7, 1, 0).await; // OPEN, missing
     assert_eq!(o.status, NtStatus::OBJECT_NAME_NOT_FOUND);
     let o = create(&mut c, "f.txt", ALL, 7, 2, 0).await; // CREATE
@@ -217,7 +200,7 @@ async fn dispositions_and_actions() {
 #[tokio::test]
 async fn request_validation() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let base = CreateRequestBuilder {
         impersonation_level: 2,
         desired_access: MAX_ALLOWED,
@@ -403,8 +386,8 @@ async fn request_validation() {
 #[tokio::test]
 async fn share_modes_across_connections_and_delete_on_close() {
     let dir = tempfile::tempdir().unwrap();
-    let (srv, mut a) = session(dir.path()).await;
-    let mut b = connect(&srv).await;
+    let (srv, mut a) = start_with_client(dir.path()).await;
+    let mut b = connect_share(&srv).await;
     let o = create(&mut a, "s.txt", ALL, 1, 3, 0).await; // share READ only
     assert_eq!(o.status, NtStatus::SUCCESS);
     assert_eq!(
@@ -494,7 +477,7 @@ async fn share_modes_across_connections_and_delete_on_close() {
 #[tokio::test]
 async fn read_write_limits_and_access() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let o = create(&mut c, "rw.bin", ALL, 7, 5, 0).await;
     let f = o.fid();
     let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
@@ -675,7 +658,7 @@ async fn ipc_pipes() {
 #[tokio::test]
 async fn path_syntax() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     // `..` components: OBJECT_PATH_SYNTAX_BAD (smb2.mkdir).
     let o = create(&mut c, "..\\..\\..", ALL, 7, 2, 1).await;
     assert_eq!(o.status, NtStatus::OBJECT_PATH_SYNTAX_BAD);
@@ -715,7 +698,7 @@ async fn path_syntax() {
 #[tokio::test]
 async fn delayed_write_time() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let h1 = create(&mut c, "t.txt", ALL, 7, 2, 0).await;
     assert_eq!(h1.status, NtStatus::SUCCESS);
     let created = h1.resp.as_ref().unwrap().last_write_time;
@@ -759,7 +742,7 @@ async fn delayed_write_time() {
 #[tokio::test]
 async fn durable_handle_grant() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let names = |o: &Opened| -> Vec<Vec<u8>> {
         let r = o.resp.as_ref().unwrap();
         smbx_wire::create::parse_contexts(&r.contexts)
@@ -829,7 +812,7 @@ async fn durable_handle_grant() {
 async fn durable_reconnect() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut a = connect(&srv).await;
+    let mut a = connect_share(&srv).await;
     let req = CreateRequestBuilder {
         oplock_level: 9,
         impersonation_level: 2,
@@ -845,7 +828,7 @@ async fn durable_reconnect() {
     let fid = o.fid();
     assert_eq!(write(&mut a, fid, 0, b"kept").await.0, NtStatus::SUCCESS);
     drop(a);
-    let mut b = connect(&srv).await;
+    let mut b = connect_share(&srv).await;
     let mut dhnc = Vec::new();
     dhnc.extend_from_slice(&fid.0.to_le_bytes());
     dhnc.extend_from_slice(&fid.1.to_le_bytes());
@@ -895,7 +878,7 @@ async fn durable_reconnect() {
 #[tokio::test]
 async fn create_replay_until_the_open_is_used() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let mut dh2q = [0u8; 32];
     dh2q[16..].copy_from_slice(&[0x42; 16]);
     let body = CreateRequestBuilder {

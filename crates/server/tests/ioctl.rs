@@ -12,18 +12,6 @@ const ALL: u32 = 0x001F_01FF;
 const READ_DATA: u32 = 0x1;
 const READ_ATTR: u32 = 0x80;
 
-async fn session(dir: &std::path::Path) -> (TestServer, Client) {
-    let srv = start(test_config(dir)).await;
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    (srv, c)
-}
-
 async fn create(c: &mut Client, name: &str, access: u32) -> (u64, u64) {
     let body = CreateRequestBuilder {
         oplock_level: 0,
@@ -77,7 +65,7 @@ async fn copychunk_copies_and_enforces_rules() {
     let dir = tempfile::tempdir().unwrap();
     let data: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
     std::fs::write(dir.path().join("src"), &data).unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let src = create(&mut c, "src", ALL).await;
     let dst = create(&mut c, "dst", ALL).await;
 
@@ -193,7 +181,7 @@ async fn copychunk_copies_and_enforces_rules() {
 async fn sparse_zero_data_and_allocated_ranges() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), vec![0xAB; 8192]).unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let f = create(&mut c, "f", ALL).await;
     let range = |o: i64, l: i64| {
         let mut v = o.to_le_bytes().to_vec();
@@ -279,7 +267,7 @@ async fn sparse_zero_data_and_allocated_ranges() {
 #[tokio::test]
 async fn connection_level_fsctls_and_hostile_requests() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     // Network interfaces: the bound loopback address.
     let (st, out) = ioctl(
         &mut c,

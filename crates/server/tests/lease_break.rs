@@ -8,14 +8,14 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
-use smbx_wire::create::{encode_contexts, CreateRequestBuilder, CreateResponse};
+use smbx_wire::create::{encode_contexts, CreateRequestBuilder};
 use smbx_wire::oplock::{
     encode_lease_response, LeaseBreakAck, LeaseBreakNotification, LeaseContext,
     LEASE_BREAK_ACK_REQUIRED, LEASE_CONTEXT_NAME, LEASE_HANDLE, LEASE_NONE, LEASE_READ,
     LEASE_WRITE, OPLOCK_LEVEL_LEASE, OPLOCK_LEVEL_NONE,
 };
 use smbx_wire::set_info::{FileRenameInfo, SetInfoRequest};
-use smbx_wire::{Command, NtStatus, HEADER_SIZE};
+use smbx_wire::{Command, NtStatus};
 
 const ALL: u32 = 0x001F_01FF;
 const GENERIC_READ: u32 = 0x8000_0000;
@@ -25,17 +25,6 @@ const RWH: u32 = LEASE_READ | LEASE_WRITE | LEASE_HANDLE;
 const OPEN: u32 = 1;
 const OPEN_IF: u32 = 3;
 const OVERWRITE: u32 = 4;
-
-async fn connect(srv: &TestServer) -> Client {
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    c
-}
 
 /// What arrived on the connection: final responses by MessageId, the MessageIds
 /// that got an interim STATUS_PENDING, and lease break notifications in order.
@@ -129,13 +118,6 @@ fn plain_create(name: &str, disposition: u32) -> Vec<u8> {
     .encode()
 }
 
-fn created(m: &Msg) -> CreateResponse {
-    assert_eq!(m.status(), NtStatus::SUCCESS);
-    let mut b = vec![0u8; HEADER_SIZE];
-    b.extend_from_slice(m.body());
-    CreateResponse::decode(&b).unwrap()
-}
-
 fn lease_ack(key: u8, state: u32) -> Vec<u8> {
     LeaseBreakAck {
         flags: 0,
@@ -165,7 +147,7 @@ fn check_break(n: &LeaseBreakNotification, key: u8, from: u32, to: u32, ack: boo
 async fn break_in_progress_continues_step_by_step() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect(&srv).await;
+    let mut c = connect_share(&srv).await;
     let mut inbox = Inbox::default();
 
     let mid = send(
@@ -206,7 +188,7 @@ async fn break_in_progress_continues_step_by_step() {
 async fn rename_waits_for_handle_caching_to_go() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect(&srv).await;
+    let mut c = connect_share(&srv).await;
     let mut inbox = Inbox::default();
 
     let mid = send(

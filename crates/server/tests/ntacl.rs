@@ -22,18 +22,6 @@ const WRITE_DAC: u32 = 0x4_0000;
 const FILE_GENERIC_READ: u32 = 0x0012_0089;
 const DACL: u32 = 4;
 
-async fn session(dir: &std::path::Path) -> (TestServer, Client) {
-    let srv = start(test_config(dir)).await;
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    (srv, c)
-}
-
 /// CREATE with `disposition` (1 open, 2 create) and an optional SecD; the FileId.
 async fn create(
     c: &mut Client,
@@ -110,7 +98,7 @@ async fn set_dacl(c: &mut Client, fid: [u8; 16], sd: &SecurityDescriptor) {
 #[tokio::test]
 async fn set_info_dacl_is_stored_and_enforced() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let h = create(&mut c, "f", READ_CONTROL | WRITE_DAC, 2, false, None)
         .await
         .unwrap();
@@ -155,7 +143,7 @@ async fn set_info_dacl_is_stored_and_enforced() {
 #[tokio::test]
 async fn create_secd_and_inheritance() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let ace = Ace::allow(
         everyone(),
         FILE_GENERIC_READ,

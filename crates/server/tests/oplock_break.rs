@@ -9,20 +9,9 @@ use smbx_wire::create::{CreateRequestBuilder, CreateResponse};
 use smbx_wire::lock::{LockElement, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY};
 use smbx_wire::oplock::{OplockBreak, OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_II, OPLOCK_LEVEL_NONE};
 use smbx_wire::rw::WriteRequest;
-use smbx_wire::{Command, NtStatus, HEADER_SIZE};
+use smbx_wire::{Command, NtStatus};
 
 const ALL: u32 = 0x001F_01FF;
-
-async fn connect(srv: &TestServer) -> Client {
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    c
-}
 
 /// Everything one request produced: its final response and the break
 /// notifications (MessageId all ones) that arrived meanwhile.
@@ -78,13 +67,6 @@ fn create_body(name: &str, oplock: u8) -> Vec<u8> {
     .encode()
 }
 
-fn created(m: &Msg) -> CreateResponse {
-    assert_eq!(m.status(), NtStatus::SUCCESS);
-    let mut b = vec![0u8; HEADER_SIZE];
-    b.extend_from_slice(m.body());
-    CreateResponse::decode(&b).unwrap()
-}
-
 fn fid_bytes(r: &CreateResponse) -> [u8; 16] {
     let mut b = [0u8; 16];
     b[..8].copy_from_slice(&r.file_id_persistent.to_le_bytes());
@@ -118,8 +100,8 @@ fn write_body(r: &CreateResponse, data: &[u8]) -> Vec<u8> {
 async fn batch_break_names_the_holder() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c1 = connect(&srv).await;
-    let mut c2 = connect(&srv).await;
+    let mut c1 = connect_share(&srv).await;
+    let mut c2 = connect_share(&srv).await;
     // Another open first, so the holder's FileId is not the first one handed out.
     let other = exchange(&mut c1, Command::Create, &create_body("other", 0)).await;
     created(&other.resp);
@@ -190,7 +172,7 @@ async fn batch_break_names_the_holder() {
 async fn level2_ack_is_a_protocol_error() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect(&srv).await;
+    let mut c = connect_share(&srv).await;
     let h = created(
         &exchange(&mut c, Command::Create, &create_body("g", OPLOCK_LEVEL_II))
             .await
@@ -220,7 +202,7 @@ async fn level2_ack_is_a_protocol_error() {
 async fn lock_breaks_level2() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect(&srv).await;
+    let mut c = connect_share(&srv).await;
     let h = created(
         &exchange(&mut c, Command::Create, &create_body("l", OPLOCK_LEVEL_II))
             .await
@@ -250,7 +232,7 @@ async fn lock_breaks_level2() {
 async fn stat_open_breaks_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect(&srv).await;
+    let mut c = connect_share(&srv).await;
     let h = created(
         &exchange(
             &mut c,

@@ -16,18 +16,6 @@ const READ_ATTR: u32 = 0x80;
 const READ_CONTROL: u32 = 0x2_0000;
 const SYNCHRONIZE: u32 = 0x10_0000;
 
-async fn session(dir: &std::path::Path) -> (TestServer, Client) {
-    let srv = start(test_config(dir)).await;
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    (srv, c)
-}
-
 /// CREATE (FILE_OPEN) of an existing name; returns the 16-byte FileId.
 async fn open(c: &mut Client, name: &str, access: u32, dir: bool) -> Result<[u8; 16], NtStatus> {
     let n = utf16le(name);
@@ -138,7 +126,7 @@ async fn directory_enumeration() {
         std::fs::write(d.join(n), b"x").unwrap();
     }
     std::fs::create_dir(d.join("sub")).unwrap();
-    let (_srv, mut c) = session(tmp.path()).await;
+    let (_srv, mut c) = start_with_client(tmp.path()).await;
     let h = open(&mut c, "d", LIST | READ_ATTR | SYNCHRONIZE, true)
         .await
         .unwrap();
@@ -231,7 +219,7 @@ async fn enumeration_skips_removed_entries() {
     for i in 0..20 {
         std::fs::write(d.join(format!("f{i:02}")), b"x").unwrap();
     }
-    let (_srv, mut c) = session(tmp.path()).await;
+    let (_srv, mut c) = start_with_client(tmp.path()).await;
     let h = open(&mut c, "d", LIST | SYNCHRONIZE, true).await.unwrap();
     let (st, _) = find(&mut c, h, 12, SMB2_RETURN_SINGLE_ENTRY, "*", 65536).await;
     assert_eq!(st, NtStatus::SUCCESS);
@@ -251,7 +239,7 @@ async fn enumeration_skips_removed_entries() {
 async fn file_fs_and_security_info() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("file.txt"), b"hello").unwrap();
-    let (_srv, mut c) = session(tmp.path()).await;
+    let (_srv, mut c) = start_with_client(tmp.path()).await;
     let f = open(
         &mut c,
         "file.txt",

@@ -13,18 +13,6 @@ const ALL: u32 = 0x001F_01FF;
 const READ_ATTR: u32 = 0x80;
 const DELETE: u32 = 0x0001_0000;
 
-async fn session(dir: &std::path::Path) -> (TestServer, Client) {
-    let srv = start(test_config(dir)).await;
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    (srv, c)
-}
-
 async fn create(c: &mut Client, name: &str, access: u32, options: u32) -> [u8; 16] {
     let body = CreateRequestBuilder {
         impersonation_level: 2,
@@ -81,7 +69,7 @@ fn rename_buf(name: &str, replace: bool) -> Vec<u8> {
 #[tokio::test]
 async fn basic_rename_disposition_eof_eas() {
     let dir = tempfile::tempdir().unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
     let f = create(&mut c, "a.txt", ALL, 0x40).await;
 
     // Times and attributes.
@@ -279,7 +267,7 @@ async fn access_checks_and_directories() {
     std::fs::write(dir.path().join("ro.txt"), b"x").unwrap();
     std::fs::create_dir(dir.path().join("d")).unwrap();
     std::fs::write(dir.path().join("d").join("inner"), b"x").unwrap();
-    let (_srv, mut c) = session(dir.path()).await;
+    let (_srv, mut c) = start_with_client(dir.path()).await;
 
     // A read-attributes handle may not rename, delete, set times or EOF.
     let f = create(&mut c, "ro.txt", READ_ATTR, 0x40).await;

@@ -114,6 +114,34 @@ pub struct Client {
     pub keys: Option<smbx_security::keys::SessionKeys>,
 }
 
+/// Connects to `srv`, negotiates 3.1.1, logs on as `user`/`pass` and connects
+/// `share` (the usual start of a handler test).
+pub async fn connect_share(srv: &TestServer) -> Client {
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[DIALECT_311]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    c
+}
+
+/// A server sharing `dir` and a client connected to it ([`connect_share`]).
+pub async fn start_with_client(dir: &std::path::Path) -> (TestServer, Client) {
+    let srv = start(test_config(dir)).await;
+    let c = connect_share(&srv).await;
+    (srv, c)
+}
+
+/// The body of a successful CREATE response.
+pub fn created(m: &Msg) -> smbx_wire::create::CreateResponse {
+    assert_eq!(m.status(), NtStatus::SUCCESS);
+    let mut b = vec![0u8; HEADER_SIZE];
+    b.extend_from_slice(m.body());
+    smbx_wire::create::CreateResponse::decode(&b).unwrap()
+}
+
 impl Client {
     /// Connects.
     pub async fn connect(addr: SocketAddr) -> Client {
