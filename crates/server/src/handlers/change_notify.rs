@@ -44,13 +44,13 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // Unknown or no filter bits are accepted (Windows): such a request waits until
     // cancelled or the handle closes (smb2.notify.mask).
     let filter = r.completion_filter & CHANGE_ALL;
-    f.notify.arm(
+    let max_len = f.notify.arm(
         f.handle.file().as_raw_fd(),
         filter,
         r.flags & WATCH_TREE != 0,
+        r.output_buffer_length,
         &f.file.notify_sinks,
     );
-    let max_len = r.output_buffer_length;
     if let Some(o) = f.notify.ready(max_len) {
         return Ok(respond(o));
     }

@@ -58,6 +58,62 @@ struct State {
     wds: Vec<i32>,
     /// A duplicate of the watched directory's descriptor (to find new subdirectories).
     root: Option<OwnedFd>,
+    /// The output buffer size of the first request: no later response is larger
+    /// (as Windows and Samba: once the first returns NOTIFY_ENUM_DIR for want of
+    /// room, all do).
+    max_buffer: u32,
+    /// The output buffer size of a request waiting for changes.
+    waiter: Option<u32>,
+    /// What the first change after the waiter registered completed it with.
+    ready: Option<NotifyOutcome>,
+}
+
+impl State {
+    /// Takes what is ready for a request whose buffer holds `max_len` bytes.
+    fn take(&mut self, max_len: u32) -> Option<NotifyOutcome> {
+        if self.closed {
+            return Some(NotifyOutcome::Cleanup);
+        }
+        if self.delete_pending {
+            return Some(NotifyOutcome::DeletePending);
+        }
+        if let Some(o) = self.ready.take() {
+            match o {
+                // Changes taken for a request that went away: the next one gets them.
+                NotifyOutcome::Changes(mut e) => {
+                    e.append(&mut self.entries);
+                    self.bytes = 0;
+                    self.entries = e;
+                }
+                other => return Some(other),
+            }
+        }
+        if self.overflow {
+            self.overflow = false;
+            return Some(NotifyOutcome::EnumDir);
+        }
+        if self.entries.is_empty() {
+            return None;
+        }
+        let entries = std::mem::take(&mut self.entries);
+        self.bytes = 0;
+        if notify_entries_len(&entries) > max_len as usize {
+            return Some(NotifyOutcome::EnumDir);
+        }
+        Some(NotifyOutcome::Changes(entries))
+    }
+
+    /// A change arrived: a waiting request completes with what is there now (a
+    /// rename's old name waits for its new name); later changes wait for the next
+    /// request, as on Windows and Samba (smb2.notify.valid-req).
+    fn complete_waiter(&mut self, action: u32) {
+        if action == ACTION_RENAMED_OLD_NAME {
+            return;
+        }
+        if let Some(max_len) = self.waiter.take() {
+            self.ready = self.take(max_len);
+        }
+    }
 }
 
 /// Shared between the open and the inotify thread.
@@ -68,7 +124,10 @@ pub struct NotifySink {
 }
 
 impl NotifySink {
-    fn push(&self, action: u32, bits: u32, name: String) {
+    /// Buffers one change. For a modification, `visible` says (when asked) whether
+    /// it is one the client made (data written, EAs set) rather than the server's
+    /// own metadata written with a new file.
+    fn push(&self, action: u32, bits: u32, name: String, visible: &dyn Fn() -> bool) {
         let mut st = self.st.lock();
         if st.closed || st.filter & bits == 0 {
             return;
@@ -76,14 +135,16 @@ impl NotifySink {
         if st.overflow {
             return;
         }
-        // One create or write produces several kernel events (data, DOS-attribute
-        // xattr, times): report a modification of the name just reported only once.
-        if action == ACTION_MODIFIED
-            && st.entries.last().is_some_and(|e| {
-                e.name == name && (e.action == ACTION_ADDED || e.action == ACTION_MODIFIED)
-            })
-        {
-            return;
+        // One create or write produces several kernel events (data, the server's own
+        // metadata xattrs, times): a modification of the name just reported is
+        // reported only once, and right after its creation only if the client
+        // made it (a WRITE, EAs set by the CREATE: smb2.notify.valid-req).
+        if action == ACTION_MODIFIED {
+            if let Some(e) = st.entries.last().filter(|e| e.name == name) {
+                if e.action == ACTION_MODIFIED || (e.action == ACTION_ADDED && !visible()) {
+                    return;
+                }
+            }
         }
         let len = 12 + name.encode_utf16().count() * 2 + 3;
         if st.bytes + len > MAX_PENDING_BYTES {
@@ -94,6 +155,7 @@ impl NotifySink {
             st.bytes += len;
             st.entries.push(NotifyEntry { action, name });
         }
+        st.complete_waiter(action);
         drop(st);
         self.changed.notify_waiters();
     }
@@ -103,6 +165,7 @@ impl NotifySink {
         st.overflow = true;
         st.entries.clear();
         st.bytes = 0;
+        st.complete_waiter(ACTION_MODIFIED);
         drop(st);
         self.changed.notify_waiters();
     }
@@ -116,26 +179,7 @@ impl NotifySink {
 
     /// Takes what is ready for a request whose buffer holds `max_len` bytes.
     fn take(&self, max_len: u32) -> Option<NotifyOutcome> {
-        let mut st = self.st.lock();
-        if st.closed {
-            return Some(NotifyOutcome::Cleanup);
-        }
-        if st.delete_pending {
-            return Some(NotifyOutcome::DeletePending);
-        }
-        if st.overflow {
-            st.overflow = false;
-            return Some(NotifyOutcome::EnumDir);
-        }
-        if st.entries.is_empty() {
-            return None;
-        }
-        let entries = std::mem::take(&mut st.entries);
-        st.bytes = 0;
-        if notify_entries_len(&entries) > max_len as usize {
-            return Some(NotifyOutcome::EnumDir);
-        }
-        Some(NotifyOutcome::Changes(entries))
+        self.st.lock().take(max_len)
     }
 }
 
@@ -177,17 +221,19 @@ pub struct OpenNotify {
 
 impl OpenNotify {
     /// Starts watching (first request) or updates filter / recursion (later ones).
-    /// `dir` is the open's directory descriptor.
-    pub fn arm(&self, dir: RawFd, filter: u32, tree: bool, sinks: &DirSinks) {
-        let first = {
+    /// `dir` is the open's directory descriptor; `max_len` the request's output
+    /// buffer size. Returns the size its response may use.
+    pub fn arm(&self, dir: RawFd, filter: u32, tree: bool, max_len: u32, sinks: &DirSinks) -> u32 {
+        let (first, max_len) = {
             let mut st = self.sink.st.lock();
             if st.closed {
-                return;
+                return max_len;
             }
             st.filter = filter;
             let first = !st.armed;
             st.armed = true;
             if first {
+                st.max_buffer = max_len;
                 // SAFETY: F_DUPFD_CLOEXEC on a descriptor the caller keeps open.
                 let d = unsafe { libc::fcntl(dir, libc::F_DUPFD_CLOEXEC, 0) };
                 if d >= 0 {
@@ -196,7 +242,7 @@ impl OpenNotify {
                 }
             }
             st.tree = tree;
-            first
+            (first, max_len.min(st.max_buffer))
         };
         if first {
             sinks.add(&self.sink);
@@ -204,6 +250,7 @@ impl OpenNotify {
                 w.watch_tree(&self.sink, dir, tree);
             }
         }
+        max_len
     }
 
     /// Waits for changes (or close) and returns what the request completes with.
@@ -244,17 +291,30 @@ impl OpenNotify {
 
     /// Records a change directly (tests, or server operations inotify cannot see).
     pub fn record(&self, action: u32, filter_bits: u32, name: &str) {
-        self.sink.push(action, filter_bits, name.to_string());
+        self.sink
+            .push(action, filter_bits, name.to_string(), &|| false);
     }
 }
 
+/// Waits for the first change (or close, delete, overflow). The request is
+/// completed under the sink's lock by whoever delivers that change
+/// ([`State::complete_waiter`]), so changes that follow wait for the next request.
 async fn wait_sink(sink: Arc<NotifySink>, max_len: u32) -> NotifyOutcome {
+    let mut registered = false;
     loop {
         let n = sink.changed.notified();
         tokio::pin!(n);
         n.as_mut().enable();
-        if let Some(o) = sink.take(max_len) {
-            return o;
+        {
+            let mut st = sink.st.lock();
+            // Once registered, `ready` is this request's own completion.
+            let own = if registered { st.ready.take() } else { None };
+            if let Some(o) = own.or_else(|| st.take(max_len)) {
+                st.waiter = None;
+                return o;
+            }
+            st.waiter = Some(max_len);
+            registered = true;
         }
         n.await;
     }
@@ -271,6 +331,8 @@ struct Target {
 struct Watcher {
     fd: OwnedFd,
     wds: Mutex<HashMap<i32, Vec<Target>>>,
+    /// The watched directory of each watch (O_PATH), to look at a changed file.
+    dirs: Mutex<HashMap<i32, OwnedFd>>,
 }
 
 static WATCHER: OnceLock<Option<Arc<Watcher>>> = OnceLock::new();
@@ -289,6 +351,7 @@ fn watcher() -> Option<Arc<Watcher>> {
             let w = Arc::new(Watcher {
                 fd,
                 wds: Mutex::new(HashMap::new()),
+                dirs: Mutex::new(HashMap::new()),
             });
             let w2 = w.clone();
             let spawned = std::thread::Builder::new()
@@ -316,7 +379,48 @@ impl Watcher {
         let path = CString::new(format!("/proc/self/fd/{fd}")).ok()?;
         // SAFETY: valid C string and descriptor; result checked.
         let wd = unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr(), WATCH_MASK) };
-        (wd >= 0).then_some(wd)
+        if wd < 0 {
+            return None;
+        }
+        let mut dirs = self.dirs.lock();
+        if let std::collections::hash_map::Entry::Vacant(v) = dirs.entry(wd) {
+            // SAFETY: F_DUPFD_CLOEXEC on a descriptor the caller keeps open.
+            let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+            if d >= 0 {
+                // SAFETY: fresh descriptor we own.
+                v.insert(unsafe { OwnedFd::from_raw_fd(d) });
+            }
+        }
+        Some(wd)
+    }
+
+    /// Whether `name` in the directory of watch `wd` carries client EAs (xattrs
+    /// under [`smbx_vfs::stream::EA_PREFIX`]); never follows a symlink.
+    fn has_client_eas(&self, wd: i32, name: &str) -> bool {
+        let dirs = self.dirs.lock();
+        let Some(dir) = dirs.get(&wd) else {
+            return false;
+        };
+        let Ok(path) = CString::new(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd())) else {
+            return false;
+        };
+        let mut buf = vec![0u8; 4096];
+        loop {
+            // SAFETY: valid C string; the buffer and its length are ours.
+            let n = unsafe { libc::llistxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n >= 0 {
+                buf.truncate(n as usize);
+                break;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE)
+                || buf.len() >= 1 << 16
+            {
+                return false;
+            }
+            buf.resize(buf.len() * 4, 0);
+        }
+        buf.split(|&b| b == 0)
+            .any(|n| n.starts_with(smbx_vfs::stream::EA_PREFIX.as_bytes()))
     }
 
     fn register(&self, sink: &Arc<NotifySink>, wd: i32, prefix: String, tree: bool) {
@@ -411,6 +515,7 @@ impl Watcher {
                     m.remove(wd);
                     // SAFETY: plain syscall on our inotify descriptor.
                     unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), *wd) };
+                    self.dirs.lock().remove(wd);
                 }
             }
         }
@@ -456,6 +561,7 @@ impl Watcher {
         }
         if mask & libc::IN_IGNORED != 0 {
             self.wds.lock().remove(&wd);
+            self.dirs.lock().remove(&wd);
             return;
         }
         if name.is_empty() {
@@ -506,7 +612,9 @@ impl Watcher {
             if new_dir && tree {
                 self.watch_new_subdir(&sink, &rel);
             }
-            sink.push(action, bits, rel);
+            sink.push(action, bits, rel, &|| {
+                mask & libc::IN_MODIFY != 0 || self.has_client_eas(wd, &name)
+            });
         }
     }
 
@@ -586,5 +694,84 @@ mod tests {
         // Closing the handle still wins.
         armed.cleanup();
         assert_eq!(armed.ready(1000), Some(NotifyOutcome::Cleanup));
+    }
+
+    fn open_on_tmp() -> (OpenNotify, tempfile::TempDir, std::fs::File) {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::open(dir.path()).unwrap();
+        (OpenNotify::default(), dir, f)
+    }
+
+    fn entry(action: u32, name: &str) -> NotifyEntry {
+        NotifyEntry {
+            action,
+            name: name.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_waiting_request_completes_with_the_first_change_only() {
+        let (n, _d, f) = open_on_tmp();
+        let sinks = DirSinks::default();
+        assert_eq!(
+            n.arm(
+                f.as_raw_fd(),
+                CHANGE_FILE_NAME | CHANGE_SIZE,
+                false,
+                1000,
+                &sinks
+            ),
+            1000
+        );
+        let w = tokio::spawn(n.waiter(1000));
+        while n.sink.st.lock().waiter.is_none() {
+            tokio::task::yield_now().await;
+        }
+        n.record(ACTION_ADDED, CHANGE_FILE_NAME, "a");
+        // What follows (a write, the next name) waits for the next request.
+        n.record(ACTION_MODIFIED, CHANGE_SIZE, "a");
+        n.record(ACTION_ADDED, CHANGE_FILE_NAME, "b");
+        assert_eq!(
+            w.await.unwrap(),
+            NotifyOutcome::Changes(vec![entry(ACTION_ADDED, "a")])
+        );
+        assert_eq!(
+            n.ready(1000),
+            Some(NotifyOutcome::Changes(vec![
+                entry(ACTION_MODIFIED, "a"),
+                entry(ACTION_ADDED, "b")
+            ]))
+        );
+        // A rename's old name waits for its new name.
+        let w = tokio::spawn(n.waiter(1000));
+        while n.sink.st.lock().waiter.is_none() {
+            tokio::task::yield_now().await;
+        }
+        n.record(ACTION_RENAMED_OLD_NAME, CHANGE_FILE_NAME, "b");
+        assert!(n.sink.st.lock().ready.is_none());
+        n.record(ACTION_RENAMED_NEW_NAME, CHANGE_FILE_NAME, "c");
+        assert_eq!(
+            w.await.unwrap(),
+            NotifyOutcome::Changes(vec![
+                entry(ACTION_RENAMED_OLD_NAME, "b"),
+                entry(ACTION_RENAMED_NEW_NAME, "c")
+            ])
+        );
+    }
+
+    #[test]
+    fn the_first_request_bounds_every_response() {
+        let (n, _d, f) = open_on_tmp();
+        let sinks = DirSinks::default();
+        assert_eq!(n.arm(f.as_raw_fd(), CHANGE_FILE_NAME, false, 1, &sinks), 1);
+        n.record(ACTION_ADDED, CHANGE_FILE_NAME, "a");
+        assert_eq!(n.ready(1), Some(NotifyOutcome::EnumDir));
+        // A later, larger request still gets at most one byte.
+        assert_eq!(
+            n.arm(f.as_raw_fd(), CHANGE_FILE_NAME, false, 4096, &sinks),
+            1
+        );
+        n.record(ACTION_ADDED, CHANGE_FILE_NAME, "b");
+        assert_eq!(n.ready(1), Some(NotifyOutcome::EnumDir));
     }
 }
