@@ -241,6 +241,17 @@ pub(crate) fn preauth_response(conn: &Connection, target: PreauthTarget, msg: &[
     }
 }
 
+/// The connection's preauth hash after NEGOTIATE (3.1.1), where a session's (or a
+/// binding's) own hash starts.
+pub(crate) fn connection_preauth(conn: &Connection) -> Result<PreauthHash, NtStatus> {
+    let v = conn
+        .negotiate
+        .lock()
+        .preauth
+        .ok_or(NtStatus::INTERNAL_ERROR)?;
+    Ok(PreauthHash::from_value(v))
+}
+
 /// Starts the connection preauth hash with the NEGOTIATE request (3.1.1).
 pub(crate) fn preauth_negotiate_request(conn: &Connection, msg: &[u8]) {
     let mut h = PreauthHash::new();

@@ -6,7 +6,6 @@
 
 use smbx_security::auth::{AuthError, AuthStep, IdentityKind, ServerAuth};
 use smbx_security::keys;
-use smbx_security::preauth::PreauthHash;
 use smbx_security::signing::{Signer, SigningAlgorithm};
 use smbx_wire::negotiate::{DIALECT_300, DIALECT_311};
 use smbx_wire::session::*;
@@ -85,13 +84,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
         let mut st = session.state.lock();
         if !continuing {
             let preauth = if dialect == DIALECT_311 {
-                let v = ctx
-                    .conn
-                    .negotiate
-                    .lock()
-                    .preauth
-                    .ok_or(NtStatus::INTERNAL_ERROR)?;
-                Some(PreauthHash::from_value(v))
+                Some(security::connection_preauth(ctx.conn)?)
             } else {
                 None
             };

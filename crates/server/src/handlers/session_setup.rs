@@ -8,7 +8,6 @@ use std::sync::Arc;
 use smbx_config::{EncryptSetting, SigningSetting};
 use smbx_security::auth::{AuthError, AuthStep, Identity, IdentityKind, ServerAuth};
 use smbx_security::keys;
-use smbx_security::preauth::PreauthHash;
 use smbx_wire::negotiate::{DIALECT_300, DIALECT_311, SECURITY_SIGNING_REQUIRED};
 use smbx_wire::session::*;
 use smbx_wire::NtStatus;
@@ -37,13 +36,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             ..Default::default()
         };
         if is_311 {
-            let v = ctx
-                .conn
-                .negotiate
-                .lock()
-                .preauth
-                .ok_or(NtStatus::INTERNAL_ERROR)?;
-            sec.preauth = Some(PreauthHash::from_value(v));
+            sec.preauth = Some(security::connection_preauth(ctx.conn)?);
         }
         let s = ctx.server.sessions.create(dialect, ctx.conn.id, sec);
         ctx.conn.sessions.lock().push(s.id);
