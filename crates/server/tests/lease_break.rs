@@ -76,6 +76,33 @@ impl Inbox {
 }
 
 /// Sends `body` as `cmd` without waiting; returns its MessageId.
+/// A server, a client and the client's first open of `name` with lease `key`
+/// asking for `state` (created if missing, full access).
+async fn leased(
+    name: &str,
+    key: u8,
+    state: u32,
+) -> (
+    tempfile::TempDir,
+    TestServer,
+    Client,
+    Inbox,
+    smbx_wire::create::CreateResponse,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut c = connect_share(&srv).await;
+    let mut inbox = Inbox::default();
+    let mid = send(
+        &mut c,
+        Command::Create,
+        &lease_create(name, ALL, OPEN_IF, key, state),
+    )
+    .await;
+    let r = created(&inbox.response(&mut c, mid).await);
+    (dir, srv, c, inbox, r)
+}
+
 async fn send(c: &mut Client, cmd: Command, body: &[u8]) -> u64 {
     let h = c.header(cmd);
     let mid = h.message_id;
@@ -145,18 +172,7 @@ fn check_break(n: &LeaseBreakNotification, key: u8, from: u32, to: u32, ack: boo
 /// R, and the acknowledgment to R by R -> NONE. Only then do both opens complete.
 #[tokio::test]
 async fn break_in_progress_continues_step_by_step() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = start(test_config(dir.path())).await;
-    let mut c = connect_share(&srv).await;
-    let mut inbox = Inbox::default();
-
-    let mid = send(
-        &mut c,
-        Command::Create,
-        &lease_create("f", ALL, OPEN_IF, 1, RWH),
-    )
-    .await;
-    let r = created(&inbox.response(&mut c, mid).await);
+    let (_dir, _srv, mut c, mut inbox, r) = leased("f", 1, RWH).await;
     assert_eq!(r.oplock_level, OPLOCK_LEVEL_LEASE);
 
     let open2 = send(&mut c, Command::Create, &plain_create("f", OPEN)).await;
@@ -186,18 +202,7 @@ async fn break_in_progress_continues_step_by_step() {
 /// meanwhile); the target name does not exist until then.
 #[tokio::test]
 async fn rename_waits_for_handle_caching_to_go() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = start(test_config(dir.path())).await;
-    let mut c = connect_share(&srv).await;
-    let mut inbox = Inbox::default();
-
-    let mid = send(
-        &mut c,
-        Command::Create,
-        &lease_create("src", ALL, OPEN_IF, 1, RH),
-    )
-    .await;
-    let h1 = created(&inbox.response(&mut c, mid).await);
+    let (dir, _srv, mut c, mut inbox, h1) = leased("src", 1, RH).await;
     let mid = send(
         &mut c,
         Command::Create,
