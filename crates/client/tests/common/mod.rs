@@ -305,6 +305,14 @@ pub fn start_smbx(extra_global: &str) -> Server {
         .spawn()
         .expect("spawn smbx");
     wait_for_port(port, &mut child, &log);
+    // The SMB Direct listener comes up after the TCP one: wait for it too.
+    let direct_port = extra_global.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "smb direct port").then(|| v.trim().parse::<u16>().ok())?
+    });
+    if let Some(p) = direct_port {
+        wait_for_port(p, &mut child, &log);
+    }
     Server {
         kind: "smbx",
         port,
