@@ -40,29 +40,13 @@ PROFILES=${PROFILES:-$ORDER}
 [ -x "$SMBX" ] || (cd "$BENCH_REPO" && cargo build --release -q -p smbx-cli)
 BENCH_ROOT=$(mktemp -d /tmp/smbx-direct-vs-tcp.XXXXXX)
 trap bench_cleanup EXIT
-S=$BENCH_ROOT
-mkdir -p "$S/share" "$RESULTS"
+mkdir -p "$BENCH_ROOT/smbx/share" "$RESULTS"
 bench_log "writing a ${FILE_MIB} MiB random file"
-head -c "$((FILE_MIB * 1048576))" /dev/urandom > "$S/share/data.bin"
-TCP_PORT=$(bench_free_port)
+head -c "$((FILE_MIB * 1048576))" /dev/urandom > "$BENCH_ROOT/smbx/share/data.bin"
 RDMA_PORT=$(bench_free_port)
-cat > "$S/smb.conf" <<CONF
-[global]
-  smb ports = $TCP_PORT
-  smb direct = yes
-  smb direct port = $RDMA_PORT
-  interfaces = 127.0.0.1
-  bind interfaces only = yes
-  passdb backend = smbpasswd:$S/smbpasswd
-[share]
-  path = $S/share
-  read only = no
-CONF
-printf '%s\n' "$BENCH_PASS" | "$SMBX" user add --config "$S/smb.conf" --stdin "$BENCH_USER" >/dev/null
-setsid "$SMBX" serve --config "$S/smb.conf" >"$S/log" 2>&1 </dev/null &
-PID=$!; BENCH_PIDS+=("$PID")
-bench_wait_port "$TCP_PORT" "$PID" || { cat "$S/log" >&2; exit 1; }
-bench_wait_port "$RDMA_PORT" "$PID" || { cat "$S/log" >&2; exit 1; }
+bench_start_smbx "smb direct = yes" "smb direct port = $RDMA_PORT" || exit 1
+TCP_PORT=$PORT_smbx PID=$PID_smbx
+bench_wait_port "$RDMA_PORT" "$PID" || { cat "$BENCH_ROOT/smbx/log" >&2; exit 1; }
 declare -A URL=(
   [tcp]="smb://$BENCH_USER@127.0.0.1:$TCP_PORT/share/data.bin"
   [rdma]="smb://$BENCH_USER@127.0.0.1:$RDMA_PORT/share/data.bin?transport=rdma$RDMA_QUERY"

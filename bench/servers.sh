@@ -41,17 +41,21 @@ bench_wait_port() { # port pid -> 0 once the port accepts, 1 if the process died
   return 1
 }
 
-# bench_setup ROOT FILE_MIB: the account, the share directories and one random data.bin per share.
+# bench_setup ROOT FILE_MIB [SERVER...]: the account, the share directories and one random
+# data.bin per share, for the servers named (default: samba smbx rocketsmbd).
 bench_setup() {
   BENCH_ROOT=$1
   local mib=$2 s
+  shift 2
+  local servers=("$@")
+  [ ${#servers[@]} -gt 0 ] || servers=(samba smbx rocketsmbd)
   chmod 755 "$BENCH_ROOT"
   id "$BENCH_USER" >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin "$BENCH_USER"
   [ -x "$SMBX" ] || (cd "$BENCH_REPO" && cargo build --release -q -p smbx-cli)
   mkdir -p "$BENCH_ROOT/data"
   bench_log "writing a ${mib} MiB random file and copying it into each share"
   head -c "$((mib * 1048576))" /dev/urandom > "$BENCH_ROOT/data/data.bin"
-  for s in samba smbx rocketsmbd; do
+  for s in "${servers[@]}"; do
     mkdir -p "$BENCH_ROOT/$s/share"
     cp "$BENCH_ROOT/data/data.bin" "$BENCH_ROOT/$s/share/data.bin"
     chown -R "$BENCH_USER" "$BENCH_ROOT/$s/share"
@@ -104,8 +108,10 @@ CONF
   fi
 }
 
+# bench_start_smbx [LINE...]: smbx on $BENCH_ROOT/smbx/share; each LINE is added to [global].
 bench_start_smbx() {
-  local S=$BENCH_ROOT/smbx port pid
+  local S=$BENCH_ROOT/smbx port pid extra=""
+  if [ $# -gt 0 ]; then extra=$(printf '  %s\n' "$@"); fi
   port=$(bench_free_port)
   cat > "$S/smb.conf" <<CONF
 [global]
@@ -113,6 +119,7 @@ bench_start_smbx() {
   interfaces = 127.0.0.1
   bind interfaces only = yes
   passdb backend = smbpasswd:$S/smbpasswd
+$extra
 [share]
   path = $S/share
   read only = no

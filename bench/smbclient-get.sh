@@ -12,74 +12,21 @@ ROUNDS=${2:-3}
 PROTO=${3:-SMB3_11}
 shift $(( $# > 3 ? 3 : $# )) || true
 EXTRA=("$@")
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-SMBX=${SMBX_BIN:-$REPO/target/release/smbx}
-USER_NAME=alice
-PASS='Bench-Passw0rd!'
-[ -x "$SMBX" ] || (cd "$REPO" && cargo build --release -q -p smbx-cli)
+# shellcheck source=bench/servers.sh
+. "$(dirname "$0")/servers.sh"
+USER_NAME=$BENCH_USER
+PASS=$BENCH_PASS
 command -v smbd >/dev/null && command -v smbclient >/dev/null || {
   echo "bench: needs Debian samba and smbclient (apt-get install -y samba smbclient)" >&2; exit 2; }
 
 ROOT=$(mktemp -d /tmp/smbx-bench.XXXXXX)
-chmod 755 "$ROOT"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$ROOT"; }
-trap cleanup EXIT
-id "$USER_NAME" >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin "$USER_NAME"
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 300); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
-
-mkdir -p "$ROOT"/{smbx,samba}/share "$ROOT"/samba/{private,lock,state,cache,pid,ncalrpc,log}
-chown "$USER_NAME" "$ROOT"/smbx/share "$ROOT"/samba/share
-echo "bench: writing a ${SIZE_MIB} MiB random file into both shares" >&2
-head -c "$((SIZE_MIB * 1048576))" /dev/urandom > "$ROOT/smbx/share/big.bin"
-cp "$ROOT/smbx/share/big.bin" "$ROOT/samba/share/big.bin"
+trap bench_cleanup EXIT
+bench_setup "$ROOT" "$SIZE_MIB" smbx samba
 sync
-
-SMBX_PORT=$(free_port)
-cat > "$ROOT/smbx/smb.conf" <<CONF
-[global]
-  smb ports = $SMBX_PORT
-  interfaces = 127.0.0.1
-  bind interfaces only = yes
-  passdb backend = smbpasswd:$ROOT/smbx/smbpasswd
-[share]
-  path = $ROOT/smbx/share
-  read only = no
-CONF
-printf '%s\n' "$PASS" | "$SMBX" user add --config "$ROOT/smbx/smb.conf" --stdin "$USER_NAME" >/dev/null
-"$SMBX" serve --config "$ROOT/smbx/smb.conf" >"$ROOT/smbx/log" 2>&1 &
-SMBX_PID=$!; PIDS+=("$SMBX_PID")
-
-SAMBA_PORT=$(free_port)
-S=$ROOT/samba
-cat > "$S/smb.conf" <<CONF
-[global]
-  server role = standalone server
-  smb ports = $SAMBA_PORT
-  interfaces = 127.0.0.1
-  bind interfaces only = yes
-  disable netbios = yes
-  server min protocol = SMB2_02
-  passdb backend = smbpasswd:$S/smbpasswd
-  private dir = $S/private
-  lock directory = $S/lock
-  state directory = $S/state
-  cache directory = $S/cache
-  pid directory = $S/pid
-  ncalrpc dir = $S/ncalrpc
-  log file = $S/log/log.%m
-  load printers = no
-  printcap name = /dev/null
-  disable spoolss = yes
-[share]
-  path = $S/share
-  read only = no
-CONF
-printf '%s\n%s\n' "$PASS" "$PASS" | smbpasswd -c "$S/smb.conf" -a -s "$USER_NAME" >/dev/null 2>&1
-smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 &
-SAMBA_PID=$!; PIDS+=("$SAMBA_PID")
-wait_port "$SMBX_PORT"; wait_port "$SAMBA_PORT"
+bench_start_smbx
+bench_start_samba
+[ -n "${PORT_samba:-}" ] || { echo "bench: smbd did not start" >&2; exit 1; }
+SMBX_PORT=$PORT_smbx SMBX_PID=$PID_smbx SAMBA_PORT=$PORT_samba SAMBA_PID=$PID_samba
 
 # CPU seconds (user+system) of a process and all its children that were reaped or still live.
 cpu_of() { # pid -> seconds of the process tree rooted at pid (smbd forks one child per client)
@@ -95,7 +42,7 @@ run_get() { # port pid -> "MB/s cpu_seconds"
   local port=$1 pid=$2 t0 t1 c0 c1
   c0=$(cpu_of "$pid"); t0=$(date +%s.%N)
   smbclient "//127.0.0.1/share" -p "$port" -U "$USER_NAME%$PASS" -m "$PROTO" "${EXTRA[@]}" \
-    -c 'get big.bin /dev/null' >/dev/null 2>"$ROOT/err" || { cat "$ROOT/err" >&2; echo "0 0"; return; }
+    -c 'get data.bin /dev/null' >/dev/null 2>"$ROOT/err" || { cat "$ROOT/err" >&2; echo "0 0"; return; }
   t1=$(date +%s.%N); sleep 0.5; c1=$(cpu_of "$pid")
   awk -v a="$t0" -v b="$t1" -v s="$SIZE_MIB" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "%.1f %.3f\n", s*1.048576/(b-a), c1-c0 }'
 }
