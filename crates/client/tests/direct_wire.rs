@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capture::{decode, num, relay, segments, write_pcap, write_pcap_port, Log, Row};
+use capture::{decode, num, relay, write_pcap_port, Log, Row};
 use common::{random_bytes, sha256, start_smbx, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, OpenOptions, Transport};
 use smbx_transport::soft::Options as IwarpOptions;
@@ -31,8 +31,6 @@ use tokio::net::TcpListener;
 const BULK: usize = 1 << 20;
 /// Tagged payload per FPDU at the loopback MSS of 1448.
 const TAGGED_PAYLOAD: usize = 1428;
-/// The MSS the provider sizes FPDUs for on loopback.
-const MSS: usize = 1448;
 /// Expert severity of a warning (PI_WARN); errors are above.
 const PI_WARN: u64 = 0x0060_0000;
 /// The one expert warning the capture may hold, and only on the server's
@@ -227,21 +225,11 @@ fn wire_check(name: &str, iwarp: IwarpOptions, server_conf: &str) {
         .build()
         .unwrap();
     let log = rt.block_on(run_session(port, iwarp.clone(), &server.share_dir("share")));
-    let segs = segments(&log);
-    for (c2s, seg) in &segs {
-        assert!(
-            seg.len() <= MSS,
-            "{name}: a {}-byte FPDU from the {} does not fit one {MSS}-byte segment",
-            seg.len(),
-            if *c2s { "client" } else { "server" }
-        );
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let cap = dir.path().join(format!("smb-{name}.pcap"));
-    write_pcap(&cap, &segs);
-    if let Some(keep) = std::env::var_os("SMBX_KEEP_PCAP") {
-        let _ = std::fs::copy(&cap, Path::new(&keep).join(format!("smb-{name}.pcap")));
-    }
+    let capture::Capture {
+        dir,
+        path: cap,
+        segs,
+    } = capture::capture(name, &format!("smb-{name}.pcap"), &log);
 
     // 1. Every MPA frame and FPDU decodes as iWARP, in the order sent.
     let rows = decode(&cap, &FIELDS);

@@ -15,10 +15,9 @@
 #[path = "support/capture.rs"]
 mod capture;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use capture::{decode, flag, num, relay, segments, write_pcap, Log, Row};
+use capture::{decode, flag, num, relay, Log, Row};
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
 use smbx_rdma::*;
 use tokio::net::TcpListener;
@@ -27,8 +26,6 @@ use tokio::net::TcpListener;
 const BULK: usize = 1 << 20;
 /// Tagged payload per FPDU at the loopback MSS of 1448 (spec section 3).
 const TAGGED_PAYLOAD: usize = 1428;
-/// The MSS the provider sizes FPDUs for on loopback.
-const MSS: usize = 1448;
 
 /// The spec's SMB Direct Negotiate Request (the payload of its FPDU test vector).
 const SMBD_NEG_REQ: [u8; 20] = [
@@ -303,21 +300,11 @@ fn wire_check(name: &str, opts: IwarpOptions) {
         .build()
         .unwrap();
     let s = rt.block_on(run_session(opts.clone()));
-    let segs = segments(&s.log);
-    for (c2s, seg) in &segs {
-        assert!(
-            seg.len() <= MSS,
-            "{name}: a {}-byte FPDU from the {} does not fit one {MSS}-byte segment",
-            seg.len(),
-            if *c2s { "client" } else { "server" }
-        );
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let cap = dir.path().join(format!("{name}.pcap"));
-    write_pcap(&cap, &segs);
-    if let Some(keep) = std::env::var_os("SMBX_KEEP_PCAP") {
-        let _ = std::fs::copy(&cap, Path::new(&keep).join(format!("{name}.pcap")));
-    }
+    let capture::Capture {
+        dir: _dir,
+        path: cap,
+        segs,
+    } = capture::capture(name, &format!("{name}.pcap"), &s.log);
 
     // 1. Every packet decodes as the test sent it.
     let rows = decode(&cap, &FIELDS);

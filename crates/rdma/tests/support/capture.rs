@@ -243,6 +243,41 @@ impl Pcap {
     }
 }
 
+/// The MSS the provider sizes FPDUs for on loopback.
+pub const MSS: usize = 1448;
+
+/// A session's wire written as a pcap for tshark.
+pub struct Capture {
+    /// Holds the capture (and whatever else a test writes beside it).
+    pub dir: tempfile::TempDir,
+    /// The pcap.
+    pub path: PathBuf,
+    /// The MPA frames and FPDUs, in the order the relay saw them complete.
+    pub segs: Vec<(bool, Vec<u8>)>,
+}
+
+/// Cuts `log` into MPA frames and FPDUs (each must fit one [`MSS`]-sized
+/// segment), writes them to `<tempdir>/<file>`, and copies the capture into the
+/// directory `SMBX_KEEP_PCAP` names, if set.
+pub fn capture(name: &str, file: &str, log: &[(bool, Vec<u8>)]) -> Capture {
+    let segs = segments(log);
+    for (c2s, seg) in &segs {
+        assert!(
+            seg.len() <= MSS,
+            "{name}: a {}-byte FPDU from the {} does not fit one {MSS}-byte segment",
+            seg.len(),
+            if *c2s { "client" } else { "server" }
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(file);
+    write_pcap(&path, &segs);
+    if let Some(keep) = std::env::var_os("SMBX_KEEP_PCAP") {
+        let _ = std::fs::copy(&path, Path::new(&keep).join(file));
+    }
+    Capture { dir, path, segs }
+}
+
 /// Writes `segs` (client to server?, bytes) as one TCP connection, with
 /// handshake and teardown, one TCP segment each.
 pub fn write_pcap(path: &Path, segs: &[(bool, Vec<u8>)]) {
