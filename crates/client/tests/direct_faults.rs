@@ -132,6 +132,15 @@ async fn open_exclusive_eventually(port: u16, name: &str) {
 
 // ------------------------------------------------------------------ killed client
 
+/// `smbx put|get --transport rdma` (`args`) on a blocking thread, SIGKILLed once
+/// the file `watched` (what the transfer writes) holds 16 MiB of `total`.
+async fn kill_mid_transfer(args: Vec<String>, watched: std::path::PathBuf, total: u64) {
+    let progress = move || std::fs::metadata(&watched).map(|m| m.len()).unwrap_or(0);
+    tokio::task::spawn_blocking(move || run_and_kill(&args, progress, 16 << 20, total))
+        .await
+        .unwrap();
+}
+
 /// `smbx put|get --transport rdma`, killed once `progress()` passes `at` bytes.
 fn run_and_kill(args: &[String], progress: impl Fn() -> u64, at: u64, total: u64) {
     let mut child = Command::new(smbx_bin())
@@ -185,17 +194,7 @@ async fn client_killed_mid_rdma_transfer() {
         local.display().to_string(),
         url("put.bin"),
     ];
-    let r = remote.clone();
-    tokio::task::spawn_blocking(move || {
-        run_and_kill(
-            &args,
-            || std::fs::metadata(&r).map(|m| m.len()).unwrap_or(0),
-            16 << 20,
-            TOTAL,
-        )
-    })
-    .await
-    .unwrap();
+    kill_mid_transfer(args, remote, TOTAL).await;
     open_exclusive_eventually(port, "put.bin").await;
     next_client_ok(&server, port, "put killed").await;
 
@@ -212,17 +211,7 @@ async fn client_killed_mid_rdma_transfer() {
         url("get.bin"),
         out.display().to_string(),
     ];
-    let o = out.clone();
-    tokio::task::spawn_blocking(move || {
-        run_and_kill(
-            &args,
-            || std::fs::metadata(&o).map(|m| m.len()).unwrap_or(0),
-            16 << 20,
-            TOTAL,
-        )
-    })
-    .await
-    .unwrap();
+    kill_mid_transfer(args, out, TOTAL).await;
     open_exclusive_eventually(port, "get.bin").await;
     next_client_ok(&server, port, "get killed").await;
     settle_fds(&server, fds).await;
