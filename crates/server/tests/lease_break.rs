@@ -131,20 +131,6 @@ fn lease_create(name: &str, access: u32, disposition: u32, key: u8, state: u32) 
     .encode()
 }
 
-fn plain_create(name: &str, disposition: u32) -> Vec<u8> {
-    CreateRequestBuilder {
-        oplock_level: OPLOCK_LEVEL_NONE,
-        impersonation_level: 2,
-        desired_access: ALL,
-        file_attributes: 0x80,
-        share_access: 7,
-        create_disposition: disposition,
-        name: name.into(),
-        ..Default::default()
-    }
-    .encode()
-}
-
 fn lease_ack(key: u8, state: u32) -> Vec<u8> {
     LeaseBreakAck {
         flags: 0,
@@ -175,10 +161,20 @@ async fn break_in_progress_continues_step_by_step() {
     let (_dir, _srv, mut c, mut inbox, r) = leased("f", 1, RWH).await;
     assert_eq!(r.oplock_level, OPLOCK_LEVEL_LEASE);
 
-    let open2 = send(&mut c, Command::Create, &plain_create("f", OPEN)).await;
+    let open2 = send(
+        &mut c,
+        Command::Create,
+        &create_with("f", OPLOCK_LEVEL_NONE, OPEN),
+    )
+    .await;
     let b = inbox.breaks(&mut c, 1).await;
     check_break(&b[0], 1, RWH, RH, true);
-    let open3 = send(&mut c, Command::Create, &plain_create("f", OVERWRITE)).await;
+    let open3 = send(
+        &mut c,
+        Command::Create,
+        &create_with("f", OPLOCK_LEVEL_NONE, OVERWRITE),
+    )
+    .await;
 
     let ack = send(&mut c, Command::OplockBreak, &lease_ack(1, RH)).await;
     assert_eq!(acked_state(&inbox.response(&mut c, ack).await), RH);
@@ -214,9 +210,7 @@ async fn rename_waits_for_handle_caching_to_go() {
         OPLOCK_LEVEL_LEASE
     );
 
-    let mut fid = [0u8; 16];
-    fid[..8].copy_from_slice(&h1.file_id_persistent.to_le_bytes());
-    fid[8..].copy_from_slice(&h1.file_id_volatile.to_le_bytes());
+    let fid = file_id_bytes(&h1);
     let rename = FileRenameInfo {
         replace_if_exists: true,
         root_directory: 0,
@@ -236,7 +230,12 @@ async fn rename_waits_for_handle_caching_to_go() {
     check_break(&b[0], 2, RH, LEASE_READ, true);
 
     // Not renamed yet; the rename went async.
-    let mid = send(&mut c, Command::Create, &plain_create("dst", OPEN)).await;
+    let mid = send(
+        &mut c,
+        Command::Create,
+        &create_with("dst", OPLOCK_LEVEL_NONE, OPEN),
+    )
+    .await;
     assert_eq!(
         inbox.response(&mut c, mid).await.status(),
         NtStatus::OBJECT_NAME_NOT_FOUND

@@ -4,47 +4,14 @@
 mod common;
 
 use common::*;
-use smbx_wire::create::{CreateRequestBuilder, CreateResponse};
 use smbx_wire::lock::{
     LockElement, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY, LOCKFLAG_UNLOCK,
 };
-use smbx_wire::{Command, NtStatus, HEADER_SIZE};
+use smbx_wire::{Command, NtStatus};
 
-const ALL: u32 = 0x001F_01FF;
-
-async fn connect(srv: &TestServer, dialect: u16) -> Client {
-    let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[dialect]).await;
-    assert_eq!(
-        c.session_setup("user", "pass").await.status(),
-        NtStatus::SUCCESS
-    );
-    assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
-    c
-}
-
-fn open(name: &str) -> Vec<u8> {
-    CreateRequestBuilder {
-        impersonation_level: 2,
-        desired_access: ALL,
-        file_attributes: 0x80,
-        share_access: 7,
-        create_disposition: 3,
-        name: name.into(),
-        ..Default::default()
-    }
-    .encode()
-}
-
+/// The FileId of a successful CREATE.
 fn fid(m: &Msg) -> [u8; 16] {
-    assert_eq!(m.status(), NtStatus::SUCCESS);
-    let mut b = vec![0u8; HEADER_SIZE];
-    b.extend_from_slice(m.body());
-    let r = CreateResponse::decode(&b).unwrap();
-    let mut f = [0u8; 16];
-    f[..8].copy_from_slice(&r.file_id_persistent.to_le_bytes());
-    f[8..].copy_from_slice(&r.file_id_volatile.to_le_bytes());
-    f
+    file_id_bytes(&created(m))
 }
 
 fn lock(file_id: [u8; 16], seq: u32, flags: u32) -> Vec<u8> {
@@ -71,9 +38,9 @@ async fn logoff_completes_a_pending_lock() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
     for _ in 0..4 {
-        let mut c = connect(&srv, 0x311).await;
-        let h1 = fid(&c.request(Command::Create, &open("f")).await);
-        let h2 = fid(&c.request(Command::Create, &open("f")).await);
+        let mut c = connect_share_as(&srv, 0x311).await;
+        let h1 = fid(&c.request(Command::Create, &create_body("f", 0)).await);
+        let h2 = fid(&c.request(Command::Create, &create_body("f", 0)).await);
         let r = c
             .request(Command::Lock, &lock(h1, 0, LOCKFLAG_EXCLUSIVE))
             .await;
@@ -138,8 +105,8 @@ async fn locks(c: &mut Client, h: [u8; 16], steps: &[(u32, u32)]) -> Vec<NtStatu
 async fn lock_sequence_replays_are_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect(&srv, 0x311).await;
-    let h = fid(&c.request(Command::Create, &open("seq")).await);
+    let mut c = connect_share_as(&srv, 0x311).await;
+    let h = fid(&c.request(Command::Create, &create_body("seq", 0)).await);
     use NtStatus as S;
     // Bucket 0: no replay detection.
     assert_eq!(
@@ -224,8 +191,8 @@ async fn lock_sequence_replays_are_ignored() {
 async fn smb202_has_no_lock_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect(&srv, 0x202).await;
-    let h = fid(&c.request(Command::Create, &open("old")).await);
+    let mut c = connect_share_as(&srv, 0x202).await;
+    let h = fid(&c.request(Command::Create, &create_body("old", 0)).await);
     assert_eq!(
         locks(&mut c, h, &[(0x011, EXCL_NOW), (0x011, EXCL_NOW)]).await,
         [NtStatus::SUCCESS, NtStatus::LOCK_NOT_GRANTED]

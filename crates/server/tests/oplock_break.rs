@@ -11,8 +11,6 @@ use smbx_wire::oplock::{OplockBreak, OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_II, OPLOCK
 use smbx_wire::rw::WriteRequest;
 use smbx_wire::{Command, NtStatus};
 
-const ALL: u32 = 0x001F_01FF;
-
 /// Everything one request produced: its final response and the break
 /// notifications (MessageId all ones) that arrived meanwhile.
 struct Exchange {
@@ -51,27 +49,6 @@ async fn next_break(c: &mut Client) -> OplockBreak {
             }
         }
     }
-}
-
-fn create_body(name: &str, oplock: u8) -> Vec<u8> {
-    CreateRequestBuilder {
-        oplock_level: oplock,
-        impersonation_level: 2,
-        desired_access: ALL,
-        file_attributes: 0x80,
-        share_access: 7,
-        create_disposition: 3,
-        name: name.into(),
-        ..Default::default()
-    }
-    .encode()
-}
-
-fn fid_bytes(r: &CreateResponse) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&r.file_id_persistent.to_le_bytes());
-    b[8..].copy_from_slice(&r.file_id_volatile.to_le_bytes());
-    b
 }
 
 fn ack_body(fid: [u8; 16], level: u8) -> Vec<u8> {
@@ -123,7 +100,7 @@ async fn batch_break_names_the_holder() {
     c2.send_raw(&Client::message(&h, &create_body("f", OPLOCK_LEVEL_BATCH)))
         .await;
     let b = next_break(&mut c1).await;
-    assert_eq!(b.file_id, fid_bytes(&h1));
+    assert_eq!(b.file_id, file_id_bytes(&h1));
     assert_eq!(b.oplock_level, OPLOCK_LEVEL_II);
     let ack = exchange(
         &mut c1,
@@ -134,7 +111,7 @@ async fn batch_break_names_the_holder() {
     assert_eq!(ack.resp.status(), NtStatus::SUCCESS);
     let a = OplockBreak::decode(&ack.resp.bytes).unwrap();
     assert_eq!(a.oplock_level, OPLOCK_LEVEL_II);
-    assert_eq!(a.file_id, fid_bytes(&h1));
+    assert_eq!(a.file_id, file_id_bytes(&h1));
     // c2's CREATE completes (maybe after an interim STATUS_PENDING) with LEVEL_II.
     let r2 = loop {
         let m = c2.recv().await.unwrap().remove(0);
@@ -159,10 +136,10 @@ async fn batch_break_names_the_holder() {
     let w = exchange(&mut c2, Command::Write, &write_body(&h2, b"x")).await;
     assert_eq!(w.resp.status(), NtStatus::SUCCESS);
     assert_eq!(w.breaks.len(), 1);
-    assert_eq!(w.breaks[0].file_id, fid_bytes(&h2));
+    assert_eq!(w.breaks[0].file_id, file_id_bytes(&h2));
     assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
     let b1 = next_break(&mut c1).await;
-    assert_eq!(b1.file_id, fid_bytes(&h1));
+    assert_eq!(b1.file_id, file_id_bytes(&h1));
     assert_eq!(b1.oplock_level, OPLOCK_LEVEL_NONE);
 }
 
@@ -182,12 +159,12 @@ async fn level2_ack_is_a_protocol_error() {
     let w = exchange(&mut c, Command::Write, &write_body(&h, b"abc")).await;
     assert_eq!(w.resp.status(), NtStatus::SUCCESS);
     assert_eq!(w.breaks.len(), 1);
-    assert_eq!(w.breaks[0].file_id, fid_bytes(&h));
+    assert_eq!(w.breaks[0].file_id, file_id_bytes(&h));
     assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
     let ack = exchange(
         &mut c,
         Command::OplockBreak,
-        &ack_body(fid_bytes(&h), OPLOCK_LEVEL_NONE),
+        &ack_body(file_id_bytes(&h), OPLOCK_LEVEL_NONE),
     )
     .await;
     assert_eq!(ack.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);
@@ -212,7 +189,7 @@ async fn lock_breaks_level2() {
     let body = LockRequest {
         lock_sequence_number: 0,
         lock_sequence_index: 0,
-        file_id: fid_bytes(&h),
+        file_id: file_id_bytes(&h),
         locks: vec![LockElement {
             offset: 0,
             length: 4,
@@ -224,7 +201,7 @@ async fn lock_breaks_level2() {
     assert_eq!(l.resp.status(), NtStatus::SUCCESS);
     assert_eq!(l.breaks.len(), 1);
     assert_eq!(l.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
-    assert_eq!(l.breaks[0].file_id, fid_bytes(&h));
+    assert_eq!(l.breaks[0].file_id, file_id_bytes(&h));
 }
 
 /// A stat open (attributes only) breaks no BATCH oplock and gets none.

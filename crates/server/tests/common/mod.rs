@@ -117,8 +117,13 @@ pub struct Client {
 /// Connects to `srv`, negotiates 3.1.1, logs on as `user`/`pass` and connects
 /// `share` (the usual start of a handler test).
 pub async fn connect_share(srv: &TestServer) -> Client {
+    connect_share_as(srv, DIALECT_311).await
+}
+
+/// [`connect_share`] with `dialect`.
+pub async fn connect_share_as(srv: &TestServer, dialect: u16) -> Client {
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[DIALECT_311]).await;
+    c.negotiate(&[dialect]).await;
     assert_eq!(
         c.session_setup("user", "pass").await.status(),
         NtStatus::SUCCESS
@@ -132,6 +137,35 @@ pub async fn start_with_client(dir: &std::path::Path) -> (TestServer, Client) {
     let srv = start(test_config(dir)).await;
     let c = connect_share(&srv).await;
     (srv, c)
+}
+
+/// A CREATE body for `name`: full access, all sharing, FILE_OPEN_IF, asking for
+/// oplock level `oplock`.
+pub fn create_body(name: &str, oplock: u8) -> Vec<u8> {
+    create_with(name, oplock, 3)
+}
+
+/// [`create_body`] with CreateDisposition `disposition`.
+pub fn create_with(name: &str, oplock: u8, disposition: u32) -> Vec<u8> {
+    smbx_wire::create::CreateRequestBuilder {
+        oplock_level: oplock,
+        impersonation_level: 2,
+        desired_access: 0x001F_01FF,
+        file_attributes: 0x80,
+        share_access: 7,
+        create_disposition: disposition,
+        name: name.into(),
+        ..Default::default()
+    }
+    .encode()
+}
+
+/// The FileId of a CREATE response, as requests carry it.
+pub fn file_id_bytes(r: &smbx_wire::create::CreateResponse) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&r.file_id_persistent.to_le_bytes());
+    b[8..].copy_from_slice(&r.file_id_volatile.to_le_bytes());
+    b
 }
 
 /// The body of a successful CREATE response.
