@@ -5,16 +5,8 @@
 
 mod common;
 
-use common::{random_bytes, sha256, start_smbx, PASSWORD, USER};
+use common::{random_bytes, sha256, start_smbx_direct, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, Encryption, OpenOptions, Signing, Transport};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn options(dialect: u16) -> ClientOptions {
     let mut o = ClientOptions::default().with_dialect(dialect);
@@ -58,10 +50,7 @@ async fn round_trip(addr: &str, o: ClientOptions, share: &str, name: &str, dir: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_smb3_dialect_signed_and_sealed() {
-    let port = free_port();
-    let server = start_smbx(&format!(
-        "    smb direct = yes\n    smb direct port = {port}\n"
-    ));
+    let (server, port) = start_smbx_direct("");
     let addr = format!("127.0.0.1:{port}");
     let dir = server.share_dir("share");
     let secret = server.share_dir("secret");
@@ -83,10 +72,7 @@ async fn every_smb3_dialect_signed_and_sealed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_still_served_next_to_smb_direct() {
-    let port = free_port();
-    let server = start_smbx(&format!(
-        "    smb direct = yes\n    smb direct port = {port}\n"
-    ));
+    let (server, port) = start_smbx_direct("");
     let dir = server.share_dir("share");
     round_trip(
         &server.addr(),

@@ -12,7 +12,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{random_bytes, sha256, smbx_bin, start_smbx, Server, PASSWORD, USER};
+use common::{random_bytes, sha256, smbx_bin, start_smbx_direct, Server, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, Error, OpenOptions, Transport};
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftMr, SoftQp};
 use smbx_rdma::*;
@@ -20,23 +20,6 @@ use smbx_transport::BufferDescriptorV1;
 use smbx_wire::rw::{ReadRequest, WriteRequest, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A server with SMB Direct on; returns it and its SMB Direct port.
-fn server() -> (Server, u16) {
-    let port = free_port();
-    let s = start_smbx(&format!(
-        "    smb direct = yes\n    smb direct port = {port}\n"
-    ));
-    (s, port)
-}
 
 fn rdma_options() -> ClientOptions {
     let mut o = ClientOptions::default().with_dialect(0x0311);
@@ -173,7 +156,7 @@ fn run_and_kill(args: &[String], progress: impl Fn() -> u64, at: u64, total: u64
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_killed_mid_rdma_transfer() {
-    let (server, port) = server();
+    let (server, port) = start_smbx_direct("");
     let fds = baseline(&server, port).await;
     let share = server.share_dir("share");
     const TOTAL: u64 = 256 << 20;
@@ -225,7 +208,7 @@ async fn client_killed_mid_rdma_transfer() {
 /// succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rdma_against_invalid_stag() {
-    let (server, port) = server();
+    let (server, port) = start_smbx_direct("");
     let fds = baseline(&server, port).await;
     for (op, channel) in [
         ("write", CHANNEL_RDMA_V1),
@@ -426,7 +409,7 @@ fn data_msg_raw(granted: u16, remaining: u32, offset: u32, len: u32, data: &[u8]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_ignoring_credits() {
-    let (server, port) = server();
+    let (server, port) = start_smbx_direct("");
     let fds = baseline(&server, port).await;
     let mut p = RawPeer::connect(port, true).await;
     // Every Send takes a credit; send far more than were granted, granting
@@ -445,7 +428,7 @@ type Case = Box<dyn Fn(&RawPeer) -> Vec<Vec<u8>>>;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_and_overlapping_fragments() {
-    let (server, port) = server();
+    let (server, port) = start_smbx_direct("");
     let fds = baseline(&server, port).await;
     // Each case: the messages a peer sends after negotiating.
     let cases: Vec<(&str, Case)> = vec![
@@ -514,7 +497,7 @@ async fn assert_closed_by_server(s: &mut TcpStream, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_open_connections() {
-    let (server, port) = server();
+    let (server, port) = start_smbx_direct("");
     let fds = baseline(&server, port).await;
     let addr = format!("127.0.0.1:{port}");
     // TCP connected, nothing sent.

@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{sha256, start_smbx, PASSWORD, USER};
+use common::{sha256, start_smbx_direct, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, Encryption, OpenOptions, Signing, Transport};
 
 const MAX_IO: usize = 8 << 20;
@@ -154,14 +154,7 @@ async fn integrity(addr: &str, o: ClientOptions, name: &str, dir: &std::path::Pa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_io_plain_signed_sealed() {
     let total = total_bytes();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = start_smbx(&format!(
-        "    smb direct = yes\n    smb direct port = {port}\n"
-    ));
+    let (server, port) = start_smbx_direct("");
     let addr = format!("127.0.0.1:{port}");
     let dir = server.share_dir("share");
     let rdma = || {

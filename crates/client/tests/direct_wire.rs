@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capture::{decode, num, relay, write_pcap_port, Log, Row};
-use common::{random_bytes, sha256, start_smbx, PASSWORD, USER};
+use common::{random_bytes, sha256, start_smbx_direct, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, OpenOptions, Transport};
 use smbx_transport::soft::Options as IwarpOptions;
 use tokio::net::TcpListener;
@@ -211,14 +211,7 @@ fn assert_clean_over_tcp(name: &str, fpdu: &[u8], dir: &Path) {
 }
 
 fn wire_check(name: &str, iwarp: IwarpOptions, server_conf: &str) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = start_smbx(&format!(
-        "    smb direct = yes\n    smb direct port = {port}\n{server_conf}"
-    ));
+    let (server, port) = start_smbx_direct(server_conf);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

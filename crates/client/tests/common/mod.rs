@@ -305,14 +305,6 @@ pub fn start_smbx(extra_global: &str) -> Server {
         .spawn()
         .expect("spawn smbx");
     wait_for_port(port, &mut child, &log);
-    // The SMB Direct listener comes up after the TCP one: wait for it too.
-    let direct_port = extra_global.lines().find_map(|l| {
-        let (k, v) = l.split_once('=')?;
-        (k.trim() == "smb direct port").then(|| v.trim().parse::<u16>().ok())?
-    });
-    if let Some(p) = direct_port {
-        wait_for_port(p, &mut child, &log);
-    }
     Server {
         kind: "smbx",
         port,
@@ -320,6 +312,17 @@ pub fn start_smbx(extra_global: &str) -> Server {
         child,
         log,
     }
+}
+
+/// [`start_smbx`] with SMB Direct on a free port (and `extra_global`); returns the
+/// server once that port listens too (it comes up after the TCP one), and the port.
+pub fn start_smbx_direct(extra_global: &str) -> (Server, u16) {
+    let port = free_port();
+    let mut s = start_smbx(&format!(
+        "    smb direct = yes\n    smb direct port = {port}\n{extra_global}"
+    ));
+    wait_for_port(port, &mut s.child, &s.log);
+    (s, port)
 }
 
 /// Random bytes (never all zeros).
