@@ -141,20 +141,23 @@ impl Server {
 
     /// Accepts connections forever.
     pub async fn run(self) -> io::Result<()> {
-        let active = Arc::new(AtomicUsize::new(0));
+        let slots = Slots {
+            active: Arc::new(AtomicUsize::new(0)),
+            max: self.state.config.global.max_connections as usize,
+        };
         let mut tasks = Vec::new();
         for l in self.listeners {
             tasks.push(tokio::spawn(accept_loop(
                 l,
                 self.state.clone(),
-                active.clone(),
+                slots.clone(),
             )));
         }
         for l in self.direct {
             tasks.push(tokio::spawn(direct_accept_loop(
                 l,
                 self.state.clone(),
-                active.clone(),
+                slots.clone(),
             )));
         }
         for t in tasks {
@@ -167,12 +170,35 @@ impl Server {
     }
 }
 
-async fn accept_loop(
-    l: TcpListener,
-    state: Arc<ServerState>,
+/// Live connections of every listener, against `max connections` (0: no limit).
+#[derive(Clone)]
+struct Slots {
     active: Arc<AtomicUsize>,
-) -> io::Result<()> {
-    let max = state.config.global.max_connections as usize;
+    max: usize,
+}
+
+/// One admitted connection; its slot is freed when it is dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Slots {
+    /// A slot for a connection from `peer`, or `None` (logged) at the limit.
+    fn admit(&self, peer: SocketAddr) -> Option<Slot> {
+        if self.max > 0 && self.active.load(Ordering::Relaxed) >= self.max {
+            tracing::warn!(%peer, max = self.max, "max connections reached; refusing");
+            return None;
+        }
+        self.active.fetch_add(1, Ordering::Relaxed);
+        Some(Slot(self.active.clone()))
+    }
+}
+
+async fn accept_loop(l: TcpListener, state: Arc<ServerState>, slots: Slots) -> io::Result<()> {
     loop {
         let (stream, peer) = match l.accept().await {
             Ok(x) => x,
@@ -183,17 +209,14 @@ async fn accept_loop(
                 continue;
             }
         };
-        if max > 0 && active.load(Ordering::Relaxed) >= max {
-            tracing::warn!(%peer, max, "max connections reached; refusing");
+        let Some(slot) = slots.admit(peer) else {
             drop(stream);
             continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
+        };
         let state = state.clone();
-        let active = active.clone();
         tokio::spawn(async move {
             crate::conn::serve(state, stream).await;
-            active.fetch_sub(1, Ordering::Relaxed);
+            drop(slot);
         });
     }
 }
@@ -203,9 +226,8 @@ async fn accept_loop(
 async fn direct_accept_loop(
     l: SoftDirectListener,
     state: Arc<ServerState>,
-    active: Arc<AtomicUsize>,
+    slots: Slots,
 ) -> io::Result<()> {
-    let max = state.config.global.max_connections as usize;
     let pool = Arc::new(BufPool::default());
     loop {
         let incoming = match l.accept().await {
@@ -217,20 +239,17 @@ async fn direct_accept_loop(
             }
         };
         let peer = incoming.peer_addr();
-        if max > 0 && active.load(Ordering::Relaxed) >= max {
-            tracing::warn!(%peer, max, "max connections reached; refusing");
+        let Some(slot) = slots.admit(peer) else {
             continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
+        };
         let state = state.clone();
-        let active = active.clone();
         let pool = pool.clone();
         tokio::spawn(async move {
             match incoming.negotiate().await {
                 Ok(link) => crate::conn::serve_direct(state, link, pool).await,
                 Err(e) => tracing::debug!(%peer, error = %e, "smb direct negotiation failed"),
             }
-            active.fetch_sub(1, Ordering::Relaxed);
+            drop(slot);
         });
     }
 }

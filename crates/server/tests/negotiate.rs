@@ -167,3 +167,32 @@ async fn commands_need_a_session_and_garbage_is_survived() {
     let (m, _) = c2.negotiate(&[0x202]).await;
     assert_eq!(m.status(), NtStatus::SUCCESS);
 }
+
+/// `max connections`: a connection past the limit is closed at once; one that
+/// ends frees its slot for the next.
+#[tokio::test]
+async fn max_connections_refuses_and_frees_slots() {
+    let mut cfg = test_config(&tmp());
+    cfg.global.max_connections = 1;
+    let srv = start(cfg).await;
+    let mut a = Client::connect(srv.addr).await;
+    assert_eq!(a.negotiate(&[0x311]).await.0.status(), NtStatus::SUCCESS);
+    let mut b = Client::connect(srv.addr).await;
+    assert!(b.recv_frame().await.is_none(), "second connection refused");
+    drop(a);
+    for _ in 0..100 {
+        let mut c = Client::connect(srv.addr).await;
+        let h = c.header(Command::Negotiate);
+        let req = NegotiateRequest {
+            dialects: vec![0x302],
+            ..Default::default()
+        };
+        c.send_raw(&Client::message(&h, &req.encode())).await;
+        if let Some(f) = c.recv_frame().await {
+            assert!(!f.is_empty());
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the slot of the closed connection was never freed");
+}
