@@ -103,16 +103,21 @@ impl State {
         Some(NotifyOutcome::Changes(entries))
     }
 
-    /// A change arrived: a waiting request completes with what is there now (a
-    /// rename's old name waits for its new name); later changes wait for the next
-    /// request, as on Windows and Samba (smb2.notify.valid-req).
-    fn complete_waiter(&mut self, action: u32) {
-        if action == ACTION_RENAMED_OLD_NAME {
-            return;
-        }
+    /// A change arrived: a waiting request completes with what is there now;
+    /// later changes wait for the next request, as on Windows and Samba
+    /// (smb2.notify.valid-req).
+    fn complete_waiter(&mut self) {
         if let Some(max_len) = self.waiter.take() {
             self.ready = self.take(max_len);
         }
+    }
+
+    /// Too many changes to keep: they are dropped and the next response is
+    /// NOTIFY_ENUM_DIR.
+    fn set_overflow(&mut self) {
+        self.overflow = true;
+        self.entries.clear();
+        self.bytes = 0;
     }
 }
 
@@ -148,24 +153,23 @@ impl NotifySink {
         }
         let len = 12 + name.encode_utf16().count() * 2 + 3;
         if st.bytes + len > MAX_PENDING_BYTES {
-            st.overflow = true;
-            st.entries.clear();
-            st.bytes = 0;
+            st.set_overflow();
         } else {
             st.bytes += len;
             st.entries.push(NotifyEntry { action, name });
         }
-        st.complete_waiter(action);
+        // A rename's old name waits for its new name.
+        if action != ACTION_RENAMED_OLD_NAME {
+            st.complete_waiter();
+        }
         drop(st);
         self.changed.notify_waiters();
     }
 
     fn overflow(&self) {
         let mut st = self.st.lock();
-        st.overflow = true;
-        st.entries.clear();
-        st.bytes = 0;
-        st.complete_waiter(ACTION_MODIFIED);
+        st.set_overflow();
+        st.complete_waiter();
         drop(st);
         self.changed.notify_waiters();
     }
