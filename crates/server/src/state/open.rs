@@ -429,14 +429,10 @@ impl OpenTable {
 /// Durable handles ([MS-SMB2] 3.3.5.9.7, 3.3.5.9.12, 3.3.7.1): opens that outlive
 /// their connection for a while and can be reclaimed.
 impl OpenTable {
-    /// Moves the durable opens of connection `conn_id` (which went away) out of the
-    /// table into the disconnected set. Returns each one's FileId, timeout (ms) and
-    /// disconnection generation (for [`OpenTable::expire_disconnected`]).
-    pub fn preserve_durable(&self, conn_id: u64) -> Vec<(FileId, u32, u64)> {
-        self.preserve_durable_where(|o| o.conn_id == conn_id)
-    }
-
-    /// Like [`OpenTable::preserve_durable`] for the durable opens matching `pred`.
+    /// Moves the durable opens matching `pred` (their connection or session went
+    /// away) out of the table into the disconnected set. Returns each one's FileId,
+    /// timeout (ms) and disconnection generation (for
+    /// [`OpenTable::expire_disconnected`]).
     pub fn preserve_durable_where(&self, pred: impl Fn(&Open) -> bool) -> Vec<(FileId, u32, u64)> {
         let mut t = self.inner.lock();
         let ids: Vec<(u64, u32)> = t
@@ -542,15 +538,9 @@ impl OpenTable {
     }
 }
 
-/// Connection `conn_id` went away: its durable opens are kept for their timeout
-/// (then closed) instead of being closed now. Call before the connection's sessions
-/// and opens are torn down.
-pub fn preserve_durable_opens(server: &Arc<super::ServerState>, conn_id: u64) {
-    let kept = server.opens.preserve_durable(conn_id);
-    expire_later(server, kept);
-}
-
-/// Like [`preserve_durable_opens`] for the opens matching `pred`.
+/// The opens matching `pred` lost their connection: the durable ones are kept for
+/// their timeout (then closed) instead of being closed now. Call before the
+/// connection's sessions and opens are torn down.
 pub fn preserve_durable_opens_where(
     server: &Arc<super::ServerState>,
     pred: impl Fn(&Open) -> bool,

@@ -51,10 +51,6 @@ pub struct Session {
     pub id: u64,
     /// Dialect of the connection that created the session.
     pub dialect: u16,
-    /// Connection that created the session. Requests are accepted on every
-    /// connection of the session's channel list ([`Session::is_bound`]), which
-    /// multichannel binding extends.
-    pub conn_id: u64,
     /// Mutable state; never hold the lock across an `.await`.
     pub state: Mutex<SessionState>,
     /// Tree connects of this session.
@@ -165,7 +161,6 @@ impl SessionTable {
         let s = Arc::new(Session {
             id,
             dialect,
-            conn_id,
             state: Mutex::new(SessionState {
                 phase: SessionPhase::InProgress,
                 user: None,

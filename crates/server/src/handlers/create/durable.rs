@@ -1,6 +1,6 @@
 //! Durable handle reconnect ([MS-SMB2] 3.3.5.9.7 DHnC, 3.3.5.9.12 DH2C): a client
 //! whose connection broke reclaims a durable open (kept by
-//! [`crate::state::open::preserve_durable_opens`]) on a new connection and session.
+//! [`crate::state::open::preserve_durable_opens_where`]) on a new connection and session.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
