@@ -425,22 +425,23 @@ fn check_session(
     // Only a channel of the session may use it. SESSION_SETUP may arrive on any
     // connection (binding a new channel): its signature is checked with the
     // session's key but not enforced here; the handler refuses what it must.
-    if !s.is_bound(conn.id) {
-        if cmd != Command::SessionSetup {
-            return Err(NtStatus::USER_SESSION_DELETED);
-        }
-        let ok = hdr.is_signed() && security::verify(&s, conn.id, raw);
-        return Ok((Some(s), ok));
-    }
-    let (phase, signing_required, encrypt_data, authenticated) = {
+    let (bound, phase, signing_required, encrypt_data, authenticated) = {
         let st = s.state.lock();
         (
+            st.security.is_bound(conn.id),
             st.phase,
             st.signing_required,
             st.encrypt_data,
             st.user.is_some(),
         )
     };
+    if !bound {
+        if cmd != Command::SessionSetup {
+            return Err(NtStatus::USER_SESSION_DELETED);
+        }
+        let ok = hdr.is_signed() && security::verify(&s, conn.id, raw);
+        return Ok((Some(s), ok));
+    }
     match phase {
         SessionPhase::Expired => return Err(NtStatus::NETWORK_SESSION_EXPIRED),
         SessionPhase::InProgress if !authenticated && cmd != Command::SessionSetup => {

@@ -76,11 +76,21 @@ impl SessionSecurity {
     /// The signer for messages on `conn_id`: the channel's own key if it has one,
     /// else the session's.
     pub fn signer_for(&self, conn_id: u64) -> Option<&Signer> {
+        self.established(conn_id)
+            .and_then(|c| c.signer.as_ref())
+            .or(self.signer.as_ref())
+    }
+
+    /// True if `conn_id` is an established channel.
+    pub fn is_bound(&self, conn_id: u64) -> bool {
+        self.established(conn_id).is_some()
+    }
+
+    /// The established channel of `conn_id`.
+    fn established(&self, conn_id: u64) -> Option<&Channel> {
         self.channels
             .iter()
             .find(|c| c.conn_id == conn_id && c.established)
-            .and_then(|c| c.signer.as_ref())
-            .or(self.signer.as_ref())
     }
 
     /// The channel of `conn_id`, established or not.
@@ -168,9 +178,11 @@ pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatu
         .server
         .sessions
         .get(h.session_id)
-        .filter(|s| s.is_bound(conn.id))
         .ok_or(NtStatus::USER_SESSION_DELETED)?;
     let st = session.state.lock();
+    if !st.security.is_bound(conn.id) {
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
     let d = st
         .security
         .decryptor

@@ -79,12 +79,7 @@ impl Session {
     /// True if `conn_id` is an established channel of this session (the creating
     /// connection, or one bound to it).
     pub fn is_bound(&self, conn_id: u64) -> bool {
-        self.state
-            .lock()
-            .security
-            .channels
-            .iter()
-            .any(|c| c.conn_id == conn_id && c.established)
+        self.state.lock().security.is_bound(conn_id)
     }
 
     /// The connections of the session's established channels.
