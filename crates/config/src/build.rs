@@ -33,6 +33,8 @@ enum Setting {
     SmbDirectCrc(bool),
     Deadtime(u32),
     UnauthTimeout(u32),
+    MaxOpenFiles(u32),
+    RestrictAnonymous(u8),
     // In [global]: server-wide value and share default. In a share: that share.
     Signing(SigningSetting),
     Encrypt(EncryptSetting),
@@ -48,6 +50,7 @@ enum Setting {
     CaseSensitive(bool),
     VfsObjects(Vec<String>),
     ValidUsers(Vec<String>),
+    AdminUsers(Vec<String>),
     // Share only.
     Path(PathBuf),
     Comment(String),
@@ -228,6 +231,8 @@ fn parse_setting(
             parse_u32(v, 0, u32::MAX / 60).map_err(|a| format!("{a} (minutes; 0 = never)"))? * 60,
         ),
         "unauthenticatedtimeout" => UnauthTimeout(parse_u32(v, 1, 3600)?),
+        "maxopenfiles" => MaxOpenFiles(parse_u32(v, 1, u32::MAX)?),
+        "restrictanonymous" => RestrictAnonymous(parse_u32(v, 0, 2)? as u8),
         "serversigning" => Signing(parse_signing(v)?),
         "serversmbencrypt" | "smbencrypt" => Encrypt(parse_encrypt(v)?),
         "easupport" => EaSupport(parse_bool(v)?),
@@ -243,6 +248,7 @@ fn parse_setting(
         "casesensitive" => CaseSensitive(bool_or_auto(v)?),
         "vfsobjects" | "vfsobject" => VfsObjects(parse_list(v)),
         "validusers" => ValidUsers(parse_list(v)),
+        "adminusers" => AdminUsers(parse_list(v)),
         "path" | "directory" => {
             if v.is_empty() {
                 return Err("a directory path".into());
@@ -324,6 +330,8 @@ fn apply_global(
         SmbDirectCrc(v) => g.smb_direct_crc = v,
         Deadtime(v) => g.deadtime_secs = v,
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,
+        MaxOpenFiles(v) => g.max_open_files = v,
+        RestrictAnonymous(v) => g.restrict_anonymous = v,
         Signing(v) => g.server_signing = v,
         Encrypt(v) => g.server_smb_encrypt = v,
         EaSupport(v) => g.ea_support = v,
@@ -341,6 +349,7 @@ fn apply_global(
             g.vfs_objects = v;
         }
         ValidUsers(v) => g.valid_users = v,
+        AdminUsers(v) => g.admin_users = v,
         Path(_) | Comment(_) => w.push(loc.warning(format!(
             "share option \"{name}\" has no meaning in [global]; ignored"
         ))),
@@ -373,6 +382,7 @@ fn apply_share(sh: &mut ShareConfig, s: Setting, name: &str, loc: &Loc, w: &mut 
             sh.vfs_objects = v;
         }
         ValidUsers(v) => sh.valid_users = v,
+        AdminUsers(v) => sh.admin_users = v,
         Path(v) => sh.path = v,
         Comment(v) => sh.comment = v,
         Silent => {}

@@ -24,6 +24,7 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "log level", &g.log_level.to_string());
     kv(&mut o, "map to guest", fmt_map_to_guest(g.map_to_guest));
     kv(&mut o, "max connections", &g.max_connections.to_string());
+    kv(&mut o, "max open files", &g.max_open_files.to_string());
     kv(&mut o, "netbios name", &g.netbios_name);
     kv(
         &mut o,
@@ -44,6 +45,11 @@ pub fn emit(c: &Config) -> String {
         &mut o,
         "server multi channel support",
         fmt_bool(g.server_multi_channel_support),
+    );
+    kv(
+        &mut o,
+        "restrict anonymous",
+        &g.restrict_anonymous.to_string(),
     );
     kv(&mut o, "server signing", fmt_signing(g.server_signing));
     kv(&mut o, "server string", &g.server_string);
@@ -80,6 +86,7 @@ pub fn emit(c: &Config) -> String {
         fmt_bool(g.store_dos_attributes),
     );
     kv(&mut o, "valid users", &fmt_list(&g.valid_users));
+    kv(&mut o, "admin users", &fmt_list(&g.admin_users));
     kv(&mut o, "vfs objects", &fmt_list(&g.vfs_objects));
     for s in &c.shares {
         let _ = write!(o, "\n[{}]\n", s.name);
@@ -114,6 +121,7 @@ pub fn emit(c: &Config) -> String {
             fmt_bool(s.store_dos_attributes),
         );
         kv(&mut o, "valid users", &fmt_list(&s.valid_users));
+        kv(&mut o, "admin users", &fmt_list(&s.admin_users));
         kv(&mut o, "vfs objects", &fmt_list(&s.vfs_objects));
     }
     o

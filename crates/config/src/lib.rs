@@ -130,7 +130,7 @@ pub struct Global {
     pub workgroup: String,
     /// `server string`.
     pub server_string: String,
-    /// `smb2 max credits` (default 512; Samba defaults to 8192).
+    /// `smb2 max credits` (default 8192, as Samba and Windows).
     pub smb2_max_credits: u16,
     /// `smb2 max read` in bytes (default 8 MiB).
     pub smb2_max_read: u32,
@@ -165,6 +165,12 @@ pub struct Global {
     /// `unauthenticated timeout` in seconds: how long a connection may stay
     /// without completing session setup.
     pub unauthenticated_timeout_secs: u32,
+    /// `max open files`: opens one session (and one connection) may hold at once;
+    /// more are refused with STATUS_TOO_MANY_OPENED_FILES (default 16384).
+    pub max_open_files: u32,
+    /// `restrict anonymous` (Samba's): 0 = anonymous sessions allowed, 1 = allowed
+    /// but refused share enumeration, 2 = anonymous sessions refused (default 0).
+    pub restrict_anonymous: u8,
     /// Default `read only` for shares.
     pub read_only: bool,
     /// Default `guest ok` for shares.
@@ -177,6 +183,8 @@ pub struct Global {
     pub vfs_objects: Vec<String>,
     /// Default `valid users` for shares.
     pub valid_users: Vec<String>,
+    /// Default `admin users` for shares.
+    pub admin_users: Vec<String>,
 }
 
 impl Default for Global {
@@ -197,7 +205,7 @@ impl Default for Global {
             netbios_name: default_netbios_name(),
             workgroup: "WORKGROUP".into(),
             server_string: "smbx".into(),
-            smb2_max_credits: 512,
+            smb2_max_credits: 8192,
             smb2_max_read: 8 << 20,
             smb2_max_write: 8 << 20,
             smb2_max_trans: 8 << 20,
@@ -213,12 +221,15 @@ impl Default for Global {
             smb_direct_crc: true,
             deadtime_secs: 10080 * 60,
             unauthenticated_timeout_secs: 60,
+            max_open_files: 16384,
+            restrict_anonymous: 0,
             read_only: true,
             guest_ok: false,
             browseable: true,
             case_sensitive: false,
             vfs_objects: Vec::new(),
             valid_users: Vec::new(),
+            admin_users: Vec::new(),
         }
     }
 }
@@ -259,6 +270,9 @@ pub struct ShareConfig {
     pub guest_ok: bool,
     /// `valid users` (empty = everyone).
     pub valid_users: Vec<String>,
+    /// `admin users`: users treated as administrators on this share (they may set
+    /// any owner, and see share paths in share enumeration).
+    pub admin_users: Vec<String>,
     /// `browseable` (`browsable`).
     pub browseable: bool,
     /// `server smb encrypt` set in this share; `None` = use [`Global::server_smb_encrypt`].
@@ -295,6 +309,7 @@ impl ShareConfig {
             read_only: global.read_only,
             guest_ok: global.guest_ok,
             valid_users: global.valid_users.clone(),
+            admin_users: global.admin_users.clone(),
             browseable: global.browseable,
             smb_encrypt: None,
             server_signing: None,

@@ -129,7 +129,10 @@ fn defaults() {
     assert_eq!(g.server_min_protocol, 0x0202);
     assert_eq!(g.server_max_protocol, SMB3_11);
     assert_eq!(g.workgroup, "WORKGROUP");
-    assert_eq!(g.smb2_max_credits, 512);
+    assert_eq!(g.smb2_max_credits, 8192);
+    assert_eq!(g.max_open_files, 16384);
+    assert_eq!(g.restrict_anonymous, 0);
+    assert!(g.admin_users.is_empty());
     assert_eq!(
         (g.smb2_max_read, g.smb2_max_write, g.smb2_max_trans),
         (8 << 20, 8 << 20, 8 << 20)
@@ -344,4 +347,24 @@ fn smb_direct_crc_defaults_on_and_can_be_turned_off() {
     assert!(c.global.smb_direct_crc);
     let c = Config::parse_str("[global]\n smb direct crc = no\n", "b.conf").unwrap();
     assert!(!c.global.smb_direct_crc);
+}
+
+#[test]
+fn hardening_options() {
+    let c = Config::parse_str(
+        "[global]\nrestrict anonymous = 2\nmax open files = 100\nadmin users = root\n\
+         [s]\npath = /x\nadmin users = alice\n[t]\npath = /y\n",
+        "h.conf",
+    )
+    .unwrap();
+    assert_eq!(c.global.restrict_anonymous, 2);
+    assert_eq!(c.global.max_open_files, 100);
+    assert_eq!(c.share("s").unwrap().admin_users, vec!["alice"]);
+    assert_eq!(c.share("t").unwrap().admin_users, vec!["root"]);
+    let e = Config::parse_str("[global]\nrestrict anonymous = 3\n", "h.conf").unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.message.contains("restrict anonymous"), "{}", e.message);
+    let text = c.to_smb_conf();
+    assert!(text.contains("restrict anonymous = 2"), "{text}");
+    assert!(text.contains("max open files = 100"), "{text}");
 }
