@@ -31,6 +31,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 USER = "alice"
 PASSWORD = "Alice-Passw0rd!"
+# A second user, for tests where one user must not reach another's files.
+USER2 = "bob"
+PASSWORD2 = "Bob-Passw0rd!"
 NETBIOS_NAME = "SMBXTEST"
 SHARES = ("share", "public", "secret", "ro")
 START_TIMEOUT_S = 30.0
@@ -64,9 +67,11 @@ def vm_rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def smbx_conf(root: Path, port: int, map_to_guest: str = "bad user") -> str:
-    """smb.conf for smbx: only the options the product spec names."""
+def smbx_conf(root: Path, port: int, map_to_guest: str = "bad user", extra_global: str = "") -> str:
+    """smb.conf for smbx: only the options the product spec names, plus
+    ``extra_global`` (lines for [global])."""
     return f"""[global]
+{extra_global}
     netbios name = {NETBIOS_NAME}
     smb ports = {port}
     interfaces = 127.0.0.1
@@ -243,25 +248,31 @@ def _make_root(prefix: str) -> Path:
     return root
 
 
-def start_smbx(map_to_guest: str = "bad user") -> Server:
-    """Start ``smbx serve`` with its own smb.conf and user database."""
+def start_smbx(
+    map_to_guest: str = "bad user",
+    extra_global: str = "",
+    users: tuple = ((USER, PASSWORD),),
+) -> Server:
+    """Start ``smbx serve`` with its own smb.conf (``extra_global``: more [global]
+    lines) and user database (``users``: (name, password) pairs)."""
     binary = smbx_bin()
     if not binary.exists():
         pytest.fail(f"smbx binary not found at {binary}: run `cargo build --release -p smbx-cli` or set SMBX_BIN")
     root = _make_root("smbx-interop-")
     port = free_port()
     conf = root / "smb.conf"
-    conf.write_text(smbx_conf(root, port, map_to_guest))
-    add = subprocess.run(
-        [str(binary), "user", "add", "--config", str(conf), "--stdin", USER],
-        input=PASSWORD + "\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if add.returncode != 0:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.fail(f"smbx user add failed ({add.returncode}): {add.stdout}{add.stderr}")
+    conf.write_text(smbx_conf(root, port, map_to_guest, extra_global))
+    for name, password in users:
+        add = subprocess.run(
+            [str(binary), "user", "add", "--config", str(conf), "--stdin", name],
+            input=password + "\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if add.returncode != 0:
+            shutil.rmtree(root, ignore_errors=True)
+            pytest.fail(f"smbx user add failed ({add.returncode}): {add.stdout}{add.stderr}")
     log_path = root / "server.log"
     log = open(log_path, "wb")
     env = dict(os.environ)
