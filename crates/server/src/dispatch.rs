@@ -91,6 +91,23 @@ pub(crate) async fn on_frame(
     if let Err(why) = charge_credits(conn, &members) {
         return Flow::Disconnect(why);
     }
+    // The responses' share of the budget is taken before the chain runs; while
+    // earlier responses wait to be written this waits too, and so does the read
+    // loop (backpressure on a client that does not read its socket).
+    let permit = match reply_bytes(conn, &plain, &members) {
+        0 => permit,
+        bytes if bytes + permit.num_permits() > conn.budget_capacity() => {
+            return Flow::Disconnect("responses would exceed the connection's budget")
+        }
+        bytes => match conn.reserve(bytes).await {
+            Some(more) => {
+                let mut permit = permit;
+                permit.merge(more);
+                permit
+            }
+            None => return Flow::Disconnect("closed by server"),
+        },
+    };
     let first = members[0].header.cmd();
     let chain = Chain {
         buf: plain,
@@ -143,6 +160,29 @@ pub(crate) fn split_chain(buf: &[u8]) -> Result<Vec<Member>, &'static str> {
         }
         pos = end;
     }
+}
+
+/// Room a response header, its fixed body and compound padding take.
+const REPLY_OVERHEAD: usize = 128;
+
+/// The most response bytes a chain's members may produce: what each asks for
+/// (READ length, output buffer sizes), capped at what the server would send.
+fn reply_bytes(conn: &Connection, buf: &[u8], members: &[Member]) -> usize {
+    let g = &conn.server.config.global;
+    members
+        .iter()
+        .map(|m| {
+            let Some(cmd) = m.header.cmd() else {
+                return REPLY_OVERHEAD;
+            };
+            let max = match cmd {
+                Command::Read => g.smb2_max_read,
+                _ => g.smb2_max_trans,
+            };
+            let asked = smbx_wire::reply_size::requested_reply_bytes(cmd, &buf[m.range.clone()]);
+            asked.min(u64::from(max)) as usize + REPLY_OVERHEAD
+        })
+        .sum()
 }
 
 /// Consumes MessageIds for every member (CANCEL excepted) in arrival order.

@@ -138,9 +138,13 @@ pub(crate) async fn send_chain(
     permit: Option<OwnedSemaphorePermit>,
 ) {
     let n = out.len();
-    let mut buf = Vec::with_capacity(out.iter().map(|m| m.bytes.len() + 8).sum());
+    let mut buf = Vec::new();
+    if n > 1 {
+        buf.reserve_exact(out.iter().map(|m| m.bytes.len() + 8).sum());
+    }
     let mut completions = Vec::new();
     let invalidate = out.iter().find_map(|m| m.invalidate);
+    let mut session = None;
     for (i, m) in out.iter_mut().enumerate() {
         // Every member of a compound response is padded to 8 bytes, the last one
         // included (as Windows and Samba: smb2.compound.compound-padding); a single
@@ -158,15 +162,23 @@ pub(crate) async fn send_chain(
         if let Some(t) = m.preauth {
             security::preauth_response(conn, t, &m.bytes);
         }
-        buf.extend_from_slice(&m.bytes);
+        // A single response is moved, not copied: only one copy of a queued
+        // response is ever alive.
+        if n == 1 {
+            buf = std::mem::take(&mut m.bytes);
+        } else {
+            buf.extend_from_slice(&m.bytes);
+            m.bytes = Vec::new();
+        }
         if let Some(c) = m.completion.take() {
             completions.push(c);
         }
+        if session.is_none() {
+            session = m.session.clone().filter(|s| Some(s.id) == encrypted);
+        }
     }
+    drop(out);
     if let Some(sid) = encrypted {
-        let session = out
-            .iter()
-            .find_map(|m| m.session.clone().filter(|s| s.id == sid));
         match security::seal(conn, sid, session.as_ref(), buf) {
             Ok(b) => buf = b,
             Err(_) => {
@@ -231,7 +243,11 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
             Err(_) => return,
         }
     }
-    conn.send(msg).await;
+    // The completion waits for room in the connection's budget like any response.
+    let Some(permit) = conn.reserve(msg.len()).await else {
+        return;
+    };
+    conn.send_holding(msg, Some(permit), None).await;
 }
 
 #[cfg(test)]

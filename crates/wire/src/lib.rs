@@ -18,6 +18,7 @@ pub mod negotiate;
 pub mod oplock;
 pub mod query_directory;
 pub mod query_info;
+pub mod reply_size;
 pub mod rw;
 pub mod security_descriptor;
 pub mod session;

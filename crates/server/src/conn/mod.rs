@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::credits::CreditWindow;
 use crate::state::ServerState;
@@ -144,14 +144,23 @@ pub struct Connection {
     pub pending: pending::PendingTable,
     /// Sessions established on this connection (torn down with it).
     pub sessions: Mutex<Vec<u64>>,
-    /// Set once a SESSION_SETUP succeeded (ends the unauthenticated timeout).
+    /// Set once a SESSION_SETUP succeeded as a user or guest (ends the
+    /// unauthenticated timeout; an anonymous logon does not).
     pub authenticated: std::sync::atomic::AtomicBool,
+    /// This connection's bound on logons in progress
+    /// ([`crate::state::session::MAX_LOGONS_PER_CONNECTION`]).
+    pub logons: Arc<tokio::sync::Semaphore>,
     /// Chains start in arrival order (see [`StartOrder`]).
     pub(crate) start_order: StartOrder,
     /// Set when the connection runs over SMB Direct.
     pub direct: Option<DirectIo>,
+    /// The connection's memory budget, in bytes: requests received and not yet
+    /// answered, and the responses they may produce ([`Connection::reserve`]),
+    /// until those are written to the socket. The read loop stops reading while
+    /// it is used up, so a client that stops reading its socket stops being read.
+    pub(crate) budget: Arc<Semaphore>,
     tx: mpsc::Sender<writer::Outgoing>,
-    closed: Notify,
+    closed: watch::Sender<bool>,
 }
 
 impl Connection {
@@ -163,6 +172,7 @@ impl Connection {
         tx: mpsc::Sender<writer::Outgoing>,
     ) -> Connection {
         let max_credits = server.config.global.smb2_max_credits;
+        let budget = budget_bytes(&server.config.global);
         Connection {
             id,
             server,
@@ -177,10 +187,14 @@ impl Connection {
             pending: pending::PendingTable::default(),
             sessions: Mutex::new(Vec::new()),
             authenticated: std::sync::atomic::AtomicBool::new(false),
+            logons: Arc::new(tokio::sync::Semaphore::new(
+                crate::state::session::MAX_LOGONS_PER_CONNECTION,
+            )),
             start_order: StartOrder::new(),
             direct: None,
+            budget: Arc::new(Semaphore::new(budget)),
             tx,
-            closed: Notify::new(),
+            closed: watch::Sender::new(false),
         }
     }
 
@@ -205,9 +219,11 @@ impl Connection {
         invalidate: Option<u32>,
     ) {
         // Over SMB Direct the link queues and posts the message itself (no writer
-        // task hop); the permit is released once it is queued.
+        // task hop); its queue is bounded (a peer that grants no SMB Direct send
+        // credits makes this wait), and the permit is released once it is queued.
         if let Some(d) = &self.direct {
-            if let Err(e) = d.link.send_now(&msg, invalidate) {
+            let _permit = permit;
+            if let Err(e) = d.link.send(&msg, invalidate).await {
                 tracing::debug!(conn = self.id, error = %e, "smb direct send failed");
                 self.close();
             }
@@ -223,23 +239,51 @@ impl Connection {
 
     /// Asks the connection to close (the read loop exits, state is torn down).
     pub fn close(&self) {
-        self.closed.notify_one();
+        self.closed.send_replace(true);
     }
 
-    /// Bytes of received requests that may be buffered or in processing at once on
-    /// this connection (the read loop stops reading when they are used up): four
-    /// maximum-size PDUs.
-    pub fn inflight_budget(&self) -> usize {
-        self.max_pdu().saturating_mul(4)
+    /// Resolves once [`Connection::close`] was called.
+    pub(crate) async fn closing(&self) {
+        let mut rx = self.closed.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+
+    /// Takes `bytes` from the connection's budget for a response about to be
+    /// queued, waiting until earlier responses have been written; `None` if the
+    /// connection closes first or `bytes` is more than the whole budget.
+    pub(crate) async fn reserve(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        if bytes > self.budget_capacity() {
+            return None;
+        }
+        let n = u32::try_from(bytes.max(1)).ok()?;
+        tokio::select! {
+            p = self.budget.clone().acquire_many_owned(n) => p.ok(),
+            _ = self.closing() => None,
+        }
+    }
+
+    /// Size of the connection's budget in bytes (see [`Connection::budget`]).
+    pub fn budget_capacity(&self) -> usize {
+        budget_bytes(&self.server.config.global)
     }
 
     /// Largest PDU accepted: the biggest configured payload plus headroom for headers.
     pub fn max_pdu(&self) -> usize {
-        let g = &self.server.config.global;
-        let payload = g.smb2_max_read.max(g.smb2_max_write).max(g.smb2_max_trans) as usize;
-        payload
-            .max(65536)
-            .saturating_add(64 * 1024)
-            .min(smbx_wire::framing::MAX_FRAME_LEN)
+        max_pdu(&self.server.config.global)
     }
+}
+
+/// Largest PDU accepted: the biggest configured payload plus headroom for headers.
+fn max_pdu(g: &smbx_config::Global) -> usize {
+    let payload = g.smb2_max_read.max(g.smb2_max_write).max(g.smb2_max_trans) as usize;
+    payload
+        .max(65536)
+        .saturating_add(64 * 1024)
+        .min(smbx_wire::framing::MAX_FRAME_LEN)
+}
+
+/// A connection's budget for requests and queued responses: four maximum-size
+/// PDUs (about 32 MiB with the default 8 MiB I/O sizes).
+fn budget_bytes(g: &smbx_config::Global) -> usize {
+    max_pdu(g).saturating_mul(4)
 }

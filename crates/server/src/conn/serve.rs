@@ -132,27 +132,31 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
     let g = &conn.server.config.global;
     let unauth = Duration::from_secs(u64::from(g.unauthenticated_timeout_secs.max(1)));
     let dead = Duration::from_secs(u64::from(g.deadtime_secs));
-    let budget = Arc::new(Semaphore::new(conn.inflight_budget()));
+    let budget = conn.budget.clone();
+    // The unauthenticated timeout counts from the connection's start, whatever
+    // the traffic, until a user (or guest) logon succeeds; then `deadtime`
+    // counts idle time between requests.
+    let unauth_deadline = tokio::time::Instant::now() + unauth;
     loop {
         let authenticated = conn.authenticated.load(Ordering::Relaxed);
-        let limit = if !authenticated {
-            Some(unauth)
+        let deadline = if !authenticated {
+            Some(unauth_deadline)
         } else if g.deadtime_secs > 0 {
-            Some(dead)
+            Some(tokio::time::Instant::now() + dead)
         } else {
             None
         };
         // `FrameSource::next` is cancel-safe: a timeout keeps a partial frame.
         let frame = tokio::select! {
             r = async {
-                match limit {
-                    Some(d) => tokio::time::timeout(d, src.next(&budget))
+                match deadline {
+                    Some(d) => tokio::time::timeout_at(d, src.next(&budget))
                         .await
                         .map_err(|_| "timeout")?,
                     None => src.next(&budget).await,
                 }
             } => r,
-            _ = conn.closed.notified() => Err("closed by server"),
+            _ = conn.closing() => Err("closed by server"),
         };
         let (frame, permit) = match frame {
             Ok(f) => f,

@@ -14,7 +14,7 @@ use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, PreauthTarget, Request, Response};
 use crate::security::{self, SessionSecurity};
-use crate::state::session::{SessionPhase, SessionUser};
+use crate::state::session::{LogonSlot, SessionPhase, SessionUser};
 use crate::state::Session;
 
 /// Handles SESSION_SETUP.
@@ -28,6 +28,12 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
 
     // Find or create the session.
     let (session, new) = if ctx.header.session_id == 0 {
+        // Logons in progress are bounded per connection and server-wide (each
+        // holds an authentication context until it completes or the session ends).
+        let Some(slot) = LogonSlot::take(&ctx.conn.logons, &ctx.server.logons) else {
+            tracing::debug!(conn = ctx.conn.id, "too many logons in progress; refused");
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        };
         let mut sec = SessionSecurity {
             auth: Some(ServerAuth::new(
                 ctx.server.credentials.clone(),
@@ -38,7 +44,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         if is_311 {
             sec.preauth = Some(security::connection_preauth(ctx.conn)?);
         }
-        let s = ctx.server.sessions.create(dialect, ctx.conn.id, sec);
+        let s = ctx.server.sessions.create(dialect, ctx.conn.id, sec, slot);
         ctx.conn.sessions.lock().push(s.id);
         (s, true)
     } else {
@@ -152,6 +158,7 @@ fn complete(
 
     let mut st = session.state.lock();
     st.security.auth = None;
+    st.logon = None;
     let preauth = st.security.preauth.take();
     let has_key = !identity.session_key.is_empty() && !guest && !anonymous;
     if has_key {
@@ -186,7 +193,11 @@ fn complete(
     st.user = Some(user);
     st.phase = SessionPhase::Valid;
     drop(st);
-    ctx.conn.authenticated.store(true, Ordering::Relaxed);
+    // An anonymous session leaves the connection under the unauthenticated
+    // timeout (it counts from the connection's start).
+    if !anonymous {
+        ctx.conn.authenticated.store(true, Ordering::Relaxed);
+    }
     if ss.previous_session_id != 0 && ss.previous_session_id != session.id {
         close_previous(ctx, ss.previous_session_id, &identity);
     }

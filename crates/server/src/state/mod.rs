@@ -54,6 +54,8 @@ pub struct ServerState {
     pub credentials: Arc<dyn CredentialStore>,
     /// Authentication policy derived from the configuration.
     pub auth_policy: AuthPolicy,
+    /// The server-wide bound on logons in progress ([`session::MAX_LOGONS`]).
+    pub logons: Arc<tokio::sync::Semaphore>,
     next_conn_id: AtomicU64,
 }
 
@@ -100,6 +102,7 @@ impl ServerState {
             connections: Mutex::new(HashMap::new()),
             credentials,
             auth_policy,
+            logons: Arc::new(tokio::sync::Semaphore::new(session::MAX_LOGONS)),
             next_conn_id: AtomicU64::new(1),
         }
     }

@@ -4,8 +4,36 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::tree::Tree;
+
+/// Most logons (new sessions not yet authenticated) one connection may have in
+/// progress; more are refused with STATUS_INSUFFICIENT_RESOURCES.
+pub const MAX_LOGONS_PER_CONNECTION: usize = 16;
+
+/// Most logons in progress on the whole server.
+pub const MAX_LOGONS: usize = 1024;
+
+/// A logon's place in the per-connection and server-wide bounds on logons in
+/// progress; released when the logon completes or fails, or the session ends.
+#[derive(Debug)]
+pub struct LogonSlot {
+    _conn: OwnedSemaphorePermit,
+    _server: OwnedSemaphorePermit,
+}
+
+impl LogonSlot {
+    /// Takes a slot from both bounds, or `None` if either is exhausted.
+    pub fn take(conn: &Arc<Semaphore>, server: &Arc<Semaphore>) -> Option<LogonSlot> {
+        let c = conn.clone().try_acquire_owned().ok()?;
+        let s = server.clone().try_acquire_owned().ok()?;
+        Some(LogonSlot {
+            _conn: c,
+            _server: s,
+        })
+    }
+}
 
 /// Lifecycle of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +71,8 @@ pub struct SessionState {
     pub encrypt_data: bool,
     /// Security material (keys, signer, sealers, preauth hash, auth context).
     pub security: crate::security::SessionSecurity,
+    /// Held while the first logon is in progress (see [`LogonSlot`]).
+    pub logon: Option<LogonSlot>,
 }
 
 /// One session. Looked up by id per request.
@@ -141,6 +171,7 @@ impl SessionTable {
         dialect: u16,
         conn_id: u64,
         security: crate::security::SessionSecurity,
+        logon: LogonSlot,
     ) -> Arc<Session> {
         let mut map = self.sessions.lock();
         let id = loop {
@@ -162,6 +193,7 @@ impl SessionTable {
                 signing_required: false,
                 encrypt_data: false,
                 security,
+                logon: Some(logon),
             }),
             trees: Mutex::new(TreeTable::default()),
             detached: Mutex::new(Vec::new()),
@@ -179,7 +211,11 @@ impl SessionTable {
     /// caller to tear down).
     pub fn remove(&self, id: u64) -> Option<Arc<Session>> {
         let s = self.sessions.lock().remove(&id)?;
-        s.state.lock().phase = SessionPhase::Expired;
+        {
+            let mut st = s.state.lock();
+            st.phase = SessionPhase::Expired;
+            st.logon = None;
+        }
         // What still runs on lost channels ends with the session.
         for c in s.detached.lock().drain(..).filter_map(|w| w.upgrade()) {
             c.pending.cancel_all(Some(id));
