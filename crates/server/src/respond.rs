@@ -8,7 +8,7 @@ use futures_util::FutureExt;
 use smbx_wire::error::ErrorResponse;
 use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SERVER_TO_REDIR};
 use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
-use smbx_wire::{Header, NtStatus, Writer};
+use smbx_wire::{Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use crate::conn::Connection;
@@ -88,6 +88,7 @@ pub(crate) fn build(
     };
     let mut completion = None;
     let mut body = std::mem::take(&mut resp.body);
+    let mut header_room = resp.header_room;
     if let Some(fut) = resp.pending.take() {
         match conn.pending.register(req.message_id, session_id) {
             Ok((async_id, cancel)) => {
@@ -95,6 +96,7 @@ pub(crate) fn build(
                 h.async_id = async_id;
                 h.status = NtStatus::PENDING;
                 body = ErrorResponse::empty().encode();
+                header_room = false;
                 let mut final_hdr = req.clone();
                 final_hdr.flags |= FLAGS_ASYNC_COMMAND;
                 final_hdr.async_id = async_id;
@@ -111,16 +113,25 @@ pub(crate) fn build(
             Err(st) => {
                 h.status = st;
                 body = ErrorResponse::empty().encode();
+                header_room = false;
             }
         }
     }
     // Interim responses are signed only in 3.x.
     let sign = sign && (completion.is_none() || conn.dialect() >= DIALECT_300);
-    let mut w = Writer::with_capacity(64 + body.len());
-    h.encode(&mut w);
-    w.bytes(&body);
+    let bytes = if header_room && body.len() >= HEADER_SIZE {
+        let mut w = Writer::with_capacity(HEADER_SIZE);
+        h.encode(&mut w);
+        body[..HEADER_SIZE].copy_from_slice(w.as_slice());
+        body
+    } else {
+        let mut w = Writer::with_capacity(HEADER_SIZE + body.len());
+        h.encode(&mut w);
+        w.bytes(&body);
+        w.into_vec()
+    };
     OutMember {
-        bytes: w.into_vec(),
+        bytes,
         session,
         sign,
         preauth: info.preauth_response,
@@ -213,7 +224,12 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
     };
     conn.pending.remove(async_id);
     let (status, body) = match result {
-        Ok(r) if r.pending.is_none() => (r.status, r.body),
+        Ok(mut r) if r.pending.is_none() => {
+            if r.header_room {
+                r.body.drain(..HEADER_SIZE.min(r.body.len()));
+            }
+            (r.status, r.body)
+        }
         Ok(_) => (NtStatus::INTERNAL_ERROR, ErrorResponse::empty().encode()),
         Err(st) => (st, ErrorResponse::empty().encode()),
     };

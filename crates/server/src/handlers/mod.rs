@@ -81,9 +81,22 @@ pub struct Response {
     /// Over SMB Direct: send the response as Send with Invalidate of this client
     /// STag (READ/WRITE with the RDMA_V1_INVALIDATE channel).
     pub(crate) invalidate: Option<u32>,
+    /// `body` starts with [`smbx_wire::HEADER_SIZE`] bytes kept free for the
+    /// response header, which is then written in place (no copy of the body).
+    pub(crate) header_room: bool,
 }
 
 impl Response {
+    /// A success response whose `msg` holds [`smbx_wire::HEADER_SIZE`] spare
+    /// bytes and then the body: the header is written into them in place, so a
+    /// large body (READ data) is never copied.
+    pub fn ok_with_header_room(msg: Vec<u8>) -> Response {
+        Response {
+            header_room: true,
+            ..Response::ok(msg)
+        }
+    }
+
     /// A success response with `body`.
     pub fn ok(body: Vec<u8>) -> Response {
         Response {
@@ -91,6 +104,7 @@ impl Response {
             body,
             pending: None,
             invalidate: None,
+            header_room: false,
         }
     }
 
@@ -101,6 +115,7 @@ impl Response {
             body,
             pending: None,
             invalidate: None,
+            header_room: false,
         }
     }
 
@@ -111,6 +126,7 @@ impl Response {
             body: err.encode(),
             pending: None,
             invalidate: None,
+            header_room: false,
         }
     }
 
@@ -123,6 +139,7 @@ impl Response {
             body: Vec::new(),
             pending: Some(Box::pin(fut)),
             invalidate: None,
+            header_room: false,
         }
     }
 

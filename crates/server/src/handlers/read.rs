@@ -3,7 +3,7 @@
 
 use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::rw::{put_read_response_header, ReadRequest};
-use smbx_wire::NtStatus;
+use smbx_wire::{NtStatus, HEADER_SIZE};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::file::{FILE_EXECUTE, FILE_READ_DATA};
@@ -138,24 +138,27 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 resp.invalidate = ch.invalidate;
                 return Ok(resp);
             }
-            let body = run_blocking(len >= BLOCKING_THRESHOLD, move || {
-                let mut body = vec![0u8; 16 + len];
-                let n = handle.read_at(&mut body[16..], offset)?;
+            // The response is built in one buffer: header room, READ
+            // response fields, then the data read in place.
+            const DATA: usize = HEADER_SIZE + 16;
+            let msg = run_blocking(len >= BLOCKING_THRESHOLD, move || {
+                let mut msg = vec![0u8; DATA + len];
+                let n = handle.read_at(&mut msg[DATA..], offset)?;
                 if (n == 0 && len > 0) || n < min {
                     return Err(NtStatus::END_OF_FILE);
                 }
-                body.truncate(16 + n);
+                msg.truncate(DATA + n);
                 let mut h = [0u8; 16];
                 put_read_response_header(&mut h, n as u32, 0);
-                body[..16].copy_from_slice(&h);
-                Ok(body)
+                msg[HEADER_SIZE..DATA].copy_from_slice(&h);
+                Ok(msg)
             })
             .await?;
             // FilePositionInformation follows reads (as Samba does).
-            let n = (body.len() - 16) as u64;
+            let n = (msg.len() - DATA) as u64;
             f.position
                 .store(offset + n, std::sync::atomic::Ordering::Relaxed);
-            Ok(Response::ok(body))
+            Ok(Response::ok_with_header_room(msg))
         }
     }
 }
