@@ -650,8 +650,10 @@ impl Engine {
         to: u64,
         payload: &[u8],
     ) -> Result<(), TermInfo> {
-        if self.rtr_read_pending && self.orq.is_empty() {
-            // The zero-length Read Response answering our RTR.
+        if self.rtr_read_pending {
+            // The zero-length Read Response answering our RTR: Read Responses
+            // come in request order and the RTR went before any Read Request
+            // the consumer posted, so it is the first one whatever the orq holds.
             if payload.is_empty() && last {
                 self.rtr_read_pending = false;
                 return Ok(());

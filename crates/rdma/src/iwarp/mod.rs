@@ -13,10 +13,12 @@ pub mod engine;
 pub mod mpa;
 pub mod mr;
 mod qp;
+pub mod sansio;
 mod soft;
 
 pub use mr::{SoftMr, SoftPd};
 pub use qp::SoftQp;
+pub use sansio::{ReplyProgress, SansIoConn, SansIoConnecting};
 pub use soft::{SoftConnectRequest, SoftConnecting, SoftIwarp, SoftListener};
 
 /// Which zero-length message an initiator sends as the peer-to-peer

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::engine::{max_ulpdu_for_mss, Engine, EngineConfig};
-use super::mpa::{self, MpaFrame, ReplyOutcome, RequestInfo};
+use super::engine::{Engine, EngineConfig};
+use super::mpa::{self, MpaFrame, RequestInfo};
 use super::mr::{SoftMr, SoftPd};
 use super::qp::{QpShared, SoftQp};
+use super::sansio::{open_qp, responder_setup, InitiatorOutcome, InitiatorSetup};
 use super::{driver, IwarpOptions};
 use crate::error::{RdmaError, Result};
 use crate::provider::{ConnectRequest, Connecting, Listener, Provider};
-use crate::types::{ConnParams, PeerParams, QpCaps, QpState, MAX_PRIVATE_DATA};
+use crate::types::{ConnParams, PeerParams, QpCaps, MAX_PRIVATE_DATA};
 
 /// The soft-iWARP provider. Cheap to clone.
 #[derive(Clone, Debug, Default)]
@@ -98,12 +99,9 @@ fn start(
     peer: PeerParams,
     leftover: Vec<u8>,
 ) {
+    open_qp(&shared, &cfg, peer);
     {
         let mut g = shared.lock();
-        g.state = QpState::Rts;
-        g.peer = peer;
-        g.ird = cfg.ird;
-        g.ord = cfg.ord;
         g.local = stream.local_addr().ok();
         g.remote = stream.peer_addr().ok();
     }
@@ -133,16 +131,7 @@ impl Connecting for SoftConnecting {
         if params.private_data.len() > MAX_PRIVATE_DATA {
             return Err(RdmaError::InvalidRequest("private data too long"));
         }
-        let rev = opts.mpa_revision.clamp(1, 2);
-        let rtr = if rev == 2 { opts.rtr } else { None };
-        let req = mpa::build_request(
-            rev,
-            opts.crc,
-            params.ird,
-            params.ord,
-            rtr,
-            &params.private_data,
-        );
+        let (setup, req) = InitiatorSetup::new(&opts, &params);
         let mut b = Vec::new();
         req.encode(&mut b);
         let fut = async {
@@ -153,43 +142,15 @@ impl Connecting for SoftConnecting {
         let (rep, leftover) = tokio::time::timeout(opts.handshake_timeout, fut)
             .await
             .map_err(|_| RdmaError::Setup("MPA reply timed out".into()))??;
-        let our_ird = params.ird.min(mpa::IRD_ORD_MASK);
-        let outcome = mpa::read_reply(&rep, rev, opts.crc, our_ird, rtr)
-            .map_err(|e| RdmaError::Setup(e.to_string()))?;
-        match outcome {
-            ReplyOutcome::Rejected(pd) => {
+        match setup.on_reply(&rep, mss_of(&stream, &opts))? {
+            InitiatorOutcome::Rejected(pd) => {
                 let _ = stream.shutdown().await;
                 qp.shared()
                     .set_closed(crate::types::CloseReason::PeerDisconnect);
                 qp.shared().cq.close();
                 Err(RdmaError::Rejected(pd))
             }
-            ReplyOutcome::Accepted {
-                crc,
-                peer_ird,
-                peer_ord,
-                rtr,
-                private_data,
-            } => {
-                let enhanced = rep.enhanced();
-                let ord = if enhanced {
-                    params.ord.min(peer_ird)
-                } else {
-                    params.ord
-                };
-                let cfg = EngineConfig {
-                    crc,
-                    max_ulpdu: max_ulpdu_for_mss(mss_of(&stream, &opts)),
-                    ird: our_ird,
-                    ord,
-                    send_rtr: rtr,
-                    expect_rtr: None,
-                };
-                let peer = PeerParams {
-                    private_data,
-                    ird: peer_ird,
-                    ord: peer_ord,
-                };
+            InitiatorOutcome::Accepted(cfg, peer) => {
                 start(stream, qp.shared().clone(), cfg, peer.clone(), leftover);
                 Ok((qp, peer))
             }
@@ -359,24 +320,10 @@ impl ConnectRequest for SoftConnectRequest {
         if params.private_data.len() > MAX_PRIVATE_DATA {
             return Err(RdmaError::InvalidRequest("private data too long"));
         }
-        let acc = mpa::accept_request(
-            &info,
-            opts.crc,
-            params.ird,
-            params.ord,
-            &params.private_data,
-        );
+        let (reply, cfg) = responder_setup(&info, &opts, &params, mss_of(&stream, &opts));
         let mut b = Vec::new();
-        acc.reply.encode(&mut b);
+        reply.encode(&mut b);
         stream.write_all(&b).await?;
-        let cfg = EngineConfig {
-            crc: acc.crc,
-            max_ulpdu: max_ulpdu_for_mss(mss_of(&stream, &opts)),
-            ird: acc.ird,
-            ord: acc.ord,
-            send_rtr: None,
-            expect_rtr: acc.rtr,
-        };
         start(stream, qp.shared().clone(), cfg, peer, leftover);
         Ok(qp)
     }
