@@ -352,6 +352,7 @@ pub fn rpc_pipe(data: &[u8]) {
             domain: "WORKGROUP".into(),
             shares: Vec::new(),
             user: "u".into(),
+            shares_denied: false,
         };
         let Some(mut p) = smbx_rpc::Pipe::open(name, ctx) else {
             continue;

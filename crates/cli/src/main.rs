@@ -7,6 +7,7 @@ mod client;
 mod demo;
 mod error;
 mod logging;
+mod rlimit;
 mod serve;
 mod testparm;
 mod user;

@@ -39,6 +39,12 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
         tracing::warn!("{w}");
     }
     preflight(&config);
+    match crate::rlimit::raise_nofile() {
+        Ok((before, after)) => {
+            tracing::info!(before, after, "descriptor limit (RLIMIT_NOFILE)")
+        }
+        Err(e) => tracing::warn!("cannot raise the descriptor limit (RLIMIT_NOFILE): {e}"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("smbx")

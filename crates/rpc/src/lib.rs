@@ -34,7 +34,8 @@ pub struct ShareInfo {
     pub share_type: u32,
     /// Free-text remark.
     pub comment: String,
-    /// Local path reported at level 2 (e.g. `C:\share` style or the unix path).
+    /// Local path reported at level 2 (e.g. `C:\share` style or the unix path); the
+    /// server leaves it empty for callers who are not administrators.
     pub path: String,
 }
 
@@ -49,6 +50,9 @@ pub struct PipeContext {
     pub shares: Vec<ShareInfo>,
     /// The authenticated user name.
     pub user: String,
+    /// Share enumeration (NetShareEnum, NetShareEnumAll, NetShareGetInfo) is refused
+    /// with ERROR_ACCESS_DENIED: `restrict anonymous` and an anonymous or guest caller.
+    pub shares_denied: bool,
 }
 
 /// A failure that leaves the pipe unusable (the server should close the handle).

@@ -7,6 +7,8 @@ use crate::{PipeContext, ShareInfo};
 
 /// ERROR_SUCCESS.
 pub(crate) const WERR_OK: u32 = 0;
+/// ERROR_ACCESS_DENIED.
+pub(crate) const WERR_ACCESS_DENIED: u32 = 5;
 /// ERROR_INVALID_LEVEL.
 pub(crate) const WERR_INVALID_LEVEL: u32 = 124;
 /// ERROR_MORE_DATA.
@@ -112,12 +114,20 @@ fn share_enum(ctx: &PipeContext, stub: &[u8]) -> Result<Vec<u8>, NdrError> {
     let mut w = NdrWriter::new();
     w.u32(level);
     w.u32(level);
-    if enum_layout(level).is_none() {
-        // 502/503 need security descriptors / server names we do not keep.
+    // 502/503 need security descriptors / server names we do not keep. A caller
+    // refused enumeration (restrict anonymous) learns nothing, not even the count.
+    let refused = if ctx.shares_denied {
+        Some(WERR_ACCESS_DENIED)
+    } else if enum_layout(level).is_none() {
+        Some(WERR_INVALID_LEVEL)
+    } else {
+        None
+    };
+    if let Some(status) = refused {
         w.ptr(false);
         w.u32(0);
         write_resume(&mut w, resume, 0);
-        w.u32(WERR_INVALID_LEVEL);
+        w.u32(status);
         return Ok(w.finish());
     }
     let start = resume
@@ -187,6 +197,12 @@ fn share_get_info(ctx: &PipeContext, stub: &[u8]) -> Result<Vec<u8>, NdrError> {
         0 | 1 | 2 | 501 | 502 | 503 | 1004 | 1005 | 1006 | 1501
     );
     let status = match share {
+        _ if ctx.shares_denied => {
+            if is_arm {
+                w.ptr(false);
+            }
+            WERR_ACCESS_DENIED
+        }
         None => {
             if is_arm {
                 w.ptr(false);

@@ -4,11 +4,12 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use smbx_config::Config;
 use smbx_transport::soft::{Options as IwarpOptions, SoftDirectListener};
 use smbx_transport::{BufPool, DirectConfig};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::state::ServerState;
 
@@ -199,16 +200,9 @@ impl Slots {
 }
 
 async fn accept_loop(l: TcpListener, state: Arc<ServerState>, slots: Slots) -> io::Result<()> {
+    let mut acceptor = Acceptor::new();
     loop {
-        let (stream, peer) = match l.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = acceptor.accept(&l).await;
         let Some(slot) = slots.admit(peer) else {
             drop(stream);
             continue;
@@ -221,6 +215,86 @@ async fn accept_loop(l: TcpListener, state: Arc<ServerState>, slots: Slots) -> i
     }
 }
 
+/// How long the accept loop waits after an accept failed for want of descriptors
+/// or memory before it tries again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Accepts TCP connections through descriptor exhaustion (EMFILE / ENFILE): a
+/// spare descriptor is given up to accept and close the waiting connection (its
+/// client hears at once instead of hanging in the backlog), then the loop waits
+/// [`ACCEPT_BACKOFF`] instead of spinning on a listener that stays readable. A burst
+/// of failures is logged once when it starts and once when it ends.
+struct Acceptor {
+    /// A descriptor held in reserve (`/dev/null`), released to accept-and-close.
+    spare: Option<std::fs::File>,
+    /// Failed accepts in the current burst (0: accepting normally).
+    failures: u64,
+}
+
+impl Acceptor {
+    fn new() -> Acceptor {
+        Acceptor {
+            spare: Self::open_spare(),
+            failures: 0,
+        }
+    }
+
+    fn open_spare() -> Option<std::fs::File> {
+        std::fs::File::open("/dev/null").ok()
+    }
+
+    /// The next connection; failures are handled (and logged) here.
+    async fn accept(&mut self, l: &TcpListener) -> (TcpStream, SocketAddr) {
+        loop {
+            let e = match l.accept().await {
+                Ok(x) => {
+                    if self.failures > 0 {
+                        tracing::info!(failed = self.failures, "accepting connections again");
+                        self.failures = 0;
+                    }
+                    if self.spare.is_none() {
+                        self.spare = Self::open_spare();
+                    }
+                    return x;
+                }
+                Err(e) => e,
+            };
+            // A connection that went away before it was accepted: nothing is wrong.
+            if matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::Interrupted
+            ) {
+                continue;
+            }
+            if self.failures == 0 {
+                tracing::warn!(
+                    error = %e,
+                    "accept failed; refusing new connections until it succeeds again"
+                );
+            }
+            self.failures = self.failures.saturating_add(1);
+            if out_of_descriptors(&e) && self.spare.take().is_some() {
+                // The freed descriptor takes the waiting connection, which closes.
+                if let Ok(Ok((s, peer))) =
+                    tokio::time::timeout(Duration::from_millis(10), l.accept()).await
+                {
+                    tracing::debug!(%peer, "out of descriptors: connection closed");
+                    drop(s);
+                }
+                self.spare = Self::open_spare();
+            }
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
+        }
+    }
+}
+
+/// EMFILE (per process) or ENFILE (system-wide).
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
 /// Accepts SMB Direct connections: each is negotiated in its own task (a slow
 /// or silent peer holds up nobody), then served like a TCP connection.
 async fn direct_accept_loop(
@@ -229,12 +303,24 @@ async fn direct_accept_loop(
     slots: Slots,
 ) -> io::Result<()> {
     let pool = Arc::new(BufPool::default());
+    // The TCP accepts happen in the provider's listener (smbx-rdma), which backs off
+    // on its own failures; a failure here is logged once per burst.
+    let mut failures = 0u64;
     loop {
         let incoming = match l.accept().await {
-            Ok(x) => x,
+            Ok(x) => {
+                if failures > 0 {
+                    tracing::info!(failed = failures, "accepting SMB Direct connections again");
+                    failures = 0;
+                }
+                x
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "smb direct accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                if failures == 0 {
+                    tracing::warn!(error = %e, "smb direct accept failed");
+                }
+                failures = failures.saturating_add(1);
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
         };

@@ -28,6 +28,7 @@ pub fn ctx_with(shares: Vec<ShareInfo>) -> PipeContext {
         domain: "WORKGROUP".into(),
         shares,
         user: "alice".into(),
+        shares_denied: false,
     }
 }
 

@@ -497,6 +497,13 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         }
         None => None,
     };
+    // `max open files` per session and connection, before the file system is touched
+    // (OpenTable::insert checks again when the open is registered).
+    let session_id = ctx.session()?.id;
+    let limit = ctx.server.config.global.max_open_files;
+    if !ctx.server.opens.admits(session_id, ctx.conn.id, limit) {
+        return Err(NtStatus::TOO_MANY_OPENED_FILES);
+    }
     let token = acl::Token::for_user(ctx.session()?.user().as_ref());
     let vfs = ctx.server.files.vfs_share(&tree.share)?;
     if trailing_sep && options & FILE_DIRECTORY_FILE == 0 {
@@ -889,7 +896,8 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         tree.id,
         requester.conn_id,
         OpenKind::File(fopen),
-    );
+        server.config.global.max_open_files,
+    )?;
     // A CREATE that waited (an oplock break) may finish after its session ended
     // (its last channel went away): the session's opens are already closed, so
     // this one is too. (The session leaves the table before its opens are

@@ -9,10 +9,12 @@ use smbx_rpc::{PipeContext, ShareInfo, STYPE_DISKTREE, STYPE_IPC, STYPE_SPECIAL}
 use smbx_wire::NtStatus;
 
 use super::Ctx;
-use crate::state::{Open, OpenKind, PipeOpen, ServerState};
+use crate::state::{policy, Open, OpenKind, PipeOpen, ServerState};
 
-/// The share list srvsvc reports: browseable disk shares plus `IPC$`.
-pub fn share_infos(server: &ServerState) -> Vec<ShareInfo> {
+/// The share list srvsvc reports: browseable disk shares plus `IPC$`. Local paths
+/// only for an administrator (`admin users`; as Windows, which shows them to
+/// administrators only); everyone else gets an empty path at every level.
+pub fn share_infos(server: &ServerState, show_paths: bool) -> Vec<ShareInfo> {
     server
         .shares
         .iter()
@@ -25,7 +27,11 @@ pub fn share_infos(server: &ServerState) -> Vec<ShareInfo> {
                 STYPE_DISKTREE
             },
             comment: s.config.comment.clone(),
-            path: s.config.path.display().to_string(),
+            path: if show_paths {
+                s.config.path.display().to_string()
+            } else {
+                String::new()
+            },
         })
         .collect()
 }
@@ -43,13 +49,15 @@ pub fn open_pipe(ctx: &mut Ctx<'_>, name: &str) -> Result<Arc<Open>, NtStatus> {
         .strip_prefix("PIPE\\")
         .or_else(|| n.strip_prefix("pipe\\"))
         .unwrap_or(n);
-    let user = session.user().map(|u| u.name).unwrap_or_default();
-    let g = &ctx.server.config.global;
+    let user = session.user().ok_or(NtStatus::ACCESS_DENIED)?;
+    let config = &ctx.server.config;
+    let g = &config.global;
     let pctx = PipeContext {
         server_name: g.netbios_name.clone(),
         domain: g.workgroup.clone(),
-        shares: share_infos(ctx.server),
-        user,
+        shares: share_infos(ctx.server, policy::is_admin(config, &user)),
+        shares_denied: !policy::may_enumerate_shares(config, &user),
+        user: user.name,
     };
     let pipe = smbx_rpc::Pipe::open(n, pctx).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
     let open = ctx.server.opens.insert(
@@ -60,7 +68,8 @@ pub fn open_pipe(ctx: &mut Ctx<'_>, name: &str) -> Result<Arc<Open>, NtStatus> {
             name: n.to_string(),
             pipe: Mutex::new(pipe),
         })),
-    );
+        g.max_open_files,
+    )?;
     ctx.set_file_id(open.file_id);
     Ok(open)
 }

@@ -145,6 +145,10 @@ fn complete(
         guest,
         anonymous,
     };
+    if let Err(e) = crate::state::policy::logon_allowed(&ctx.server.config, &user) {
+        fail(ctx, session);
+        return Err(e);
+    }
 
     if !first_logon {
         // Re-authentication: same keys; the identity may be refreshed.

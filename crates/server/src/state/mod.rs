@@ -9,6 +9,7 @@ pub mod locks;
 pub mod notify;
 pub mod open;
 pub mod oplock;
+pub mod policy;
 pub mod replay;
 pub mod session;
 pub mod share;

@@ -342,12 +342,107 @@ struct OpenTableInner {
     next_volatile: u64,
     next_persistent: u64,
     disconnect_gen: u64,
+    /// Opens in `opens` per session and per connection, for `max open files`.
+    counts: OpenCounts,
+}
+
+/// How many opens each session and each connection holds (entries at zero are
+/// removed, so the maps only hold live owners).
+#[derive(Default)]
+struct OpenCounts {
+    sessions: HashMap<u64, u32>,
+    conns: HashMap<u64, u32>,
+}
+
+impl OpenCounts {
+    fn get(&self, o: (u64, u64)) -> (u32, u32) {
+        (
+            self.sessions.get(&o.0).copied().unwrap_or(0),
+            self.conns.get(&o.1).copied().unwrap_or(0),
+        )
+    }
+
+    /// Whether one more open for session/connection `o` stays within `limit`.
+    fn admits(&self, o: (u64, u64), limit: u32) -> bool {
+        let (s, c) = self.get(o);
+        s < limit && c < limit
+    }
+
+    fn add(&mut self, open: &Open) {
+        for (map, key) in [
+            (&mut self.sessions, open.session_id),
+            (&mut self.conns, open.conn_id),
+        ] {
+            let n = map.entry(key).or_insert(0);
+            *n = n.saturating_add(1);
+        }
+    }
+
+    fn sub(&mut self, open: &Open) {
+        for (map, key) in [
+            (&mut self.sessions, open.session_id),
+            (&mut self.conns, open.conn_id),
+        ] {
+            if let Some(n) = map.get_mut(&key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+impl OpenTableInner {
+    /// Takes `v` out of the live opens, keeping the counts right.
+    fn take(&mut self, v: u64) -> Option<Arc<Open>> {
+        let o = self.opens.remove(&v)?;
+        self.counts.sub(&o);
+        Some(o)
+    }
+
+    /// Puts `open` into the live opens, keeping the counts right.
+    fn put(&mut self, open: Arc<Open>) {
+        self.counts.add(&open);
+        if let Some(old) = self.opens.insert(open.file_id.volatile, open) {
+            self.counts.sub(&old);
+        }
+    }
 }
 
 impl OpenTable {
-    /// Inserts a new open, allocating its FileId.
-    pub fn insert(&self, session_id: u64, tree_id: u32, conn_id: u64, kind: OpenKind) -> Arc<Open> {
+    /// Whether session `session_id` and connection `conn_id` may hold one more open
+    /// under `max open files` = `limit` (a cheap check before a CREATE does any work;
+    /// [`OpenTable::insert`] decides).
+    pub fn admits(&self, session_id: u64, conn_id: u64, limit: u32) -> bool {
+        self.inner
+            .lock()
+            .counts
+            .admits((session_id, conn_id), limit.max(1))
+    }
+
+    /// Opens held by session `session_id` and by connection `conn_id`.
+    pub fn counts(&self, session_id: u64, conn_id: u64) -> (u32, u32) {
+        self.inner.lock().counts.get((session_id, conn_id))
+    }
+
+    /// Inserts a new open, allocating its FileId, unless its session or its connection
+    /// already holds `limit` opens (`max open files`; at least 1): then
+    /// STATUS_TOO_MANY_OPENED_FILES, and `kind` is dropped (a file open closes).
+    pub fn insert(
+        &self,
+        session_id: u64,
+        tree_id: u32,
+        conn_id: u64,
+        kind: OpenKind,
+        limit: u32,
+    ) -> Result<Arc<Open>, NtStatus> {
         let mut t = self.inner.lock();
+        if !t.counts.admits((session_id, conn_id), limit.max(1)) {
+            drop(t);
+            drop(kind);
+            return Err(NtStatus::TOO_MANY_OPENED_FILES);
+        }
         let volatile = loop {
             t.next_volatile = t.next_volatile.wrapping_add(1);
             let v = t.next_volatile;
@@ -370,8 +465,8 @@ impl OpenTable {
             conn_id,
             kind,
         });
-        t.opens.insert(volatile, open.clone());
-        open
+        t.put(open.clone());
+        Ok(open)
     }
 
     /// Finds an open by FileId (both halves must match).
@@ -387,7 +482,7 @@ impl OpenTable {
     pub fn remove(&self, id: FileId) -> Option<Arc<Open>> {
         let mut t = self.inner.lock();
         match t.opens.get(&id.volatile) {
-            Some(o) if o.file_id.persistent == id.persistent => t.opens.remove(&id.volatile),
+            Some(o) if o.file_id.persistent == id.persistent => t.take(id.volatile),
             _ => None,
         }
     }
@@ -401,7 +496,7 @@ impl OpenTable {
             .filter(|(_, o)| pred(o))
             .map(|(k, _)| *k)
             .collect();
-        ids.iter().filter_map(|k| t.opens.remove(k)).collect()
+        ids.iter().filter_map(|k| t.take(*k)).collect()
     }
 
     /// A snapshot of every open matching `pred` (share-mode and oplock checks).
@@ -452,7 +547,7 @@ impl OpenTable {
             .collect();
         let mut out = Vec::with_capacity(ids.len());
         for (k, timeout) in ids {
-            if let Some(o) = t.opens.remove(&k) {
+            if let Some(o) = t.take(k) {
                 t.disconnect_gen = t.disconnect_gen.wrapping_add(1);
                 let g = t.disconnect_gen;
                 out.push((o.file_id, timeout, g));
@@ -523,7 +618,9 @@ impl OpenTable {
     }
 
     /// Inserts an existing open under its own FileId (durable reconnect). `None`
-    /// (and the open is closed) if the id is in use.
+    /// (and the open is closed) if the id is in use. It counts against its session's
+    /// and connection's `max open files` but is not refused by it: the client held
+    /// it before.
     pub fn insert_open(&self, open: Open) -> Option<Arc<Open>> {
         let open = Arc::new(open);
         let mut t = self.inner.lock();
@@ -533,7 +630,7 @@ impl OpenTable {
             drop(open);
             return None;
         }
-        t.opens.insert(v, open.clone());
+        t.put(open.clone());
         Some(open)
     }
 }
