@@ -1,12 +1,21 @@
 //! Fuzz targets for the smbx decoders: every SMB2 request decoder of `smbx-wire`, the
 //! create/negotiate context chains, FSCTL payloads, SET_INFO classes, NTLMSSP and
-//! SPNEGO, DCE/RPC pipe input, and the iWARP MPA/FPDU decoders of `smbx-rdma`.
+//! SPNEGO, DCE/RPC pipe input, the iWARP MPA/FPDU decoders and the whole iWARP
+//! connection engine of `smbx-rdma`, and the SMB Direct PDUs and connection
+//! state machine of `smbx-direct`.
 //! Each target takes arbitrary bytes and must never
 //! panic, loop forever or allocate without bound.
 //!
 //! The same functions back the libFuzzer binaries in `fuzz_targets/` (nightly,
 //! `cargo fuzz`) and the stable `cargo test` harness in `tests/seeds.rs`, which runs
 //! every seed of `corpus/<target>/` and thousands of mutations of each.
+
+pub mod direct;
+pub mod iwarp_engine;
+pub mod seedgen;
+
+pub use direct::{direct_connection, direct_pdu};
+pub use iwarp_engine::iwarp_engine;
 
 use smbx_wire::codec::Reader;
 use smbx_wire::HEADER_SIZE;
@@ -126,6 +135,21 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "iwarp_fpdu",
         run: iwarp_fpdu,
+        also_seeds: &[],
+    },
+    Target {
+        name: "iwarp_engine",
+        run: iwarp_engine,
+        also_seeds: &[],
+    },
+    Target {
+        name: "direct_pdu",
+        run: direct_pdu,
+        also_seeds: &[],
+    },
+    Target {
+        name: "direct_connection",
+        run: direct_connection,
         also_seeds: &[],
     },
 ];
