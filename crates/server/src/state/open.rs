@@ -676,3 +676,45 @@ fn expire_later(server: &Arc<super::ServerState>, kept: Vec<(FileId, u32, u64)>)
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipe() -> OpenKind {
+        let p = smbx_rpc::Pipe::open("srvsvc", smbx_rpc::PipeContext::default()).unwrap();
+        OpenKind::Pipe(Box::new(PipeOpen {
+            name: "srvsvc".into(),
+            pipe: Mutex::new(p),
+        }))
+    }
+
+    #[test]
+    fn max_open_files_per_session_and_connection() {
+        let t = OpenTable::default();
+        let a = t.insert(1, 1, 10, pipe(), 2).ok().unwrap();
+        assert!(t.insert(1, 1, 10, pipe(), 2).is_ok());
+        assert_eq!(t.counts(1, 10), (2, 2));
+        assert!(!t.admits(1, 10, 2));
+        let e = t.insert(1, 1, 10, pipe(), 2).err().unwrap();
+        assert_eq!(e, NtStatus::TOO_MANY_OPENED_FILES);
+        // Another session on the same connection: the connection is full.
+        assert_eq!(
+            t.insert(2, 1, 10, pipe(), 2).err().unwrap(),
+            NtStatus::TOO_MANY_OPENED_FILES
+        );
+        // The same session on another connection (a channel): the session is full.
+        assert_eq!(
+            t.insert(1, 1, 11, pipe(), 2).err().unwrap(),
+            NtStatus::TOO_MANY_OPENED_FILES
+        );
+        assert!(t.insert(2, 1, 11, pipe(), 2).is_ok());
+        assert!(t.remove(a.file_id).is_some());
+        assert_eq!(t.counts(1, 10), (1, 1));
+        assert!(t.insert(1, 1, 10, pipe(), 2).is_ok());
+        assert_eq!(t.remove_where(|o| o.conn_id == 10).len(), 2);
+        assert_eq!(t.counts(1, 10), (0, 0));
+        assert_eq!(t.counts(2, 11), (1, 1));
+        assert_eq!(t.len(), 1);
+    }
+}
