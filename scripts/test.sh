@@ -44,6 +44,11 @@ command -v cargo >/dev/null || { echo "cargo not found: install a Rust toolchain
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step unit cargo test --workspace
+# The fuzz crate (its own workspace): seed replay, then every target under
+# cargo-fuzz for a short time (scripts/fuzz.sh; SMBX_FUZZ_SECS per target).
+if [ -z "${SMBX_SKIP_FUZZ:-}" ]; then
+    step fuzz scripts/fuzz.sh
+fi
 step build cargo build --release -p smbx-cli || finish
 
 export SMBX_BIN=${SMBX_BIN:-$ROOT/target/release/smbx}
