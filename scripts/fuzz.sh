@@ -78,13 +78,16 @@ run_target() {
     echo "$rc" >"$work/$name.rc"
 }
 
-say "running ${#lines[@]} targets, ${SECS}s each, $JOBS at a time"
-running=0
+selected=()
 for l in "${lines[@]}"; do
-    read -r -a f <<<"$l"
-    if [ -n "${SMBX_FUZZ_TARGETS:-}" ] && [[ " $SMBX_FUZZ_TARGETS " != *" ${f[0]} "* ]]; then
-        continue
+    if [ -z "${SMBX_FUZZ_TARGETS:-}" ] || [[ " $SMBX_FUZZ_TARGETS " == *" ${l%% *} "* ]]; then
+        selected+=("$l")
     fi
+done
+say "running ${#selected[@]} targets, ${SECS}s each, $JOBS at a time"
+running=0
+for l in "${selected[@]}"; do
+    read -r -a f <<<"$l"
     run_target "${f[@]}" &
     running=$((running + 1))
     if [ "$running" -ge "$JOBS" ]; then
@@ -107,7 +110,8 @@ for rcf in "$work"/*.rc; do
     else
         failed+=("$name")
         printf '  %-18s FAILED  (exit %s)\n' "$name" "$rc"
-        grep -E 'panicked|ERROR: |SUMMARY|Test unit written to' "$log" | head -20 | sed 's/^/      /'
+        grep -E -A1 'panicked' "$log" | head -4 | sed 's/^/      /'
+        grep -E 'ERROR: |SUMMARY' "$log" | head -4 | sed 's/^/      /'
         repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
         if [ -n "$repro" ]; then
             echo "      reproducer: $repro"
