@@ -177,3 +177,67 @@ async fn create_secd_and_inheritance() {
         Err(NtStatus::ACCESS_DENIED)
     );
 }
+
+/// SET_INFO of an owner or group as a session: `info` 1 owner, 2 group.
+async fn set_owner(c: &mut Client, fid: [u8; 16], info: u32, sd: &SecurityDescriptor) -> NtStatus {
+    let blob = sd.encode();
+    let s = SetInfoRequest {
+        info_type: SMB2_0_INFO_SECURITY,
+        info_class: 0,
+        additional_information: info,
+        file_id: fid,
+        buffer: &blob,
+    };
+    c.request(Command::SetInfo, &s.encode()).await.status()
+}
+
+/// Giving a file to another Unix user or group needs `admin users`: a user may set
+/// only SIDs of its own token or the current owner (issue 10, item 6).
+#[tokio::test]
+async fn owner_change_needs_the_sid_in_the_token_or_admin() {
+    use smbx_wire::security_descriptor::well_known::{unix_group, unix_user};
+    use std::os::unix::fs::MetadataExt;
+    const WRITE_OWNER: u32 = 0x8_0000;
+    let dir = tempfile::tempdir().unwrap();
+    for admin in [false, true] {
+        let mut cfg = test_config(dir.path());
+        if admin {
+            cfg.shares[0].admin_users = vec!["user".into()];
+        }
+        let srv = start(cfg).await;
+        let mut c = connect_share(&srv).await;
+        let name = format!("owned-{admin}");
+        let h = create(&mut c, &name, READ_CONTROL | WRITE_OWNER, 2, false, None)
+            .await
+            .unwrap();
+        let meta = std::fs::metadata(dir.path().join(&name)).unwrap();
+        // The current owner may always be set again.
+        let same = SecurityDescriptor {
+            owner: Some(unix_user(meta.uid())),
+            ..Default::default()
+        };
+        assert_eq!(set_owner(&mut c, h, 1, &same).await, NtStatus::SUCCESS);
+        let other = SecurityDescriptor {
+            owner: Some(unix_user(12345)),
+            group: Some(unix_group(23456)),
+            ..Default::default()
+        };
+        let (owner, group) = (
+            set_owner(&mut c, h, 1, &other).await,
+            set_owner(&mut c, h, 2, &other).await,
+        );
+        let meta = std::fs::metadata(dir.path().join(&name)).unwrap();
+        if admin {
+            assert_eq!((owner, group), (NtStatus::SUCCESS, NtStatus::SUCCESS));
+            assert_eq!((meta.uid(), meta.gid()), (12345, 23456));
+        } else {
+            assert_eq!(
+                (owner, group),
+                (NtStatus::INVALID_OWNER, NtStatus::INVALID_PRIMARY_GROUP)
+            );
+            assert_ne!(meta.uid(), 12345);
+            assert_ne!(meta.gid(), 23456);
+        }
+        close(&mut c, h).await;
+    }
+}

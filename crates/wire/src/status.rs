@@ -199,6 +199,8 @@ impl NtStatus {
     pub const INVALID_SECURITY_DESCR: NtStatus = NtStatus(0xC0000079);
     /// STATUS_INVALID_OWNER.
     pub const INVALID_OWNER: NtStatus = NtStatus(0xC000005A);
+    /// STATUS_INVALID_PRIMARY_GROUP.
+    pub const INVALID_PRIMARY_GROUP: NtStatus = NtStatus(0xC000005B);
     /// STATUS_NO_SUCH_USER.
     pub const NO_SUCH_USER: NtStatus = NtStatus(0xC0000064);
     /// STATUS_NO_SUCH_LOGON_SESSION.
@@ -348,6 +350,7 @@ impl NtStatus {
             NtStatus::INVALID_ACL => "STATUS_INVALID_ACL",
             NtStatus::INVALID_SECURITY_DESCR => "STATUS_INVALID_SECURITY_DESCR",
             NtStatus::INVALID_OWNER => "STATUS_INVALID_OWNER",
+            NtStatus::INVALID_PRIMARY_GROUP => "STATUS_INVALID_PRIMARY_GROUP",
             NtStatus::NO_SUCH_USER => "STATUS_NO_SUCH_USER",
             NtStatus::NO_SUCH_LOGON_SESSION => "STATUS_NO_SUCH_LOGON_SESSION",
             NtStatus::MEDIA_WRITE_PROTECTED => "STATUS_MEDIA_WRITE_PROTECTED",

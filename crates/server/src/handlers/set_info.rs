@@ -74,10 +74,15 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         }
         si::SMB2_0_INFO_FILESYSTEM => fs_info(file, r.info_class, r.buffer)?,
         si::SMB2_0_INFO_SECURITY => {
-            let token = crate::state::acl::Token::for_user(ctx.session()?.user().as_ref());
+            let user = ctx.session()?.user();
+            let token = crate::state::acl::Token::for_user(user.as_ref());
+            let admin = user
+                .as_ref()
+                .is_some_and(|u| crate::state::policy::is_admin(ctx.config(), u));
             security::set_security(
                 file,
                 &token,
+                admin,
                 read_only_tree,
                 r.additional_information,
                 r.buffer,

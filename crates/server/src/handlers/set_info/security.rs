@@ -53,10 +53,12 @@ const WRITE_BITS: u32 = 0x0000_0002 | 0x0000_0004 | GENERIC_WRITE | GENERIC_ALL;
 const EXEC_BITS: u32 = 0x0000_0020 | GENERIC_EXECUTE | GENERIC_ALL;
 
 /// Applies the parts of `buf` (a self-relative security descriptor) that
-/// `info` (SecurityInformation) selects, for a session with `token`.
+/// `info` (SecurityInformation) selects, for a session with `token`; `admin`
+/// (the user is in `admin users`) may give the file to any owner and group.
 pub fn set_security(
     f: &FileOpen,
     token: &acl::Token,
+    admin: bool,
     read_only_tree: bool,
     info: u32,
     buf: &[u8],
@@ -84,13 +86,18 @@ pub fn set_security(
     let mut gid = None;
     if info & OWNER_SECURITY_INFORMATION != 0 {
         if let Some(owner) = &sd.owner {
-            uid = owner_uid(owner, token)?;
+            uid = owner_uid(owner, token, admin, st.uid)?;
         }
     }
     if info & GROUP_SECURITY_INFORMATION != 0 {
         if let Some(group) = &sd.group {
-            // Windows accepts any valid SID as primary group; only Unix SIDs map.
+            // Only Unix SIDs map to a gid; another SID is stored as it is.
             gid = unix_id(group, 2);
+            // A Unix group the caller does not act as is refused (giving files
+            // to other groups is a privilege the server's own uid must not lend).
+            if gid.is_some_and(|g| g != st.gid && !admin && !token.contains(group)) {
+                return Err(NtStatus::INVALID_PRIMARY_GROUP);
+            }
         }
     }
     if uid.is_some() || gid.is_some() {
@@ -147,14 +154,20 @@ pub fn merge(cur: &mut SecurityDescriptor, new: &SecurityDescriptor, info: u32) 
 }
 
 /// Whether `owner` may become a file's owner for a session with `token`, and the
-/// Unix uid to chown to: a Unix user SID maps to its uid (the kernel decides);
-/// another SID must be one of the token's (stored, no POSIX change); any other
-/// is INVALID_OWNER.
-fn owner_uid(owner: &Sid, token: &acl::Token) -> Result<Option<u32>, NtStatus> {
+/// Unix uid to chown to. As on Windows, the owner must be a SID of the caller's
+/// token (a non-Unix one is stored without a POSIX change); the current owner may
+/// be set again; an administrator (`admin users`) may set any Unix user. Anything
+/// else is INVALID_OWNER, so no user can give a file to another uid.
+fn owner_uid(
+    owner: &Sid,
+    token: &acl::Token,
+    admin: bool,
+    current_uid: u32,
+) -> Result<Option<u32>, NtStatus> {
     match unix_id(owner, 1) {
-        Some(uid) => Ok(Some(uid)),
+        Some(uid) if uid == current_uid || admin || token.contains(owner) => Ok(Some(uid)),
         None if token.contains(owner) => Ok(None),
-        None => Err(NtStatus::INVALID_OWNER),
+        _ => Err(NtStatus::INVALID_OWNER),
     }
 }
 
