@@ -241,3 +241,124 @@ async fn owner_change_needs_the_sid_in_the_token_or_admin() {
         close(&mut c, h).await;
     }
 }
+
+/// SET_INFO FileRenameInformation (10) or FileLinkInformation (11) with
+/// ReplaceIfExists.
+async fn replace_by(c: &mut Client, fid: [u8; 16], class: u8, target: &str) -> NtStatus {
+    let info = smbx_wire::set_info::FileRenameInfo {
+        replace_if_exists: true,
+        root_directory: 0,
+        file_name: target.into(),
+    }
+    .encode();
+    let s = SetInfoRequest {
+        info_type: smbx_wire::set_info::SMB2_0_INFO_FILE,
+        info_class: class,
+        additional_information: 0,
+        file_id: fid,
+        buffer: &info,
+    };
+    c.request(Command::SetInfo, &s.encode()).await.status()
+}
+
+/// Rename and hard link over an existing file apply the checks of deleting it
+/// ([MS-FSA] 2.1.5.14.6, 2.1.5.14.11; issue 10, item 5): a target whose descriptor
+/// (and parent's) does not grant this caller DELETE, a READONLY target, an open
+/// target and a directory are all refused with ACCESS_DENIED and left in place.
+#[tokio::test]
+async fn replacing_a_file_needs_the_right_to_delete_it() {
+    const DELETE: u32 = 0x1_0000;
+    const LIST_ADD: u32 = 0x1 | 0x2 | 0x4 | 0x20 | 0x80;
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = start_with_client(dir.path()).await;
+    let d = create(&mut c, "d", READ_CONTROL | WRITE_DAC, 2, true, None)
+        .await
+        .unwrap();
+    let victim = create(
+        &mut c,
+        "d\\victim",
+        READ_CONTROL | WRITE_DAC,
+        2,
+        false,
+        None,
+    )
+    .await
+    .unwrap();
+    let src = create(&mut c, "d\\src", DELETE | READ_CONTROL, 2, false, None)
+        .await
+        .unwrap();
+    let allow = |mask: u32| SecurityDescriptor {
+        control: SE_DACL_PRESENT,
+        dacl: Some(Acl::new(vec![Ace::allow(everyone(), mask, 0)])),
+        ..Default::default()
+    };
+    // The victim grants only reading, its directory no FILE_DELETE_CHILD.
+    set_dacl(&mut c, victim, &allow(FILE_GENERIC_READ)).await;
+    close(&mut c, victim).await;
+    set_dacl(&mut c, d, &allow(LIST_ADD | READ_CONTROL | WRITE_DAC)).await;
+    for class in [10u8, 11] {
+        assert_eq!(
+            replace_by(&mut c, src, class, "d\\victim").await,
+            NtStatus::ACCESS_DENIED,
+            "class {class}"
+        );
+    }
+    assert!(dir.path().join("d/victim").exists());
+    assert!(dir.path().join("d/src").exists());
+
+    // A READONLY target, an open one and a directory are refused whatever the ACLs.
+    set_dacl(&mut c, d, &allow(0x1F01FF)).await;
+    std::fs::write(dir.path().join("ro"), b"keep").unwrap();
+    let h = create(
+        &mut c, "ro", 0x100, /* FILE_WRITE_ATTRIBUTES */
+        1, false, None,
+    )
+    .await
+    .unwrap();
+    let basic = smbx_wire::set_info::FileBasicInfo::encode_raw([0; 4], 0x1);
+    let s = SetInfoRequest {
+        info_type: smbx_wire::set_info::SMB2_0_INFO_FILE,
+        info_class: 4,
+        additional_information: 0,
+        file_id: h,
+        buffer: &basic,
+    };
+    assert_eq!(
+        c.request(Command::SetInfo, &s.encode()).await.status(),
+        NtStatus::SUCCESS
+    );
+    close(&mut c, h).await;
+    let held = create(&mut c, "held", READ_DATA, 2, false, None)
+        .await
+        .unwrap();
+    let adir = create(&mut c, "adir", READ_CONTROL, 2, true, None)
+        .await
+        .unwrap();
+    close(&mut c, adir).await;
+    for target in ["ro", "held", "adir"] {
+        for class in [10u8, 11] {
+            assert_eq!(
+                replace_by(&mut c, src, class, target).await,
+                NtStatus::ACCESS_DENIED,
+                "{target} class {class}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read(dir.path().join("ro")).unwrap(), b"keep");
+    close(&mut c, held).await;
+
+    // Once the victim may be deleted, the rename replaces it.
+    set_dacl(&mut c, d, &allow(0x1F01FF)).await;
+    let v = create(&mut c, "d\\victim", WRITE_DAC, 1, false, None)
+        .await
+        .unwrap();
+    set_dacl(&mut c, v, &allow(0x1F01FF)).await;
+    close(&mut c, v).await;
+    assert_eq!(
+        replace_by(&mut c, src, 10, "d\\victim").await,
+        NtStatus::SUCCESS
+    );
+    assert!(!dir.path().join("d/src").exists());
+    close(&mut c, src).await;
+    close(&mut c, d).await;
+}

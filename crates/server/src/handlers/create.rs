@@ -601,64 +601,6 @@ struct OpenParams {
     token: acl::Token,
 }
 
-/// The share-relative path of the directory holding `name` (a stream's base file
-/// counts); `None` for the share root.
-fn parent_of(name: &str) -> Option<&str> {
-    let base = name.split(':').next().unwrap_or("");
-    if base.is_empty() {
-        return None;
-    }
-    Some(base.rsplit_once('\\').map_or("", |(p, _)| p))
-}
-
-/// The stored descriptor (if any) and metadata of the directory holding `name`.
-fn parent_sd(vfs: &smbx_vfs::Share, name: &str) -> Option<(Option<SecurityDescriptor>, FileInfo)> {
-    let parent = parent_of(name)?;
-    let req = smbx_vfs::CreateRequest::from_wire(1, 0, acl::FILE_READ_ATTRIBUTES, 0, 0)?;
-    let (h, _) = vfs.create(parent, &req).ok()?;
-    let info = h.stat().ok()?;
-    Some((acl::stored(&h).ok()?, info))
-}
-
-/// Access check of an existing file against its stored NT descriptor (state/acl.rs;
-/// files without one are not checked here). DELETE is also granted by
-/// FILE_DELETE_CHILD on the parent, FILE_READ_ATTRIBUTES by FILE_LIST_DIRECTORY
-/// ([MS-FSA] 2.1.5.1.2.1); a parent without a stored descriptor grants both. Returns the rights the descriptor allows, or
-/// ACCESS_DENIED if `desired` (mapped, without MAXIMUM_ALLOWED) asks for more.
-fn check_stored_sd(
-    vfs: &smbx_vfs::Share,
-    name: &str,
-    h: &smbx_vfs::Handle,
-    token: &acl::Token,
-    desired: u32,
-) -> Result<Option<u32>, NtStatus> {
-    let Some(stored) = acl::stored(h)? else {
-        return Ok(None);
-    };
-    let info = h.stat()?;
-    let mut max = acl::max_access(&acl::effective(Some(stored), &info), token);
-    let via_parent = acl::DELETE | acl::FILE_READ_ATTRIBUTES;
-    if max & via_parent != via_parent {
-        // A parent without a stored descriptor is not access-checked: it passes both.
-        if let Some((p, pinfo)) = parent_sd(vfs, name) {
-            let pmax = match p {
-                Some(p) => acl::max_access(&acl::effective(Some(p), &pinfo), token),
-                None => acl::ALL_RIGHTS,
-            };
-            if pmax & acl::FILE_DELETE_CHILD != 0 {
-                max |= acl::DELETE;
-            }
-            if pmax & acl::FILE_LIST_DIRECTORY != 0 {
-                max |= acl::FILE_READ_ATTRIBUTES;
-            }
-        }
-    }
-    if desired & !max != 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    Ok(Some(max))
-}
-
 /// A new open (other than an attribute-only one) would break the oplocks / leases of
 /// disconnected durable opens of the file, which cannot acknowledge: they are closed
 /// first ([MS-SMB2] 3.3.4.6 as Windows behaves).
@@ -725,7 +667,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             Ok((h, _)) => {
                 // Before anything is truncated; truncating needs FILE_WRITE_DATA
                 // (smb2.acls.OVERWRITE_READ_ONLY_FILE).
-                check_stored_sd(&vfs, &name, &h, &token, desired_rights | FILE_WRITE_DATA)?;
+                acl::check_stored_sd(&vfs, &name, &h, &token, desired_rights | FILE_WRITE_DATA)?;
                 let info = h.stat()?;
                 let key = key_of(&info, &h);
                 // Break conflicting oplocks/leases (and wait) before the share check.
@@ -787,7 +729,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
     // NT security descriptors (state/acl.rs): an existing file's stored one decides
     // access; a new file gets the SecD and/or what its parent passes on.
     let sd_max = if action == CreateAction::Created {
-        let parent = parent_sd(&vfs, &name).and_then(|(p, _)| p);
+        let parent = acl::parent_sd(&vfs, &name).and_then(|(p, _)| p);
         if sd.is_some() || parent.is_some() {
             let info = handle.stat()?;
             if let Some(new_sd) = acl::for_new_file(sd.as_ref(), parent.as_ref(), &info) {
@@ -798,7 +740,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         }
         None
     } else {
-        match check_stored_sd(&vfs, &name, &handle, &token, desired_rights) {
+        match acl::check_stored_sd(&vfs, &name, &handle, &token, desired_rights) {
             Ok(m) => m,
             Err(e) => {
                 if let Some((f, id)) = pre {

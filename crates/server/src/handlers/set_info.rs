@@ -20,7 +20,7 @@ use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::file::{FileKey, DELETE, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE};
-use crate::state::{FileId, FileOpen, Open, ServerState};
+use crate::state::{acl, FileId, FileOpen, Open, ServerState};
 
 pub mod security;
 
@@ -313,15 +313,8 @@ impl Env<'_> {
         // FILE_ADD_FILE sharing read and write).
         self.check_parent(&target)?;
         self.check_parent(&src)?;
-        // Replacing a file that is open is refused as Windows does.
         if ri.replace_if_exists {
-            if let Ok(info) = f.vfs.stat(&target) {
-                let own =
-                    info.file_id == f.file.key.file_id && info.volume_id == f.file.key.volume_id;
-                if !own && self.is_open(info.volume_id, info.file_id) {
-                    return Err(NtStatus::ACCESS_DENIED);
-                }
-            }
+            self.check_replace(&target)?;
         }
         f.vfs.rename(&f.handle, &target, ri.replace_if_exists)
     }
@@ -342,13 +335,41 @@ impl Env<'_> {
         }
         self.check_parent(&target)?;
         if li.replace_if_exists {
-            if let Ok(info) = f.vfs.stat(&target) {
-                if self.is_open(info.volume_id, info.file_id) {
-                    return Err(NtStatus::ACCESS_DENIED);
-                }
-            }
+            self.check_replace(&target)?;
         }
         f.vfs.hardlink(&f.handle, &target, li.replace_if_exists)
+    }
+
+    /// A rename or link with ReplaceIfExists deletes an existing `target` other
+    /// than the file itself ([MS-FSA] 2.1.5.14.6, 2.1.5.14.11): the caller must be
+    /// able to delete it (its stored descriptor grants DELETE, or the parent's
+    /// FILE_DELETE_CHILD), and it must not be a directory, READONLY or open by
+    /// anyone. Each refusal is STATUS_ACCESS_DENIED, as on Windows.
+    fn check_replace(&self, target: &str) -> Result<(), NtStatus> {
+        let f = self.file;
+        let Ok(info) = f.vfs.stat(target) else {
+            return Ok(());
+        };
+        if info.file_id == f.file.key.file_id && info.volume_id == f.file.key.volume_id {
+            return Ok(()); // the file itself (a case-only change)
+        }
+        if info.is_dir
+            || info.attributes & FILE_ATTRIBUTE_READONLY != 0
+            || self.is_open(info.volume_id, info.file_id)
+        {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        let req = smbx_vfs::CreateRequest::from_wire(1, 0, acl::FILE_READ_ATTRIBUTES, 0, 0)
+            .ok_or(NtStatus::ACCESS_DENIED)?;
+        let (h, _) = f.vfs.create(target, &req)?;
+        let user = self
+            .server
+            .sessions
+            .get(self.open.session_id)
+            .and_then(|s| s.user());
+        let token = acl::Token::for_user(user.as_ref());
+        acl::check_stored_sd(&f.vfs, target, &h, &token, acl::DELETE)?;
+        Ok(())
     }
 
     /// Share-mode check of an implicit FILE_ADD_FILE open of `path`'s parent.

@@ -373,6 +373,67 @@ pub fn for_new_file(
     Some(sd)
 }
 
+/// The share-relative path of the directory holding `name` (a stream's base file
+/// counts); `None` for the share root.
+fn parent_of(name: &str) -> Option<&str> {
+    let base = name.split(':').next().unwrap_or("");
+    if base.is_empty() {
+        return None;
+    }
+    Some(base.rsplit_once('\\').map_or("", |(p, _)| p))
+}
+
+/// The stored descriptor (if any) and metadata of the directory holding `name`.
+pub(crate) fn parent_sd(
+    vfs: &smbx_vfs::Share,
+    name: &str,
+) -> Option<(Option<SecurityDescriptor>, FileInfo)> {
+    let parent = parent_of(name)?;
+    let req = smbx_vfs::CreateRequest::from_wire(1, 0, FILE_READ_ATTRIBUTES, 0, 0)?;
+    let (h, _) = vfs.create(parent, &req).ok()?;
+    let info = h.stat().ok()?;
+    Some((stored(&h).ok()?, info))
+}
+
+/// Access check of an existing file against its stored NT descriptor (state/acl.rs;
+/// files without one are not checked here). DELETE is also granted by
+/// FILE_DELETE_CHILD on the parent, FILE_READ_ATTRIBUTES by FILE_LIST_DIRECTORY
+/// ([MS-FSA] 2.1.5.1.2.1); a parent without a stored descriptor grants both. Returns the rights the descriptor allows, or
+/// ACCESS_DENIED if `desired` (mapped, without MAXIMUM_ALLOWED) asks for more.
+pub(crate) fn check_stored_sd(
+    vfs: &smbx_vfs::Share,
+    name: &str,
+    h: &smbx_vfs::Handle,
+    token: &Token,
+    desired: u32,
+) -> Result<Option<u32>, smbx_wire::NtStatus> {
+    let Some(stored) = stored(h)? else {
+        return Ok(None);
+    };
+    let info = h.stat()?;
+    let mut max = max_access(&effective(Some(stored), &info), token);
+    let via_parent = DELETE | FILE_READ_ATTRIBUTES;
+    if max & via_parent != via_parent {
+        // A parent without a stored descriptor is not access-checked: it passes both.
+        if let Some((p, pinfo)) = parent_sd(vfs, name) {
+            let pmax = match p {
+                Some(p) => max_access(&effective(Some(p), &pinfo), token),
+                None => ALL_RIGHTS,
+            };
+            if pmax & FILE_DELETE_CHILD != 0 {
+                max |= DELETE;
+            }
+            if pmax & FILE_LIST_DIRECTORY != 0 {
+                max |= FILE_READ_ATTRIBUTES;
+            }
+        }
+    }
+    if desired & !max != 0 {
+        return Err(smbx_wire::NtStatus::ACCESS_DENIED);
+    }
+    Ok(Some(max))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -296,11 +296,22 @@ mod tests {
     #[test]
     fn owner_rules() {
         let token = acl::Token::with_sids(vec![unix_user(5), everyone()]);
-        assert_eq!(owner_uid(&unix_user(42), &token), Ok(Some(42)));
+        // A Unix user of the token, the current owner, or anyone for an admin.
+        assert_eq!(owner_uid(&unix_user(5), &token, false, 7), Ok(Some(5)));
+        assert_eq!(owner_uid(&unix_user(7), &token, false, 7), Ok(Some(7)));
+        assert_eq!(owner_uid(&unix_user(42), &token, true, 7), Ok(Some(42)));
+        // Another Unix user is refused: no one gives a file away.
+        assert_eq!(
+            owner_uid(&unix_user(42), &token, false, 7),
+            Err(NtStatus::INVALID_OWNER)
+        );
         // A group of the caller's token: take ownership without a chown.
-        assert_eq!(owner_uid(&everyone(), &token), Ok(None));
+        assert_eq!(owner_uid(&everyone(), &token, false, 7), Ok(None));
         let foreign: Sid = "S-1-5-21-1-2-3-1001".parse().unwrap();
-        assert_eq!(owner_uid(&foreign, &token), Err(NtStatus::INVALID_OWNER));
+        assert_eq!(
+            owner_uid(&foreign, &token, true, 7),
+            Err(NtStatus::INVALID_OWNER)
+        );
         // Changing the owner keeps the DACL and its control bits.
         let mut cur = SecurityDescriptor {
             control: SE_DACL_PRESENT | SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED,
