@@ -250,6 +250,23 @@ mod tests {
     const SH: bool = false;
 
     #[test]
+    fn lock_records_per_file_are_bounded() {
+        let l = ByteRangeLocks::default();
+        for i in 0..MAX_LOCKS_PER_FILE as u64 {
+            l.try_lock(1, i * 2, 1, SH).unwrap();
+        }
+        let past = MAX_LOCKS_PER_FILE as u64 * 2;
+        assert_eq!(
+            l.try_lock(1, past, 1, SH),
+            Err(NtStatus::INSUFFICIENT_RESOURCES)
+        );
+        assert_eq!(l.snapshot().len(), MAX_LOCKS_PER_FILE);
+        // Another owner gets its lock once one is released.
+        l.unlock(1, 0, 1).unwrap();
+        l.try_lock(2, past, 1, EX).unwrap();
+    }
+
+    #[test]
     fn exclusive_conflicts_between_opens() {
         let l = ByteRangeLocks::default();
         l.try_lock(1, 100, 10, EX).unwrap();

@@ -339,7 +339,6 @@ struct OpenTableInner {
     /// Durable opens whose connection went away, by volatile id, with the generation
     /// of their disconnection (expiry timers check it).
     disconnected: HashMap<u64, (Arc<Open>, u64)>,
-    next_volatile: u64,
     next_persistent: u64,
     disconnect_gen: u64,
     /// Opens in `opens` per session and per connection, for `max open files`.
@@ -443,9 +442,10 @@ impl OpenTable {
             drop(kind);
             return Err(NtStatus::TOO_MANY_OPENED_FILES);
         }
+        // Volatile ids are random, so a client cannot guess another's open (a
+        // disconnected durable one, say) from its own.
         let volatile = loop {
-            t.next_volatile = t.next_volatile.wrapping_add(1);
-            let v = t.next_volatile;
+            let v: u64 = rand::random();
             if v != 0
                 && v != u64::MAX
                 && !t.opens.contains_key(&v)
