@@ -936,3 +936,73 @@ async fn create_replay_until_the_open_is_used() {
     close(&mut c, first, 0).await;
     close(&mut c, second.unwrap(), 0).await;
 }
+
+/// A guest's durable open can be reclaimed only by the same client (ClientGuid):
+/// another guest, who can give the same name, gets ACCESS_DENIED even with the
+/// right FileId (issue 10).
+#[tokio::test]
+async fn guest_durable_open_is_bound_to_its_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = test_config(dir.path());
+    cfg.global.map_to_guest = smbx_config::MapToGuest::BadUser;
+    cfg.shares[0].guest_ok = true;
+    let srv = start(cfg).await;
+    let guest = |guid: u8| {
+        let addr = srv.addr;
+        async move {
+            let mut c = Client::connect(addr).await;
+            c.client_guid = [guid; 16];
+            c.negotiate(&[smbx_wire::negotiate::DIALECT_311]).await;
+            assert_eq!(
+                c.session_setup("nobody-here", "x").await.status(),
+                NtStatus::SUCCESS
+            );
+            assert_eq!(c.tree_connect("share").await.status(), NtStatus::SUCCESS);
+            c
+        }
+    };
+    let mut a = guest(0xA1).await;
+    let o = create_full(
+        &mut a,
+        CreateRequestBuilder {
+            oplock_level: 9,
+            impersonation_level: 2,
+            desired_access: ALL,
+            share_access: 7,
+            create_disposition: 3,
+            name: "g.txt".into(),
+            contexts: encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let fid = o.fid();
+    drop(a);
+    let mut dhnc = fid.0.to_le_bytes().to_vec();
+    dhnc.extend_from_slice(&fid.1.to_le_bytes());
+    let reclaim = || CreateRequestBuilder {
+        name: "g.txt".into(),
+        contexts: encode_contexts(&[(ctx::DHNC, &dhnc)]),
+        ..Default::default()
+    };
+    // Another guest client: refused once the open is disconnected.
+    let mut other = guest(0xB2).await;
+    let mut refused = false;
+    for _ in 0..100 {
+        match create_full(&mut other, reclaim()).await.status {
+            NtStatus::ACCESS_DENIED => {
+                refused = true;
+                break;
+            }
+            st => assert_eq!(st, NtStatus::OBJECT_NAME_NOT_FOUND),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(refused, "another guest was not refused");
+    // The same client reclaims it.
+    let mut same = guest(0xA1).await;
+    let o = create_full(&mut same, reclaim()).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(o.fid(), fid);
+}

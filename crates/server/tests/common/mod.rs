@@ -112,6 +112,8 @@ pub struct Client {
     pub signing_alg: Option<u16>,
     /// Session keys, server view (client decrypts with `encrypt_s2c`).
     pub keys: Option<smbx_security::keys::SessionKeys>,
+    /// ClientGuid sent in NEGOTIATE.
+    pub client_guid: [u8; 16],
 }
 
 /// Connects to `srv`, negotiates 3.1.1, logs on as `user`/`pass` and connects
@@ -190,6 +192,7 @@ impl Client {
             preauth: None,
             signing_alg: None,
             keys: None,
+            client_guid: [0x11; 16],
         }
     }
 
@@ -425,7 +428,7 @@ impl Client {
         let mut req = NegotiateRequest {
             security_mode: SECURITY_SIGNING_ENABLED,
             capabilities: CAP_LARGE_MTU | CAP_LEASING | CAP_ENCRYPTION,
-            client_guid: [0x11; 16],
+            client_guid: self.client_guid,
             dialects: dialects.to_vec(),
             contexts: Vec::new(),
         };

@@ -56,13 +56,22 @@ impl Reconnect {
     }
 }
 
-/// The user a durable open belongs to (`domain\name` of the session).
+/// Who a durable open belongs to: `domain\name` of the session's user; for a
+/// guest or anonymous session (whose name anyone can give) also the client's
+/// ClientGuid, so only the same client reclaims it.
 pub fn owner_of(ctx: &Ctx<'_>) -> Result<String, NtStatus> {
-    let u = ctx.session()?.user();
-    Ok(
-        u.map(|u| format!("{}\\{}", u.domain.to_lowercase(), u.name.to_lowercase()))
-            .unwrap_or_default(),
-    )
+    let Some(u) = ctx.session()?.user() else {
+        return Ok(String::new());
+    };
+    let mut owner = format!("{}\\{}", u.domain.to_lowercase(), u.name.to_lowercase());
+    if u.guest || u.anonymous {
+        let guid = ctx.conn.negotiate.lock().client_guid;
+        owner.push('@');
+        for b in guid {
+            owner.push_str(&format!("{b:02x}"));
+        }
+    }
+    Ok(owner)
 }
 
 /// A client that lost its connection reconnects at once; the server may not have
