@@ -745,7 +745,7 @@ impl Engine {
         }
         let mut invalidated = None;
         if opcode == op::SEND_INV || opcode == op::SEND_SE_INV {
-            if !self.qp.pd.invalidate(STag(inv_stag)) {
+            if !self.qp.pd.invalidate_remote(STag(inv_stag)) {
                 return Err(term::RDMAP_CANNOT_INVALIDATE);
             }
             invalidated = Some(STag(inv_stag));

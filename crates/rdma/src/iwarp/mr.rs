@@ -84,6 +84,22 @@ impl SoftPd {
         }
     }
 
+    /// A peer's Send with Invalidate of `stag`: only a region of this domain
+    /// registered for remote access (one the connection advertised) may be
+    /// invalidated by the peer; its private send and receive buffers never.
+    pub(crate) fn invalidate_remote(&self, stag: STag) -> bool {
+        match self.lookup(stag) {
+            Some(mr)
+                if mr.inner.access.contains(Access::REMOTE_READ)
+                    || mr.inner.access.contains(Access::REMOTE_WRITE) =>
+            {
+                mr.inner.valid.store(false, Ordering::Release);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Whether `mr` was registered in this domain.
     pub(crate) fn owns(&self, mr: &SoftMr) -> bool {
         mr.inner
@@ -186,5 +202,32 @@ impl MemoryRegion for SoftMr {
     }
     fn with_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         f(&mut self.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_invalidate_only_advertised_regions_of_their_own_domain() {
+        let a = SoftPd::new();
+        let b = SoftPd::new();
+        let private = a.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        let advertised = a
+            .register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        // Another connection's domain knows neither region.
+        assert!(!b.invalidate_remote(advertised.stag()));
+        assert!(!b.invalidate_remote(private.stag()));
+        assert!(advertised.is_valid());
+        // A private (receive/send) buffer is never remotely invalidatable.
+        assert!(!a.invalidate_remote(private.stag()));
+        assert!(private.is_valid());
+        // An advertised region is.
+        assert!(a.invalidate_remote(advertised.stag()));
+        assert!(!advertised.is_valid());
+        // Local invalidation still works on any region of the domain.
+        assert!(a.invalidate(private.stag()));
     }
 }
