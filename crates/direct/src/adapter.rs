@@ -71,6 +71,9 @@ const SEND_SLOTS: u32 = 256;
 const RDMA_WINDOW: usize = 64;
 /// Upper-layer messages queued in the core before `send_message` waits.
 const QUEUE_LIMIT: usize = 64;
+
+/// Most invalidated STags remembered for [`SmbDirectConnection::take_invalidated`].
+pub const MAX_INVALIDATED: usize = 1024;
 /// RDMA Read/Write queue depths we offer (IRD) and ask for (ORD).
 const IRD: u16 = 16;
 const ORD: u16 = 16;
@@ -103,8 +106,9 @@ struct Inner<M> {
     /// Why the connection is over, once it is.
     closed: Option<String>,
     disconnect: Option<DisconnectReason>,
-    /// STags the peer invalidated with Send with Invalidate.
-    invalidated: Vec<STag>,
+    /// STags the peer invalidated with Send with Invalidate, the most recent
+    /// [`MAX_INVALIDATED`] (nothing need collect them).
+    invalidated: std::collections::VecDeque<STag>,
 }
 
 struct Shared<Q: QueuePair> {
@@ -159,7 +163,7 @@ fn build_inner<D: ProtectionDomain>(
         negotiated: None,
         closed: None,
         disconnect: None,
-        invalidated: Vec::new(),
+        invalidated: std::collections::VecDeque::new(),
     })
 }
 
@@ -268,7 +272,10 @@ fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
                 return;
             }
             if let Some(stag) = c.invalidated {
-                inner.invalidated.push(stag);
+                if inner.invalidated.len() >= MAX_INVALIDATED {
+                    inner.invalidated.pop_front();
+                }
+                inner.invalidated.push_back(stag);
             }
             let off = index as usize * inner.recv_slot;
             let len = (c.byte_len as usize).min(inner.recv_slot);
@@ -572,7 +579,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     /// STags of ours that the peer invalidated with Send with Invalidate
     /// since the last call.
     pub fn take_invalidated(&self) -> Vec<STag> {
-        std::mem::take(&mut self.shared.lock().invalidated)
+        self.shared.lock().invalidated.drain(..).collect()
     }
 
     /// Describes `len` bytes at `offset` of a local region as a Buffer
