@@ -806,6 +806,21 @@ async fn durable_handle_grant() {
     assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
 }
 
+/// CREATE (open-if, full access, batch oplock) of `name` asking for a durable
+/// handle (DHnQ).
+fn durable_request(name: &str) -> CreateRequestBuilder {
+    CreateRequestBuilder {
+        oplock_level: 9,
+        impersonation_level: 2,
+        desired_access: ALL,
+        share_access: 7,
+        create_disposition: 3,
+        name: name.into(),
+        contexts: encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
+        ..Default::default()
+    }
+}
+
 /// A durable open survives the loss of its connection and is reclaimed (DHnC) by the
 /// same user on a new connection, keeping its FileId and oplock.
 #[tokio::test]
@@ -813,17 +828,7 @@ async fn durable_reconnect() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
     let mut a = connect_share(&srv).await;
-    let req = CreateRequestBuilder {
-        oplock_level: 9,
-        impersonation_level: 2,
-        desired_access: ALL,
-        share_access: 7,
-        create_disposition: 3,
-        name: "dur.txt".into(),
-        contexts: encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
-        ..Default::default()
-    };
-    let o = create_full(&mut a, req).await;
+    let o = create_full(&mut a, durable_request("dur.txt")).await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     let fid = o.fid();
     assert_eq!(write(&mut a, fid, 0, b"kept").await.0, NtStatus::SUCCESS);
@@ -962,20 +967,7 @@ async fn guest_durable_open_is_bound_to_its_client() {
         }
     };
     let mut a = guest(0xA1).await;
-    let o = create_full(
-        &mut a,
-        CreateRequestBuilder {
-            oplock_level: 9,
-            impersonation_level: 2,
-            desired_access: ALL,
-            share_access: 7,
-            create_disposition: 3,
-            name: "g.txt".into(),
-            contexts: encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
-            ..Default::default()
-        },
-    )
-    .await;
+    let o = create_full(&mut a, durable_request("g.txt")).await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     let fid = o.fid();
     drop(a);

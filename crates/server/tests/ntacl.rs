@@ -12,7 +12,7 @@ use smbx_wire::security_descriptor::well_known::everyone;
 use smbx_wire::security_descriptor::{
     Ace, Acl, SecurityDescriptor, CONTAINER_INHERIT_ACE, OBJECT_INHERIT_ACE, SE_DACL_PRESENT,
 };
-use smbx_wire::set_info::SetInfoRequest;
+use smbx_wire::set_info::{SetInfoRequest, SMB2_0_INFO_FILE};
 use smbx_wire::{Command, NtStatus};
 
 const READ_DATA: u32 = 0x1;
@@ -78,19 +78,28 @@ async fn get_sd(c: &mut Client, fid: [u8; 16]) -> SecurityDescriptor {
     SecurityDescriptor::decode(decode_output_response(&r.bytes).unwrap()).unwrap()
 }
 
-async fn set_dacl(c: &mut Client, fid: [u8; 16], sd: &SecurityDescriptor) {
-    let blob = sd.encode();
+/// SET_INFO of `buffer` as (`info_type`, `info_class`, AdditionalInformation); the status.
+async fn set_info(
+    c: &mut Client,
+    fid: [u8; 16],
+    info_type: u8,
+    info_class: u8,
+    additional_information: u32,
+    buffer: &[u8],
+) -> NtStatus {
     let s = SetInfoRequest {
-        info_type: SMB2_0_INFO_SECURITY,
-        info_class: 0,
-        additional_information: DACL,
+        info_type,
+        info_class,
+        additional_information,
         file_id: fid,
-        buffer: &blob,
+        buffer,
     };
-    assert_eq!(
-        c.request(Command::SetInfo, &s.encode()).await.status(),
-        NtStatus::SUCCESS
-    );
+    c.request(Command::SetInfo, &s.encode()).await.status()
+}
+
+async fn set_dacl(c: &mut Client, fid: [u8; 16], sd: &SecurityDescriptor) {
+    let st = set_info(c, fid, SMB2_0_INFO_SECURITY, 0, DACL, &sd.encode()).await;
+    assert_eq!(st, NtStatus::SUCCESS);
 }
 
 /// An empty DACL denies data access but leaves the owner READ_CONTROL; a NULL DACL
@@ -180,15 +189,7 @@ async fn create_secd_and_inheritance() {
 
 /// SET_INFO of an owner or group as a session: `info` 1 owner, 2 group.
 async fn set_owner(c: &mut Client, fid: [u8; 16], info: u32, sd: &SecurityDescriptor) -> NtStatus {
-    let blob = sd.encode();
-    let s = SetInfoRequest {
-        info_type: SMB2_0_INFO_SECURITY,
-        info_class: 0,
-        additional_information: info,
-        file_id: fid,
-        buffer: &blob,
-    };
-    c.request(Command::SetInfo, &s.encode()).await.status()
+    set_info(c, fid, SMB2_0_INFO_SECURITY, 0, info, &sd.encode()).await
 }
 
 /// Giving a file to another Unix user or group needs `admin users`: a user may set
@@ -251,14 +252,7 @@ async fn replace_by(c: &mut Client, fid: [u8; 16], class: u8, target: &str) -> N
         file_name: target.into(),
     }
     .encode();
-    let s = SetInfoRequest {
-        info_type: smbx_wire::set_info::SMB2_0_INFO_FILE,
-        info_class: class,
-        additional_information: 0,
-        file_id: fid,
-        buffer: &info,
-    };
-    c.request(Command::SetInfo, &s.encode()).await.status()
+    set_info(c, fid, SMB2_0_INFO_FILE, class, 0, &info).await
 }
 
 /// Rename and hard link over an existing file apply the checks of deleting it
@@ -316,17 +310,8 @@ async fn replacing_a_file_needs_the_right_to_delete_it() {
     .await
     .unwrap();
     let basic = smbx_wire::set_info::FileBasicInfo::encode_raw([0; 4], 0x1);
-    let s = SetInfoRequest {
-        info_type: smbx_wire::set_info::SMB2_0_INFO_FILE,
-        info_class: 4,
-        additional_information: 0,
-        file_id: h,
-        buffer: &basic,
-    };
-    assert_eq!(
-        c.request(Command::SetInfo, &s.encode()).await.status(),
-        NtStatus::SUCCESS
-    );
+    let st = set_info(&mut c, h, SMB2_0_INFO_FILE, 4, 0, &basic).await;
+    assert_eq!(st, NtStatus::SUCCESS);
     close(&mut c, h).await;
     let held = create(&mut c, "held", READ_DATA, 2, false, None)
         .await

@@ -75,7 +75,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         si::SMB2_0_INFO_FILESYSTEM => fs_info(file, r.info_class, r.buffer)?,
         si::SMB2_0_INFO_SECURITY => {
             let user = ctx.session()?.user();
-            let token = crate::state::acl::Token::for_user(user.as_ref());
+            let token = acl::Token::for_user(user.as_ref());
             let admin = user
                 .as_ref()
                 .is_some_and(|u| crate::state::policy::is_admin(ctx.config(), u));
