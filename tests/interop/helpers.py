@@ -104,3 +104,17 @@ def smbclient(
         timeout=timeout,
     )
     return Result(args, proc.returncode, proc.stdout)
+
+
+def smbclient_eventually(server, share: str, commands: str, within_s: float) -> Result:
+    """Runs ``smbclient`` until it succeeds or ``within_s`` seconds have passed
+    (a server that freed what an attack held does so asynchronously); the last
+    result."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while True:
+        res = smbclient(server, share, commands)
+        if res.ok() or time.monotonic() > deadline:
+            return res
+        time.sleep(0.5)

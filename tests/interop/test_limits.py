@@ -34,10 +34,9 @@ import pytest
 
 import rawsmb as r
 from conftest import PASSWORD, USER, USER2, PASSWORD2, _cleanup, smbx_bin, start_smbx
-from helpers import smbclient
+from helpers import smbclient, smbclient_eventually
+from impacket.nt_errors import STATUS_ACCESS_DENIED, STATUS_TOO_MANY_OPENED_FILES
 
-STATUS_TOO_MANY_OPENED_FILES = 0xC000011F
-STATUS_ACCESS_DENIED = 0xC0000022
 ADMIN = "boss"
 ADMIN_PASSWORD = "Boss-Passw0rd!"
 LIMIT = 50
@@ -234,12 +233,7 @@ def test_descriptor_exhaustion(starved):
     for fid in fids:
         _close(holder, fid)
     holder.close()
-    deadline = time.monotonic() + 10
-    while True:
-        res = smbclient(starved, "share", "ls")
-        if res.ok() or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    res = smbclient_eventually(starved, "share", "ls", within_s=10)
     assert res.ok(), res.describe()
     assert "h0.txt" in res.output
     starved.check_healthy()

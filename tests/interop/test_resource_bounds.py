@@ -26,9 +26,9 @@ import pytest
 
 import rawsmb as r
 from conftest import PASSWORD, USER, _cleanup, start_smbx
-from helpers import smbclient
+from helpers import smbclient, smbclient_eventually
+from impacket.nt_errors import STATUS_INSUFFICIENT_RESOURCES
 
-STATUS_INSUFFICIENT_RESOURCES = 0xC000009A
 MIB = 1 << 20
 
 
@@ -145,12 +145,7 @@ def test_server_wide_logon_bound(server):
         for c in conns:
             c.close()
     # The slots come back once those connections are gone.
-    deadline = time.monotonic() + 20
-    while True:
-        res = smbclient(server, "share", "ls")
-        if res.ok() or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    res = smbclient_eventually(server, "share", "ls", within_s=20)
     assert res.ok(), res.describe()
 
 
