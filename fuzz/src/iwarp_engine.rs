@@ -61,9 +61,14 @@ pub fn conn_params() -> ConnParams {
     }
 }
 
+/// The seed of every domain the target makes: STags are random in a server,
+/// but here the same every run, so seeds keep naming the regions.
+pub const PD_SEED: u64 = 0x5EED_F1AA_0000_0001;
+
 /// Our memory: receive buffers, a region the peer may write, one it may
 /// read (filled with a pattern), a send source and a read sink. Registered
-/// in this order in a fresh domain, so their STags are the same every run.
+/// in this order in a domain seeded with [`PD_SEED`], so their STags are the
+/// same every run.
 pub struct Regions {
     /// Receive buffers.
     pub recv: SoftMr,
@@ -148,7 +153,7 @@ pub struct Setup {
 /// responder, with its regions registered, receives posted and its own
 /// sends queued; None when setup fails or needs more bytes.
 pub fn setup(initiator: bool, opts: &IwarpOptions, stream: &[u8]) -> Option<Setup> {
-    let pd = SoftPd::new();
+    let pd = SoftPd::seeded(PD_SEED);
     let regions = Regions::new(&pd);
     let params = conn_params();
     let (conn, used, sent) = if initiator {

@@ -205,7 +205,7 @@ pub fn direct_script(sel: u8) -> Vec<u8> {
 pub fn iwarp_stream(sel: u8) -> Vec<u8> {
     let (initiator, opts) = options(sel);
     let request = {
-        let pd = smbx_rdma::iwarp::SoftPd::new();
+        let pd = smbx_rdma::iwarp::SoftPd::seeded(crate::iwarp_engine::PD_SEED);
         SansIoConn::connect(&pd, QpCaps::default(), &opts, &conn_params(), MSS).1
     };
     let responder = setup(false, &opts, &request).expect("responder setup");

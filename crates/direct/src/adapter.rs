@@ -399,16 +399,16 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         Self::start(qp, inner).await
     }
 
-    /// Accepts a connection request as a server and negotiates. The
+    /// Accepts a connection request as a server and negotiates; its buffers
+    /// are registered in the request's own protection domain. The
     /// initiator's private data (IRD/ORD) is informational and not checked.
-    pub async fn accept<R, D>(request: R, pd: &D, config: Config) -> Result<Self, DirectError>
+    pub async fn accept<R>(request: R, config: Config) -> Result<Self, DirectError>
     where
         R: ConnectRequest<Qp = Q>,
-        D: ProtectionDomain<Mr = Q::Mr>,
     {
         config.validate()?;
         let core = Connection::server(config.clone(), Instant::now());
-        let mut inner = build_inner(pd, core, &config)?;
+        let mut inner = build_inner(request.pd(), core, &config)?;
         let n = inner.conn.poll_post_receives();
         post_receives(request.qp(), &mut inner, n)?;
         let qp = request

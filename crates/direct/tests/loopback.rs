@@ -5,7 +5,9 @@
 
 use smbx_direct::{BufferDescriptorV1, Config, SmbDirectConnection};
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
-use smbx_rdma::{Access, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps};
+use smbx_rdma::{
+    Access, ConnectRequest, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps,
+};
 
 type Conn = SmbDirectConnection<SoftQp>;
 
@@ -36,10 +38,9 @@ async fn loopback_crc_off_and_mpa_rev1() {
 
 async fn exercise(opts: IwarpOptions) {
     let prov = SoftIwarp::new(opts);
-    let spd = prov.alloc_pd().unwrap();
     let cpd = prov.alloc_pd().unwrap();
     let lis = prov
-        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
         .await
         .unwrap();
     let addr = lis.local_addr();
@@ -47,7 +48,8 @@ async fn exercise(opts: IwarpOptions) {
 
     let server = tokio::spawn(async move {
         let req = lis.accept().await.unwrap();
-        let conn: Conn = SmbDirectConnection::accept(req, &spd, Config::default())
+        let spd = req.pd().clone();
+        let conn: Conn = SmbDirectConnection::accept(req, Config::default())
             .await
             .unwrap();
         let p = conn.params();
@@ -154,9 +156,8 @@ async fn server_rejects_bad_negotiate_over_the_wire() {
         DirectError, DisconnectReason, NegotiateRequest, NegotiateResponse, PduError,
     };
     let prov = SoftIwarp::new(IwarpOptions::default());
-    let spd = prov.alloc_pd().unwrap();
     let lis = prov
-        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
         .await
         .unwrap();
     let addr = lis.local_addr();
@@ -170,16 +171,13 @@ async fn server_rejects_bad_negotiate_over_the_wire() {
     };
     // Bad version: STATUS_NOT_SUPPORTED response, then disconnect.
     let server = tokio::spawn(async move {
-        let r = SmbDirectConnection::<SoftQp>::accept(
-            lis.accept().await.unwrap(),
-            &spd,
-            Config::default(),
-        )
-        .await;
-        (r.err(), lis, spd)
+        let r =
+            SmbDirectConnection::<SoftQp>::accept(lis.accept().await.unwrap(), Config::default())
+                .await;
+        (r.err(), lis)
     });
     let got = raw_client(&prov, addr, &req.encode()).await;
-    let (err, lis, spd) = server.await.unwrap();
+    let (err, lis) = server.await.unwrap();
     assert!(matches!(
         err,
         Some(DirectError::Disconnected(DisconnectReason::Protocol(
@@ -194,7 +192,7 @@ async fn server_rejects_bad_negotiate_over_the_wire() {
     req.min_version = 0x0100;
     req.max_version = 0x0100;
     let server = tokio::spawn(async move {
-        SmbDirectConnection::<SoftQp>::accept(lis.accept().await.unwrap(), &spd, Config::default())
+        SmbDirectConnection::<SoftQp>::accept(lis.accept().await.unwrap(), Config::default())
             .await
             .err()
     });
@@ -213,10 +211,9 @@ async fn server_rejects_bad_negotiate_over_the_wire() {
 async fn rdma_read_with_invalid_token_fails_and_keepalive_keeps_idle_link() {
     use smbx_direct::DirectError;
     let prov = SoftIwarp::new(IwarpOptions::default());
-    let spd = prov.alloc_pd().unwrap();
     let cpd = prov.alloc_pd().unwrap();
     let lis = prov
-        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
         .await
         .unwrap();
     let addr = lis.local_addr();
@@ -227,9 +224,9 @@ async fn rdma_read_with_invalid_token_fails_and_keepalive_keeps_idle_link() {
     };
     let scfg = fast.clone();
     let server = tokio::spawn(async move {
-        let conn: Conn = SmbDirectConnection::accept(lis.accept().await.unwrap(), &spd, scfg)
-            .await
-            .unwrap();
+        let req = lis.accept().await.unwrap();
+        let spd = req.pd().clone();
+        let conn: Conn = SmbDirectConnection::accept(req, scfg).await.unwrap();
         // Idle through several keepalive intervals, then take a message.
         let m = conn.recv_message().await.unwrap();
         let d = BufferDescriptorV1::decode_list(&m).unwrap();

@@ -218,7 +218,7 @@ pub trait Provider: Clone + Send + Sync + 'static {
     /// An active connection whose queue pair exists but is not yet connected.
     type Connecting: Connecting<Qp = Self::Qp>;
     /// A passive endpoint.
-    type Listener: Listener<Qp = Self::Qp>;
+    type Listener: Listener<Qp = Self::Qp, Pd = Self::Pd>;
 
     /// Allocate a protection domain.
     fn alloc_pd(&self) -> Result<Self::Pd>;
@@ -233,11 +233,11 @@ pub trait Provider: Clone + Send + Sync + 'static {
         caps: QpCaps,
     ) -> impl Future<Output = Result<Self::Connecting>> + Send;
 
-    /// Listen on `addr` (port 0 picks one); queue pairs of accepted
-    /// connections live in `pd`.
+    /// Listen on `addr` (port 0 picks one). Each accepted connection gets a
+    /// protection domain of its own ([`ConnectRequest::pd`]): what one peer
+    /// may name by STag never includes another connection's memory.
     fn listen(
         &self,
-        pd: &Self::Pd,
         addr: SocketAddr,
         caps: QpCaps,
     ) -> impl Future<Output = Result<Self::Listener>> + Send;
@@ -262,8 +262,10 @@ pub trait Connecting: Send + 'static {
 pub trait Listener: Send + Sync + 'static {
     /// Queue pair type.
     type Qp: QueuePair;
+    /// Protection domain type of accepted connections.
+    type Pd: ProtectionDomain<Mr = <Self::Qp as QueuePair>::Mr>;
     /// A pending connection request.
-    type Request: ConnectRequest<Qp = Self::Qp>;
+    type Request: ConnectRequest<Qp = Self::Qp, Pd = Self::Pd>;
     /// Wait for the next connection request (the initiator's parameters have
     /// been received; nothing has been answered yet).
     fn accept(&self) -> impl Future<Output = Result<Self::Request>> + Send + '_;
@@ -275,12 +277,17 @@ pub trait Listener: Send + Sync + 'static {
 pub trait ConnectRequest: Send + 'static {
     /// Queue pair type.
     type Qp: QueuePair;
+    /// Protection domain type.
+    type Pd: ProtectionDomain<Mr = <Self::Qp as QueuePair>::Mr>;
     /// The initiator's private data, IRD and ORD.
     fn peer(&self) -> &PeerParams;
     /// The initiator's address.
     fn peer_addr(&self) -> SocketAddr;
     /// The queue pair that accepting will connect; post receives here first.
     fn qp(&self) -> &Self::Qp;
+    /// This connection's own protection domain (new for each request, as a
+    /// verbs server allocates one per connection): register its buffers here.
+    fn pd(&self) -> &Self::Pd;
     /// Accept with our parameters (our ORD is clamped to the initiator's IRD).
     fn accept(self, params: ConnParams) -> impl Future<Output = Result<Self::Qp>> + Send;
     /// Refuse, sending `private_data` in the reject reply.

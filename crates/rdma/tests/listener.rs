@@ -18,9 +18,8 @@ async fn silent_peers_do_not_block_accept() {
         ..Default::default()
     };
     let prov = SoftIwarp::new(opts.clone());
-    let spd = prov.alloc_pd().unwrap();
     let lis = prov
-        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
         .await
         .unwrap();
     let addr = lis.local_addr();

@@ -25,16 +25,17 @@ async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
 
 pub async fn exercise(opts: IwarpOptions) {
     let prov = SoftIwarp::new(opts.clone());
-    let spd = prov.alloc_pd().unwrap();
     let cpd = prov.alloc_pd().unwrap();
     let lis = prov
-        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
         .await
         .unwrap();
     let addr = lis.local_addr();
 
     let server = tokio::spawn(async move {
         let req = lis.accept().await.unwrap();
+        // The connection's own protection domain.
+        let spd = req.pd().clone();
         assert_eq!(req.peer().private_data, b"client-hello");
         if opts.mpa_revision == 2 {
             assert_eq!((req.peer().ird, req.peer().ord), (8, 4));

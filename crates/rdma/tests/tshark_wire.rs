@@ -85,10 +85,9 @@ async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
 
 async fn run_session(opts: IwarpOptions) -> Session {
     let prov = SoftIwarp::new(opts.clone());
-    let spd = prov.alloc_pd().unwrap();
     let cpd = prov.alloc_pd().unwrap();
     let lis = prov
-        .listen(&spd, "127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
         .await
         .unwrap();
     let server_addr = lis.local_addr();
@@ -99,6 +98,8 @@ async fn run_session(opts: IwarpOptions) -> Session {
 
     let server = tokio::spawn(async move {
         let req = lis.accept().await.unwrap();
+        // The connection's own protection domain.
+        let spd = req.pd().clone();
         assert_eq!(req.peer().private_data, b"client-hello");
         let rbuf = spd.alloc(3 * 1024, Access::LOCAL_WRITE).unwrap();
         for i in 0..3u64 {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use smbx_direct::adapter::qp_caps;
 use smbx_direct::{Config, DirectError, SmbDirectConnection};
-use smbx_rdma::iwarp::{IwarpOptions, SoftConnectRequest, SoftIwarp, SoftListener, SoftPd};
+use smbx_rdma::iwarp::{IwarpOptions, SoftConnectRequest, SoftIwarp, SoftListener};
 use smbx_rdma::{ConnectRequest, Listener, Provider};
 
 use crate::direct::{DirectLink, Link};
@@ -13,7 +13,6 @@ use crate::direct::{DirectLink, Link};
 /// A listening soft-iWARP endpoint for SMB Direct.
 pub struct SoftDirectListener {
     listener: SoftListener,
-    pd: SoftPd,
     config: Config,
 }
 
@@ -21,7 +20,6 @@ pub struct SoftDirectListener {
 /// accepts it and runs the SMB Direct negotiation (do that off the accept loop).
 pub struct Incoming {
     request: SoftConnectRequest,
-    pd: SoftPd,
     config: Config,
 }
 
@@ -35,13 +33,8 @@ impl SoftDirectListener {
     ) -> Result<Self, DirectError> {
         config.validate()?;
         let provider = SoftIwarp::new(opts);
-        let pd = provider.alloc_pd()?;
-        let listener = provider.listen(&pd, addr, qp_caps(&config)).await?;
-        Ok(SoftDirectListener {
-            listener,
-            pd,
-            config,
-        })
+        let listener = provider.listen(addr, qp_caps(&config)).await?;
+        Ok(SoftDirectListener { listener, config })
     }
 
     /// The bound address.
@@ -54,7 +47,6 @@ impl SoftDirectListener {
         let request = self.listener.accept().await?;
         Ok(Incoming {
             request,
-            pd: self.pd.clone(),
             config: self.config.clone(),
         })
     }
@@ -68,8 +60,10 @@ impl Incoming {
 
     /// Accepts and negotiates (bounded by the negotiate timeout).
     pub async fn negotiate(self) -> Result<Arc<dyn DirectLink>, DirectError> {
-        let conn = SmbDirectConnection::accept(self.request, &self.pd, self.config).await?;
-        Ok(Arc::new(Link::<SoftIwarp>::new(conn, self.pd)))
+        // The connection's own protection domain, for its registrations.
+        let pd = self.request.pd().clone();
+        let conn = SmbDirectConnection::accept(self.request, self.config).await?;
+        Ok(Arc::new(Link::<SoftIwarp>::new(conn, pd)))
     }
 }
 

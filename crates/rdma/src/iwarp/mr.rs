@@ -10,15 +10,39 @@ use crate::provider::{MemoryRegion, ProtectionDomain};
 use crate::types::{Access, STag};
 
 /// A soft-iWARP protection domain. Cheap to clone (a handle).
-#[derive(Clone, Debug, Default)]
+///
+/// STags are unpredictable: each domain starts its 24-bit indexes at a
+/// random point and gives each registration an 8-bit key mixed from a
+/// per-domain secret, so a peer cannot guess the STag of a region it was
+/// not told about.
+#[derive(Clone, Debug)]
 pub struct SoftPd {
     shared: Arc<PdShared>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PdShared {
     table: Mutex<HashMap<u32, Weak<MrInner>>>,
     next_index: AtomicU32,
+    /// Seeds the keys and the first index.
+    secret: u64,
+}
+
+impl Default for SoftPd {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The 24-bit index space of an STag.
+const INDEX_MASK: u32 = 0x00FF_FFFF;
+
+/// SplitMix64's finaliser: a cheap, well-spread mix of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
 }
 
 /// A soft-iWARP memory region: owns its buffer; cloning makes another handle.
@@ -57,12 +81,44 @@ impl PdShared {
     fn lock(&self) -> MutexGuard<'_, HashMap<u32, Weak<MrInner>>> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// The next STag (and its index) not naming a live region of `table`.
+    fn free_stag(&self, table: &HashMap<u32, Weak<MrInner>>) -> Result<(STag, u32)> {
+        let first = (self.secret >> 40) as u32;
+        // Every index once at most: after that the domain is full.
+        for _ in 0..=INDEX_MASK {
+            let n = self.next_index.fetch_add(1, Ordering::Relaxed);
+            let index = first.wrapping_add(n) & INDEX_MASK;
+            if index == 0 {
+                continue;
+            }
+            let key = mix(self.secret ^ u64::from(n)) as u8;
+            let stag = (index << 8) | u32::from(key);
+            if table.get(&stag).is_none_or(|w| w.strong_count() == 0) {
+                return Ok((STag(stag), index));
+            }
+        }
+        Err(RdmaError::InvalidRequest("protection domain full"))
+    }
 }
 
 impl SoftPd {
-    /// A new, empty protection domain.
+    /// A new, empty protection domain with unpredictable STags.
     pub fn new() -> Self {
-        Self::default()
+        Self::seeded(rand::random())
+    }
+
+    /// A domain whose STags follow from `seed`: the same registrations in
+    /// the same order get the same STags every run (for fuzzing and
+    /// reproducible tests; servers use [`SoftPd::new`]).
+    pub fn seeded(seed: u64) -> Self {
+        SoftPd {
+            shared: Arc::new(PdShared {
+                table: Mutex::new(HashMap::new()),
+                next_index: AtomicU32::new(0),
+                secret: seed,
+            }),
+        }
     }
 
     /// Look up a valid-or-not region by STag (the caller checks validity and rights).
@@ -121,10 +177,8 @@ impl ProtectionDomain for SoftPd {
         if buf.len() > u32::MAX as usize {
             return Err(RdmaError::InvalidRequest("region larger than 4 GiB"));
         }
-        let idx = self.shared.next_index.fetch_add(1, Ordering::Relaxed);
-        let index = (idx & 0x00FF_FFFF).wrapping_add(1) & 0x00FF_FFFF;
-        let key = (idx.wrapping_mul(0x9E37_79B9) >> 24) as u8 | 1;
-        let stag = STag((index << 8) | u32::from(key));
+        let mut table = self.shared.lock();
+        let (stag, index) = self.shared.free_stag(&table)?;
         // Each region gets its own Tagged Offset base, so a consumer that
         // sends offsets instead of addresses is caught at once.
         let base = (u64::from(index) << 32) | 0x1000;
@@ -138,7 +192,7 @@ impl ProtectionDomain for SoftPd {
             valid: AtomicBool::new(true),
             pd: Arc::downgrade(&self.shared),
         });
-        self.shared.lock().insert(stag.0, Arc::downgrade(&inner));
+        table.insert(stag.0, Arc::downgrade(&inner));
         Ok(SoftMr { inner })
     }
 }
@@ -208,6 +262,25 @@ impl MemoryRegion for SoftMr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stags_are_unpredictable_but_reproducible_from_a_seed() {
+        let stags = |pd: &SoftPd| -> Vec<u32> {
+            (0..8)
+                .map(|_| pd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap())
+                .map(|mr| mr.stag().0)
+                .collect()
+        };
+        // Two fresh domains: different STags (a peer cannot predict ours).
+        let (a, b) = (stags(&SoftPd::new()), stags(&SoftPd::new()));
+        assert_ne!(a, b);
+        // Keys vary within a domain, not only the index.
+        let keys: std::collections::HashSet<u8> = a.iter().map(|s| *s as u8).collect();
+        assert!(keys.len() > 1, "{a:x?}");
+        // The same seed: the same STags.
+        assert_eq!(stags(&SoftPd::seeded(7)), stags(&SoftPd::seeded(7)));
+        assert_ne!(stags(&SoftPd::seeded(7)), stags(&SoftPd::seeded(8)));
+    }
 
     #[test]
     fn peers_invalidate_only_advertised_regions_of_their_own_domain() {

@@ -181,7 +181,6 @@ impl Drop for SoftListener {
 /// Accepts TCP connections forever, handing each to [`read_request`].
 async fn accept_loop(
     tcp: TcpListener,
-    pd: SoftPd,
     caps: QpCaps,
     opts: Arc<IwarpOptions>,
     tx: tokio::sync::mpsc::Sender<SoftConnectRequest>,
@@ -201,9 +200,9 @@ async fn accept_loop(
             tracing::debug!(%peer_addr, "iwarp: too many pending MPA handshakes; closing");
             continue;
         };
-        let (pd, opts, tx) = (pd.clone(), opts.clone(), tx.clone());
+        let (opts, tx) = (opts.clone(), tx.clone());
         tokio::spawn(async move {
-            if let Some(req) = read_request(stream, peer_addr, pd, caps, opts).await {
+            if let Some(req) = read_request(stream, peer_addr, caps, opts).await {
                 // The listener is gone when this fails: the request drops.
                 let _ = tx.send(req).await;
             }
@@ -217,7 +216,6 @@ async fn accept_loop(
 async fn read_request(
     mut stream: TcpStream,
     peer_addr: SocketAddr,
-    pd: SoftPd,
     caps: QpCaps,
     opts: Arc<IwarpOptions>,
 ) -> Option<SoftConnectRequest> {
@@ -254,9 +252,12 @@ async fn read_request(
         ird: info.ird,
         ord: info.ord,
     };
-    let qp = SoftQp::new(QpShared::new(pd, caps));
+    // A domain of its own: this peer can name no other connection's memory.
+    let pd = SoftPd::new();
+    let qp = SoftQp::new(QpShared::new(pd.clone(), caps));
     Some(SoftConnectRequest {
         stream,
+        pd,
         info,
         peer,
         peer_addr,
@@ -273,6 +274,7 @@ pub struct SoftConnectRequest {
     info: RequestInfo,
     peer: PeerParams,
     peer_addr: SocketAddr,
+    pd: SoftPd,
     qp: SoftQp,
     opts: Arc<IwarpOptions>,
     leftover: Vec<u8>,
@@ -280,6 +282,7 @@ pub struct SoftConnectRequest {
 
 impl Listener for SoftListener {
     type Qp = SoftQp;
+    type Pd = SoftPd;
     type Request = SoftConnectRequest;
 
     async fn accept(&self) -> Result<SoftConnectRequest> {
@@ -298,6 +301,7 @@ impl Listener for SoftListener {
 
 impl ConnectRequest for SoftConnectRequest {
     type Qp = SoftQp;
+    type Pd = SoftPd;
     fn peer(&self) -> &PeerParams {
         &self.peer
     }
@@ -306,6 +310,9 @@ impl ConnectRequest for SoftConnectRequest {
     }
     fn qp(&self) -> &SoftQp {
         &self.qp
+    }
+    fn pd(&self) -> &SoftPd {
+        &self.pd
     }
     async fn accept(self, params: ConnParams) -> Result<SoftQp> {
         let SoftConnectRequest {
@@ -362,11 +369,11 @@ impl Provider for SoftIwarp {
         })
     }
 
-    async fn listen(&self, pd: &SoftPd, addr: SocketAddr, caps: QpCaps) -> Result<SoftListener> {
+    async fn listen(&self, addr: SocketAddr, caps: QpCaps) -> Result<SoftListener> {
         let tcp = TcpListener::bind(addr).await?;
         let local = tcp.local_addr()?;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let acceptor = tokio::spawn(accept_loop(tcp, pd.clone(), caps, self.opts.clone(), tx));
+        let acceptor = tokio::spawn(accept_loop(tcp, caps, self.opts.clone(), tx));
         Ok(SoftListener {
             requests: tokio::sync::Mutex::new(rx),
             acceptor,
