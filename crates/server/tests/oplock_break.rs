@@ -234,3 +234,75 @@ async fn stat_open_breaks_nothing() {
     assert!(s.breaks.is_empty());
     assert_eq!(created(&s.resp).oplock_level, OPLOCK_LEVEL_NONE);
 }
+
+/// A CREATE waiting on an oplock break whose tree is disconnected meanwhile
+/// completes with NETWORK_NAME_DELETED and leaves no open behind: once the
+/// holder closes, an exclusive open of the file succeeds.
+#[tokio::test]
+async fn create_pending_across_tree_disconnect_leaves_no_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(test_config(dir.path())).await;
+    let mut c1 = connect_share(&srv).await;
+    let mut c2 = connect_share(&srv).await;
+    let h1 = created(
+        &exchange(
+            &mut c1,
+            Command::Create,
+            &create_body("f", OPLOCK_LEVEL_BATCH),
+        )
+        .await
+        .resp,
+    );
+    assert_eq!(h1.oplock_level, OPLOCK_LEVEL_BATCH);
+
+    // c2's CREATE waits for c1's acknowledgment and goes async.
+    let h = c2.header(Command::Create);
+    let mid = h.message_id;
+    c2.send_raw(&Client::message(&h, &create_body("f", OPLOCK_LEVEL_NONE)))
+        .await;
+    let interim = c2.recv().await.unwrap().remove(0);
+    assert_eq!(interim.header.message_id, mid);
+    assert_eq!(interim.status(), NtStatus::PENDING);
+    // Its tree goes away while it waits.
+    let td = exchange(
+        &mut c2,
+        Command::TreeDisconnect,
+        &smbx_wire::simple::encode_simple(),
+    )
+    .await;
+    assert_eq!(td.resp.status(), NtStatus::SUCCESS);
+    // The holder acknowledges; the CREATE then finds its tree gone.
+    let b = next_break(&mut c1).await;
+    let ack = exchange(
+        &mut c1,
+        Command::OplockBreak,
+        &ack_body(b.file_id, b.oplock_level),
+    )
+    .await;
+    assert_eq!(ack.resp.status(), NtStatus::SUCCESS);
+    let r2 = c2.recv().await.unwrap().remove(0);
+    assert_eq!(r2.header.message_id, mid);
+    assert_eq!(r2.status(), NtStatus::NETWORK_NAME_DELETED);
+
+    // No open of c2's is left: with c1's closed, nothing shares the file.
+    let close = smbx_wire::close::CloseRequest {
+        flags: 0,
+        file_id_persistent: h1.file_id_persistent,
+        file_id_volatile: h1.file_id_volatile,
+    }
+    .encode();
+    let closed = exchange(&mut c1, Command::Close, &close).await;
+    assert_eq!(closed.resp.status(), NtStatus::SUCCESS);
+    let exclusive = smbx_wire::create::CreateRequestBuilder {
+        impersonation_level: 2,
+        desired_access: 0x001F_01FF,
+        file_attributes: 0x80,
+        share_access: 0,
+        create_disposition: 1,
+        name: "f".into(),
+        ..Default::default()
+    }
+    .encode();
+    let again = exchange(&mut c1, Command::Create, &exclusive).await;
+    assert_eq!(again.resp.status(), NtStatus::SUCCESS);
+}

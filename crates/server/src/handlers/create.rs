@@ -841,16 +841,23 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         server.config.global.max_open_files,
     )?;
     // A CREATE that waited (an oplock break) may finish after its session ended
-    // (its last channel went away): the session's opens are already closed, so
-    // this one is too. (The session leaves the table before its opens are
-    // removed, so one of the two always sees the other.)
-    if server.sessions.get(requester.session_id).is_none() {
+    // (its last channel went away) or its tree was disconnected: their opens are
+    // already closed, so this one is too. (The session or tree leaves its table
+    // before its opens are removed, so one of the two always sees the other.)
+    let gone = match server.sessions.get(requester.session_id) {
+        None => Some(NtStatus::USER_SESSION_DELETED),
+        Some(s) => match s.tree(tree.id) {
+            Some(t) if Arc::ptr_eq(&t, &tree) => None,
+            _ => Some(NtStatus::NETWORK_NAME_DELETED),
+        },
+    };
+    if let Some(status) = gone {
         if let Some(o) = server.opens.remove(open.file_id) {
             if let OpenKind::File(f) = &o.kind {
                 let _ = f.close();
             }
         }
-        return Err(NtStatus::USER_SESSION_DELETED);
+        return Err(status);
     }
 
     let mut resp = response_from_info(&info, action.as_u32());
