@@ -524,3 +524,51 @@ async fn half_open_connections() {
     next_client_ok(&server, port, "half-open peers gone").await;
     settle_fds(&server, fds).await;
 }
+
+// ------------------------------------------------------------------ remote invalidation
+
+/// Peers that have not even negotiated send Send with Invalidate naming STags
+/// they were never given (every one a guess, the first ones those the
+/// provider's old shared, sequential registration domain handed the server's
+/// other connections) while a logged-on client moves data over SMB Direct. Each
+/// offender alone is terminated; the client's transfer completes intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_with_invalidate_reaches_no_other_connection() {
+    let (server, port) = start_smbx_direct("");
+    let fds = baseline(&server, port).await;
+    let victim = tokio::spawn(async move {
+        let client = Client::connect(&format!("127.0.0.1:{port}"), rdma_options())
+            .await
+            .expect("connect");
+        let session = client.login(USER, PASSWORD, "").await.expect("login");
+        let tree = session.tree("share").await.expect("tree");
+        let f = tree
+            .open("victim.bin", &OpenOptions::create_truncate())
+            .await
+            .expect("create");
+        for round in 0..8u64 {
+            let data = random_bytes(1024 * 1024 + round as usize);
+            f.write_at(round << 21, &data).await.expect("write");
+            let back = f.read_at(round << 21, data.len()).await.expect("read");
+            assert_eq!(sha256(&back), sha256(&data), "round {round}");
+        }
+        f.close().await.expect("close");
+        session.logoff().await.expect("logoff");
+    });
+    for i in 0..48u32 {
+        let p = RawPeer::connect(port, false).await;
+        // First the STags a shared, sequential domain handed out first (as
+        // the provider once did: index n + 1, key mixed from n), then random.
+        let stag = if i < 32 {
+            ((i + 1) << 8) | ((i.wrapping_mul(0x9E37_79B9) >> 24) | 1)
+        } else {
+            rand::random()
+        };
+        let _ =
+            p.qp.post_send_inv(0, &[Sge::new(&p.sbuf, 0, 32)], STag(stag));
+        p.assert_dropped(&format!("invalidate {stag:#x}")).await;
+    }
+    victim.await.expect("the victim's transfers");
+    next_client_ok(&server, port, "foreign invalidation").await;
+    settle_fds(&server, fds).await;
+}
