@@ -12,6 +12,7 @@
 //! [`run_cli`] does all of it for the `smbx bench` subcommand; [`sweep`] runs a matrix of
 //! profiles and draws its charts with [`svg`] (`smbx bench sweep`).
 
+#![warn(missing_docs)]
 pub mod args;
 pub mod cpu;
 pub mod engine;

@@ -27,6 +27,9 @@
 //!
 //! Errors from the server are [`Error::Status`], whose Display is the NTSTATUS name.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod client;
 mod conn;
 pub mod credits;

@@ -8,6 +8,9 @@
 //! [`Config::warnings`]); invalid values are a [`ConfigError`] naming the
 //! file, line, option and accepted values.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod build;
 mod emit;
 mod lexer;

@@ -13,6 +13,9 @@
 //! (optionally as Send with Invalidate), `recv_message`, and `rdma_write` /
 //! `rdma_read` against Buffer Descriptor V1 lists.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod connection;
 pub mod credits;

@@ -9,6 +9,9 @@
 //! (so saving never loses data), skipped for lookups and reported through
 //! [`PassDb::warnings`] with their line numbers.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod file;
 mod hash;
 mod shared;

@@ -8,6 +8,9 @@
 //! (levels 0, 1, 2, 501, 1005), NetrServerGetInfo (levels 100, 101); wkssvc
 //! NetrWkstaGetInfo (level 100). lsarpc binds but every operation faults.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod interfaces;
 mod ndr;
 pub mod pdu;

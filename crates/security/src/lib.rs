@@ -9,6 +9,9 @@
 //!
 //! All decoders treat their input as hostile: they check every length and never panic.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod auth;
 pub mod cipher;
 mod error;

@@ -5,6 +5,7 @@
 //!
 //! Layout:
 //! - [`listener`]: bind per interface/port, accept loop, connection limit.
+//! - [`memory`]: freed heap memory given back to the system when the server goes quiet.
 //! - [`conn`]: per-connection read loop and writer task; [`conn::Connection::send`]
 //!   queues a message at any time (interim responses, completions, oplock breaks).
 //! - `dispatch`: frame → (unseal) → compound members → credits → handlers.
@@ -14,11 +15,13 @@
 //! - [`handlers`]: one module per command.
 //! - `security`: the seam to smbx-security (keys, signing, sealing, preauth).
 
+#![warn(missing_docs)]
 pub mod conn;
 pub mod credits;
 mod dispatch;
 pub mod handlers;
 pub mod listener;
+pub mod memory;
 mod respond;
 pub mod security;
 pub mod state;

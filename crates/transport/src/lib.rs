@@ -9,6 +9,9 @@
 //! ([`direct::Link`]), so the server and the client never name a provider's
 //! types; [`soft`] binds it to the soft-iWARP provider (listen and connect).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod direct;
 pub mod pool;
 pub mod soft;

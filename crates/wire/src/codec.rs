@@ -7,7 +7,12 @@ use thiserror::Error;
 pub enum WireError {
     /// The buffer ended before the field did.
     #[error("truncated input: needed {needed} bytes at offset {offset}")]
-    Truncated { offset: usize, needed: usize },
+    Truncated {
+        /// Where the field starts.
+        offset: usize,
+        /// Its length in bytes.
+        needed: usize,
+    },
     /// A length, offset or value was not acceptable.
     #[error("invalid field: {0}")]
     Invalid(&'static str),

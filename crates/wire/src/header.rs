@@ -29,28 +29,47 @@ pub const FLAGS_DFS_OPERATIONS: u32 = 0x1000_0000;
 /// Header flag: replay operation.
 pub const FLAGS_REPLAY_OPERATION: u32 = 0x2000_0000;
 
-/// SMB2 command codes.
+/// SMB2 command codes ([MS-SMB2] 2.2.1.2; section numbers below are [MS-SMB2]'s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum Command {
+    /// NEGOTIATE (2.2.3).
     Negotiate = 0x00,
+    /// SESSION_SETUP (2.2.5).
     SessionSetup = 0x01,
+    /// LOGOFF (2.2.7).
     Logoff = 0x02,
+    /// TREE_CONNECT (2.2.9).
     TreeConnect = 0x03,
+    /// TREE_DISCONNECT (2.2.11).
     TreeDisconnect = 0x04,
+    /// CREATE (2.2.13).
     Create = 0x05,
+    /// CLOSE (2.2.15).
     Close = 0x06,
+    /// FLUSH (2.2.17).
     Flush = 0x07,
+    /// READ (2.2.19).
     Read = 0x08,
+    /// WRITE (2.2.21).
     Write = 0x09,
+    /// LOCK (2.2.26).
     Lock = 0x0A,
+    /// IOCTL (2.2.31).
     Ioctl = 0x0B,
+    /// CANCEL (2.2.30).
     Cancel = 0x0C,
+    /// ECHO (2.2.28).
     Echo = 0x0D,
+    /// QUERY_DIRECTORY (2.2.33).
     QueryDirectory = 0x0E,
+    /// CHANGE_NOTIFY (2.2.35).
     ChangeNotify = 0x0F,
+    /// QUERY_INFO (2.2.37).
     QueryInfo = 0x10,
+    /// SET_INFO (2.2.39).
     SetInfo = 0x11,
+    /// OPLOCK_BREAK: notification, acknowledgment and response (2.2.23-2.2.25).
     OplockBreak = 0x12,
 }
 

@@ -4,6 +4,9 @@
 //! Every decoder checks every length and offset against its buffer and returns
 //! [`WireError`] instead of panicking.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod change_notify;
 pub mod close;
 pub mod codec;
