@@ -90,8 +90,20 @@ impl CreditWindow {
 
     /// Grants credits for a response to a request that asked for `requested` and was
     /// charged `charge`; returns the number to put in the response header.
+    ///
+    /// The grant is `charge + max(requested, 1) - 1`, as Samba's smbd grants: the
+    /// credits the request consumed come back ([MS-SMB2] 3.3.1.2: returning the
+    /// charge keeps the client level), plus what it asked for beyond the first. A
+    /// multi-credit request that asked for its own charge (as most clients do) thus
+    /// gets `charge - 1` credits more than it asked for, a cushion that keeps
+    /// working the clients that undercount their own credits (go-smb2 spends
+    /// MessageIds on CLOSE and TREE_CONNECT without counting them, and relies on
+    /// this). Single-credit requests get exactly what they ask for. The grant never
+    /// lets the client hold more than `max_credits`, so the cushion exists only
+    /// while the client is below that limit, and a MessageId past what was really
+    /// granted is still refused by [`CreditWindow::consume`].
     pub fn grant(&mut self, requested: u16, charge: u16) -> u16 {
-        let want = u64::from(requested.max(charge.max(1)).max(1));
+        let want = u64::from(charge.max(1)) + u64::from(requested.max(1)) - 1;
         let held = self.outstanding();
         // Credits held, and the span of ids between the oldest unused one and the top
         // of the window (which grows while a client skips a MessageId), are both
@@ -142,6 +154,63 @@ mod tests {
         let mut z = CreditWindow::new(1);
         z.consume(0, 1).unwrap();
         assert_eq!(z.grant(0, 1), 1);
+    }
+
+    #[test]
+    fn multi_credit_requests_get_a_cushion_up_to_the_limit() {
+        let mut w = CreditWindow::new(100);
+        w.consume(0, 1).unwrap();
+        // Single-credit requests get what they ask for, no more.
+        assert_eq!(w.grant(8, 1), 8);
+        assert_eq!(w.grant(0, 0), 1);
+        assert_eq!(w.outstanding(), 9);
+        // A 4-credit request (ids 1..=4) asking for its charge: 4 back plus 3.
+        w.consume(1, 4).unwrap();
+        assert_eq!(w.outstanding(), 5);
+        assert_eq!(w.grant(4, 4), 7);
+        assert_eq!(w.outstanding(), 12);
+        // Asking for more than the charge: charge + requested - 1.
+        w.consume(5, 2).unwrap();
+        assert_eq!(w.grant(6, 2), 7);
+        // Asking for less than the charge: the charge comes back.
+        w.consume(7, 3).unwrap();
+        assert_eq!(w.grant(1, 3), 3);
+        assert_eq!(w.outstanding(), 17);
+
+        // Near the limit the cushion shrinks to what is left below it.
+        let mut n = CreditWindow::new(10);
+        n.consume(0, 1).unwrap();
+        assert_eq!(n.grant(8, 1), 8);
+        n.consume(1, 4).unwrap();
+        assert_eq!(n.grant(4, 4), 6); // 4 + 3 wanted, 10 - 4 held allowed
+        assert_eq!(n.outstanding(), 10);
+        n.consume(5, 8).unwrap();
+        assert_eq!(n.grant(8, 8), 8); // at the limit: the charge back, no cushion
+        assert_eq!(n.outstanding(), 10);
+    }
+
+    #[test]
+    fn ids_past_granted_and_cushion_are_refused() {
+        let mut w = CreditWindow::new(100);
+        w.consume(0, 1).unwrap();
+        assert_eq!(w.grant(4, 1), 4); // ids 1..=4
+        w.consume(1, 2).unwrap();
+        // Ids 5..=7: the charge of 2 back plus a cushion of 1.
+        assert_eq!(w.grant(2, 2), 3);
+        // Ids 3..=7 are the client's; 8 was never granted.
+        assert_eq!(w.consume(8, 1), Err(CreditError::OutOfWindow));
+        assert_eq!(w.consume(7, 2), Err(CreditError::OutOfWindow));
+        assert_eq!(w.consume(3, 6), Err(CreditError::ChargeTooLarge));
+        w.consume(3, 5).unwrap();
+        assert_eq!(w.outstanding(), 0);
+        assert_eq!(w.consume(8, 1), Err(CreditError::ChargeTooLarge));
+        // A client far past its window is refused however much it was given.
+        let mut full = CreditWindow::new(8192);
+        full.consume(0, 1).unwrap();
+        assert_eq!(full.grant(u16::MAX, 1), 8192);
+        assert_eq!(full.consume(8193, 1), Err(CreditError::OutOfWindow));
+        assert_eq!(full.consume(1_000_000, 1), Err(CreditError::OutOfWindow));
+        assert!(full.consume(8192, 1).is_ok());
     }
 
     #[test]
