@@ -152,7 +152,7 @@ impl Handle {
         Ok(())
     }
 
-    fn check_data(&self) -> Result<(), NtStatus> {
+    pub(crate) fn check_data(&self) -> Result<(), NtStatus> {
         if self.is_dir && self.stream.is_none() {
             return Err(NtStatus::INVALID_DEVICE_REQUEST);
         }

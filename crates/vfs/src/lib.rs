@@ -52,6 +52,7 @@ pub mod stream;
 mod sys;
 mod types;
 mod wildcard;
+mod zerocopy;
 
 pub use attr::*;
 pub use handle::Handle;

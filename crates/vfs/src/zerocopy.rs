@@ -1,0 +1,209 @@
+//! The zero-copy read path: file data that is already in the page cache goes
+//! from the cache to a socket with `sendfile` (no copy into user space), and
+//! reads that must come through memory land in buffers that were never
+//! zero-filled.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use smbx_wire::NtStatus;
+
+use crate::handle::Handle;
+
+/// `cachestat(2)` (Linux 6.5): how much of a range is in the page cache.
+const SYS_CACHESTAT: libc::c_long = 451;
+
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+impl Handle {
+    /// The bytes a read of `len` at `off` returns, if every page of them is in
+    /// the page cache (so sending them cannot wait on the disk); `None` when
+    /// some are not, for a stream or a directory, or when the kernel cannot
+    /// tell (before Linux 6.5).
+    pub fn cached_len(&self, off: u64, len: u64) -> Option<u64> {
+        if self.stream.is_some() || self.is_dir || self.opath {
+            return None;
+        }
+        let size = self.file.metadata().ok()?.len();
+        let n = len.min(size.saturating_sub(off));
+        if n == 0 {
+            return Some(0);
+        }
+        let page = page_size();
+        let pages = (off + n).div_ceil(page) - off / page;
+        let range = CachestatRange { off, len: n };
+        let mut st = Cachestat::default();
+        // SAFETY: cachestat reads `range` and writes one `Cachestat` (both
+        // live, correctly laid out for the kernel ABI); flags must be 0.
+        let rc = unsafe {
+            libc::syscall(
+                SYS_CACHESTAT,
+                self.file.as_raw_fd(),
+                &range as *const CachestatRange,
+                &mut st as *mut Cachestat,
+                0u32,
+            )
+        };
+        (rc == 0 && st.nr_cache >= pages).then_some(n)
+    }
+
+    /// Sends up to `len` bytes of the file at `off` to the socket `sock` with
+    /// `sendfile(2)`; returns the bytes sent (0 at end of file). A socket that
+    /// cannot take more now is `WouldBlock`.
+    pub fn send_to(&self, sock: BorrowedFd<'_>, off: u64, len: usize) -> io::Result<usize> {
+        let mut pos =
+            libc::off_t::try_from(off).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: both descriptors are open for the call; `pos` is a live
+        // off_t the kernel updates (the file's own offset is not used).
+        let n = unsafe { libc::sendfile(sock.as_raw_fd(), self.file.as_raw_fd(), &mut pos, len) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Reads up to `len` bytes at `off`, appended to `buf` (whose spare
+    /// capacity is never zero-filled first); returns the bytes read.
+    pub fn read_append(&self, buf: &mut Vec<u8>, len: usize, off: u64) -> Result<usize, NtStatus> {
+        if self.stream.is_some() {
+            let start = buf.len();
+            buf.resize(start + len, 0);
+            let n = self.read_at(&mut buf[start..], off)?;
+            buf.truncate(start + n);
+            return Ok(n);
+        }
+        self.check_data()?;
+        buf.reserve(len);
+        let mut done = 0;
+        while done < len {
+            let pos = off
+                .checked_add(done as u64)
+                .and_then(|p| libc::off_t::try_from(p).ok())
+                .ok_or(NtStatus::INVALID_PARAMETER)?;
+            let spare = &mut buf.spare_capacity_mut()[..len - done];
+            // SAFETY: pread writes at most `spare.len()` bytes into the spare
+            // capacity it points to, which `reserve` made room for.
+            let n = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                    pos,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e.into());
+            }
+            if n == 0 {
+                break;
+            }
+            let n = n as usize;
+            // SAFETY: the kernel initialised those `n` bytes just past the
+            // current length.
+            unsafe { buf.set_len(buf.len() + n) };
+            done += n;
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    use crate::{CreateRequest, Share, ShareOptions};
+
+    fn share_with(data: &[u8]) -> (tempfile::TempDir, crate::Handle) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("f"), data).unwrap();
+        let s = Share::open(tmp.path(), ShareOptions::default()).unwrap();
+        let req = CreateRequest {
+            want_read: true,
+            ..Default::default()
+        };
+        let (h, _) = s.create("f", &req).unwrap();
+        (tmp, h)
+    }
+
+    #[test]
+    fn a_file_just_written_is_cached_up_to_its_end() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let (_tmp, h) = share_with(&data);
+        assert_eq!(h.cached_len(0, 65536), Some(65536));
+        // Clipped at the end of the file; nothing past it.
+        assert_eq!(h.cached_len(90_000, 65536), Some(10_000));
+        assert_eq!(h.cached_len(100_000, 10), Some(0));
+        assert_eq!(h.cached_len(200_000, 10), Some(0));
+    }
+
+    #[test]
+    fn read_append_keeps_what_is_there_and_stops_at_the_end() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let (_tmp, h) = share_with(&data);
+        let mut buf = b"head".to_vec();
+        assert_eq!(h.read_append(&mut buf, 4096, 100).unwrap(), 4096);
+        assert_eq!(&buf[..4], b"head");
+        assert_eq!(&buf[4..], &data[100..4196]);
+        // A short read past the end appends only what exists.
+        let mut buf = Vec::new();
+        assert_eq!(h.read_append(&mut buf, 4096, 9_000).unwrap(), 1_000);
+        assert_eq!(buf, &data[9_000..]);
+        assert_eq!(h.read_append(&mut buf, 10, 20_000).unwrap(), 0);
+        assert_eq!(buf.len(), 1_000);
+    }
+
+    #[test]
+    fn send_to_moves_the_range_to_a_socket() {
+        let data: Vec<u8> = (0..70_000u32).map(|i| (i * 13) as u8).collect();
+        let (_tmp, h) = share_with(&data);
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            b.read_to_end(&mut got).unwrap();
+            got
+        });
+        let mut sent = 0;
+        while sent < 60_000 {
+            let n = h
+                .send_to(a.as_fd(), 5_000 + sent as u64, 60_000 - sent)
+                .unwrap();
+            assert!(n > 0);
+            sent += n;
+        }
+        // At the end of the file: nothing more.
+        assert_eq!(h.send_to(a.as_fd(), 70_000, 100).unwrap(), 0);
+        drop(a);
+        assert_eq!(reader.join().unwrap(), &data[5_000..65_000]);
+    }
+}
