@@ -675,8 +675,14 @@ async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result
             Err(e) => return Err(e.into()),
         }
         let len = decode_frame_header(hdr, MAX_FRAME_LEN)?;
-        let mut frame = vec![0u8; len];
-        rd.read_exact(&mut frame).await?;
+        // Read into spare capacity: the frame is never zero-filled first.
+        let mut frame = Vec::with_capacity(len);
+        while frame.len() < len {
+            let want = (len - frame.len()) as u64;
+            if (&mut *rd).take(want).read_buf(&mut frame).await? == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            }
+        }
         process_frame(frame, shared)?;
     }
 }
