@@ -146,6 +146,8 @@ impl Server {
             active: Arc::new(AtomicUsize::new(0)),
             max: self.state.config.global.max_connections as usize,
         };
+        // Freed memory goes back to the system when the server goes quiet.
+        let _trimmer = crate::memory::Trimmer::spawn();
         let mut tasks = Vec::new();
         for l in self.listeners {
             tasks.push(tokio::spawn(accept_loop(

@@ -69,6 +69,7 @@ async fn run<S: FrameSource>(conn: Arc<Connection>, src: &mut S) {
     tracing::debug!(conn = id, %peer, why, "connection closing");
     teardown(&conn);
     server.connections.lock().remove(&id);
+    crate::memory::note_activity();
 }
 
 /// Where a connection's requests come from: whole SMB2 messages, each holding
@@ -159,7 +160,10 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
             _ = conn.closing() => Err("closed by server"),
         };
         let (frame, permit) = match frame {
-            Ok(f) => f,
+            Ok(f) => {
+                crate::memory::note_activity();
+                f
+            }
             // Idle past deadtime only counts when nothing is open.
             Err("timeout") if authenticated && (has_opens(conn) || !conn.pending.is_empty()) => {
                 continue
