@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the tests need: Samba (smbd, smbclient, smbtorture), tshark,
-# fio, attr (Debian), smbprotocol, impacket and pytest (PyPI).
+# fio, attr (Debian), Go and the go-smb2 test's modules, smbprotocol, impacket
+# and pytest (PyPI).
 # Skips apt / pip when everything is already there.  Needs root for apt.
 set -euo pipefail
 
@@ -23,6 +24,40 @@ else
     # tshark asks whether non-root users may capture: keep the default (no).
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
     apt-get install -y -q --no-install-recommends "${APT_PACKAGES[@]}"
+fi
+
+# Go, for the go-smb2 interop test (tests/interop/gosmb2): /usr/local/go when
+# present, else Debian's golang-go.  Its modules are downloaded now through
+# Go's default proxy ($GOPROXY) into the cache the test builds from, so the
+# test itself needs no network.
+find_go() {
+    local g
+    for g in "${SMBX_GO:-}" "$(command -v go 2>/dev/null)" /usr/local/go/bin/go /usr/lib/go/bin/go; do
+        if [ -n "$g" ] && [ -x "$g" ]; then
+            echo "$g"
+            return 0
+        fi
+    done
+    return 1
+}
+if GO=$(find_go); then
+    echo "install-deps: go already present ($GO)"
+else
+    echo "install-deps: apt-get install golang-go"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends golang-go
+    GO=$(find_go) || { echo "install-deps: golang-go installed but no go binary found" >&2; exit 1; }
+fi
+GOSMB2_CACHE=${SMBX_GOSMB2_CACHE:-/var/cache/smbx/gosmb2}
+GOSMB2_SRC="$(cd "$(dirname "$0")/.." && pwd)/tests/interop/gosmb2"
+if mkdir -p "$GOSMB2_CACHE" 2>/dev/null &&
+    (cd "$GOSMB2_SRC" && GOPATH="$GOSMB2_CACHE/gopath" GOCACHE="$GOSMB2_CACHE/gocache" \
+        GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local "$GO" mod download); then
+    echo "install-deps: go-smb2 test modules in $GOSMB2_CACHE/gopath"
+else
+    echo "install-deps: WARNING: 'go mod download' for $GOSMB2_SRC failed" \
+        "(GOPROXY=${GOPROXY:-default}); tests/interop/test_gosmb2.py will fail" >&2
 fi
 
 if python3 -c 'import smbprotocol, smbclient, impacket, pytest, spnego' 2>/dev/null; then
