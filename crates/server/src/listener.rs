@@ -92,6 +92,7 @@ impl Server {
     }
 
     async fn bind_state(state: Arc<ServerState>) -> io::Result<Server> {
+        crate::memory::limit_arenas();
         let addrs = bind_addresses(&state.config);
         let mut listeners = Vec::new();
         for a in addrs {

@@ -8,7 +8,8 @@
 //! 10 MiB in use. [`trim_when_quiet`] watches a process-wide activity count (every
 //! request and every closed connection adds to it) and, after a period with none
 //! following one with some, has malloc return its free pages (`malloc_trim`):
-//! once per quiet spell, never while requests are arriving.
+//! once per quiet spell, never while requests are arriving. [`limit_arenas`]
+//! keeps the arenas few, so that what stays fragmented after a trim is small.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -53,6 +54,31 @@ impl QuietTrim {
         }
         self.trimmed = true;
         true
+    }
+}
+
+/// How many malloc arenas the server lets glibc create: two per core, at least
+/// four (glibc's own default is eight per core). Each arena keeps what was freed
+/// in it, fragmented around what is still live, even after a trim: with 16
+/// arenas on two cores a soak left the server 36-59 MiB above idle after
+/// trimming, with 4 about 24 MiB, at the same request rate.
+pub fn arena_limit(cores: usize) -> usize {
+    cores.saturating_mul(2).max(4)
+}
+
+/// Bounds the number of malloc arenas ([`arena_limit`] of the available cores)
+/// unless `MALLOC_ARENA_MAX` is set in the environment (glibc reads that itself).
+/// Threads that already have an arena keep it; call this early.
+pub fn limit_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let n = libc::c_int::try_from(arena_limit(cores)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt takes two integers; M_ARENA_MAX only bounds how many
+        // arenas threads may create from now on.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, n);
+        }
     }
 }
 
@@ -115,6 +141,15 @@ mod tests {
         assert!(!q.observe(12));
         assert!(!q.observe(13), "busy again");
         assert!(q.observe(13), "quiet again: trim again");
+    }
+
+    #[test]
+    fn two_arenas_per_core_at_least_four() {
+        assert_eq!(arena_limit(1), 4);
+        assert_eq!(arena_limit(2), 4);
+        assert_eq!(arena_limit(3), 6);
+        assert_eq!(arena_limit(32), 64);
+        assert_eq!(arena_limit(usize::MAX), usize::MAX);
     }
 
     #[test]
