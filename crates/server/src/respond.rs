@@ -11,6 +11,7 @@ use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
 use smbx_wire::{Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
+use crate::conn::writer::FileTail;
 use crate::conn::Connection;
 use crate::dispatch::MemberInfo;
 use crate::handlers::{PendingFuture, PreauthTarget, Response};
@@ -36,6 +37,8 @@ pub(crate) struct OutMember {
     completion: Option<AsyncCompletion>,
     /// Client STag to invalidate with the message (SMB Direct).
     invalidate: Option<u32>,
+    /// READ data still in the file, sent after `bytes`.
+    tail: Option<FileTail>,
 }
 
 fn credit_charge(conn: &Connection, hdr: &Header) -> u16 {
@@ -137,6 +140,7 @@ pub(crate) fn build(
         preauth: info.preauth_response,
         completion,
         invalidate: resp.invalidate,
+        tail: resp.tail.take(),
     }
 }
 
@@ -156,7 +160,16 @@ pub(crate) async fn send_chain(
     let mut completions = Vec::new();
     let invalidate = out.iter().find_map(|m| m.invalidate);
     let mut session = None;
+    let mut out_tail = None;
     for (i, m) in out.iter_mut().enumerate() {
+        // READ data goes from the file to the socket only in a lone response
+        // that is neither signed nor sealed; anything else reads it in here
+        // (it was in the page cache when the READ ran).
+        if n > 1 || m.sign || m.preauth.is_some() || encrypted.is_some() {
+            if let Some(t) = m.tail.take() {
+                t.read_into(&mut m.bytes);
+            }
+        }
         // Every member of a compound response is padded to 8 bytes, the last one
         // included (as Windows and Samba: smb2.compound.compound-padding); a single
         // response is not.
@@ -177,6 +190,7 @@ pub(crate) async fn send_chain(
         // response is ever alive.
         if n == 1 {
             buf = std::mem::take(&mut m.bytes);
+            out_tail = m.tail.take();
         } else {
             buf.extend_from_slice(&m.bytes);
             m.bytes = Vec::new();
@@ -198,7 +212,10 @@ pub(crate) async fn send_chain(
             }
         }
     }
-    conn.send_holding(buf, permit, invalidate).await;
+    match out_tail {
+        Some(t) => conn.send_with_tail(buf, t, permit).await,
+        None => conn.send_holding(buf, permit, invalidate).await,
+    }
     for c in completions {
         let conn = conn.clone();
         tokio::spawn(complete(conn, c, encrypted));
@@ -225,6 +242,9 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
     conn.pending.remove(async_id);
     let (status, body) = match result {
         Ok(mut r) if r.pending.is_none() => {
+            if let Some(t) = r.tail.take() {
+                t.read_into(&mut r.body);
+            }
             if r.header_room {
                 r.body.drain(..HEADER_SIZE.min(r.body.len()));
             }
@@ -316,14 +336,14 @@ mod tests {
         });
         let om = build(&c, &req(0), resp, &MemberInfo::default(), false);
         send_chain(&c, vec![om], None, None).await;
-        let interim = rx.recv().await.unwrap().0;
+        let interim = rx.recv().await.unwrap().msg;
         let h = Header::decode(&interim).unwrap();
         assert_eq!(h.status, NtStatus::PENDING);
         assert!(h.is_async());
         assert_eq!(h.credits, 5);
         assert_eq!(c.pending.len(), 1);
         gate_tx.send(()).unwrap();
-        let fin = rx.recv().await.unwrap().0;
+        let fin = rx.recv().await.unwrap().msg;
         let f = Header::decode(&fin).unwrap();
         assert_eq!(f.status, NtStatus::SUCCESS);
         assert_eq!(f.async_id, h.async_id);
@@ -345,7 +365,7 @@ mod tests {
                 false,
             );
             send_chain(&c, vec![om], None, None).await;
-            let h = Header::decode(&rx.recv().await.unwrap().0).unwrap();
+            let h = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
             assert_eq!(h.status, NtStatus::PENDING);
             let found = if by_async {
                 c.pending.cancel_async(h.async_id, 0)
@@ -353,7 +373,7 @@ mod tests {
                 c.pending.cancel_message(i, 0)
             };
             assert!(found);
-            let f = Header::decode(&rx.recv().await.unwrap().0).unwrap();
+            let f = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
             assert_eq!(f.status, NtStatus::CANCELLED);
             assert_eq!(f.message_id, i);
         }
@@ -373,12 +393,12 @@ mod tests {
             });
             let om = build(&c, &req(i), resp, &MemberInfo::default(), false);
             send_chain(&c, vec![om], None, None).await;
-            let h = Header::decode(&rx.recv().await.unwrap().0).unwrap();
+            let h = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
             assert_eq!(h.status, NtStatus::PENDING);
             tokio::task::yield_now().await;
             gate_tx.send(()).unwrap();
             c.pending.cancel_all(None);
-            let f = Header::decode(&rx.recv().await.unwrap().0).unwrap();
+            let f = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
             assert_eq!(f.status, NtStatus::RANGE_NOT_LOCKED);
             assert_eq!(f.message_id, i);
         }

@@ -998,3 +998,96 @@ async fn guest_durable_open_is_bound_to_its_client() {
     assert_eq!(o.status, NtStatus::SUCCESS);
     assert_eq!(o.fid(), fid);
 }
+
+/// Reads whose data is in the page cache go from the file to the socket after
+/// the response (unsigned), or are read in (signed): the same bytes either way,
+/// short at the end of the file, END_OF_FILE past it or below MinimumCount, and
+/// a file that shrank after the READ was answered still yields a whole frame.
+#[tokio::test]
+async fn reads_from_the_page_cache_at_the_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..200 * 1024u32).map(|i| (i * 31 + 7) as u8).collect();
+    std::fs::write(dir.path().join("big"), &data).unwrap();
+    let (_srv, mut c) = start_with_client(dir.path()).await;
+    let o = create(&mut c, "big", ALL, 7, 1, 0).await;
+    let fid = o.fid();
+    for (off, len, want) in [
+        (0u64, 65536u32, 0..65536usize),
+        (4097, 65536, 4097..69_633),
+        (190 * 1024, 65536, 190 * 1024..200 * 1024),
+        (20_000, 20_000, 20_000..40_000),
+    ] {
+        let (st, got) = read(&mut c, fid, off, len, 0).await;
+        assert_eq!(st, NtStatus::SUCCESS, "{off}+{len}");
+        assert!(got == data[want.clone()], "{off}+{len}: wrong data");
+        // Signed: the response carries the data itself, and the same bytes.
+        let body = ReadRequest {
+            length: len,
+            offset: off,
+            file_id_persistent: fid.0,
+            file_id_volatile: fid.1,
+            ..Default::default()
+        }
+        .encode();
+        let r = c.request_signed(Command::Read, &body).await;
+        assert_eq!(r.status(), NtStatus::SUCCESS);
+        let mut m = vec![0u8; HEADER_SIZE];
+        m.extend_from_slice(r.body());
+        assert!(
+            ReadResponse::decode(&m).unwrap().data == &data[want],
+            "signed {off}+{len}"
+        );
+    }
+    // Past the end, and less than MinimumCount left.
+    assert_eq!(
+        read(&mut c, fid, 200 * 1024, 65536, 0).await.0,
+        NtStatus::END_OF_FILE
+    );
+    assert_eq!(
+        read(&mut c, fid, 190 * 1024, 65536, 20 * 1024).await.0,
+        NtStatus::END_OF_FILE
+    );
+    // Many READs in flight while the file is cut short: every response is a
+    // whole, well-formed frame (what was cut off reads as zeros or is not
+    // there), and the connection keeps working.
+    let mut mids = Vec::new();
+    for i in 0..32u64 {
+        let body = ReadRequest {
+            length: 65536,
+            offset: (i % 3) * 65536,
+            file_id_persistent: fid.0,
+            file_id_volatile: fid.1,
+            ..Default::default()
+        }
+        .encode();
+        let h = c.header(Command::Read);
+        mids.push(h.message_id);
+        c.send_raw(&Client::message(&h, &body)).await;
+        if i == 8 {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.path().join("big"))
+                .unwrap()
+                .set_len(70_000)
+                .unwrap();
+        }
+    }
+    let mut seen = 0;
+    while seen < mids.len() {
+        for m in c.recv().await.expect("connection closed") {
+            assert!(mids.contains(&m.header.message_id));
+            if m.status() == NtStatus::SUCCESS {
+                let mut b = vec![0u8; HEADER_SIZE];
+                b.extend_from_slice(m.body());
+                let d = ReadResponse::decode(&b).unwrap().data;
+                assert!(d.len() <= 65536);
+            } else {
+                assert_eq!(m.status(), NtStatus::END_OF_FILE);
+            }
+            seen += 1;
+        }
+    }
+    let (st, got) = read(&mut c, fid, 0, 65536, 0).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert!(got == data[..65536]);
+}

@@ -229,7 +229,37 @@ impl Connection {
             }
             return;
         }
-        let _ = self.tx.send((msg, permit, invalidate)).await;
+        let _ = self
+            .tx
+            .send(writer::Outgoing {
+                msg,
+                tail: None,
+                permit,
+            })
+            .await;
+    }
+
+    /// Sends `msg` followed in the same frame by `tail`, READ data still in
+    /// the file (Direct TCP only: the writer sends it from the page cache).
+    pub(crate) async fn send_with_tail(
+        &self,
+        msg: Vec<u8>,
+        tail: writer::FileTail,
+        permit: Option<OwnedSemaphorePermit>,
+    ) {
+        if self.direct.is_some() {
+            let mut msg = msg;
+            tail.read_into(&mut msg);
+            return self.send_holding(msg, permit, None).await;
+        }
+        let _ = self
+            .tx
+            .send(writer::Outgoing {
+                msg,
+                tail: Some(tail),
+                permit,
+            })
+            .await;
     }
 
     /// The SMB Direct side, when the connection runs over RDMA.

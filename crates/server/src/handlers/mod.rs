@@ -46,6 +46,7 @@ use smbx_config::Config;
 use smbx_wire::error::ErrorResponse;
 use smbx_wire::{Command, Header, NtStatus, HEADER_SIZE};
 
+use crate::conn::writer::FileTail;
 use crate::conn::Connection;
 use crate::credits::required_charge;
 use crate::state::{FileId, Open, ServerState, Session, Tree};
@@ -84,6 +85,9 @@ pub struct Response {
     /// `body` starts with [`smbx_wire::HEADER_SIZE`] bytes kept free for the
     /// response header, which is then written in place (no copy of the body).
     pub(crate) header_room: bool,
+    /// READ data that follows `body` on the wire, still in the file (sent from
+    /// the page cache, or read in when the response must be signed or sealed).
+    pub(crate) tail: Option<FileTail>,
 }
 
 impl Response {
@@ -97,6 +101,15 @@ impl Response {
         }
     }
 
+    /// Like [`Response::ok_with_header_room`], the body followed on the wire by
+    /// `tail`, data still in the file.
+    pub(crate) fn ok_with_tail(msg: Vec<u8>, tail: FileTail) -> Response {
+        Response {
+            tail: Some(tail),
+            ..Response::ok_with_header_room(msg)
+        }
+    }
+
     /// A success response with `body`.
     pub fn ok(body: Vec<u8>) -> Response {
         Response {
@@ -105,6 +118,7 @@ impl Response {
             pending: None,
             invalidate: None,
             header_room: false,
+            tail: None,
         }
     }
 
@@ -116,6 +130,7 @@ impl Response {
             pending: None,
             invalidate: None,
             header_room: false,
+            tail: None,
         }
     }
 
@@ -127,6 +142,7 @@ impl Response {
             pending: None,
             invalidate: None,
             header_room: false,
+            tail: None,
         }
     }
 
@@ -140,6 +156,7 @@ impl Response {
             pending: Some(Box::pin(fut)),
             invalidate: None,
             header_room: false,
+            tail: None,
         }
     }
 

@@ -6,6 +6,7 @@ use smbx_wire::rw::{put_read_response_header, ReadRequest};
 use smbx_wire::{NtStatus, HEADER_SIZE};
 
 use super::{Ctx, HandlerResult, Request, Response};
+use crate::conn::writer::FileTail;
 use crate::state::file::{FILE_EXECUTE, FILE_READ_DATA};
 use crate::state::{FileId, Open, OpenKind};
 
@@ -13,6 +14,9 @@ use crate::state::{FileId, Open, OpenKind};
 pub const STATUS_PIPE_EMPTY: NtStatus = NtStatus(0xC000_00D9);
 /// I/O at least this large leaves the async worker (spawn_blocking).
 pub const BLOCKING_THRESHOLD: usize = 64 * 1024;
+/// Reads at least this large whose data is in the page cache go from the file
+/// to the socket (sendfile) over TCP; smaller ones are copied.
+pub const ZERO_COPY_MIN: usize = 16 * 1024;
 
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
@@ -139,15 +143,37 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 return Ok(resp);
             }
             // The response is built in one buffer: header room, READ
-            // response fields, then the data read in place.
+            // response fields, then the data. Over TCP, data already in the
+            // page cache is not read here at all: the writer sends it from the
+            // file after the response (conn::writer, sendfile).
             const DATA: usize = HEADER_SIZE + 16;
+            if ctx.conn.direct().is_none() && len >= ZERO_COPY_MIN {
+                if let Some(n) = handle.cached_len(offset, len as u64) {
+                    let n = n as usize;
+                    if n == 0 || n < min {
+                        return Err(NtStatus::END_OF_FILE);
+                    }
+                    f.position
+                        .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
+                    let tail = FileTail {
+                        handle,
+                        offset,
+                        len: n,
+                    };
+                    let mut h = [0u8; 16];
+                    put_read_response_header(&mut h, n as u32, 0);
+                    let mut msg = vec![0u8; DATA];
+                    msg[HEADER_SIZE..].copy_from_slice(&h);
+                    return Ok(Response::ok_with_tail(msg, tail));
+                }
+            }
             let msg = run_blocking(len >= BLOCKING_THRESHOLD, move || {
-                let mut msg = vec![0u8; DATA + len];
-                let n = handle.read_at(&mut msg[DATA..], offset)?;
+                let mut msg = Vec::with_capacity(DATA + len);
+                msg.resize(DATA, 0);
+                let n = handle.read_append(&mut msg, len, offset)?;
                 if (n == 0 && len > 0) || n < min {
                     return Err(NtStatus::END_OF_FILE);
                 }
-                msg.truncate(DATA + n);
                 let mut h = [0u8; 16];
                 put_read_response_header(&mut h, n as u32, 0);
                 msg[HEADER_SIZE..DATA].copy_from_slice(&h);
