@@ -155,6 +155,9 @@ struct Shared {
     large_mtu: AtomicBool,
     max_credits: u16,
     events: mpsc::Sender<Event>,
+    /// I/O buffers reused across operations: RDMA transfer buffers over SMB
+    /// Direct, received frames of 64 KiB and more over TCP.
+    pool: smbx_transport::BufPool,
 }
 
 impl Shared {
@@ -192,8 +195,6 @@ pub struct Connection {
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
     direct: Option<Arc<dyn DirectLink>>,
-    /// Buffers registered for RDMA transfers, reused across I/Os.
-    pool: smbx_transport::BufPool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -222,7 +223,7 @@ impl Connection {
     ) -> Connection {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
-        let (shared, events_rx) = Self::shared(max_credits);
+        let (shared, events_rx) = Self::shared(max_credits, 8);
         let (wtx, wrx) = mpsc::unbounded_channel();
         let reader = tokio::spawn(reader_task(rd, shared.clone()));
         let writer = tokio::spawn(writer_task(wr, wrx, shared.clone()));
@@ -233,7 +234,6 @@ impl Connection {
             timeout,
             tasks: vec![reader, writer],
             direct: None,
-            pool: smbx_transport::BufPool::default(),
         }
     }
 
@@ -244,7 +244,7 @@ impl Connection {
         max_credits: u16,
         timeout: Option<Duration>,
     ) -> Connection {
-        let (shared, events_rx) = Self::shared(max_credits);
+        let (shared, events_rx) = Self::shared(max_credits, 64);
         // Requests go straight to the link (see `send`); the channel stays unused.
         let (wtx, _) = mpsc::unbounded_channel();
         let reader = tokio::spawn(direct_reader_task(link.clone(), shared.clone()));
@@ -255,13 +255,12 @@ impl Connection {
             timeout,
             tasks: vec![reader],
             direct: Some(link),
-            pool: smbx_transport::BufPool::new(64),
         }
     }
 
-    /// The pool of RDMA transfer buffers.
+    /// The pool of I/O buffers: RDMA transfer buffers, or received frames.
     pub(crate) fn pool(&self) -> &smbx_transport::BufPool {
-        &self.pool
+        &self.shared.pool
     }
 
     /// The SMB Direct link, when the connection runs over one.
@@ -269,7 +268,7 @@ impl Connection {
         self.direct.as_ref()
     }
 
-    fn shared(max_credits: u16) -> (Arc<Shared>, mpsc::Receiver<Event>) {
+    fn shared(max_credits: u16, pool: usize) -> (Arc<Shared>, mpsc::Receiver<Event>) {
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         let shared = Arc::new(Shared {
             table: Mutex::new(Table::default()),
@@ -281,6 +280,7 @@ impl Connection {
             large_mtu: AtomicBool::new(false),
             max_credits: max_credits.max(1),
             events: events_tx,
+            pool: smbx_transport::BufPool::new(pool),
         });
         (shared, events_rx)
     }
@@ -675,8 +675,13 @@ async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result
             Err(e) => return Err(e.into()),
         }
         let len = decode_frame_header(hdr, MAX_FRAME_LEN)?;
-        // Read into spare capacity: the frame is never zero-filled first.
-        let mut frame = Vec::with_capacity(len);
+        // Read into spare capacity (a pooled buffer for large frames): the
+        // frame is never zero-filled first.
+        let mut frame = if len >= 64 * 1024 {
+            shared.pool.take_spare(len)
+        } else {
+            Vec::with_capacity(len)
+        };
         while frame.len() < len {
             let want = (len - frame.len()) as u64;
             if (&mut *rd).take(want).read_buf(&mut frame).await? == 0 {

@@ -519,8 +519,8 @@ impl File {
             Some((msg, range)) => {
                 let n = range.len();
                 buf[..n].copy_from_slice(&msg[range]);
-                // An RDMA transfer buffer goes back to the pool (others are refused).
-                self.tree.pool().put(msg);
+                // The received frame or RDMA transfer buffer goes back to the pool.
+                self.tree.pool().recycle(msg);
                 n
             }
             None => 0,

@@ -36,10 +36,44 @@ impl BufPool {
         match Self::class_of(len) {
             Some((idx, size)) => {
                 let got = self.lock()[idx].pop();
-                got.filter(|v| v.len() == size)
-                    .unwrap_or_else(|| vec![0; size])
+                match got {
+                    Some(mut v) => {
+                        // A recycled buffer may hold less than its class.
+                        v.resize(size, 0);
+                        v
+                    }
+                    None => vec![0; size],
+                }
             }
             None => vec![0; len],
+        }
+    }
+
+    /// An empty buffer with room for at least `len` bytes (the capacity of its
+    /// size class), to read into without zero-filling it first.
+    pub fn take_spare(&self, len: usize) -> Vec<u8> {
+        match Self::class_of(len) {
+            Some((idx, size)) => match self.lock()[idx].pop() {
+                Some(mut v) => {
+                    v.clear();
+                    v
+                }
+                None => Vec::with_capacity(size),
+            },
+            None => Vec::with_capacity(len),
+        }
+    }
+
+    /// Returns a buffer from [`BufPool::take_spare`] (any length; its
+    /// capacity decides its class).
+    pub fn recycle(&self, buf: Vec<u8>) {
+        if let Some((idx, size)) = Self::class_of(buf.capacity()) {
+            if size == buf.capacity() {
+                let mut g = self.lock();
+                if g[idx].len() < self.per_class {
+                    g[idx].push(buf);
+                }
+            }
         }
     }
 
@@ -90,5 +124,25 @@ mod tests {
         p.put(vec![0; 64 * 1024]);
         p.put(vec![0; 64 * 1024]);
         assert_eq!(p.lock()[0].len(), 1);
+    }
+
+    #[test]
+    fn spare_buffers_come_back_by_capacity() {
+        let p = BufPool::new(2);
+        let mut a = p.take_spare(100 * 1024);
+        assert_eq!((a.len(), a.capacity()), (0, 128 * 1024));
+        a.extend_from_slice(&[7; 1000]);
+        let ptr = a.as_ptr();
+        p.recycle(a);
+        // Reused empty, whatever it held.
+        let b = p.take_spare(70 * 1024);
+        assert_eq!((b.as_ptr(), b.len()), (ptr, 0));
+        p.recycle(b);
+        // `take` hands it out at its full class length.
+        let c = p.take(128 * 1024);
+        assert_eq!((c.as_ptr(), c.len()), (ptr, 128 * 1024));
+        // A buffer whose capacity is no class is not kept.
+        p.recycle(Vec::with_capacity(1000));
+        assert!(p.lock().iter().all(|c| c.is_empty()));
     }
 }
