@@ -289,6 +289,8 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
     if !out.is_empty() {
         respond::send_chain(&conn, out, chain.encrypted, chain.permit.take()).await;
     }
+    // The frame's buffer goes back for the next one.
+    server.frames.recycle(std::mem::take(&mut chain.buf));
 }
 
 /// Side results of running one member.

@@ -26,7 +26,7 @@ pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
     let conn = Arc::new(Connection::new(id, server.clone(), peer, local, tx));
     let writer = tokio::spawn(writer::run(wr, rx));
     let mut src = TcpFrames {
-        frames: FrameReader::new(conn.max_pdu()),
+        frames: FrameReader::with_pool(conn.max_pdu(), server.frames.clone()),
         rd: BufReader::with_capacity(64 * 1024, rd),
     };
     run(conn, &mut src).await;
@@ -187,6 +187,12 @@ fn has_opens(conn: &Connection) -> bool {
 /// Most bytes read from the socket in one step (the buffer grows by at most this
 /// much beyond what has actually arrived).
 const READ_CHUNK: usize = 64 * 1024;
+/// Frames from this size up to [`MAX_POOLED_FRAME`] are read into buffers from
+/// the server's frame pool.
+const POOLED_FRAME: usize = 64 * 1024;
+/// The largest frame read into a pooled buffer (a 1 MiB WRITE's is; an 8 MiB
+/// WRITE's grows as it arrives).
+const MAX_POOLED_FRAME: usize = 2 * 1024 * 1024;
 
 /// Reads Direct-TCP frames incrementally. Its state lives outside the read future, so
 /// dropping [`FrameReader::next`] (a timeout, a close) never loses bytes; the frame
@@ -202,8 +208,10 @@ struct FrameReader {
     len: Option<usize>,
     permit: Option<OwnedSemaphorePermit>,
     buf: Vec<u8>,
-    /// Bytes of `buf` that hold received data (`buf` may be longer after a cancelled read).
+    /// Bytes of `buf` that hold received data.
     filled: usize,
+    /// Where buffers for frames of the usual I/O sizes come from.
+    pool: Option<Arc<smbx_transport::BufPool>>,
 }
 
 impl FrameReader {
@@ -216,6 +224,15 @@ impl FrameReader {
             permit: None,
             buf: Vec::new(),
             filled: 0,
+            pool: None,
+        }
+    }
+
+    /// A reader whose frames of the usual I/O sizes come from `pool`.
+    fn with_pool(max_pdu: usize, pool: Arc<smbx_transport::BufPool>) -> Self {
+        FrameReader {
+            pool: Some(pool),
+            ..Self::new(max_pdu)
         }
     }
 
@@ -263,13 +280,21 @@ impl FrameReader {
                 .map_err(|_| "closed")?;
             self.permit = Some(p);
         }
+        // A frame of the usual I/O sizes lands in a pooled buffer of its size
+        // (its budget permit is held); a larger one grows with what arrives.
+        if self.filled == 0 && (POOLED_FRAME..=MAX_POOLED_FRAME).contains(&len) {
+            if let Some(pool) = &self.pool {
+                self.buf = pool.take_spare(len);
+            }
+        }
         while self.filled < len {
             let want = (len - self.filled).min(READ_CHUNK);
-            if self.buf.len() < self.filled + want {
-                self.buf.resize(self.filled + want, 0);
-            }
-            let n = rd
-                .read(&mut self.buf[self.filled..self.filled + want])
+            // Read into spare capacity: nothing is zero-filled first.
+            self.buf.truncate(self.filled);
+            self.buf.reserve(want);
+            let n = (&mut *rd)
+                .take(want as u64)
+                .read_buf(&mut self.buf)
                 .await
                 .map_err(|_| "read error")?;
             if n == 0 {
@@ -383,6 +408,34 @@ mod tests {
             fr.next(&mut server, &budget).await.err(),
             Some("eof in frame")
         );
+    }
+
+    #[tokio::test]
+    async fn large_frames_reuse_pooled_buffers() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let budget = Arc::new(Semaphore::new(16 << 20));
+        let pool = Arc::new(smbx_transport::BufPool::new(2));
+        let mut fr = FrameReader::with_pool(16 << 20, pool.clone());
+        let a: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        let b: Vec<u8> = (0..400_000u32).map(|i| (i * 3) as u8).collect();
+        client.write_all(&frame(&a)).await.unwrap();
+        client.write_all(&frame(&b)).await.unwrap();
+        client.write_all(&frame(&[9; 100])).await.unwrap();
+        let (f, p) = fr.next(&mut server, &budget).await.unwrap();
+        assert_eq!(f, a);
+        assert_eq!(f.capacity(), 512 * 1024, "a buffer of its size class");
+        let ptr = f.as_ptr();
+        drop(p);
+        pool.recycle(f);
+        // The next large frame lands in the same memory; its own bytes only.
+        let (f, p) = fr.next(&mut server, &budget).await.unwrap();
+        assert_eq!((f.as_ptr(), f.len()), (ptr, b.len()));
+        assert_eq!(f, b);
+        drop(p);
+        // A small frame is not pooled.
+        let (f, _p) = fr.next(&mut server, &budget).await.unwrap();
+        assert_eq!(f, vec![9; 100]);
+        assert!(f.capacity() < 64 * 1024);
     }
 
     #[tokio::test]

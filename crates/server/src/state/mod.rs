@@ -57,8 +57,15 @@ pub struct ServerState {
     pub auth_policy: AuthPolicy,
     /// The server-wide bound on logons in progress ([`session::MAX_LOGONS`]).
     pub logons: Arc<tokio::sync::Semaphore>,
+    /// Buffers for received Direct-TCP frames of 64 KiB to 2 MiB (a WRITE's
+    /// frame lands in memory that is already there, not in fresh pages).
+    pub frames: Arc<smbx_transport::BufPool>,
     next_conn_id: AtomicU64,
 }
+
+/// Idle frame buffers kept per size class (64 KiB … 2 MiB: at most about
+/// 16 MiB held).
+const FRAME_POOL_PER_CLASS: usize = 4;
 
 impl ServerState {
     /// Builds the state for `config`, loading the password database from
@@ -104,6 +111,7 @@ impl ServerState {
             credentials,
             auth_policy,
             logons: Arc::new(tokio::sync::Semaphore::new(session::MAX_LOGONS)),
+            frames: Arc::new(smbx_transport::BufPool::new(FRAME_POOL_PER_CLASS)),
             next_conn_id: AtomicU64::new(1),
         }
     }
