@@ -900,10 +900,10 @@ class Hostile:
                 conn.send_raw(f)
                 self.count()
                 if not _drain(conn.sock):
-                    self.soak.stats.add("hostile connections closed by the server")
+                    self.soak.stats.add("server closed a hostile connection")
                     return
         except (OSError, ConnectionError):
-            self.soak.stats.add("hostile connections closed by the server")
+            self.soak.stats.add("server closed a hostile connection")
         finally:
             conn.close()
 
@@ -1256,6 +1256,7 @@ def test_soak(soak_server, tmp_path):
         "connections abandoned without logoff": st.get("connections abandoned"),
         "operations cut by a kill": st.get("operations cut by a kill"),
         "hostile requests": st.get("hostile requests"),
+        "hostile connections the server closed": st.get("server closed a hostile connection"),
         "hostile rounds": {k[8:]: v for k, v in sorted(st.counts.items()) if k.startswith("hostile ") and k != "hostile requests"},
         "files verified on disk": files_ok,
         "chunks of cut-off files verified on disk": chunks_ok,
