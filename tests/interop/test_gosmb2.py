@@ -112,9 +112,12 @@ def gosmb2_bin() -> Path:
     return out
 
 
-def test_gosmb2_concurrent_io_on_one_session(smbx, gosmb2_bin):
+@pytest.mark.parametrize("warmup", [True, False], ids=["warm", "cold-burst"])
+def test_gosmb2_concurrent_io_on_one_session(smbx, gosmb2_bin, warmup):
     """32 goroutines, 16 files each (1 B .. 2 MiB + 7, single- and multi-credit
-    WRITEs and READs, ranged reads), one session; every byte checked."""
+    WRITEs and READs, ranged reads), one session; every byte checked. Cold:
+    the concurrent burst starts right after the logon, when the client's
+    miscount of its credits is not yet covered by any cushion."""
     run = subprocess.run(
         [
             str(gosmb2_bin),
@@ -124,6 +127,7 @@ def test_gosmb2_concurrent_io_on_one_session(smbx, gosmb2_bin):
             "-share", "share",
             "-workers", "32",
             "-files", "16",
+            f"-warmup={'true' if warmup else 'false'}",
             "-timeout", f"{RUN_TIMEOUT_S - 60}s",
         ],
         capture_output=True,
