@@ -657,7 +657,10 @@ async fn direct_reader_task(link: Arc<dyn DirectLink>, shared: Arc<Shared>) {
 async fn reader_task(rd: OwnedReadHalf, shared: Arc<Shared>) {
     // Buffered: small responses arrive many to a segment, and each would otherwise cost
     // two read calls (length, then message).
-    let mut rd = BufReader::with_capacity(256 * 1024, rd);
+    // Small enough that little of a large frame is copied out of it (the
+    // rest is read straight into the frame), large enough to gather many
+    // small responses per read.
+    let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let why = match read_loop(&mut rd, &shared).await {
         Ok(()) => "the server closed the connection".to_string(),
         Err(e) => e.to_string(),
