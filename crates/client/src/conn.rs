@@ -48,9 +48,6 @@ pub(crate) struct Request {
     /// True if `body` starts with [`HEADROOM`] reserved bytes, so that a lone request can
     /// become its frame without another copy.
     pub headroom: bool,
-    /// A READ's destination: the data of an unsigned, unsealed, lone response
-    /// is read from the socket straight into it ([`Response::sink`]).
-    pub sink: Option<Vec<u8>>,
 }
 
 /// Bytes reserved before a body built with [`body_writer`]: frame header, TRANSFORM_HEADER
@@ -74,7 +71,6 @@ impl Request {
             charge: 1,
             related: false,
             headroom: false,
-            sink: None,
         }
     }
 
@@ -94,11 +90,6 @@ pub struct Response {
     pub header: Header,
     /// The message (header, body, and for compound members any padding).
     pub msg: Vec<u8>,
-    /// The request's sink, given back; with `in_sink`, it holds the READ data
-    /// and `msg` only the header and READ response fields.
-    pub(crate) sink: Option<Vec<u8>>,
-    /// The READ data is in `sink`, not in `msg`.
-    pub(crate) in_sink: bool,
 }
 
 impl Response {
@@ -145,8 +136,6 @@ struct Pending {
     tx: oneshot::Sender<Result<Response>>,
     charge: u16,
     async_id: Option<u64>,
-    /// Where a READ's data may land (see [`Request::sink`]).
-    sink: Option<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -359,12 +348,6 @@ impl Connection {
             return Ok((Vec::new(), None));
         }
         let sh = &self.shared;
-        // Only a lone request's response can land in its sink.
-        let lone = reqs.len() == 1;
-        let sinks: Vec<Option<Vec<u8>>> = reqs
-            .iter_mut()
-            .map(|r| r.sink.take().filter(|_| lone))
-            .collect();
         let large_mtu = sh.large_mtu.load(Ordering::Relaxed);
         let dialect = sh.dialect.load(Ordering::Relaxed);
         let charges: Vec<u16> = reqs
@@ -490,7 +473,7 @@ impl Connection {
             if let Some(why) = &t.closed {
                 return Err(Error::Disconnected(why.clone()));
             }
-            for (&(id, charge), sink) in ids.iter().zip(sinks) {
+            for &(id, charge) in &ids {
                 let (tx, rx) = oneshot::channel();
                 t.pending.insert(
                     id,
@@ -498,7 +481,6 @@ impl Connection {
                         tx,
                         charge,
                         async_id: None,
-                        sink,
                     },
                 );
                 rxs.push(rx);
@@ -703,19 +685,6 @@ async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result
         } else {
             Vec::with_capacity(len)
         };
-        if len >= 64 * 1024 {
-            // A large READ response may go straight into its request's sink.
-            let mut pre = [0u8; READ_PREFIX];
-            rd.read_exact(&mut pre).await?;
-            if let Some((h, mut sink)) = sink_for(&pre, len, shared) {
-                shared.pool.recycle(frame);
-                sink.clear();
-                read_to(rd, &mut sink, len - READ_PREFIX).await?;
-                dispatch(h, pre.to_vec(), false, Some(sink), shared);
-                continue;
-            }
-            frame.extend_from_slice(&pre);
-        }
         while frame.len() < len {
             let want = (len - frame.len()) as u64;
             if (&mut *rd).take(want).read_buf(&mut frame).await? == 0 {
@@ -724,60 +693,6 @@ async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result
         }
         process_frame(frame, shared)?;
     }
-}
-
-/// The SMB2 header and READ response fields before the data.
-const READ_PREFIX: usize = HEADER_SIZE + 16;
-
-/// Reads exactly `n` more bytes into `buf`'s spare capacity.
-async fn read_to(rd: &mut BufReader<OwnedReadHalf>, buf: &mut Vec<u8>, n: usize) -> Result<()> {
-    let end = buf.len() + n;
-    buf.reserve(n);
-    while buf.len() < end {
-        let want = (end - buf.len()) as u64;
-        if (&mut *rd).take(want).read_buf(buf).await? == 0 {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
-        }
-    }
-    Ok(())
-}
-
-/// For the first bytes of a `len`-byte frame: the header and the waiting
-/// request's sink when the frame is a lone, successful, unsigned READ response
-/// of a session that neither signs nor seals, whose data fills the rest of the
-/// frame and fits the sink. The sink is taken from the pending request.
-fn sink_for(pre: &[u8; READ_PREFIX], len: usize, shared: &Shared) -> Option<(Header, Vec<u8>)> {
-    if pre[..4] != smbx_wire::header::PROTOCOL_ID {
-        return None;
-    }
-    let h = Header::decode(pre).ok()?;
-    if h.command != Command::Read as u16
-        || h.next_command != 0
-        || !h.is_response()
-        || h.status != NtStatus::SUCCESS
-        || h.flags & FLAGS_SIGNED != 0
-    {
-        return None;
-    }
-    let body = &pre[HEADER_SIZE..];
-    let data_offset = body[2] as usize;
-    let data_len = u32::from_le_bytes(body[4..8].try_into().ok()?) as usize;
-    if u16::from_le_bytes([body[0], body[1]]) != 17
-        || data_offset != READ_PREFIX
-        || data_len != len - READ_PREFIX
-    {
-        return None;
-    }
-    let sec = shared.session(h.session_id)?;
-    if sec.sign || sec.encrypt {
-        return None;
-    }
-    let mut t = shared.table.lock().expect("table lock");
-    let p = t.pending.get_mut(&h.message_id)?;
-    if p.sink.as_ref()?.capacity() < data_len {
-        return None;
-    }
-    Some((h, p.sink.take()?))
 }
 
 /// Unseals a frame if needed, splits a compound, and dispatches each response. Errors
@@ -807,7 +722,7 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
     // Fast path: a single, uncompounded response keeps its buffer.
     let first = Header::decode(&plain)?;
     if first.next_command == 0 {
-        dispatch(first, plain, encrypted, None, shared);
+        dispatch(first, plain, encrypted, shared);
         return Ok(());
     }
     let mut off = 0usize;
@@ -827,7 +742,7 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
                 .filter(|&e| e <= plain.len())
                 .ok_or(Error::Protocol("NextCommand past the end".into()))?
         };
-        dispatch(h, plain[off..end].to_vec(), encrypted, None, shared);
+        dispatch(h, plain[off..end].to_vec(), encrypted, shared);
         if next == 0 {
             return Ok(());
         }
@@ -835,9 +750,7 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
     }
 }
 
-/// Hands a response to its waiter; `filled` is its request's sink holding the
-/// READ data (then `msg` is the header and fields only).
-fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, filled: Option<Vec<u8>>, shared: &Shared) {
+fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, shared: &Shared) {
     if !h.is_response() {
         warn!("ignoring a request from the server (command {})", h.command);
         return;
@@ -873,12 +786,7 @@ fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, filled: Option<Vec<u8>>, s
         if verdict.is_ok() {
             let ev = match OplockBreak::decode(&msg) {
                 Ok(b) if h.command == Command::OplockBreak as u16 => Event::OplockBreak(b),
-                _ => Event::Other(Response {
-                    header: h,
-                    msg,
-                    sink: None,
-                    in_sink: false,
-                }),
+                _ => Event::Other(Response { header: h, msg }),
             };
             if shared.events.try_send(ev).is_err() {
                 warn!("dropping an unsolicited message: nobody reads events");
@@ -900,14 +808,7 @@ fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, filled: Option<Vec<u8>>, s
             shared
                 .in_flight
                 .fetch_sub(p.charge as usize, Ordering::Relaxed);
-            let in_sink = filled.is_some();
-            let sink = filled.or(p.sink);
-            let _ = p.tx.send(verdict.map(|_| Response {
-                header: h,
-                msg,
-                sink,
-                in_sink,
-            }));
+            let _ = p.tx.send(verdict.map(|_| Response { header: h, msg }));
         }
         None => debug!("response to unknown message id {}", h.message_id),
     }
@@ -1187,74 +1088,6 @@ mod tests {
             conn.call(echo(), &route).await,
             Err(Error::Crypto(_))
         ));
-        drop(server.await.unwrap());
-    }
-
-    /// A lone, unsigned READ response of an unsigned session lands in the
-    /// request's sink (its message keeps only header and fields); a signed one,
-    /// one too large for the sink, and a small one arrive whole, the sink given back.
-    #[tokio::test]
-    async fn read_data_lands_in_the_sink() {
-        let (conn, mut srv) = pair().await;
-        let key = [0x24u8; 16];
-        conn.add_session(3, Arc::new(SessionSecurity::none()));
-        let route = Route {
-            session_id: 3,
-            ..Default::default()
-        };
-        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
-        let src = data.clone();
-        let read_body = move |n: usize| {
-            let mut b = vec![0u8; 16];
-            b[..2].copy_from_slice(&17u16.to_le_bytes());
-            b[2] = 0x50;
-            b[4..8].copy_from_slice(&(n as u32).to_le_bytes());
-            b.extend_from_slice(&src[..n]);
-            b
-        };
-        let server = tokio::spawn(async move {
-            let signer = Signer::new(SigningAlgorithm::AesCmac, &key);
-            for (n, sign) in [
-                (100_000, false),
-                (100_000, true),
-                (100_000, false),
-                (1000, false),
-            ] {
-                let h = Header::decode(&read_frame(&mut srv).await).unwrap();
-                let mut r = response(&h, NtStatus::SUCCESS, 1, 0, &read_body(n));
-                if sign {
-                    r[16..20]
-                        .copy_from_slice(&(FLAGS_SERVER_TO_REDIR | FLAGS_SIGNED).to_le_bytes());
-                    signer.sign(&mut r);
-                }
-                write_frame(&mut srv, &r).await;
-            }
-            srv
-        });
-        let read = |cap: usize| {
-            let mut r = Request::new(Command::Read, vec![0; 49], 1);
-            r.sink = Some(vec![0xEE; cap]);
-            r
-        };
-        // Into the sink.
-        let r = conn.call(read(131_072), &route).await.unwrap();
-        assert!(r.in_sink);
-        assert_eq!(r.msg.len(), READ_PREFIX);
-        assert!(r.sink.as_deref() == Some(&data[..]));
-        // Signed (the session does not sign, but the response is): whole.
-        let r = conn.call(read(131_072), &route).await.unwrap();
-        assert!(!r.in_sink);
-        assert!(r.msg[READ_PREFIX..] == data[..]);
-        assert_eq!(r.sink.unwrap(), vec![0xEE; 131_072]);
-        // Too large for the sink: whole, the sink untouched.
-        let r = conn.call(read(4096), &route).await.unwrap();
-        assert!(!r.in_sink);
-        assert_eq!(r.msg.len(), READ_PREFIX + 100_000);
-        assert_eq!(r.sink.unwrap(), vec![0xEE; 4096]);
-        // Small frames never look for a sink.
-        let r = conn.call(read(4096), &route).await.unwrap();
-        assert!(!r.in_sink);
-        assert!(r.msg[READ_PREFIX..] == data[..1000]);
         drop(server.await.unwrap());
     }
 

@@ -433,69 +433,6 @@ impl File {
         Ok(total)
     }
 
-    /// A READ request of `len` bytes at `offset`.
-    fn read_request(&self, offset: u64, len: usize, channel: u32, channel_info: &[u8]) -> Request {
-        let body = ReadRequest {
-            padding: 0x50,
-            length: len as u32,
-            offset,
-            file_id_persistent: self.id.persistent,
-            file_id_volatile: self.id.volatile,
-            channel,
-            channel_info,
-            ..Default::default()
-        }
-        .encode();
-        let mut req = Request::new(Command::Read, body, self.tree.id());
-        req.charge = charge_for(len, self.tree.large_mtu());
-        req
-    }
-
-    /// Reads `buf.len()` bytes at `offset` into `buf`, which is handed over
-    /// and given back with the count read (0 at end of file; a short read
-    /// leaves the rest of `buf` as it was). Over TCP, on a session that neither
-    /// signs nor seals, a read of up to MaxReadSize lands straight from the
-    /// socket in `buf`, with no copy; otherwise as [`File::read_into`].
-    pub async fn read_into_vec(&self, offset: u64, mut buf: Vec<u8>) -> Result<(Vec<u8>, usize)> {
-        let len = buf.len();
-        if len == 0
-            || len > self.tree.max_read() as usize
-            || self.tree.rdma_for(len, true).is_some()
-        {
-            let n = self.read_into(offset, &mut buf).await?;
-            return Ok((buf, n));
-        }
-        let mut req = self.read_request(offset, len, 0, &[]);
-        req.sink = Some(buf);
-        let mut resp = self.tree.call(req).await?;
-        let mut buf = resp.sink.take().unwrap_or_else(|| vec![0; len]);
-        if resp.status() == NtStatus::END_OF_FILE {
-            buf.resize(len, 0);
-            return Ok((buf, 0));
-        }
-        let resp = resp.ok()?;
-        if resp.in_sink {
-            let n = buf.len();
-            if n > len {
-                return Err(Error::Protocol(
-                    "server returned more data than asked".into(),
-                ));
-            }
-            buf.resize(len, 0);
-            return Ok((buf, n));
-        }
-        let r = ReadResponse::decode(&resp.msg)?;
-        let n = r.data.len();
-        if n > len {
-            return Err(Error::Protocol(
-                "server returned more data than asked".into(),
-            ));
-        }
-        buf.resize(len, 0);
-        buf[..n].copy_from_slice(r.data);
-        Ok((buf, n))
-    }
-
     /// One READ; the response and where its data lies in it (`None` at end of file).
     async fn read_raw(
         &self,
@@ -526,7 +463,19 @@ impl File {
             Some((_, desc)) => (rdma_channel(self.tree.dialect()), &desc[..]),
             None => (0, &[][..]),
         };
-        let req = self.read_request(offset, len, channel, channel_info);
+        let body = ReadRequest {
+            padding: 0x50,
+            length: len as u32,
+            offset,
+            file_id_persistent: self.id.persistent,
+            file_id_volatile: self.id.volatile,
+            channel,
+            channel_info,
+            ..Default::default()
+        }
+        .encode();
+        let mut req = Request::new(Command::Read, body, self.tree.id());
+        req.charge = charge_for(len, self.tree.large_mtu());
         let resp = self.tree.call(req).await?;
         if resp.status() == NtStatus::END_OF_FILE {
             return Ok(None);

@@ -242,18 +242,15 @@ impl IoQueue for SmbQueue {
                 let bufs = self.read_bufs.clone();
                 Box::pin(async move {
                     let taken = bufs.lock().ok().and_then(|mut v| v.pop());
-                    let buf = taken.unwrap_or_else(|| vec![0u8; block]);
-                    // The buffer is handed to the client, which may have the
-                    // data land in it straight from the socket.
-                    let result = match file.read_into_vec(offset, buf).await {
-                        Ok((buf, n)) => {
-                            if let Ok(mut v) = bufs.lock() {
-                                v.push(buf);
-                            }
-                            exact(n, block)
-                        }
-                        Err(e) => Err(to_io(e)),
-                    };
+                    let mut buf = taken.unwrap_or_else(|| vec![0u8; block]);
+                    let result = file
+                        .read_into(offset, &mut buf)
+                        .await
+                        .map_err(to_io)
+                        .and_then(|n| exact(n, block));
+                    if let Ok(mut v) = bufs.lock() {
+                        v.push(buf);
+                    }
                     Completion { slot, result }
                 })
             }

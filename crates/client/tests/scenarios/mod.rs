@@ -319,30 +319,6 @@ pub async fn many_requests_in_flight(start: fn(&str) -> Server) {
     assert_eq!(n, data.len());
     assert_eq!(sha256(&buf[..n]), sha256(&data));
     assert_eq!(f.read_into(data.len() as u64, &mut buf).await.unwrap(), 0);
-    // Handed-over buffers (the data may land in them from the socket): many
-    // in flight, every size, a short read at the end and none past it.
-    let reads = (0..64usize).map(|i| {
-        let f = &f;
-        let len = [4096, 65536, 100_000, 512 * 1024][i % 4];
-        let off = (i * 77_777) % (data.len() - len);
-        async move { (off, len, f.read_into_vec(off as u64, vec![0xAA; len]).await) }
-    });
-    for (off, len, r) in futures_util::future::join_all(reads).await {
-        let (got, n) = r.unwrap();
-        assert_eq!((n, got.len()), (len, len));
-        assert!(got == data[off..off + len], "{off}+{len}");
-    }
-    let (got, n) = f
-        .read_into_vec(data.len() as u64 - 1000, vec![0xAA; 65536])
-        .await
-        .unwrap();
-    assert_eq!((n, got.len()), (1000, 65536));
-    assert!(got[..1000] == data[data.len() - 1000..]);
-    let (_, n) = f
-        .read_into_vec(data.len() as u64, vec![0; 65536])
-        .await
-        .unwrap();
-    assert_eq!(n, 0);
     f.close().await.unwrap();
     assert!(c.connection().credits_available() > 1);
 }
