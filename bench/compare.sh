@@ -13,6 +13,8 @@
 # Under each profile: the ratios smbx/Samba and smbx/rocketsmbd of every column (IOPS and MB/s:
 # higher is better for smbx; latency and cycles: lower is better).
 #
+# Then the machine's limit: iperf3 one-stream loopback TCP with 1 MiB writes (installed with
+# apt-get when missing), and the 512 KiB read of each server as a share of it.
 # Environment: DURATION (10), WARMUP (2), SEQ_O (8), FILE_MIB (1024), PROFILES (names below,
 #   space-separated; default all), SERVERS_WANTED ("samba smbx rocketsmbd"),
 #   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, ROCKETSMBD_BIN, KEEP=1 (keep
@@ -59,9 +61,32 @@ for p in "${PROFILES[@]}"; do
   done
 done
 
-python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" <<'PY'
+# The machine's limit: one-stream loopback TCP with 1 MiB writes (iperf3 -l 1M), in the same
+# run; the 512 KiB read is printed as a share of it.
+IPERF_JSON=$RESULTS/iperf3.json
+if [[ " ${PROFILES[*]} " == *" seq-read-512K "* ]]; then
+  if ! command -v iperf3 >/dev/null 2>&1; then
+    bench_log "installing iperf3 (apt-get)"
+    echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null 2>&1; } ||
+      bench_log "iperf3 could not be installed: no machine-limit line"
+  fi
+  if command -v iperf3 >/dev/null 2>&1; then
+    IPORT=$(bench_free_port)
+    iperf3 -s -1 -p "$IPORT" >/dev/null 2>&1 &
+    IPERF_PID=$!
+    sleep 0.5
+    bench_log "iperf3 -c 127.0.0.1 -l 1M -t $DURATION (the machine's one-stream loopback TCP)"
+    iperf3 -c 127.0.0.1 -p "$IPORT" -l 1M -t "$DURATION" -J >"$IPERF_JSON" 2>/dev/null || rm -f "$IPERF_JSON"
+    wait "$IPERF_PID" 2>/dev/null || true
+  fi
+fi
+
+python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" <<'PY'
 import json, os, sys
 res, servers, profiles = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+iperf_path = sys.argv[4]
 def load(p, s):
     try:
         return json.load(open(os.path.join(res, f"{p}.{s}.json")))
@@ -93,6 +118,16 @@ for p in profiles:
             continue
         ratio = [None if a is None or b in (None, 0) else a / b for a, b in zip(base, other)]
         print(line(["", f"smbx/{peer}"] + [cell(v, ".2f") for v in ratio]))
+try:
+    tcp = json.load(open(iperf_path))["end"]["sum_received"]["bits_per_second"] / 8 / 1e6
+except (OSError, ValueError, KeyError):
+    tcp = None
+if tcp:
+    print(f"\nmachine limit: one-stream loopback TCP (iperf3 -l 1M) {tcp:.1f} MB/s")
+    for s in servers:
+        f = figs(load("seq-read-512K", s))
+        if f:
+            print(f"  seq-read-512K {s}: {f[1]:.1f} MB/s = {f[1] / tcp:.2f} of it")
 first = next((load(p, s) for p in profiles for s in servers if load(p, s)), None)
 if first:
     sysinfo = first["system"]
