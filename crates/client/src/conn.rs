@@ -157,7 +157,7 @@ struct Shared {
     events: mpsc::Sender<Event>,
     /// I/O buffers reused across operations: RDMA transfer buffers over SMB
     /// Direct, received frames of 64 KiB and more over TCP.
-    pool: smbx_transport::BufPool,
+    pool: Arc<smbx_transport::BufPool>,
 }
 
 impl Shared {
@@ -259,7 +259,7 @@ impl Connection {
     }
 
     /// The pool of I/O buffers: RDMA transfer buffers, or received frames.
-    pub(crate) fn pool(&self) -> &smbx_transport::BufPool {
+    pub(crate) fn pool(&self) -> &Arc<smbx_transport::BufPool> {
         &self.shared.pool
     }
 
@@ -280,7 +280,7 @@ impl Connection {
             large_mtu: AtomicBool::new(false),
             max_credits: max_credits.max(1),
             events: events_tx,
-            pool: smbx_transport::BufPool::new(pool),
+            pool: Arc::new(smbx_transport::BufPool::new(pool)),
         });
         (shared, events_rx)
     }

@@ -413,6 +413,28 @@ impl File {
         Ok(out)
     }
 
+    /// One READ of up to `len` bytes (at most MaxReadSize) at `offset`, its data
+    /// left in the buffer it arrived in: no copy. Empty at end of file. The
+    /// buffer goes back to the connection's pool when the [`ReadData`] drops.
+    pub async fn read_data(&self, offset: u64, len: usize) -> Result<ReadData> {
+        if len > self.tree.max_read() as usize {
+            return Err(Error::InvalidArgument("read larger than MaxReadSize".into()));
+        }
+        let pool = self.tree.pool().clone();
+        Ok(match self.read_raw(offset, len).await? {
+            Some((buf, range)) => ReadData {
+                buf,
+                range,
+                pool: Some(pool),
+            },
+            None => ReadData {
+                buf: Vec::new(),
+                range: 0..0,
+                pool: None,
+            },
+        })
+    }
+
     /// Reads into `buf` at `offset`; returns the bytes read (0 at end of file).
     pub async fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let max = self.tree.max_read() as usize;
@@ -722,5 +744,30 @@ mod file_id_tests {
         };
         assert_eq!(FileId::from_bytes(id.to_bytes()), id);
         assert_eq!(FileId::RELATED.to_bytes(), [0xff; 16]);
+    }
+}
+
+/// The data of one READ in the buffer it arrived in ([`File::read_data`]);
+/// dereferences to the bytes, and hands the buffer back to the connection's
+/// pool when dropped.
+#[derive(Debug)]
+pub struct ReadData {
+    buf: Vec<u8>,
+    range: std::ops::Range<usize>,
+    pool: Option<Arc<smbx_transport::BufPool>>,
+}
+
+impl std::ops::Deref for ReadData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.range.clone()]
+    }
+}
+
+impl Drop for ReadData {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.recycle(std::mem::take(&mut self.buf));
+        }
     }
 }

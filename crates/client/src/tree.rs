@@ -175,7 +175,7 @@ impl Tree {
     }
 
     /// The connection's pool of RDMA transfer buffers.
-    pub(crate) fn pool(&self) -> &smbx_transport::BufPool {
+    pub(crate) fn pool(&self) -> &Arc<smbx_transport::BufPool> {
         self.inner.session.inner.client.inner.conn.pool()
     }
 

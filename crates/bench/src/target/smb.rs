@@ -187,7 +187,6 @@ impl Target for SmbTarget {
             block: cfg.block,
             depth: cfg.depth,
             source: cfg.write_source.clone(),
-            read_bufs: Arc::default(),
         }))
     }
 }
@@ -204,10 +203,6 @@ struct SmbQueue {
     block: usize,
     depth: usize,
     source: Arc<AlignedBuf>,
-    /// Buffers READs land in, reused (at most `depth` exist): no allocation per I/O,
-    /// and over SMB Direct the client's registered transfer buffers go back to its
-    /// pool instead of leaving with the data.
-    read_bufs: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
 }
 
 fn to_io(e: smbx_client::Error) -> io::Error {
@@ -238,22 +233,16 @@ impl IoQueue for SmbQueue {
         // The request goes out when the queue is next polled (in `reap`, right after the
         // worker has filled its free slots).
         let fut: IoFuture = match (kind, data) {
-            (IoKind::Read, _) => {
-                let bufs = self.read_bufs.clone();
-                Box::pin(async move {
-                    let taken = bufs.lock().ok().and_then(|mut v| v.pop());
-                    let mut buf = taken.unwrap_or_else(|| vec![0u8; block]);
-                    let result = file
-                        .read_into(offset, &mut buf)
-                        .await
-                        .map_err(to_io)
-                        .and_then(|n| exact(n, block));
-                    if let Ok(mut v) = bufs.lock() {
-                        v.push(buf);
-                    }
-                    Completion { slot, result }
-                })
-            }
+            (IoKind::Read, _) => Box::pin(async move {
+                // The data stays in the buffer it arrived in (no copy into one
+                // of ours); the buffer goes back to the client's pool.
+                let result = file
+                    .read_data(offset, block)
+                    .await
+                    .map_err(to_io)
+                    .and_then(|d| exact(d.len(), block));
+                Completion { slot, result }
+            }),
             (IoKind::Write, WriteData::Source(at)) => {
                 if at.saturating_add(block) > self.source.len() {
                     return Err(io::Error::other("write source offset out of range"));

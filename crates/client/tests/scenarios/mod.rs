@@ -319,6 +319,23 @@ pub async fn many_requests_in_flight(start: fn(&str) -> Server) {
     assert_eq!(n, data.len());
     assert_eq!(sha256(&buf[..n]), sha256(&data));
     assert_eq!(f.read_into(data.len() as u64, &mut buf).await.unwrap(), 0);
+    // In the buffer it arrived in: many in flight, every size, short at the
+    // end, empty past it; the buffers go back to the pool and are reused.
+    for round in 0..2 {
+        let reads = (0..32usize).map(|i| {
+            let f = &f;
+            let len = [4096, 65536, 100_000, 512 * 1024][i % 4];
+            let off = (i * 77_777 + round * 4096) % (data.len() - len);
+            async move { (off, len, f.read_data(off as u64, len).await) }
+        });
+        for (off, len, r) in futures_util::future::join_all(reads).await {
+            let d = r.unwrap();
+            assert!(*d == data[off..off + len], "{off}+{len}");
+        }
+    }
+    let d = f.read_data(data.len() as u64 - 1000, 65536).await.unwrap();
+    assert!(*d == data[data.len() - 1000..]);
+    assert!(f.read_data(data.len() as u64, 65536).await.unwrap().is_empty());
     f.close().await.unwrap();
     assert!(c.connection().credits_available() > 1);
 }
