@@ -418,7 +418,9 @@ impl File {
     /// buffer goes back to the connection's pool when the [`ReadData`] drops.
     pub async fn read_data(&self, offset: u64, len: usize) -> Result<ReadData> {
         if len > self.tree.max_read() as usize {
-            return Err(Error::InvalidArgument("read larger than MaxReadSize".into()));
+            return Err(Error::InvalidArgument(
+                "read larger than MaxReadSize".into(),
+            ));
         }
         let pool = self.tree.pool().clone();
         Ok(match self.read_raw(offset, len).await? {
