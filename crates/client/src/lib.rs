@@ -45,9 +45,7 @@ pub mod url;
 pub use client::{Client, Negotiated, Session};
 pub use conn::{Connection, Event, Response};
 pub use error::{Error, Result};
-pub use file::{
-    access, create_options, disposition, share, File, FileId, OpenOptions, ReadData,
-};
+pub use file::{access, create_options, disposition, share, File, FileId, OpenOptions, ReadData};
 pub use info::{filetime_to_system, DirEntry, FileInfo, ATTR_DIRECTORY};
 pub use options::{ClientOptions, Encryption, Signing, Transport, ALL_DIALECTS};
 pub use reconnect::ReconnectingTree;

@@ -335,7 +335,11 @@ pub async fn many_requests_in_flight(start: fn(&str) -> Server) {
     }
     let d = f.read_data(data.len() as u64 - 1000, 65536).await.unwrap();
     assert!(*d == data[data.len() - 1000..]);
-    assert!(f.read_data(data.len() as u64, 65536).await.unwrap().is_empty());
+    assert!(f
+        .read_data(data.len() as u64, 65536)
+        .await
+        .unwrap()
+        .is_empty());
     f.close().await.unwrap();
     assert!(c.connection().credits_available() > 1);
 }
