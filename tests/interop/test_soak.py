@@ -104,7 +104,7 @@ from smbprotocol.tree import TreeConnect
 import rawsmb as r
 from conftest import PASSWORD, REPO_ROOT, USER, _cleanup, free_port, smbx_bin, start_smbx
 from helpers import MIB, sha256_bytes, sha256_file, smbclient_eventually
-from test_hostile_client import Mutator, special_frames, templates
+from test_hostile_client import Mutator, _setup, special_frames, templates
 
 SOAK_SECS = float(os.environ.get("SMBX_SOAK_SECS", "130"))
 CLIENTS = int(os.environ.get("SMBX_SOAK_CLIENTS", "3"))
@@ -878,21 +878,8 @@ class Hostile:
 
     def guest(self):
         """A guest session on [public] with a file and the root directory open
-        (valid requests only: these must work)."""
-        srv = self.soak.server
-        conn = r.RawConn(srv.host, srv.port, timeout=5)
-        conn.negotiate(self.rng.choice(((0x0202, 0x0210, 0x0300, 0x0302), (0x0210,), (0x0300, 0x0302))))
-        conn.guest_session()
-        conn.tree_connect(srv.unc("public"))
-        try:
-            fid = conn.create(f"soak-{self.rng.randrange(1 << 30)}.bin", disposition=5)
-        except ConnectionError:
-            fid = r.FILE_ID_NONE
-        try:
-            dir_fid = conn.create("", options=1, access=0x00100081)
-        except ConnectionError:
-            dir_fid = r.FILE_ID_NONE
-        return conn, fid, dir_fid
+        (test_hostile_client's setup: valid requests only, these must work)."""
+        return _setup(self.soak.server, self.rng, f"soak-{self.rng.randrange(1 << 30)}")
 
     def send_all(self, conn, frames):
         try:
