@@ -67,36 +67,34 @@ pub(crate) async fn run(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
 }
 
 async fn write_one(bw: &mut BufWriter<OwnedWriteHalf>, out: Outgoing) -> std::io::Result<()> {
-    let Outgoing { msg, tail, permit } = out;
+    // The permit (the request's share of the budget) is held until written.
+    let Outgoing {
+        msg,
+        tail,
+        permit: _permit,
+    } = out;
     let tail_len = tail.as_ref().map_or(0, |t| t.len);
     let hdr = encode_frame_header(msg.len() + tail_len)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    if tail.is_some() {
-        // Written below, with the data.
-    } else if bw.buffer().len() + hdr.len() + msg.len() > BUF_CAPACITY {
-        // Header and message in one write, not a 4-byte segment of its own.
-        bw.flush().await?;
-        if msg.len() >= BUF_CAPACITY {
-            let mut parts = [std::io::IoSlice::new(&hdr), std::io::IoSlice::new(&msg)];
-            write_all_vectored(bw.get_mut(), &mut parts).await?;
-        } else {
-            bw.write_all(&hdr).await?;
-            bw.write_all(&msg).await?;
-        }
-    } else {
-        bw.write_all(&hdr).await?;
-        bw.write_all(&msg).await?;
-    }
     if let Some(t) = tail {
         // The frame header and fields go out with MSG_MORE, so the kernel sends
         // them with the data that follows rather than as a segment of their own.
         bw.flush().await?;
         send_more(bw.get_ref().as_ref(), &hdr, &msg).await?;
         drop(msg);
-        send_tail(bw, &t).await?;
+        return send_tail(bw, &t).await;
     }
-    drop(permit);
-    Ok(())
+    if bw.buffer().len() + hdr.len() + msg.len() > BUF_CAPACITY {
+        bw.flush().await?;
+    }
+    if msg.len() >= BUF_CAPACITY {
+        // Header and message in one write, not a 4-byte segment of its own.
+        let mut parts = [std::io::IoSlice::new(&hdr), std::io::IoSlice::new(&msg)];
+        write_all_vectored(bw.get_mut(), &mut parts).await
+    } else {
+        bw.write_all(&hdr).await?;
+        bw.write_all(&msg).await
+    }
 }
 
 /// Sends `hdr` then `msg` with MSG_MORE (more data follows at once).
