@@ -8,15 +8,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
+use smbx_transport::tcp::FrameReader;
 use smbx_transport::DirectLink;
-use smbx_wire::framing::{decode_frame_header, encode_frame_header, MAX_FRAME_LEN};
+use smbx_wire::framing::{encode_frame_header, MAX_FRAME_LEN};
 use smbx_wire::header::{
     FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID,
 };
 use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::oplock::OplockBreak;
 use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -670,28 +671,14 @@ async fn reader_task(rd: OwnedReadHalf, shared: Arc<Shared>) {
 }
 
 async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result<()> {
+    // Frames of the usual I/O sizes land in pooled buffers, never zero-filled first.
+    let mut frames = FrameReader::with_pool(MAX_FRAME_LEN, shared.pool.clone());
     loop {
-        let mut hdr = [0u8; 4];
-        match rd.read_exact(&mut hdr).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e.into()),
+        match frames.next(rd, None).await {
+            Ok(f) => process_frame(f.msg, shared)?,
+            Err("eof") => return Ok(()),
+            Err(e) => return Err(Error::Protocol(format!("receiving a frame: {e}"))),
         }
-        let len = decode_frame_header(hdr, MAX_FRAME_LEN)?;
-        // Read into spare capacity (a pooled buffer for large frames): the
-        // frame is never zero-filled first.
-        let mut frame = if len >= 64 * 1024 {
-            shared.pool.take_spare(len)
-        } else {
-            Vec::with_capacity(len)
-        };
-        while frame.len() < len {
-            let want = (len - frame.len()) as u64;
-            if (&mut *rd).take(want).read_buf(&mut frame).await? == 0 {
-                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
-            }
-        }
-        process_frame(frame, shared)?;
     }
 }
 
@@ -823,6 +810,7 @@ mod tests {
     use smbx_security::signing::{Signer, SigningAlgorithm};
     use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_SERVER_TO_REDIR};
     use smbx_wire::simple::encode_simple;
+    use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
     async fn pair() -> (Connection, TcpStream) {

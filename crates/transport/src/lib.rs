@@ -1,7 +1,7 @@
 //! SMB message transports for the server and the client.
 //!
-//! Direct TCP (a 4-byte length prefix per message) lives with the
-//! connection code of each side; this crate holds SMB Direct as one
+//! Direct TCP (a 4-byte length prefix per message) is read by one
+//! [`tcp::FrameReader`] on both sides. This crate also holds SMB Direct as one
 //! object-safe interface, [`DirectLink`]: whole SMB2 messages in and out
 //! (optionally sent with remote invalidation), memory registration, and the
 //! RDMA Write and RDMA Read that carry READ and WRITE payloads. It is
@@ -9,12 +9,13 @@
 //! ([`direct::Link`]), so the server and the client never name a provider's
 //! types; [`soft`] binds it to the soft-iWARP provider (listen and connect).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod direct;
 pub mod pool;
 pub mod soft;
+pub mod tcp;
 
 pub use direct::{DirectLink, Link, RegisteredBuf};
 pub use pool::BufPool;

@@ -4,9 +4,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use smbx_transport::tcp::{FrameReader, RecvLowat};
 use smbx_transport::DirectLink;
-use smbx_wire::framing::decode_frame_header;
-use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
+use tokio::io::{AsyncRead, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -88,12 +88,13 @@ struct TcpFrames<R> {
     rd: R,
 }
 
-impl<R: AsyncRead + Unpin> FrameSource for TcpFrames<R> {
+impl<R: AsyncRead + RecvLowat + Unpin> FrameSource for TcpFrames<R> {
     async fn next(
         &mut self,
         budget: &Arc<Semaphore>,
     ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str> {
-        self.frames.next(&mut self.rd, budget).await
+        let f = self.frames.next(&mut self.rd, Some(budget)).await?;
+        Ok((f.msg, f.permit.ok_or("closed")?))
     }
 }
 
@@ -184,134 +185,6 @@ fn has_opens(conn: &Connection) -> bool {
         .is_empty()
 }
 
-/// Most bytes read from the socket in one step (the buffer grows by at most this
-/// much beyond what has actually arrived).
-const READ_CHUNK: usize = 64 * 1024;
-/// Frames from this size up to [`MAX_POOLED_FRAME`] are read into buffers from
-/// the server's frame pool.
-const POOLED_FRAME: usize = 64 * 1024;
-/// The largest frame read into a pooled buffer (a 1 MiB WRITE's is; an 8 MiB
-/// WRITE's grows as it arrives).
-const MAX_POOLED_FRAME: usize = 2 * 1024 * 1024;
-
-/// Reads Direct-TCP frames incrementally. Its state lives outside the read future, so
-/// dropping [`FrameReader::next`] (a timeout, a close) never loses bytes; the frame
-/// buffer only grows with bytes that arrived, whatever the length prefix claims; and
-/// each frame holds permits for its length from the connection's in-flight budget,
-/// taken before its body is read (so a client cannot make the server buffer more
-/// than the budget across requests still being processed).
-struct FrameReader {
-    max_pdu: usize,
-    hdr: [u8; 4],
-    hdr_got: usize,
-    /// Frame length, once the prefix is complete.
-    len: Option<usize>,
-    permit: Option<OwnedSemaphorePermit>,
-    buf: Vec<u8>,
-    /// Bytes of `buf` that hold received data.
-    filled: usize,
-    /// Where buffers for frames of the usual I/O sizes come from.
-    pool: Option<Arc<smbx_transport::BufPool>>,
-}
-
-impl FrameReader {
-    fn new(max_pdu: usize) -> Self {
-        FrameReader {
-            max_pdu,
-            hdr: [0; 4],
-            hdr_got: 0,
-            len: None,
-            permit: None,
-            buf: Vec::new(),
-            filled: 0,
-            pool: None,
-        }
-    }
-
-    /// A reader whose frames of the usual I/O sizes come from `pool`.
-    fn with_pool(max_pdu: usize, pool: Arc<smbx_transport::BufPool>) -> Self {
-        FrameReader {
-            pool: Some(pool),
-            ..Self::new(max_pdu)
-        }
-    }
-
-    /// True while a frame has been partly received.
-    #[cfg(test)]
-    fn partial(&self) -> bool {
-        self.hdr_got > 0
-    }
-
-    /// The next complete frame and the budget permit it holds.
-    async fn next<R: AsyncRead + Unpin>(
-        &mut self,
-        rd: &mut R,
-        budget: &Arc<Semaphore>,
-    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str> {
-        while self.hdr_got < 4 {
-            let n = rd
-                .read(&mut self.hdr[self.hdr_got..])
-                .await
-                .map_err(|_| "read error")?;
-            if n == 0 {
-                return Err(if self.hdr_got == 0 {
-                    "eof"
-                } else {
-                    "eof in frame"
-                });
-            }
-            self.hdr_got += n;
-        }
-        let len = match self.len {
-            Some(l) => l,
-            None => {
-                let l =
-                    decode_frame_header(self.hdr, self.max_pdu).map_err(|_| "bad frame length")?;
-                self.len = Some(l);
-                l
-            }
-        };
-        if self.permit.is_none() {
-            let n = u32::try_from(len.max(1)).map_err(|_| "bad frame length")?;
-            let p = budget
-                .clone()
-                .acquire_many_owned(n)
-                .await
-                .map_err(|_| "closed")?;
-            self.permit = Some(p);
-        }
-        // A frame of the usual I/O sizes lands in a pooled buffer of its size
-        // (its budget permit is held); a larger one grows with what arrives.
-        if self.filled == 0 && (POOLED_FRAME..=MAX_POOLED_FRAME).contains(&len) {
-            if let Some(pool) = &self.pool {
-                self.buf = pool.take_spare(len);
-            }
-        }
-        while self.filled < len {
-            let want = (len - self.filled).min(READ_CHUNK);
-            // Read into spare capacity: nothing is zero-filled first.
-            self.buf.truncate(self.filled);
-            self.buf.reserve(want);
-            let n = (&mut *rd)
-                .take(want as u64)
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|_| "read error")?;
-            if n == 0 {
-                return Err("eof in frame");
-            }
-            self.filled += n;
-        }
-        let mut frame = std::mem::take(&mut self.buf);
-        frame.truncate(len);
-        let permit = self.permit.take().ok_or("closed")?;
-        self.hdr_got = 0;
-        self.len = None;
-        self.filled = 0;
-        Ok((frame, permit))
-    }
-}
-
 /// Drops everything the connection owns: pending operations, its sessions (with
 /// their trees) and its opens.
 ///
@@ -352,119 +225,4 @@ fn teardown(conn: &Arc<Connection>) {
     server
         .opens
         .remove_where(|o| o.conn_id == conn.id && !surviving.contains(&o.session_id));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-    use tokio::io::AsyncWriteExt;
-
-    fn frame(body: &[u8]) -> Vec<u8> {
-        let mut v = smbx_wire::framing::encode_frame_header(body.len())
-            .unwrap()
-            .to_vec();
-        v.extend_from_slice(body);
-        v
-    }
-
-    #[tokio::test]
-    async fn timeout_keeps_a_partial_frame() {
-        let (mut client, mut server) = tokio::io::duplex(1 << 20);
-        let budget = Arc::new(Semaphore::new(1 << 20));
-        let mut fr = FrameReader::new(1 << 20);
-        let body: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-        let bytes = frame(&body);
-        client.write_all(&bytes[..3]).await.unwrap();
-        let r =
-            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
-        assert!(r.is_err());
-        assert!(fr.partial());
-        client.write_all(&bytes[3..100_000]).await.unwrap();
-        let r =
-            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
-        assert!(r.is_err());
-        client.write_all(&bytes[100_000..]).await.unwrap();
-        let (f, permit) = fr.next(&mut server, &budget).await.unwrap();
-        assert_eq!(f, body);
-        assert_eq!(permit.num_permits(), body.len());
-        assert!(!fr.partial());
-    }
-
-    #[tokio::test]
-    async fn buffer_grows_with_arrivals_not_the_prefix() {
-        let (mut client, mut server) = tokio::io::duplex(1 << 20);
-        let budget = Arc::new(Semaphore::new(16 << 20));
-        let mut fr = FrameReader::new(16 << 20);
-        // Claims 16 MiB - 1, sends 10 bytes.
-        client.write_all(&[0, 0xff, 0xff, 0xff]).await.unwrap();
-        client.write_all(&[1; 10]).await.unwrap();
-        let r =
-            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
-        assert!(r.is_err());
-        assert!(fr.buf.capacity() <= 2 * READ_CHUNK, "{}", fr.buf.capacity());
-        drop(client);
-        assert_eq!(
-            fr.next(&mut server, &budget).await.err(),
-            Some("eof in frame")
-        );
-    }
-
-    #[tokio::test]
-    async fn large_frames_reuse_pooled_buffers() {
-        let (mut client, mut server) = tokio::io::duplex(1 << 20);
-        let budget = Arc::new(Semaphore::new(16 << 20));
-        let pool = Arc::new(smbx_transport::BufPool::new(2));
-        let mut fr = FrameReader::with_pool(16 << 20, pool.clone());
-        let a: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
-        let b: Vec<u8> = (0..400_000u32).map(|i| (i * 3) as u8).collect();
-        client.write_all(&frame(&a)).await.unwrap();
-        client.write_all(&frame(&b)).await.unwrap();
-        client.write_all(&frame(&[9; 100])).await.unwrap();
-        let (f, p) = fr.next(&mut server, &budget).await.unwrap();
-        assert_eq!(f, a);
-        assert_eq!(f.capacity(), 512 * 1024, "a buffer of its size class");
-        let ptr = f.as_ptr();
-        drop(p);
-        pool.recycle(f);
-        // The next large frame lands in the same memory; its own bytes only.
-        let (f, p) = fr.next(&mut server, &budget).await.unwrap();
-        assert_eq!((f.as_ptr(), f.len()), (ptr, b.len()));
-        assert_eq!(f, b);
-        drop(p);
-        // A small frame is not pooled.
-        let (f, _p) = fr.next(&mut server, &budget).await.unwrap();
-        assert_eq!(f, vec![9; 100]);
-        assert!(f.capacity() < 64 * 1024);
-    }
-
-    #[tokio::test]
-    async fn budget_holds_back_reading() {
-        let (mut client, mut server) = tokio::io::duplex(1 << 20);
-        let budget = Arc::new(Semaphore::new(100));
-        let mut fr = FrameReader::new(100);
-        client.write_all(&frame(&[7; 80])).await.unwrap();
-        client.write_all(&frame(&[8; 80])).await.unwrap();
-        let (f1, p1) = fr.next(&mut server, &budget).await.unwrap();
-        assert_eq!(f1, vec![7; 80]);
-        // The second frame waits until the first one's permit is released.
-        let r =
-            tokio::time::timeout(Duration::from_millis(20), fr.next(&mut server, &budget)).await;
-        assert!(r.is_err());
-        drop(p1);
-        let (f2, _p2) = fr.next(&mut server, &budget).await.unwrap();
-        assert_eq!(f2, vec![8; 80]);
-    }
-
-    #[tokio::test]
-    async fn oversized_prefix_is_refused() {
-        let (mut client, mut server) = tokio::io::duplex(1024);
-        let budget = Arc::new(Semaphore::new(1 << 20));
-        let mut fr = FrameReader::new(1000);
-        client.write_all(&frame(&[0; 1001])[..4]).await.unwrap();
-        assert_eq!(
-            fr.next(&mut server, &budget).await.err(),
-            Some("bad frame length")
-        );
-    }
 }

@@ -1,0 +1,425 @@
+//! Direct TCP framing ([MS-SMB2] 2.1): the reader of length-prefixed messages that the
+//! server and the client both use.
+//!
+//! A large message (a READ response, a WRITE request) lands in a pooled buffer of its
+//! size class, read from the socket in one call where it can be: before its body is read
+//! the socket's receive low-water mark (`SO_RCVLOWAT`) is raised to the bytes still to
+//! come, so the reader is woken once the body has arrived instead of once per segment
+//! train, and it is lowered again before the next length prefix.
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+
+use smbx_wire::framing::decode_frame_header;
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::BufPool;
+
+/// Most bytes read in one step into a buffer that is not yet its frame's size (it grows
+/// by at most this much beyond what has actually arrived).
+pub const READ_CHUNK: usize = 64 * 1024;
+/// Frames from this size up to [`MAX_POOLED_FRAME`] are read into pooled buffers.
+pub const POOLED_FRAME: usize = 64 * 1024;
+/// The largest frame read into a pooled buffer (a 1 MiB READ or WRITE's is; an 8 MiB
+/// one's grows as it arrives).
+pub const MAX_POOLED_FRAME: usize = 2 * 1024 * 1024;
+/// Bodies with at least this much still to come from the socket raise its low-water mark.
+const LOWAT_MIN: usize = 32 * 1024;
+/// The highest low-water mark set (the kernel also caps it at half the receive buffer).
+const LOWAT_MAX: usize = 4 * 1024 * 1024;
+
+/// A byte stream that can tell what it has buffered and set its socket's receive
+/// low-water mark. Streams without a socket (in-memory pipes in tests) do neither.
+pub trait RecvLowat {
+    /// Bytes read from the socket but not yet returned to the caller.
+    fn buffered(&self) -> usize {
+        0
+    }
+    /// Wakes readers only once `bytes` are queued on the socket (best effort).
+    fn set_recv_lowat(&self, _bytes: usize) {}
+}
+
+impl RecvLowat for OwnedReadHalf {
+    fn set_recv_lowat(&self, bytes: usize) {
+        let _ = set_socket_recv_lowat(self.as_ref(), bytes);
+    }
+}
+
+impl<R: RecvLowat + AsyncRead> RecvLowat for BufReader<R> {
+    fn buffered(&self) -> usize {
+        self.buffer().len()
+    }
+    fn set_recv_lowat(&self, bytes: usize) {
+        self.get_ref().set_recv_lowat(bytes)
+    }
+}
+
+impl RecvLowat for tokio::io::DuplexStream {}
+
+/// Sets `SO_RCVLOWAT` on a socket: poll and epoll report it readable (and a blocking
+/// read returns) only once `bytes` are queued, or at end of stream.
+#[allow(unsafe_code)]
+pub fn set_socket_recv_lowat(sock: &impl AsFd, bytes: usize) -> std::io::Result<()> {
+    let v = libc::c_int::try_from(bytes.max(1)).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the descriptor is borrowed from a live socket for the call, and the option
+    // value is a c_int on the stack whose size is passed with it.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A received frame: the SMB2 message (or transform) and, when the reader has a budget,
+/// the permits for its length.
+#[derive(Debug)]
+pub struct Frame {
+    /// The message bytes, without the length prefix.
+    pub msg: Vec<u8>,
+    /// Permits for `msg.len()` (at least 1) from the budget passed to [`FrameReader::next`].
+    pub permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Reads Direct-TCP frames incrementally. Its state lives outside the read future, so
+/// dropping [`FrameReader::next`] (a timeout, a close) never loses bytes; the frame
+/// buffer only grows with bytes that arrived, whatever the length prefix claims; and with
+/// a budget each frame holds permits for its length, taken before its body is read (so a
+/// peer cannot make the reader buffer more than the budget across frames still held).
+#[derive(Debug)]
+pub struct FrameReader {
+    max_pdu: usize,
+    hdr: [u8; 4],
+    hdr_got: usize,
+    /// Frame length, once the prefix is complete.
+    len: Option<usize>,
+    permit: Option<OwnedSemaphorePermit>,
+    buf: Vec<u8>,
+    /// Bytes of `buf` that hold received data.
+    filled: usize,
+    /// The socket's receive low-water mark as last set (1 when not raised).
+    lowat: usize,
+    /// Where buffers for frames of the usual I/O sizes come from.
+    pool: Option<Arc<BufPool>>,
+}
+
+impl FrameReader {
+    /// A reader of frames up to `max_pdu` bytes.
+    pub fn new(max_pdu: usize) -> Self {
+        FrameReader {
+            max_pdu,
+            hdr: [0; 4],
+            hdr_got: 0,
+            len: None,
+            permit: None,
+            buf: Vec::new(),
+            filled: 0,
+            lowat: 1,
+            pool: None,
+        }
+    }
+
+    /// A reader whose frames of the usual I/O sizes come from `pool` (give them back
+    /// with [`BufPool::recycle`]).
+    pub fn with_pool(max_pdu: usize, pool: Arc<BufPool>) -> Self {
+        FrameReader {
+            pool: Some(pool),
+            ..Self::new(max_pdu)
+        }
+    }
+
+    /// True while a frame has been partly received.
+    pub fn partial(&self) -> bool {
+        self.hdr_got > 0
+    }
+
+    /// Capacity of the buffer of the frame being received.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Raises the socket's low-water mark to the bytes of this frame still to come from
+    /// it (`from_socket`), or lowers it when few remain. Only this frame's bytes are
+    /// counted, and the mark follows them down as they arrive, so the reader never
+    /// waits for more than the peer is bound to send.
+    fn set_lowat<R: RecvLowat>(&mut self, rd: &R, from_socket: usize) {
+        let mark = if from_socket >= LOWAT_MIN {
+            from_socket.min(LOWAT_MAX)
+        } else {
+            1
+        };
+        if mark != self.lowat {
+            rd.set_recv_lowat(mark);
+            self.lowat = mark;
+        }
+    }
+
+    /// The next complete frame (`Err("eof")` at a clean end of stream between frames).
+    pub async fn next<R: AsyncRead + RecvLowat + Unpin>(
+        &mut self,
+        rd: &mut R,
+        budget: Option<&Arc<Semaphore>>,
+    ) -> Result<Frame, &'static str> {
+        while self.hdr_got < 4 {
+            let n = rd
+                .read(&mut self.hdr[self.hdr_got..])
+                .await
+                .map_err(|_| "read error")?;
+            if n == 0 {
+                return Err(if self.hdr_got == 0 {
+                    "eof"
+                } else {
+                    "eof in frame"
+                });
+            }
+            self.hdr_got += n;
+        }
+        let len = match self.len {
+            Some(l) => l,
+            None => {
+                let l =
+                    decode_frame_header(self.hdr, self.max_pdu).map_err(|_| "bad frame length")?;
+                self.len = Some(l);
+                l
+            }
+        };
+        if let (None, Some(budget)) = (&self.permit, budget) {
+            let n = u32::try_from(len.max(1)).map_err(|_| "bad frame length")?;
+            let p = budget
+                .clone()
+                .acquire_many_owned(n)
+                .await
+                .map_err(|_| "closed")?;
+            self.permit = Some(p);
+        }
+        // A frame of the usual I/O sizes lands in a pooled buffer of its size;
+        // a larger one grows with what arrives.
+        if self.filled == 0 && (POOLED_FRAME..=MAX_POOLED_FRAME).contains(&len) {
+            if let Some(pool) = &self.pool {
+                self.buf = pool.take_spare(len);
+            }
+        }
+        while self.filled < len {
+            self.set_lowat(rd, (len - self.filled).saturating_sub(rd.buffered()));
+            // Read into spare capacity (nothing is zero-filled first): all the rest at
+            // once into a buffer of the frame's size, else a chunk at a time.
+            let want = if self.buf.capacity() >= len {
+                len - self.filled
+            } else {
+                (len - self.filled).min(READ_CHUNK)
+            };
+            self.buf.truncate(self.filled);
+            self.buf.reserve(want);
+            let n = (&mut *rd)
+                .take(want as u64)
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|_| "read error")?;
+            if n == 0 {
+                return Err("eof in frame");
+            }
+            self.filled += n;
+        }
+        self.set_lowat(rd, 0);
+        let mut msg = std::mem::take(&mut self.buf);
+        msg.truncate(len);
+        let permit = self.permit.take();
+        if budget.is_some() && permit.is_none() {
+            return Err("closed");
+        }
+        self.hdr_got = 0;
+        self.len = None;
+        self.filled = 0;
+        Ok(Frame { msg, permit })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut v = smbx_wire::framing::encode_frame_header(body.len())
+            .unwrap()
+            .to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[tokio::test]
+    async fn timeout_keeps_a_partial_frame() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let budget = Arc::new(Semaphore::new(1 << 20));
+        let mut fr = FrameReader::new(1 << 20);
+        let body: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let bytes = frame(&body);
+        client.write_all(&bytes[..3]).await.unwrap();
+        let r = tokio::time::timeout(
+            Duration::from_millis(20),
+            fr.next(&mut server, Some(&budget)),
+        )
+        .await;
+        assert!(r.is_err());
+        assert!(fr.partial());
+        client.write_all(&bytes[3..100_000]).await.unwrap();
+        let r = tokio::time::timeout(
+            Duration::from_millis(20),
+            fr.next(&mut server, Some(&budget)),
+        )
+        .await;
+        assert!(r.is_err());
+        client.write_all(&bytes[100_000..]).await.unwrap();
+        let f = fr.next(&mut server, Some(&budget)).await.unwrap();
+        assert_eq!(f.msg, body);
+        assert_eq!(f.permit.unwrap().num_permits(), body.len());
+        assert!(!fr.partial());
+    }
+
+    #[tokio::test]
+    async fn buffer_grows_with_arrivals_not_the_prefix() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let budget = Arc::new(Semaphore::new(16 << 20));
+        let mut fr = FrameReader::new(16 << 20);
+        // Claims 16 MiB - 1, sends 10 bytes.
+        client.write_all(&[0, 0xff, 0xff, 0xff]).await.unwrap();
+        client.write_all(&[1; 10]).await.unwrap();
+        let r = tokio::time::timeout(
+            Duration::from_millis(20),
+            fr.next(&mut server, Some(&budget)),
+        )
+        .await;
+        assert!(r.is_err());
+        assert!(
+            fr.buffer_capacity() <= 2 * READ_CHUNK,
+            "{}",
+            fr.buffer_capacity()
+        );
+        drop(client);
+        assert_eq!(
+            fr.next(&mut server, Some(&budget)).await.err(),
+            Some("eof in frame")
+        );
+    }
+
+    #[tokio::test]
+    async fn large_frames_reuse_pooled_buffers() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let pool = Arc::new(BufPool::new(2));
+        let mut fr = FrameReader::with_pool(16 << 20, pool.clone());
+        let a: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        let b: Vec<u8> = (0..400_000u32).map(|i| (i * 3) as u8).collect();
+        client.write_all(&frame(&a)).await.unwrap();
+        client.write_all(&frame(&b)).await.unwrap();
+        client.write_all(&frame(&[9; 100])).await.unwrap();
+        let f = fr.next(&mut server, None).await.unwrap();
+        assert!(f.permit.is_none(), "no budget, no permit");
+        assert_eq!(f.msg, a);
+        assert_eq!(f.msg.capacity(), 512 * 1024, "a buffer of its size class");
+        let ptr = f.msg.as_ptr();
+        pool.recycle(f.msg);
+        // The next large frame lands in the same memory; its own bytes only.
+        let f = fr.next(&mut server, None).await.unwrap();
+        assert_eq!((f.msg.as_ptr(), f.msg.len()), (ptr, b.len()));
+        assert_eq!(f.msg, b);
+        // A small frame is not pooled.
+        let f = fr.next(&mut server, None).await.unwrap();
+        assert_eq!(f.msg, vec![9; 100]);
+        assert!(f.msg.capacity() < 64 * 1024);
+    }
+
+    #[tokio::test]
+    async fn budget_holds_back_reading() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 20);
+        let budget = Arc::new(Semaphore::new(100));
+        let mut fr = FrameReader::new(100);
+        client.write_all(&frame(&[7; 80])).await.unwrap();
+        client.write_all(&frame(&[8; 80])).await.unwrap();
+        let f1 = fr.next(&mut server, Some(&budget)).await.unwrap();
+        assert_eq!(f1.msg, vec![7; 80]);
+        // The second frame waits until the first one's permit is released.
+        let r = tokio::time::timeout(
+            Duration::from_millis(20),
+            fr.next(&mut server, Some(&budget)),
+        )
+        .await;
+        assert!(r.is_err());
+        drop(f1.permit);
+        let f2 = fr.next(&mut server, Some(&budget)).await.unwrap();
+        assert_eq!(f2.msg, vec![8; 80]);
+    }
+
+    #[tokio::test]
+    async fn oversized_prefix_is_refused() {
+        let (mut client, mut server) = tokio::io::duplex(1024);
+        let mut fr = FrameReader::new(1000);
+        client.write_all(&frame(&[0; 1001])[..4]).await.unwrap();
+        assert_eq!(
+            fr.next(&mut server, None).await.err(),
+            Some("bad frame length")
+        );
+    }
+
+    /// Over a real socket, with the low-water mark raised for each large body: frames of
+    /// every size around the thresholds arrive whole, in order, and a small frame sent
+    /// after a large one (with nothing after it) is not held back by the mark.
+    #[tokio::test]
+    async fn low_water_mark_never_holds_back_a_frame() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let sizes: Vec<usize> = vec![
+            100,
+            LOWAT_MIN - 1,
+            LOWAT_MIN,
+            LOWAT_MIN + 1,
+            POOLED_FRAME - 1,
+            POOLED_FRAME,
+            300_000,
+            MAX_POOLED_FRAME,
+            MAX_POOLED_FRAME + 1,
+            4,
+        ];
+        let bodies: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 31 + j * 7) as u8).collect())
+            .collect();
+        let sent = bodies.clone();
+        let (ack_tx, mut ack_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            for b in &sent {
+                // One frame at a time, each only after the last was read: a mark left
+                // too high would stall here.
+                s.write_all(&frame(b)).await.unwrap();
+                ack_rx.recv().await.unwrap();
+            }
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        let (rd, _wr) = sock.into_split();
+        let mut rd = BufReader::with_capacity(64 * 1024, rd);
+        let pool = Arc::new(BufPool::new(2));
+        let mut fr = FrameReader::with_pool(16 << 20, pool);
+        for b in &bodies {
+            let f = tokio::time::timeout(Duration::from_secs(10), fr.next(&mut rd, None))
+                .await
+                .expect("a frame held back")
+                .unwrap();
+            assert_eq!(f.msg.len(), b.len());
+            assert!(f.msg == *b);
+            ack_tx.send(()).unwrap();
+        }
+        peer.await.unwrap();
+    }
+}
