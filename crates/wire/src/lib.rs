@@ -7,11 +7,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod change_notify;
 pub mod close;
 pub mod codec;
 pub mod create;
+pub mod create_options;
 pub mod error;
+mod flags;
 pub mod framing;
 pub mod fscc;
 pub mod header;
@@ -32,6 +35,9 @@ pub mod status;
 pub mod time;
 pub mod tree;
 
+pub use access::{AccessMask, ShareAccess};
 pub use codec::{Reader, WireError, Writer};
+pub use create_options::{CreateDisposition, CreateOptions};
+pub use fscc::attributes::FileAttributes;
 pub use header::{Command, Header, HEADER_SIZE};
 pub use status::NtStatus;

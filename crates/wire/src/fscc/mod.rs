@@ -1,12 +1,14 @@
 //! FSCC information classes ([MS-FSCC] 2.4 file, 2.5 file system): encoders for the
 //! structures QUERY_DIRECTORY and QUERY_INFO return, and the EA list formats.
 //!
+//! - [`attributes`]: the FileAttributes bits;
 //! - [`dir`]: directory entries (FileDirectoryInformation …) with NextEntryOffset
 //!   chaining, 8-byte alignment and an output-length budget;
 //! - [`file`]: per-handle file information classes;
 //! - [`fs`]: file system information classes;
 //! - [`ea`]: FILE_FULL_EA_INFORMATION and FILE_GET_EA_INFORMATION lists.
 
+pub mod attributes;
 pub mod dir;
 pub mod ea;
 pub mod file;
