@@ -17,7 +17,9 @@ use smbx_wire::rw::{
 use smbx_wire::set_info::{
     SetInfoRequest, FILE_DISPOSITION_INFORMATION, FILE_END_OF_FILE_INFORMATION,
 };
-use smbx_wire::{Command, NtStatus};
+use smbx_wire::{
+    AccessMask, Command, CreateDisposition, CreateOptions, FileAttributes, NtStatus, ShareAccess,
+};
 
 use crate::conn::{body_writer, Request};
 use crate::credits::charge_for;
@@ -109,82 +111,93 @@ pub(crate) fn set_info_body(id: FileId, info_type: u8, class: u8, buffer: &[u8])
     .encode()
 }
 
-/// Access mask bits ([MS-SMB2] 2.2.13.1).
+/// The access mask names callers of this crate use, as [`AccessMask`] values (the
+/// definitions are smbx-wire's).
 pub mod access {
+    use smbx_wire::AccessMask;
+
     /// FILE_READ_DATA / FILE_LIST_DIRECTORY.
-    pub const READ_DATA: u32 = 0x0000_0001;
+    pub const READ_DATA: AccessMask = AccessMask::FILE_READ_DATA;
     /// FILE_WRITE_DATA / FILE_ADD_FILE.
-    pub const WRITE_DATA: u32 = 0x0000_0002;
+    pub const WRITE_DATA: AccessMask = AccessMask::FILE_WRITE_DATA;
     /// FILE_APPEND_DATA.
-    pub const APPEND_DATA: u32 = 0x0000_0004;
+    pub const APPEND_DATA: AccessMask = AccessMask::FILE_APPEND_DATA;
     /// FILE_READ_EA.
-    pub const READ_EA: u32 = 0x0000_0008;
+    pub const READ_EA: AccessMask = AccessMask::FILE_READ_EA;
     /// FILE_WRITE_EA.
-    pub const WRITE_EA: u32 = 0x0000_0010;
+    pub const WRITE_EA: AccessMask = AccessMask::FILE_WRITE_EA;
     /// FILE_READ_ATTRIBUTES.
-    pub const READ_ATTRIBUTES: u32 = 0x0000_0080;
+    pub const READ_ATTRIBUTES: AccessMask = AccessMask::FILE_READ_ATTRIBUTES;
     /// FILE_WRITE_ATTRIBUTES.
-    pub const WRITE_ATTRIBUTES: u32 = 0x0000_0100;
+    pub const WRITE_ATTRIBUTES: AccessMask = AccessMask::FILE_WRITE_ATTRIBUTES;
     /// DELETE.
-    pub const DELETE: u32 = 0x0001_0000;
+    pub const DELETE: AccessMask = AccessMask::DELETE;
     /// READ_CONTROL.
-    pub const READ_CONTROL: u32 = 0x0002_0000;
+    pub const READ_CONTROL: AccessMask = AccessMask::READ_CONTROL;
     /// SYNCHRONIZE.
-    pub const SYNCHRONIZE: u32 = 0x0010_0000;
+    pub const SYNCHRONIZE: AccessMask = AccessMask::SYNCHRONIZE;
     /// MAXIMUM_ALLOWED.
-    pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
+    pub const MAXIMUM_ALLOWED: AccessMask = AccessMask::MAXIMUM_ALLOWED;
     /// GENERIC_ALL.
-    pub const GENERIC_ALL: u32 = 0x1000_0000;
+    pub const GENERIC_ALL: AccessMask = AccessMask::GENERIC_ALL;
     /// GENERIC_WRITE.
-    pub const GENERIC_WRITE: u32 = 0x4000_0000;
+    pub const GENERIC_WRITE: AccessMask = AccessMask::GENERIC_WRITE;
     /// GENERIC_READ.
-    pub const GENERIC_READ: u32 = 0x8000_0000;
+    pub const GENERIC_READ: AccessMask = AccessMask::GENERIC_READ;
 }
 
-/// CreateDisposition values.
+/// The CreateDisposition names callers of this crate use, as [`CreateDisposition`]
+/// values.
 pub mod disposition {
+    use smbx_wire::CreateDisposition;
+
     /// Replace if it exists, create if not.
-    pub const SUPERSEDE: u32 = 0;
+    pub const SUPERSEDE: CreateDisposition = CreateDisposition::Supersede;
     /// Open; fail if missing.
-    pub const OPEN: u32 = 1;
+    pub const OPEN: CreateDisposition = CreateDisposition::Open;
     /// Create; fail if it exists.
-    pub const CREATE: u32 = 2;
+    pub const CREATE: CreateDisposition = CreateDisposition::Create;
     /// Open or create.
-    pub const OPEN_IF: u32 = 3;
+    pub const OPEN_IF: CreateDisposition = CreateDisposition::OpenIf;
     /// Open and truncate; fail if missing.
-    pub const OVERWRITE: u32 = 4;
+    pub const OVERWRITE: CreateDisposition = CreateDisposition::Overwrite;
     /// Open and truncate, or create.
-    pub const OVERWRITE_IF: u32 = 5;
+    pub const OVERWRITE_IF: CreateDisposition = CreateDisposition::OverwriteIf;
 }
 
-/// ShareAccess bits.
+/// The ShareAccess names callers of this crate use, as [`ShareAccess`] values.
 pub mod share {
+    use smbx_wire::ShareAccess;
+
     /// FILE_SHARE_READ.
-    pub const READ: u32 = 1;
+    pub const READ: ShareAccess = ShareAccess::FILE_SHARE_READ;
     /// FILE_SHARE_WRITE.
-    pub const WRITE: u32 = 2;
+    pub const WRITE: ShareAccess = ShareAccess::FILE_SHARE_WRITE;
     /// FILE_SHARE_DELETE.
-    pub const DELETE: u32 = 4;
+    pub const DELETE: ShareAccess = ShareAccess::FILE_SHARE_DELETE;
     /// All three.
-    pub const ALL: u32 = 7;
+    pub const ALL: ShareAccess = ShareAccess::ALL;
 }
 
-/// CreateOptions bits.
+/// The CreateOptions names callers of this crate use, as [`CreateOptions`] values.
 pub mod create_options {
+    use smbx_wire::CreateOptions;
+
     /// FILE_DIRECTORY_FILE.
-    pub const DIRECTORY_FILE: u32 = 0x0000_0001;
+    pub const DIRECTORY_FILE: CreateOptions = CreateOptions::FILE_DIRECTORY_FILE;
     /// FILE_WRITE_THROUGH.
-    pub const WRITE_THROUGH: u32 = 0x0000_0002;
+    pub const WRITE_THROUGH: CreateOptions = CreateOptions::FILE_WRITE_THROUGH;
     /// FILE_SEQUENTIAL_ONLY.
-    pub const SEQUENTIAL_ONLY: u32 = 0x0000_0004;
+    pub const SEQUENTIAL_ONLY: CreateOptions = CreateOptions::FILE_SEQUENTIAL_ONLY;
     /// FILE_NO_INTERMEDIATE_BUFFERING.
-    pub const NO_INTERMEDIATE_BUFFERING: u32 = 0x0000_0008;
+    pub const NO_INTERMEDIATE_BUFFERING: CreateOptions =
+        CreateOptions::FILE_NO_INTERMEDIATE_BUFFERING;
     /// FILE_NON_DIRECTORY_FILE.
-    pub const NON_DIRECTORY_FILE: u32 = 0x0000_0040;
+    pub const NON_DIRECTORY_FILE: CreateOptions = CreateOptions::FILE_NON_DIRECTORY_FILE;
     /// FILE_RANDOM_ACCESS.
-    pub const RANDOM_ACCESS: u32 = 0x0000_0800;
+    pub const RANDOM_ACCESS: CreateOptions = CreateOptions::FILE_RANDOM_ACCESS;
     /// FILE_DELETE_ON_CLOSE.
-    pub const DELETE_ON_CLOSE: u32 = 0x0000_1000;
+    pub const DELETE_ON_CLOSE: CreateOptions = CreateOptions::FILE_DELETE_ON_CLOSE;
 }
 
 /// What to ask for when opening. Built like `std::fs::OpenOptions`; the raw fields can be
@@ -192,15 +205,15 @@ pub mod create_options {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenOptions {
     /// DesiredAccess (0: derived from read/write).
-    pub access: u32,
+    pub access: AccessMask,
     /// ShareAccess.
-    pub share: u32,
+    pub share: ShareAccess,
     /// CreateDisposition (`None`: derived from create/truncate).
-    pub disposition: Option<u32>,
+    pub disposition: Option<CreateDisposition>,
     /// CreateOptions.
-    pub options: u32,
+    pub options: CreateOptions,
     /// FileAttributes for a new file.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     read: bool,
     write: bool,
     create: bool,
@@ -211,11 +224,11 @@ pub struct OpenOptions {
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
-            access: 0,
-            share: share::READ | share::WRITE | share::DELETE,
+            access: AccessMask::empty(),
+            share: ShareAccess::ALL,
             disposition: None,
-            options: 0,
-            attributes: 0,
+            options: CreateOptions::empty(),
+            attributes: FileAttributes::empty(),
             read: false,
             write: false,
             create: false,
@@ -297,17 +310,17 @@ impl OpenOptions {
         self
     }
     /// ShareAccess to grant others.
-    pub fn share(mut self, share: u32) -> Self {
+    pub fn share(mut self, share: ShareAccess) -> Self {
         self.share = share;
         self
     }
     /// An explicit access mask (added to what read/write imply).
-    pub fn access(mut self, mask: u32) -> Self {
+    pub fn access(mut self, mask: AccessMask) -> Self {
         self.access |= mask;
         self
     }
     /// An explicit disposition (overrides create/truncate).
-    pub fn disposition(mut self, d: u32) -> Self {
+    pub fn disposition(mut self, d: CreateDisposition) -> Self {
         self.disposition = Some(d);
         self
     }
@@ -335,11 +348,11 @@ impl OpenOptions {
         CreateRequestBuilder {
             oplock_level: 0,
             impersonation_level: 2,
-            desired_access: desired,
-            file_attributes: self.attributes,
-            share_access: self.share,
-            create_disposition: disposition,
-            create_options: self.options,
+            desired_access: desired.bits(),
+            file_attributes: self.attributes.bits(),
+            share_access: self.share.bits(),
+            create_disposition: disposition.as_u32(),
+            create_options: self.options.bits(),
             name,
             contexts: Vec::new(),
         }
@@ -714,7 +727,9 @@ mod tests {
 
     #[test]
     fn dispositions_follow_std_semantics() {
-        let d = |o: OpenOptions| o.to_request(String::new()).create_disposition;
+        let d = |o: OpenOptions| {
+            CreateDisposition::from_u32(o.to_request(String::new()).create_disposition).unwrap()
+        };
         assert_eq!(d(OpenOptions::read_only()), disposition::OPEN);
         assert_eq!(d(OpenOptions::create_truncate()), disposition::OVERWRITE_IF);
         assert_eq!(
@@ -727,10 +742,11 @@ mod tests {
             .write(true)
             .delete_on_close(true)
             .to_request("x".into());
-        assert_ne!(r.desired_access & access::DELETE, 0);
-        assert_ne!(r.desired_access & access::WRITE_DATA, 0);
-        assert_eq!(r.desired_access & access::READ_DATA, 0);
-        assert_ne!(r.create_options & create_options::DELETE_ON_CLOSE, 0);
+        let desired = AccessMask(r.desired_access);
+        assert!(desired.contains(access::DELETE));
+        assert!(desired.contains(access::WRITE_DATA));
+        assert!(!desired.intersects(access::READ_DATA));
+        assert!(CreateOptions(r.create_options).contains(create_options::DELETE_ON_CLOSE));
     }
 }
 

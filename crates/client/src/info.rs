@@ -9,16 +9,18 @@ use smbx_wire::create::CreateResponse;
 use smbx_wire::fscc::dir::DecodedDirEntry;
 use smbx_wire::fscc::file::All;
 
+pub use smbx_wire::FileAttributes;
+
 /// FILE_ATTRIBUTE_READONLY.
-pub const ATTR_READONLY: u32 = 0x0001;
+pub const ATTR_READONLY: FileAttributes = FileAttributes::READONLY;
 /// FILE_ATTRIBUTE_HIDDEN.
-pub const ATTR_HIDDEN: u32 = 0x0002;
+pub const ATTR_HIDDEN: FileAttributes = FileAttributes::HIDDEN;
 /// FILE_ATTRIBUTE_DIRECTORY.
-pub const ATTR_DIRECTORY: u32 = 0x0010;
+pub const ATTR_DIRECTORY: FileAttributes = FileAttributes::DIRECTORY;
 /// FILE_ATTRIBUTE_ARCHIVE.
-pub const ATTR_ARCHIVE: u32 = 0x0020;
+pub const ATTR_ARCHIVE: FileAttributes = FileAttributes::ARCHIVE;
 /// FILE_ATTRIBUTE_NORMAL.
-pub const ATTR_NORMAL: u32 = 0x0080;
+pub const ATTR_NORMAL: FileAttributes = FileAttributes::NORMAL;
 
 /// Converts a FILETIME to a `SystemTime` (`None` for 0, "not set").
 pub fn filetime_to_system(ft: u64) -> Option<SystemTime> {
@@ -41,7 +43,7 @@ pub struct FileInfo {
     /// AllocationSize.
     pub allocation_size: u64,
     /// FileAttributes.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     /// CreationTime (FILETIME).
     pub creation_time: u64,
     /// LastAccessTime (FILETIME).
@@ -61,7 +63,7 @@ pub struct FileInfo {
 impl FileInfo {
     /// True for directories.
     pub fn is_dir(&self) -> bool {
-        self.attributes & ATTR_DIRECTORY != 0
+        self.attributes.contains(FileAttributes::DIRECTORY)
     }
     /// LastWriteTime as a `SystemTime`.
     pub fn modified(&self) -> Option<SystemTime> {
@@ -80,7 +82,7 @@ impl FileInfo {
         FileInfo {
             size: c.end_of_file,
             allocation_size: c.allocation_size,
-            attributes: c.file_attributes,
+            attributes: FileAttributes(c.file_attributes),
             creation_time: c.creation_time,
             last_access_time: c.last_access_time,
             last_write_time: c.last_write_time,
@@ -93,7 +95,7 @@ impl FileInfo {
         FileInfo {
             size: c.end_of_file,
             allocation_size: c.allocation_size,
-            attributes: c.file_attributes,
+            attributes: FileAttributes(c.file_attributes),
             creation_time: c.creation_time,
             last_access_time: c.last_access_time,
             last_write_time: c.last_write_time,
@@ -106,7 +108,7 @@ impl FileInfo {
         FileInfo {
             size: a.standard.end_of_file,
             allocation_size: a.standard.allocation_size,
-            attributes: a.attributes,
+            attributes: FileAttributes(a.attributes),
             creation_time: a.times.creation,
             last_access_time: a.times.last_access,
             last_write_time: a.times.last_write,
@@ -140,7 +142,7 @@ impl DirEntry {
             info: FileInfo {
                 size: e.end_of_file,
                 allocation_size: e.allocation_size,
-                attributes: e.attributes,
+                attributes: FileAttributes(e.attributes),
                 creation_time: e.times.creation,
                 last_access_time: e.times.last_access,
                 last_write_time: e.times.last_write,

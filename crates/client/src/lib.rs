@@ -51,6 +51,8 @@ pub use options::{ClientOptions, Encryption, Signing, Transport, ALL_DIALECTS};
 pub use reconnect::ReconnectingTree;
 pub use smbx_security::cipher::CipherId;
 pub use smbx_security::signing::SigningAlgorithm;
-pub use smbx_wire::NtStatus;
+pub use smbx_wire::{
+    AccessMask, CreateDisposition, CreateOptions, FileAttributes, NtStatus, ShareAccess,
+};
 pub use tree::{smb_path, Tree};
 pub use url::SmbUrl;

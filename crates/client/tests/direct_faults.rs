@@ -98,7 +98,10 @@ async fn open_exclusive_eventually(port: u16, name: &str) {
     let tree = session.tree("share").await.expect("tree");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let o = OpenOptions::new().read(true).write(true).share(0);
+        let o = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .share(smbx_client::ShareAccess::empty());
         match tree.open(name, &o).await {
             Ok(f) => {
                 f.close().await.expect("close");

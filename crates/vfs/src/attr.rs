@@ -19,44 +19,19 @@
 //! 14-byte records (without the change time) are still read.
 //! The name differs from Samba's `user.DOSATTRIB` so the two never misread each other.
 
-/// FILE_ATTRIBUTE_READONLY.
-pub const FILE_ATTRIBUTE_READONLY: u32 = 0x0000_0001;
-/// FILE_ATTRIBUTE_HIDDEN.
-pub const FILE_ATTRIBUTE_HIDDEN: u32 = 0x0000_0002;
-/// FILE_ATTRIBUTE_SYSTEM.
-pub const FILE_ATTRIBUTE_SYSTEM: u32 = 0x0000_0004;
-/// FILE_ATTRIBUTE_DIRECTORY.
-pub const FILE_ATTRIBUTE_DIRECTORY: u32 = 0x0000_0010;
-/// FILE_ATTRIBUTE_ARCHIVE.
-pub const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x0000_0020;
-/// FILE_ATTRIBUTE_NORMAL (only ever reported alone).
-pub const FILE_ATTRIBUTE_NORMAL: u32 = 0x0000_0080;
-/// FILE_ATTRIBUTE_TEMPORARY.
-pub const FILE_ATTRIBUTE_TEMPORARY: u32 = 0x0000_0100;
-/// FILE_ATTRIBUTE_SPARSE_FILE.
-pub const FILE_ATTRIBUTE_SPARSE_FILE: u32 = 0x0000_0200;
-/// FILE_ATTRIBUTE_REPARSE_POINT.
-pub const FILE_ATTRIBUTE_REPARSE_POINT: u32 = 0x0000_0400;
-/// FILE_ATTRIBUTE_COMPRESSED.
-pub const FILE_ATTRIBUTE_COMPRESSED: u32 = 0x0000_0800;
-/// FILE_ATTRIBUTE_OFFLINE.
-pub const FILE_ATTRIBUTE_OFFLINE: u32 = 0x0000_1000;
-/// FILE_ATTRIBUTE_NOT_CONTENT_INDEXED.
-pub const FILE_ATTRIBUTE_NOT_CONTENT_INDEXED: u32 = 0x0000_2000;
-/// FILE_ATTRIBUTE_ENCRYPTED.
-pub const FILE_ATTRIBUTE_ENCRYPTED: u32 = 0x0000_4000;
+pub use smbx_wire::FileAttributes;
 
 /// Attributes a client may set through SetInfo / CREATE (others are derived or ignored).
-pub const SETTABLE_ATTRIBUTES: u32 = FILE_ATTRIBUTE_READONLY
-    | FILE_ATTRIBUTE_HIDDEN
-    | FILE_ATTRIBUTE_SYSTEM
-    | FILE_ATTRIBUTE_ARCHIVE
-    | FILE_ATTRIBUTE_TEMPORARY
-    | FILE_ATTRIBUTE_OFFLINE
-    | FILE_ATTRIBUTE_NOT_CONTENT_INDEXED;
+pub const SETTABLE_ATTRIBUTES: u32 = FileAttributes::READONLY.bits()
+    | FileAttributes::HIDDEN.bits()
+    | FileAttributes::SYSTEM.bits()
+    | FileAttributes::ARCHIVE.bits()
+    | FileAttributes::TEMPORARY.bits()
+    | FileAttributes::OFFLINE.bits()
+    | FileAttributes::NOT_CONTENT_INDEXED.bits();
 
 /// Attributes kept in the on-disk record.
-pub(crate) const STORED_ATTRIBUTES: u32 = SETTABLE_ATTRIBUTES | FILE_ATTRIBUTE_SPARSE_FILE;
+pub(crate) const STORED_ATTRIBUTES: u32 = SETTABLE_ATTRIBUTES | FileAttributes::SPARSE_FILE.bits();
 
 /// Name of the extended attribute holding the [`DosMeta`] record.
 pub const DOS_XATTR: &std::ffi::CStr = c"user.smbx.dosattrib";
@@ -154,13 +129,13 @@ mod tests {
     #[test]
     fn round_trip() {
         let m = DosMeta {
-            attributes: FILE_ATTRIBUTE_HIDDEN | FILE_ATTRIBUTE_SPARSE_FILE,
+            attributes: FileAttributes::HIDDEN.bits() | FileAttributes::SPARSE_FILE.bits(),
             creation: Some(0x01d9_0000_1234_5678),
             change: None,
         };
         assert_eq!(DosMeta::decode(&m.encode()), Some(m));
         let m = DosMeta {
-            attributes: FILE_ATTRIBUTE_READONLY,
+            attributes: FileAttributes::READONLY.bits(),
             creation: None,
             change: Some(StoredChange {
                 change_time: 5,
@@ -174,7 +149,7 @@ mod tests {
         assert_eq!(
             DosMeta::decode(&old[..14]),
             Some(DosMeta {
-                attributes: FILE_ATTRIBUTE_READONLY,
+                attributes: FileAttributes::READONLY.bits(),
                 creation: None,
                 change: None
             })

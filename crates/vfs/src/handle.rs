@@ -318,10 +318,10 @@ impl Handle {
     pub fn set_basic(&self, b: &BasicInfo) -> Result<(), NtStatus> {
         self.check_write_meta()?;
         if let Some(a) = b.attributes {
-            if !self.is_dir && a & FILE_ATTRIBUTE_DIRECTORY != 0 {
+            if !self.is_dir && a & FileAttributes::DIRECTORY.bits() != 0 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            if self.is_dir && a & FILE_ATTRIBUTE_TEMPORARY != 0 {
+            if self.is_dir && a & FileAttributes::TEMPORARY.bits() != 0 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
         }
@@ -343,7 +343,9 @@ impl Handle {
                 .creation
                 .unwrap_or_else(|| self.share.creation_time(&st, cur));
             let attributes = match b.attributes {
-                Some(a) => (a & SETTABLE_ATTRIBUTES) | (cur_attrs & FILE_ATTRIBUTE_SPARSE_FILE),
+                Some(a) => {
+                    (a & SETTABLE_ATTRIBUTES) | (cur_attrs & FileAttributes::SPARSE_FILE.bits())
+                }
                 None => cur_attrs & STORED_ATTRIBUTES,
             };
             self.share.write_dos(
@@ -480,7 +482,7 @@ impl Handle {
             }
             return stream::write_stream(self.fd(), s, &v);
         }
-        let sparse = self.base_info()?.attributes & FILE_ATTRIBUTE_SPARSE_FILE != 0;
+        let sparse = self.base_info()?.attributes & FileAttributes::SPARSE_FILE.bits() != 0;
         let modes = if sparse {
             [libc::FALLOC_FL_PUNCH_HOLE, libc::FALLOC_FL_ZERO_RANGE]
         } else {
@@ -547,9 +549,9 @@ impl Handle {
         let cur = self.share.read_dos(self.fd(), self.opath);
         let mut attributes = self.share.attributes(&st, cur) & STORED_ATTRIBUTES;
         if sparse {
-            attributes |= FILE_ATTRIBUTE_SPARSE_FILE;
+            attributes |= FileAttributes::SPARSE_FILE.bits();
         } else {
-            attributes &= !FILE_ATTRIBUTE_SPARSE_FILE;
+            attributes &= !FileAttributes::SPARSE_FILE.bits();
             let size = st.st_size as u64;
             if size > 0 {
                 let _ = sys::fallocate(self.fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size);

@@ -68,7 +68,8 @@ impl Inner {
     /// Adds FILE_ATTRIBUTE_HIDDEN to `info` if `name` is hidden by name.
     pub(crate) fn apply_hidden(&self, name: Option<&str>, info: &mut FileInfo) {
         if name.is_some_and(|n| self.hidden_by_name(n)) {
-            info.attributes = (info.attributes & !FILE_ATTRIBUTE_NORMAL) | FILE_ATTRIBUTE_HIDDEN;
+            info.attributes =
+                (info.attributes & !FileAttributes::NORMAL.bits()) | FileAttributes::HIDDEN.bits();
         }
     }
 }
@@ -225,7 +226,8 @@ impl Share {
                     if ro {
                         return Err(NtStatus::ACCESS_DENIED);
                     }
-                    if req.delete_on_close && req.attributes & FILE_ATTRIBUTE_READONLY != 0 {
+                    if req.delete_on_close && req.attributes & FileAttributes::READONLY.bits() != 0
+                    {
                         // [MS-FSA] 2.1.5.1.1: checked before anything is created.
                         return Err(NtStatus::CANNOT_DELETE);
                     }
@@ -294,7 +296,8 @@ impl Share {
             if opath {
                 return Err(NtStatus::ACCESS_DENIED);
             }
-            let access = self.access_for(req, !is_dir && attrs & FILE_ATTRIBUTE_READONLY != 0)?;
+            let access =
+                self.access_for(req, !is_dir && attrs & FileAttributes::READONLY.bits() != 0)?;
             let fd = file.as_fd();
             let found = stream::find_stream(fd, sname, inner.opts.case_sensitive)?;
             let (name, action) = match (found, req.disposition) {
@@ -340,10 +343,10 @@ impl Share {
         }
         let mut action = CreateAction::Opened;
         if req.disposition.truncates() {
-            if attrs & FILE_ATTRIBUTE_READONLY != 0 {
+            if attrs & FileAttributes::READONLY.bits() != 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
-            for bit in [FILE_ATTRIBUTE_HIDDEN, FILE_ATTRIBUTE_SYSTEM] {
+            for bit in [FileAttributes::HIDDEN.bits(), FileAttributes::SYSTEM.bits()] {
                 if attrs & bit != 0 && req.attributes & bit == 0 {
                     return Err(NtStatus::ACCESS_DENIED);
                 }
@@ -364,7 +367,8 @@ impl Share {
             inner.write_dos(
                 &file,
                 DosMeta {
-                    attributes: (req.attributes & SETTABLE_ATTRIBUTES) | FILE_ATTRIBUTE_ARCHIVE,
+                    attributes: (req.attributes & SETTABLE_ATTRIBUTES)
+                        | FileAttributes::ARCHIVE.bits(),
                     creation: Some(creation),
                     change: None,
                 },
@@ -377,7 +381,9 @@ impl Share {
         }
         let access = self.access_for(
             req,
-            !is_dir && action == CreateAction::Opened && attrs & FILE_ATTRIBUTE_READONLY != 0,
+            !is_dir
+                && action == CreateAction::Opened
+                && attrs & FileAttributes::READONLY.bits() != 0,
         )?;
         Ok((
             Handle::new(inner.clone(), file, opath, &st, real, access),
@@ -420,7 +426,7 @@ impl Share {
         let st = sys::fstat(file.as_fd())?;
         let mut attributes = req.attributes & SETTABLE_ATTRIBUTES;
         if !req.directory {
-            attributes |= FILE_ATTRIBUTE_ARCHIVE;
+            attributes |= FileAttributes::ARCHIVE.bits();
         }
         let creation = filetime_from_unix(st.st_mtime, st.st_mtime_nsec as u32);
         inner.write_dos(
@@ -540,7 +546,7 @@ impl Share {
             return Err(NtStatus::CANNOT_DELETE);
         }
         let info = h.stat()?;
-        if info.attributes & FILE_ATTRIBUTE_READONLY != 0 {
+        if info.attributes & FileAttributes::READONLY.bits() != 0 {
             return Err(NtStatus::CANNOT_DELETE);
         }
         if info.is_dir && !sys::list_dir(h.file.as_fd())?.is_empty() {
@@ -685,15 +691,15 @@ impl Share {
         };
         // FILE_CASE_SENSITIVE_SEARCH says the file system *can* search case-sensitively
         // (NTFS and Samba always set it); smb2.streams.names3 requires it.
-        let fs_attributes = FILE_CASE_SENSITIVE_SEARCH
-            | FILE_CASE_PRESERVED_NAMES
-            | FILE_UNICODE_ON_DISK
-            | FILE_SUPPORTS_SPARSE_FILES
-            | FILE_NAMED_STREAMS
-            | FILE_SUPPORTS_HARD_LINKS
-            | FILE_SUPPORTS_EXTENDED_ATTRIBUTES;
+        let fs_attributes = FileSystemAttributes::FILE_CASE_SENSITIVE_SEARCH.bits()
+            | FileSystemAttributes::FILE_CASE_PRESERVED_NAMES.bits()
+            | FileSystemAttributes::FILE_UNICODE_ON_DISK.bits()
+            | FileSystemAttributes::FILE_SUPPORTS_SPARSE_FILES.bits()
+            | FileSystemAttributes::FILE_NAMED_STREAMS.bits()
+            | FileSystemAttributes::FILE_SUPPORTS_HARD_LINKS.bits()
+            | FileSystemAttributes::FILE_SUPPORTS_EXTENDED_ATTRIBUTES.bits();
         let fs_attributes = if inner.opts.read_only {
-            fs_attributes | FILE_READ_ONLY_VOLUME
+            fs_attributes | FileSystemAttributes::FILE_READ_ONLY_VOLUME.bits()
         } else {
             fs_attributes
         };
@@ -931,7 +937,7 @@ impl Inner {
         }
         let st = sys::fstat(file.as_fd())?;
         let mode = st.st_mode & 0o7777;
-        let new_mode = if meta.attributes & FILE_ATTRIBUTE_READONLY != 0 {
+        let new_mode = if meta.attributes & FileAttributes::READONLY.bits() != 0 {
             mode & !0o222
         } else {
             mode | 0o200
@@ -961,19 +967,19 @@ impl Inner {
             None => {
                 let mut a = 0;
                 if !is_dir {
-                    a |= FILE_ATTRIBUTE_ARCHIVE;
+                    a |= FileAttributes::ARCHIVE.bits();
                 }
                 if st.st_mode & 0o200 == 0 {
-                    a |= FILE_ATTRIBUTE_READONLY;
+                    a |= FileAttributes::READONLY.bits();
                 }
                 a
             }
         };
         if is_dir {
-            a |= FILE_ATTRIBUTE_DIRECTORY;
+            a |= FileAttributes::DIRECTORY.bits();
         }
         if a == 0 {
-            FILE_ATTRIBUTE_NORMAL
+            FileAttributes::NORMAL.bits()
         } else {
             a
         }

@@ -25,46 +25,9 @@ impl Default for ShareOptions {
     }
 }
 
-/// CREATE disposition ([MS-SMB2] 2.2.13 CreateDisposition).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Disposition {
-    /// FILE_SUPERSEDE (0): replace if it exists, else create.
-    Supersede = 0,
-    /// FILE_OPEN (1): open only.
-    Open = 1,
-    /// FILE_CREATE (2): create only.
-    Create = 2,
-    /// FILE_OPEN_IF (3): open, or create if missing.
-    OpenIf = 3,
-    /// FILE_OVERWRITE (4): open and truncate; fail if missing.
-    Overwrite = 4,
-    /// FILE_OVERWRITE_IF (5): open and truncate, or create.
-    OverwriteIf = 5,
-}
-
-impl Disposition {
-    /// Decodes the wire value; `None` for values above 5.
-    pub fn from_u32(v: u32) -> Option<Disposition> {
-        Some(match v {
-            0 => Disposition::Supersede,
-            1 => Disposition::Open,
-            2 => Disposition::Create,
-            3 => Disposition::OpenIf,
-            4 => Disposition::Overwrite,
-            5 => Disposition::OverwriteIf,
-            _ => return None,
-        })
-    }
-    pub(crate) fn may_create(self) -> bool {
-        !matches!(self, Disposition::Open | Disposition::Overwrite)
-    }
-    pub(crate) fn truncates(self) -> bool {
-        matches!(
-            self,
-            Disposition::Supersede | Disposition::Overwrite | Disposition::OverwriteIf
-        )
-    }
-}
+/// CREATE disposition ([MS-SMB2] 2.2.13 CreateDisposition): the wire type.
+pub use smbx_wire::CreateDisposition as Disposition;
+use smbx_wire::{AccessMask, CreateOptions};
 
 /// What CREATE did ([MS-SMB2] 2.2.14 CreateAction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,13 +48,6 @@ impl CreateAction {
         self as u32
     }
 }
-
-/// CreateOptions bit FILE_DIRECTORY_FILE.
-pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
-/// CreateOptions bit FILE_NON_DIRECTORY_FILE.
-pub const FILE_NON_DIRECTORY_FILE: u32 = 0x0000_0040;
-/// CreateOptions bit FILE_DELETE_ON_CLOSE.
-pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
 
 /// Parameters of [`crate::Share::create`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,27 +109,41 @@ impl CreateRequest {
         attributes: u32,
         allocation_size: u64,
     ) -> Option<CreateRequest> {
-        const READ: u32 = 0x0000_0001 | 0x0000_0020 | 0x8000_0000 | 0x2000_0000 | 0x1000_0000;
-        const WRITE_DATA: u32 = 0x0000_0002 | 0x0000_0004 | 0x4000_0000 | 0x1000_0000;
-        const WRITE_META: u32 = 0x0000_0010
-            | 0x0000_0100
-            | 0x0001_0000
-            | 0x0004_0000
-            | 0x0008_0000
-            | 0x4000_0000
-            | 0x1000_0000;
-        const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
+        const READ: AccessMask = AccessMask(
+            AccessMask::FILE_READ_DATA.bits()
+                | AccessMask::FILE_EXECUTE.bits()
+                | AccessMask::GENERIC_READ.bits()
+                | AccessMask::GENERIC_EXECUTE.bits()
+                | AccessMask::GENERIC_ALL.bits(),
+        );
+        const WRITE_DATA: AccessMask = AccessMask(
+            AccessMask::FILE_WRITE_DATA.bits()
+                | AccessMask::FILE_APPEND_DATA.bits()
+                | AccessMask::GENERIC_WRITE.bits()
+                | AccessMask::GENERIC_ALL.bits(),
+        );
+        const WRITE_META: AccessMask = AccessMask(
+            AccessMask::FILE_WRITE_EA.bits()
+                | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
+                | AccessMask::DELETE.bits()
+                | AccessMask::WRITE_DAC.bits()
+                | AccessMask::WRITE_OWNER.bits()
+                | AccessMask::GENERIC_WRITE.bits()
+                | AccessMask::GENERIC_ALL.bits(),
+        );
+        let options = CreateOptions(create_options);
+        let access = AccessMask(access_mask);
         Some(CreateRequest {
             disposition: Disposition::from_u32(disposition)?,
-            directory: create_options & FILE_DIRECTORY_FILE != 0,
-            non_directory: create_options & FILE_NON_DIRECTORY_FILE != 0,
-            want_read: access_mask & (READ | MAXIMUM_ALLOWED) != 0,
-            want_write: access_mask & WRITE_DATA != 0,
-            want_write_attributes: access_mask & WRITE_META != 0,
-            maximum_allowed: access_mask & MAXIMUM_ALLOWED != 0,
+            directory: options.contains(CreateOptions::FILE_DIRECTORY_FILE),
+            non_directory: options.contains(CreateOptions::FILE_NON_DIRECTORY_FILE),
+            want_read: access.intersects(READ | AccessMask::MAXIMUM_ALLOWED),
+            want_write: access.intersects(WRITE_DATA),
+            want_write_attributes: access.intersects(WRITE_META),
+            maximum_allowed: access.contains(AccessMask::MAXIMUM_ALLOWED),
             attributes,
             allocation_size,
-            delete_on_close: create_options & FILE_DELETE_ON_CLOSE != 0,
+            delete_on_close: options.contains(CreateOptions::FILE_DELETE_ON_CLOSE),
         })
     }
 }
@@ -286,19 +256,4 @@ pub struct FsInfo {
     pub read_only: bool,
 }
 
-/// FILE_CASE_SENSITIVE_SEARCH.
-pub const FILE_CASE_SENSITIVE_SEARCH: u32 = 0x0000_0001;
-/// FILE_CASE_PRESERVED_NAMES.
-pub const FILE_CASE_PRESERVED_NAMES: u32 = 0x0000_0002;
-/// FILE_UNICODE_ON_DISK.
-pub const FILE_UNICODE_ON_DISK: u32 = 0x0000_0004;
-/// FILE_SUPPORTS_SPARSE_FILES.
-pub const FILE_SUPPORTS_SPARSE_FILES: u32 = 0x0000_0040;
-/// FILE_NAMED_STREAMS.
-pub const FILE_NAMED_STREAMS: u32 = 0x0004_0000;
-/// FILE_READ_ONLY_VOLUME.
-pub const FILE_READ_ONLY_VOLUME: u32 = 0x0008_0000;
-/// FILE_SUPPORTS_HARD_LINKS.
-pub const FILE_SUPPORTS_HARD_LINKS: u32 = 0x0040_0000;
-/// FILE_SUPPORTS_EXTENDED_ATTRIBUTES.
-pub const FILE_SUPPORTS_EXTENDED_ATTRIBUTES: u32 = 0x0080_0000;
+pub use smbx_wire::fscc::fs::FileSystemAttributes;

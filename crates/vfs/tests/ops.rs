@@ -153,7 +153,7 @@ fn directory_requirements() {
     assert!(h.is_dir() && dir.join("newdir").is_dir());
     let info = h.stat().unwrap();
     assert!(info.is_dir);
-    assert_ne!(info.attributes & FILE_ATTRIBUTE_DIRECTORY, 0);
+    assert_ne!(info.attributes & FileAttributes::DIRECTORY.bits(), 0);
     let (_, a) = s.create("newdir", &dir_req(Disposition::OpenIf)).unwrap();
     assert_eq!(a, CreateAction::Opened);
     let (h, a) = s
@@ -169,7 +169,7 @@ fn read_only_attribute_and_share() {
     let (h, _) = s.create("ro.txt", &req(Disposition::Create)).unwrap();
     h.write_at(b"data", 0).unwrap();
     h.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_READONLY),
+        attributes: Some(FileAttributes::READONLY.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -188,7 +188,7 @@ fn read_only_attribute_and_share() {
     // Hidden files can only be overwritten when HIDDEN is requested again.
     let (h2, _) = s.create("hid", &req(Disposition::Create)).unwrap();
     h2.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_HIDDEN),
+        attributes: Some(FileAttributes::HIDDEN.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -197,7 +197,7 @@ fn read_only_attribute_and_share() {
         NtStatus::ACCESS_DENIED
     );
     let r = CreateRequest {
-        attributes: FILE_ATTRIBUTE_HIDDEN,
+        attributes: FileAttributes::HIDDEN.bits(),
         ..req(Disposition::OverwriteIf)
     };
     assert_eq!(s.create("hid", &r).unwrap().1, CreateAction::Overwritten);
@@ -307,7 +307,7 @@ fn read_write_truncate_and_stat() {
     assert_eq!(info.size, 21);
     assert_eq!(info.nlink, 1);
     assert!(!info.is_dir);
-    assert_ne!(info.attributes & FILE_ATTRIBUTE_ARCHIVE, 0);
+    assert_ne!(info.attributes & FileAttributes::ARCHIVE.bits(), 0);
     assert!(info.last_write_time > 116_444_736_000_000_000);
     assert_eq!(info.file_id, h.file_id());
     h.set_end_of_file(5).unwrap();
@@ -344,7 +344,7 @@ fn times_and_attributes_persist_across_shares() {
         last_write: Some(wt),
         last_access: Some(at),
         change: Some(1),
-        attributes: Some(FILE_ATTRIBUTE_HIDDEN | FILE_ATTRIBUTE_SYSTEM),
+        attributes: Some(FileAttributes::HIDDEN.bits() | FileAttributes::SYSTEM.bits()),
     })
     .unwrap();
     drop(h);
@@ -356,20 +356,20 @@ fn times_and_attributes_persist_across_shares() {
     assert_eq!(info.last_access_time, at);
     assert_eq!(
         info.attributes,
-        FILE_ATTRIBUTE_HIDDEN | FILE_ATTRIBUTE_SYSTEM
+        FileAttributes::HIDDEN.bits() | FileAttributes::SYSTEM.bits()
     );
     // Clearing everything reports NORMAL.
     let h = open_rw(&s2, "f");
     h.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_NORMAL),
+        attributes: Some(FileAttributes::NORMAL.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
-    assert_eq!(h.stat().unwrap().attributes, FILE_ATTRIBUTE_NORMAL);
+    assert_eq!(h.stat().unwrap().attributes, FileAttributes::NORMAL.bits());
     assert_eq!(h.stat().unwrap().creation_time, ct);
     assert_eq!(
         h.set_basic(&BasicInfo {
-            attributes: Some(FILE_ATTRIBUTE_DIRECTORY),
+            attributes: Some(FileAttributes::DIRECTORY.bits()),
             ..BasicInfo::default()
         })
         .unwrap_err(),
@@ -392,7 +392,7 @@ fn times_and_attributes_persist_across_shares() {
     );
     let h = open_rw(&ns, "plain");
     h.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_READONLY),
+        attributes: Some(FileAttributes::READONLY.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -406,7 +406,7 @@ fn times_and_attributes_persist_across_shares() {
         0
     );
     assert_ne!(
-        ns.stat("plain").unwrap().attributes & FILE_ATTRIBUTE_READONLY,
+        ns.stat("plain").unwrap().attributes & FileAttributes::READONLY.bits(),
         0
     );
 }
@@ -435,7 +435,10 @@ fn read_dir_lists_dot_entries_and_children() {
     let root_id = s.stat("").unwrap().file_id;
     assert_eq!(entries[1].info.file_id, root_id);
     assert_eq!(entries[3].info.size, 2);
-    assert_ne!(entries[4].info.attributes & FILE_ATTRIBUTE_DIRECTORY, 0);
+    assert_ne!(
+        entries[4].info.attributes & FileAttributes::DIRECTORY.bits(),
+        0
+    );
     // At the root ".." is the root itself.
     let (r, _) = s.create("", &CreateRequest::default()).unwrap();
     let e = r.read_dir().unwrap();
@@ -467,12 +470,12 @@ fn read_dir_lists_dot_entries_and_children() {
     // Hidden attribute shows in listings.
     let f = open_rw(&s, "sub\\a.txt");
     f.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_HIDDEN),
+        attributes: Some(FileAttributes::HIDDEN.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
     let e = h.read_dir().unwrap();
-    assert_eq!(e[2].info.attributes, FILE_ATTRIBUTE_HIDDEN);
+    assert_eq!(e[2].info.attributes, FileAttributes::HIDDEN.bits());
 }
 
 #[test]
@@ -727,7 +730,10 @@ fn sparse_files_and_allocated_ranges() {
     h.flush().unwrap();
     assert_eq!(h.allocated_ranges(0, 4 * MB).unwrap(), vec![(0, 4 * MB)]);
     h.set_sparse(true).unwrap();
-    assert_ne!(h.stat().unwrap().attributes & FILE_ATTRIBUTE_SPARSE_FILE, 0);
+    assert_ne!(
+        h.stat().unwrap().attributes & FileAttributes::SPARSE_FILE.bits(),
+        0
+    );
     h.punch_hole(MB, MB).unwrap();
     let mut b = vec![1u8; 16];
     h.read_at(&mut b, MB + 100).unwrap();
@@ -750,7 +756,10 @@ fn sparse_files_and_allocated_ranges() {
     );
     // Non-sparse zeroing keeps data allocated but zero.
     h.set_sparse(false).unwrap();
-    assert_eq!(h.stat().unwrap().attributes & FILE_ATTRIBUTE_SPARSE_FILE, 0);
+    assert_eq!(
+        h.stat().unwrap().attributes & FileAttributes::SPARSE_FILE.bits(),
+        0
+    );
     h.write_at(&chunk, 0).unwrap();
     h.punch_hole(0, 4096).unwrap();
     h.read_at(&mut b, 0).unwrap();
@@ -764,9 +773,15 @@ fn fs_info_reports_volume() {
     assert!(i.total_bytes > 0 && i.free_bytes <= i.total_bytes);
     assert!(i.block_size >= 512);
     assert_eq!(i.fs_name, "NTFS");
-    assert_ne!(i.fs_attributes & FILE_NAMED_STREAMS, 0);
+    assert_ne!(
+        i.fs_attributes & FileSystemAttributes::FILE_NAMED_STREAMS.bits(),
+        0
+    );
     // Advertised like NTFS and Samba (the file system can search case-sensitively).
-    assert_ne!(i.fs_attributes & FILE_CASE_SENSITIVE_SEARCH, 0);
+    assert_ne!(
+        i.fs_attributes & FileSystemAttributes::FILE_CASE_SENSITIVE_SEARCH.bits(),
+        0
+    );
     assert_eq!(s.fs_info().unwrap().volume_serial, i.volume_serial);
 }
 
@@ -801,22 +816,27 @@ fn allocation_hint_and_overwrite_attributes() {
     let (_t, _dir, s) = setup(ShareOptions::default());
     let r = CreateRequest {
         allocation_size: 1 << 20,
-        attributes: FILE_ATTRIBUTE_HIDDEN,
+        attributes: FileAttributes::HIDDEN.bits(),
         ..req(Disposition::Create)
     };
     let (h, _) = s.create("pre", &r).unwrap();
     let i = h.stat().unwrap();
     assert_eq!(i.size, 0);
     assert!(i.allocation_size >= 1 << 20);
-    assert_eq!(i.attributes, FILE_ATTRIBUTE_HIDDEN | FILE_ATTRIBUTE_ARCHIVE);
+    assert_eq!(
+        i.attributes,
+        FileAttributes::HIDDEN.bits() | FileAttributes::ARCHIVE.bits()
+    );
     let r = CreateRequest {
-        attributes: FILE_ATTRIBUTE_HIDDEN | FILE_ATTRIBUTE_SYSTEM,
+        attributes: FileAttributes::HIDDEN.bits() | FileAttributes::SYSTEM.bits(),
         ..req(Disposition::Overwrite)
     };
     let (h, _) = s.create("pre", &r).unwrap();
     assert_eq!(
         h.stat().unwrap().attributes,
-        FILE_ATTRIBUTE_HIDDEN | FILE_ATTRIBUTE_SYSTEM | FILE_ATTRIBUTE_ARCHIVE
+        FileAttributes::HIDDEN.bits()
+            | FileAttributes::SYSTEM.bits()
+            | FileAttributes::ARCHIVE.bits()
     );
 }
 
@@ -825,7 +845,7 @@ fn access_modes_on_readonly_files_and_shares() {
     let (_t, dir, s) = setup(ShareOptions::default());
     let (h, _) = s.create("ro", &req(Disposition::Create)).unwrap();
     h.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_READONLY),
+        attributes: Some(FileAttributes::READONLY.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -838,11 +858,11 @@ fn access_modes_on_readonly_files_and_shares() {
     assert!(!h.is_writable() && h.can_write_attributes());
     assert_eq!(h.write_at(b"x", 0).unwrap_err(), NtStatus::ACCESS_DENIED);
     h.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_ARCHIVE),
+        attributes: Some(FileAttributes::ARCHIVE.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
-    assert_eq!(h.stat().unwrap().attributes, FILE_ATTRIBUTE_ARCHIVE);
+    assert_eq!(h.stat().unwrap().attributes, FileAttributes::ARCHIVE.bits());
     // Read-only handles cannot set attributes.
     let (r, _) = s.create("ro", &CreateRequest::default()).unwrap();
     assert_eq!(
@@ -856,7 +876,7 @@ fn access_modes_on_readonly_files_and_shares() {
     // MAXIMUM_ALLOWED drops data writes on READONLY files instead of failing.
     let h2 = s.create("ro", &wa).unwrap().0;
     h2.set_basic(&BasicInfo {
-        attributes: Some(FILE_ATTRIBUTE_READONLY),
+        attributes: Some(FileAttributes::READONLY.bits()),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -903,7 +923,7 @@ fn hidden_names_show_hidden_attribute() {
     ] {
         let (h, _) = s.create(name, &req).unwrap();
         assert_eq!(
-            h.stat().unwrap().attributes & FILE_ATTRIBUTE_HIDDEN != 0,
+            h.stat().unwrap().attributes & FileAttributes::HIDDEN.bits() != 0,
             hidden,
             "{name}"
         );
@@ -912,7 +932,7 @@ fn hidden_names_show_hidden_attribute() {
     for e in root.read_dir_matching("*").unwrap() {
         let want = matches!(e.name.as_str(), "hidefile" | ".dot" | "a.tmp");
         assert_eq!(
-            e.info.attributes & FILE_ATTRIBUTE_HIDDEN != 0,
+            e.info.attributes & FileAttributes::HIDDEN.bits() != 0,
             want,
             "{}",
             e.name
@@ -921,7 +941,7 @@ fn hidden_names_show_hidden_attribute() {
     for (name, want) in [("hidefile", true), ("plain", false), (".dot", true)] {
         let e = root.dir_entry(name).unwrap();
         assert_eq!(
-            e.info.attributes & FILE_ATTRIBUTE_HIDDEN != 0,
+            e.info.attributes & FileAttributes::HIDDEN.bits() != 0,
             want,
             "{name}"
         );
@@ -999,8 +1019,15 @@ fn delete_on_close_readonly_new_file_is_not_created() {
     let (_t, dir, s) = setup(ShareOptions::default());
     let r = CreateRequest {
         disposition: Disposition::Create,
-        attributes: FILE_ATTRIBUTE_READONLY,
-        ..CreateRequest::from_wire(2, FILE_DELETE_ON_CLOSE, 0x0012_019f, 0, 0).unwrap()
+        attributes: FileAttributes::READONLY.bits(),
+        ..CreateRequest::from_wire(
+            2,
+            smbx_wire::CreateOptions::FILE_DELETE_ON_CLOSE.bits(),
+            0x0012_019f,
+            0,
+            0,
+        )
+        .unwrap()
     };
     assert!(r.delete_on_close);
     assert_eq!(s.create("ro", &r).unwrap_err(), NtStatus::CANNOT_DELETE);

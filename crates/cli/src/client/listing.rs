@@ -2,27 +2,23 @@
 
 use std::io::Write;
 
-use smbx_client::info::{ATTR_ARCHIVE, ATTR_HIDDEN, ATTR_NORMAL, ATTR_READONLY};
-use smbx_client::{filetime_to_system, DirEntry, FileInfo, Tree, ATTR_DIRECTORY};
+use smbx_client::{filetime_to_system, DirEntry, FileAttributes, FileInfo, Tree};
 
 use super::{CmdResult, Failure};
 
-/// FILE_ATTRIBUTE_SYSTEM.
-const ATTR_SYSTEM: u32 = 0x0004;
-
 /// smbclient's attribute letters: D directory, A archive, H hidden, S system,
 /// R read-only, N normal.
-pub fn attr_letters(a: u32) -> String {
+pub fn attr_letters(a: FileAttributes) -> String {
     let mut s = String::new();
     for (bit, c) in [
-        (ATTR_DIRECTORY, 'D'),
-        (ATTR_ARCHIVE, 'A'),
-        (ATTR_HIDDEN, 'H'),
-        (ATTR_SYSTEM, 'S'),
-        (ATTR_READONLY, 'R'),
-        (ATTR_NORMAL, 'N'),
+        (FileAttributes::DIRECTORY, 'D'),
+        (FileAttributes::ARCHIVE, 'A'),
+        (FileAttributes::HIDDEN, 'H'),
+        (FileAttributes::SYSTEM, 'S'),
+        (FileAttributes::READONLY, 'R'),
+        (FileAttributes::NORMAL, 'N'),
     ] {
-        if a & bit != 0 {
+        if a.intersects(bit) {
             s.push(c);
         }
     }
@@ -121,7 +117,7 @@ pub fn stat_text(path: &str, i: &FileInfo) -> String {
         alloc = i.allocation_size,
         links = i.number_of_links,
         letters = attr_letters(i.attributes),
-        attr = i.attributes,
+        attr = i.attributes.bits(),
         id = i.index_number,
         c = format_time(i.creation_time),
         a = format_time(i.last_access_time),
@@ -145,14 +141,14 @@ mod tests {
 
     #[test]
     fn attributes_and_lines() {
-        assert_eq!(attr_letters(0x10), "D");
-        assert_eq!(attr_letters(0x20 | 0x02 | 0x01), "AHR");
-        assert_eq!(attr_letters(0), "");
+        assert_eq!(attr_letters(FileAttributes(0x10)), "D");
+        assert_eq!(attr_letters(FileAttributes(0x20 | 0x02 | 0x01)), "AHR");
+        assert_eq!(attr_letters(FileAttributes(0)), "");
         let e = DirEntry {
             name: "f.txt".into(),
             info: FileInfo {
                 size: 1234,
-                attributes: ATTR_ARCHIVE,
+                attributes: FileAttributes::ARCHIVE,
                 ..Default::default()
             },
             ..Default::default()
@@ -179,7 +175,7 @@ mod tests {
     fn stat_report_names_everything() {
         let i = FileInfo {
             size: 8,
-            attributes: ATTR_ARCHIVE,
+            attributes: FileAttributes::ARCHIVE,
             index_number: 0xabc,
             number_of_links: 1,
             ..Default::default()

@@ -14,14 +14,12 @@ use smbx_wire::change_notify::{
     encode_change_notify_response, encode_notify_entries, ChangeNotifyRequest, CHANGE_ALL,
     WATCH_TREE,
 };
+use smbx_wire::AccessMask;
 use smbx_wire::{NtStatus, Reader};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::notify::NotifyOutcome;
 use crate::state::FileId;
-
-/// FILE_LIST_DIRECTORY.
-const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
 
 /// Handles CHANGE_NOTIFY.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
@@ -33,7 +31,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if !f.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if f.access & FILE_LIST_DIRECTORY == 0 {
+    if f.access & AccessMask::FILE_LIST_DIRECTORY.bits() == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let max = ctx.server.config.global.smb2_max_trans;

@@ -11,95 +11,31 @@ use smbx_wire::create::{
 };
 use smbx_wire::security_descriptor::SecurityDescriptor;
 use smbx_wire::NtStatus;
+use smbx_wire::{AccessMask, CreateDisposition, CreateOptions, FileAttributes, ShareAccess};
 
 use super::{pipe, Ctx, HandlerResult, Request, Response};
 
 mod durable;
 mod replay;
-use crate::state::file::{FileKey, DELETE, FILE_APPEND_DATA, FILE_WRITE_DATA};
+use crate::state::file::FileKey;
 use crate::state::open::{FileOpen, FileOpenParams};
 use crate::state::{acl, oplock, FileId, OpenKind, ServerState, Tree};
 
-/// CreateOptions: FILE_DIRECTORY_FILE.
-pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
-/// CreateOptions: FILE_WRITE_THROUGH.
-pub const FILE_WRITE_THROUGH: u32 = 0x0000_0002;
-/// CreateOptions: FILE_SEQUENTIAL_ONLY.
-pub const FILE_SEQUENTIAL_ONLY: u32 = 0x0000_0004;
-/// CreateOptions: FILE_NON_DIRECTORY_FILE.
-pub const FILE_NON_DIRECTORY_FILE: u32 = 0x0000_0040;
-/// CreateOptions: FILE_CREATE_TREE_CONNECTION (not supported).
-pub const FILE_CREATE_TREE_CONNECTION: u32 = 0x0000_0080;
-/// CreateOptions: FILE_RANDOM_ACCESS.
-pub const FILE_RANDOM_ACCESS: u32 = 0x0000_0800;
-/// CreateOptions: FILE_DELETE_ON_CLOSE.
-pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
-/// CreateOptions: FILE_OPEN_BY_FILE_ID (not supported).
-pub const FILE_OPEN_BY_FILE_ID: u32 = 0x0000_2000;
-/// CreateOptions: FILE_RESERVE_OPFILTER (not supported).
-pub const FILE_RESERVE_OPFILTER: u32 = 0x0010_0000;
-/// CreateOptions: FILE_OPEN_REPARSE_POINT.
-pub const FILE_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
-/// CreateOptions bits that are invalid ([MS-SMB2] 2.2.13: the top byte).
-pub const CREATE_OPTIONS_INVALID: u32 = 0xFF00_0000;
-
-/// MAXIMUM_ALLOWED.
-pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
-/// ACCESS_SYSTEM_SECURITY.
-pub const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
-/// SYNCHRONIZE.
-pub const SYNCHRONIZE: u32 = 0x0010_0000;
-/// GENERIC_ALL.
-pub const GENERIC_ALL: u32 = 0x1000_0000;
-/// GENERIC_EXECUTE.
-pub const GENERIC_EXECUTE: u32 = 0x2000_0000;
-/// GENERIC_WRITE.
-pub const GENERIC_WRITE: u32 = 0x4000_0000;
-/// GENERIC_READ.
-pub const GENERIC_READ: u32 = 0x8000_0000;
-/// FILE_ALL_ACCESS.
-pub const FILE_ALL_ACCESS: u32 = 0x001F_01FF;
-/// FILE_GENERIC_READ.
-pub const FILE_GENERIC_READ: u32 = 0x0012_0089;
-/// FILE_GENERIC_WRITE.
-pub const FILE_GENERIC_WRITE: u32 = 0x0012_0116;
-/// FILE_GENERIC_EXECUTE.
-pub const FILE_GENERIC_EXECUTE: u32 = 0x0012_00A0;
-/// Access bits that are never grantable (reserved bits 9–15, 21–23, 26–27).
-pub const ACCESS_RESERVED: u32 = 0x0CE0_FE00;
 /// Rights that modify the file (data, attributes, EAs, delete, ACL, owner).
-pub const WRITE_RIGHTS: u32 = 0x0000_0002
-    | 0x0000_0004
-    | 0x0000_0010
-    | 0x0000_0040
-    | 0x0000_0100
-    | 0x0001_0000
-    | 0x0004_0000
-    | 0x0008_0000;
+pub const WRITE_RIGHTS: AccessMask = AccessMask(
+    AccessMask::FILE_WRITE_DATA.bits()
+        | AccessMask::FILE_APPEND_DATA.bits()
+        | AccessMask::FILE_WRITE_EA.bits()
+        | AccessMask::FILE_DELETE_CHILD.bits()
+        | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
+        | AccessMask::DELETE.bits()
+        | AccessMask::WRITE_DAC.bits()
+        | AccessMask::WRITE_OWNER.bits(),
+);
 
-/// FileAttributes bits refused with INVALID_PARAMETER (VOLUME, DEVICE, INTEGRITY_STREAM
-/// and everything above 0x4000 but NO_SCRUB_DATA... as Windows does).
-pub const ATTRIBUTES_INVALID: u32 = 0xFFFF_8048;
-
-/// FILE_ATTRIBUTE_ENCRYPTED.
-pub const FILE_ATTRIBUTE_ENCRYPTED: u32 = 0x0000_4000;
-
-/// Maps generic rights to file rights ([MS-SMB2] 3.3.5.9 / Windows file mapping).
-pub fn map_generic(mask: u32) -> u32 {
-    let mut m = mask & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ);
-    if mask & GENERIC_ALL != 0 {
-        m |= FILE_ALL_ACCESS;
-    }
-    if mask & GENERIC_READ != 0 {
-        m |= FILE_GENERIC_READ;
-    }
-    if mask & GENERIC_WRITE != 0 {
-        m |= FILE_GENERIC_WRITE;
-    }
-    if mask & GENERIC_EXECUTE != 0 {
-        m |= FILE_GENERIC_EXECUTE;
-    }
-    m
+/// Maps generic rights to file rights ([`AccessMask::map_generic`] on a raw mask).
+fn map_generic(mask: u32) -> u32 {
+    AccessMask(mask).map_generic().bits()
 }
 
 /// Validates DesiredAccess and computes the granted mask given the tree's maximal
@@ -107,20 +43,20 @@ pub fn map_generic(mask: u32) -> u32 {
 /// PRIVILEGE_NOT_HELD, an empty mask → ACCESS_DENIED, rights beyond
 /// `maximal` → ACCESS_DENIED; MAXIMUM_ALLOWED grants `maximal`.
 pub fn granted_access(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
-    if desired & ACCESS_RESERVED != 0 {
+    if desired & AccessMask::RESERVED.bits() != 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if desired & ACCESS_SYSTEM_SECURITY != 0 {
+    if desired & AccessMask::ACCESS_SYSTEM_SECURITY.bits() != 0 {
         return Err(NtStatus::PRIVILEGE_NOT_HELD);
     }
-    let mapped = map_generic(desired & !MAXIMUM_ALLOWED);
-    if desired & MAXIMUM_ALLOWED != 0 {
+    let mapped = map_generic(desired & !AccessMask::MAXIMUM_ALLOWED.bits());
+    if desired & AccessMask::MAXIMUM_ALLOWED.bits() != 0 {
         return Ok(maximal | (mapped & maximal));
     }
     if mapped == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if mapped & !(maximal | SYNCHRONIZE) != 0 {
+    if mapped & !(maximal | AccessMask::SYNCHRONIZE.bits()) != 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(mapped)
@@ -132,16 +68,24 @@ fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
         return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
     }
     let o = req.create_options;
-    if o & CREATE_OPTIONS_INVALID != 0 {
+    if o & CreateOptions::INVALID.bits() != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if o & (FILE_CREATE_TREE_CONNECTION | FILE_OPEN_BY_FILE_ID | FILE_RESERVE_OPFILTER) != 0 {
+    if o & (CreateOptions::FILE_CREATE_TREE_CONNECTION.bits()
+        | CreateOptions::FILE_OPEN_BY_FILE_ID.bits()
+        | CreateOptions::FILE_RESERVE_OPFILTER.bits())
+        != 0
+    {
         return Err(NtStatus::NOT_SUPPORTED);
     }
-    if o & FILE_DIRECTORY_FILE != 0 && o & FILE_NON_DIRECTORY_FILE != 0 {
+    if o & CreateOptions::FILE_DIRECTORY_FILE.bits() != 0
+        && o & CreateOptions::FILE_NON_DIRECTORY_FILE.bits() != 0
+    {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if req.create_disposition > 5 || req.share_access > 7 {
+    if CreateDisposition::from_u32(req.create_disposition).is_none()
+        || req.share_access & !ShareAccess::ALL.bits() != 0
+    {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     Ok(())
@@ -173,7 +117,7 @@ fn check_trailing_sep(
     options: u32,
     disposition: Disposition,
 ) -> Result<(), NtStatus> {
-    if options & FILE_NON_DIRECTORY_FILE != 0 {
+    if options & CreateOptions::FILE_NON_DIRECTORY_FILE.bits() != 0 {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
     match vfs.stat(name) {
@@ -364,9 +308,9 @@ fn key_of(info: &FileInfo, h: &smbx_vfs::Handle) -> FileKey {
 /// Advises the kernel of the access pattern (FILE_SEQUENTIAL_ONLY / FILE_RANDOM_ACCESS).
 fn fadvise(h: &smbx_vfs::Handle, options: u32) {
     use std::os::fd::AsRawFd;
-    let advice = if options & FILE_SEQUENTIAL_ONLY != 0 {
+    let advice = if options & CreateOptions::FILE_SEQUENTIAL_ONLY.bits() != 0 {
         libc::POSIX_FADV_SEQUENTIAL
-    } else if options & FILE_RANDOM_ACCESS != 0 {
+    } else if options & CreateOptions::FILE_RANDOM_ACCESS.bits() != 0 {
         libc::POSIX_FADV_RANDOM
     } else {
         return;
@@ -424,7 +368,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         let resp = CreateResponse {
             create_action: CreateAction::Opened.as_u32(),
             allocation_size: 4096,
-            file_attributes: smbx_vfs::FILE_ATTRIBUTE_NORMAL,
+            file_attributes: FileAttributes::NORMAL.bits(),
             file_id_persistent: open.file_id.persistent,
             file_id_volatile: open.file_id.volatile,
             ..Default::default()
@@ -462,17 +406,25 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let options = cr.create_options;
     let granted = granted_access(cr.desired_access, tree.maximal_access)?;
     // Windows checks the access mask before the attributes.
-    if cr.file_attributes & ATTRIBUTES_INVALID != 0 {
+    if cr.file_attributes & FileAttributes::CREATE_INVALID.bits() != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if cr.file_attributes & FILE_ATTRIBUTE_ENCRYPTED != 0 && cr.create_disposition != 1 {
+    if cr.file_attributes & FileAttributes::ENCRYPTED.bits() != 0
+        && cr.create_disposition != CreateDisposition::Open.as_u32()
+    {
         // No EFS: a standalone Windows server refuses encrypted files likewise.
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if tree.read_only && map_generic(cr.desired_access & !MAXIMUM_ALLOWED) & WRITE_RIGHTS != 0 {
+    if tree.read_only
+        && map_generic(cr.desired_access & !AccessMask::MAXIMUM_ALLOWED.bits())
+            & WRITE_RIGHTS.bits()
+            != 0
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if options & FILE_DELETE_ON_CLOSE != 0 && granted & DELETE == 0 {
+    if options & CreateOptions::FILE_DELETE_ON_CLOSE.bits() != 0
+        && granted & AccessMask::DELETE.bits() == 0
+    {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let disposition =
@@ -481,7 +433,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         cr.create_disposition,
         options,
         // The vfs resolves MAXIMUM_ALLOWED itself (READONLY files drop data writes).
-        if cr.desired_access & MAXIMUM_ALLOWED != 0 {
+        if cr.desired_access & AccessMask::MAXIMUM_ALLOWED.bits() != 0 {
             map_generic(cr.desired_access)
         } else {
             granted
@@ -506,7 +458,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     let token = acl::Token::for_user(ctx.session()?.user().as_ref());
     let vfs = ctx.server.files.vfs_share(&tree.share)?;
-    if trailing_sep && options & FILE_DIRECTORY_FILE == 0 {
+    if trailing_sep && options & CreateOptions::FILE_DIRECTORY_FILE.bits() == 0 {
         check_trailing_sep(&vfs, &name, options, disposition)?;
     }
     // Oplocks/leases (state/oplock.rs): the request, and who is asking.
@@ -524,8 +476,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         vreq,
         disposition,
         granted,
-        maximum_allowed: cr.desired_access & MAXIMUM_ALLOWED != 0,
-        explicit_rights: map_generic(cr.desired_access & !MAXIMUM_ALLOWED),
+        maximum_allowed: cr.desired_access & AccessMask::MAXIMUM_ALLOWED.bits() != 0,
+        explicit_rights: map_generic(cr.desired_access & !AccessMask::MAXIMUM_ALLOWED.bits()),
         share_access: cr.share_access,
         options,
         mxac: cx.mxac,
@@ -605,7 +557,9 @@ struct OpenParams {
 /// disconnected durable opens of the file, which cannot acknowledge: they are closed
 /// first ([MS-SMB2] 3.3.4.6 as Windows behaves).
 fn purge_disconnected(server: &ServerState, f: &Arc<crate::state::file::SharedFile>, access: u32) {
-    const ATTRIBUTE_ONLY: u32 = 0x0000_0080 | 0x0000_0100 | SYNCHRONIZE;
+    const ATTRIBUTE_ONLY: u32 = AccessMask::FILE_READ_ATTRIBUTES.bits()
+        | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
+        | AccessMask::SYNCHRONIZE.bits();
     if access & !ATTRIBUTE_ONLY != 0 {
         server.opens.purge_disconnected_of(f);
     }
@@ -667,7 +621,13 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             Ok((h, _)) => {
                 // Before anything is truncated; truncating needs FILE_WRITE_DATA
                 // (smb2.acls.OVERWRITE_READ_ONLY_FILE).
-                acl::check_stored_sd(&vfs, &name, &h, &token, desired_rights | FILE_WRITE_DATA)?;
+                acl::check_stored_sd(
+                    &vfs,
+                    &name,
+                    &h,
+                    &token,
+                    desired_rights | AccessMask::FILE_WRITE_DATA.bits(),
+                )?;
                 let info = h.stat()?;
                 let key = key_of(&info, &h);
                 // Break conflicting oplocks/leases (and wait) before the share check.
@@ -786,7 +746,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
     };
     // From here on the registration must be undone on failure: FileOpen does it.
     if maximum_allowed && !handle.is_writable() && !handle.is_dir() {
-        granted &= !(FILE_WRITE_DATA | FILE_APPEND_DATA);
+        granted &= !(AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits());
     }
     let handle = Arc::new(handle);
     let fopen = FileOpen::new(FileOpenParams {
@@ -799,7 +759,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         file,
         entry_id,
     });
-    if options & FILE_DELETE_ON_CLOSE != 0 {
+    if options & CreateOptions::FILE_DELETE_ON_CLOSE.bits() != 0 {
         match vfs.can_delete(&handle) {
             Ok(()) | Err(NtStatus::DIRECTORY_NOT_EMPTY) => {}
             Err(e) => {
@@ -883,9 +843,9 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         }
         // Durable handles only with a batch oplock or a handle-caching lease
         // ([MS-SMB2] 3.3.5.9.6, 3.3.5.9.10); never persistent (no CA shares).
-        const LEASE_HANDLE: u32 = 0x02;
         let caching = g.level == smbx_wire::create::OPLOCK_LEVEL_BATCH
-            || g.lease.is_some_and(|l| l.lease_state & LEASE_HANDLE != 0);
+            || g.lease
+                .is_some_and(|l| l.lease_state & smbx_wire::oplock::LEASE_HANDLE != 0);
         if let (Some(d), true, false) = (durable, caching, f.is_dir) {
             // 0 asks for the server's default; at most 300 s are granted (as Windows;
             // smb2.durable-v2-open.create-blob).
@@ -914,11 +874,12 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         d.extend_from_slice(&0u32.to_le_bytes());
         // A READONLY file denies data writes to everyone (the attribute, not this
         // open's access, decides; smb2.acls.OWNER-RIGHTS queries with READ_CONTROL).
-        let readonly = info.attributes & smbx_vfs::FILE_ATTRIBUTE_READONLY != 0;
+        let readonly = info.attributes & FileAttributes::READONLY.bits() != 0;
         let max = if !readonly || handle.is_dir() || tree.read_only {
             tree.maximal_access
         } else {
-            tree.maximal_access & !(FILE_WRITE_DATA | FILE_APPEND_DATA)
+            tree.maximal_access
+                & !(AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits())
         };
         // A stored descriptor limits it further (smb2.acls.OWNER-RIGHTS).
         let max = sd_max.map_or(max, |m| max & m);
@@ -944,49 +905,64 @@ mod tests {
 
     #[test]
     fn access_mapping() {
-        assert_eq!(map_generic(GENERIC_ALL), FILE_ALL_ACCESS);
-        assert_eq!(map_generic(GENERIC_READ), FILE_GENERIC_READ);
         assert_eq!(
-            granted_access(MAXIMUM_ALLOWED, FILE_ALL_ACCESS),
+            map_generic(AccessMask::GENERIC_ALL.bits()),
+            AccessMask::FILE_ALL_ACCESS.bits()
+        );
+        assert_eq!(
+            map_generic(AccessMask::GENERIC_READ.bits()),
+            AccessMask::FILE_GENERIC_READ.bits()
+        );
+        assert_eq!(
+            granted_access(
+                AccessMask::MAXIMUM_ALLOWED.bits(),
+                AccessMask::FILE_ALL_ACCESS.bits()
+            ),
             Ok(0x1f01ff)
         );
         assert_eq!(
-            granted_access(0x08000000, FILE_ALL_ACCESS),
+            granted_access(0x08000000, AccessMask::FILE_ALL_ACCESS.bits()),
             Err(NtStatus::ACCESS_DENIED)
         );
         assert_eq!(
-            granted_access(0x04000000, FILE_ALL_ACCESS),
+            granted_access(0x04000000, AccessMask::FILE_ALL_ACCESS.bits()),
             Err(NtStatus::ACCESS_DENIED)
         );
         assert_eq!(
-            granted_access(ACCESS_SYSTEM_SECURITY, FILE_ALL_ACCESS),
+            granted_access(
+                AccessMask::ACCESS_SYSTEM_SECURITY.bits(),
+                AccessMask::FILE_ALL_ACCESS.bits()
+            ),
             Err(NtStatus::PRIVILEGE_NOT_HELD)
         );
         assert_eq!(
-            granted_access(0, FILE_ALL_ACCESS),
+            granted_access(0, AccessMask::FILE_ALL_ACCESS.bits()),
             Err(NtStatus::ACCESS_DENIED)
         );
         assert_eq!(
-            granted_access(SYNCHRONIZE, FILE_ALL_ACCESS),
-            Ok(SYNCHRONIZE)
+            granted_access(
+                AccessMask::SYNCHRONIZE.bits(),
+                AccessMask::FILE_ALL_ACCESS.bits()
+            ),
+            Ok(AccessMask::SYNCHRONIZE.bits())
         );
         // Every single bit that is refused (smb2.create.gentest's Windows 7 mask;
         // SYNCHRONIZE alone is allowed as smb2.sharemode expects).
         let mut denied = 0;
         for i in 0..32 {
-            if granted_access(1 << i, FILE_ALL_ACCESS).is_err() {
+            if granted_access(1 << i, AccessMask::FILE_ALL_ACCESS.bits()).is_err() {
                 denied |= 1 << i;
             }
         }
         assert_eq!(denied, 0x0de0fe00);
         // Read-only trees refuse write rights.
         assert_eq!(
-            granted_access(GENERIC_WRITE, 0x1200a9),
+            granted_access(AccessMask::GENERIC_WRITE.bits(), 0x1200a9),
             Err(NtStatus::ACCESS_DENIED)
         );
         assert_eq!(
-            granted_access(GENERIC_READ, 0x1200a9),
-            Ok(FILE_GENERIC_READ)
+            granted_access(AccessMask::GENERIC_READ.bits(), 0x1200a9),
+            Ok(AccessMask::FILE_GENERIC_READ.bits())
         );
     }
 

@@ -1,10 +1,10 @@
 //! SMB2 FLUSH ([MS-SMB2] 3.3.5.11): fsync of the file; needs write access.
 
 use smbx_wire::close::{encode_flush_response, FlushRequest};
+use smbx_wire::AccessMask;
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::file::{FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::{FileId, OpenKind};
 
 /// Handles FLUSH.
@@ -17,7 +17,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let OpenKind::File(file) = &open.kind else {
         return Ok(Response::ok(encode_flush_response()));
     };
-    if file.access & (FILE_WRITE_DATA | FILE_APPEND_DATA) == 0 {
+    if file.access & (AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits()) == 0
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let handle = file.handle.clone();

@@ -18,20 +18,6 @@ use crate::state::{FileId, FileOpen, Open};
 
 pub use netif::{local_interfaces, InterfaceOptions};
 
-/// Access mask bits the FSCTLs check ([MS-SMB2] 2.2.13.1.1).
-pub(crate) mod access {
-    /// FILE_READ_DATA.
-    pub const READ_DATA: u32 = 0x0000_0001;
-    /// FILE_EXECUTE.
-    pub const EXECUTE: u32 = 0x0000_0020;
-    /// FILE_WRITE_DATA.
-    pub const WRITE_DATA: u32 = 0x0000_0002;
-    /// FILE_APPEND_DATA.
-    pub const APPEND_DATA: u32 = 0x0000_0004;
-    /// FILE_WRITE_ATTRIBUTES.
-    pub const WRITE_ATTRIBUTES: u32 = 0x0000_0100;
-}
-
 /// What an FSCTL implementation returns: a status (SUCCESS, BUFFER_OVERFLOW, or an
 /// error that still carries an IOCTL response body, as copychunk does) and the output.
 pub(crate) struct FsctlOut {

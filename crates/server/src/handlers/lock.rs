@@ -23,10 +23,11 @@ use smbx_wire::lock::{
     LOCKFLAG_SHARED, LOCKFLAG_UNLOCK,
 };
 use smbx_wire::negotiate::{CAP_MULTI_CHANNEL, DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
+use smbx_wire::AccessMask;
 use smbx_wire::{NtStatus, Reader};
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::file::{SharedFile, FILE_APPEND_DATA, FILE_READ_DATA, FILE_WRITE_DATA};
+use crate::state::file::SharedFile;
 use crate::state::locks::LockSequences;
 use crate::state::{FileId, FileOpen};
 
@@ -68,7 +69,12 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if f.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if f.access & (FILE_READ_DATA | FILE_WRITE_DATA | FILE_APPEND_DATA) == 0 {
+    if f.access
+        & (AccessMask::FILE_READ_DATA.bits()
+            | AccessMask::FILE_WRITE_DATA.bits()
+            | AccessMask::FILE_APPEND_DATA.bits())
+        == 0
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let file = f.file.clone();

@@ -12,13 +12,11 @@ use smbx_wire::query_directory::{
     encode_output_response, QueryDirectoryRequest, SMB2_REOPEN, SMB2_RESTART_SCANS,
     SMB2_RETURN_SINGLE_ENTRY,
 };
+use smbx_wire::AccessMask;
 use smbx_wire::{NtStatus, Reader};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::FileId;
-
-/// FILE_LIST_DIRECTORY access right.
-const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
 
 /// An enumeration in progress on one directory open.
 #[derive(Debug)]
@@ -85,7 +83,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     ctx.check_credit_charge(max)?;
-    if f.access & FILE_LIST_DIRECTORY == 0 {
+    if f.access & AccessMask::FILE_LIST_DIRECTORY.bits() == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if q.pattern.contains(['\\', '/']) {

@@ -15,19 +15,12 @@ use smbx_wire::query_info::{
     SMB2_0_INFO_FILE, SMB2_0_INFO_FILESYSTEM, SMB2_0_INFO_QUOTA, SMB2_0_INFO_SECURITY,
 };
 use smbx_wire::security_descriptor::SACL_SECURITY_INFORMATION;
+use smbx_wire::AccessMask;
 use smbx_wire::{NtStatus, Reader};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::{FileId, FileOpen};
 
-/// FILE_READ_EA.
-const FILE_READ_EA: u32 = 0x0000_0008;
-/// FILE_READ_ATTRIBUTES.
-const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
-/// READ_CONTROL.
-const READ_CONTROL: u32 = 0x0002_0000;
-/// ACCESS_SYSTEM_SECURITY.
-const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
 /// STATUS_NO_MORE_EAS.
 const NO_MORE_EAS: NtStatus = NtStatus(0x8000_0012);
 /// FileIdInformation ([MS-FSCC] 2.4.26): VolumeSerialNumber (8) + FileId (16).
@@ -120,7 +113,7 @@ fn query_file(
 ) -> Result<Answer, NtStatus> {
     let class = q.info_class;
     if class == file::FILE_FULL_EA_INFORMATION {
-        need(f, FILE_READ_EA)?;
+        need(f, AccessMask::FILE_READ_EA.bits())?;
         return query_full_ea(f, q, max);
     }
     let min = match class {
@@ -140,7 +133,7 @@ fn query_file(
             | file::FILE_NETWORK_OPEN_INFORMATION
             | file::FILE_ATTRIBUTE_TAG_INFORMATION
     ) {
-        need(f, FILE_READ_ATTRIBUTES)?;
+        need(f, AccessMask::FILE_READ_ATTRIBUTES.bits())?;
     }
     if max < min {
         return Err(NtStatus::INFO_LENGTH_MISMATCH);
@@ -331,7 +324,7 @@ fn query_fs(f: &FileOpen, class: u8, max: usize, label: &str) -> Result<Answer, 
             fs::device(fs::FILE_DEVICE_DISK, fs::FILE_DEVICE_IS_MOUNTED)
         }
         fs::FILE_FS_ATTRIBUTE_INFORMATION => fs::attribute(
-            info.fs_attributes | fs::FILE_PERSISTENT_ACLS,
+            info.fs_attributes | fs::FileSystemAttributes::FILE_PERSISTENT_ACLS.bits(),
             info.max_name_len,
             &info.fs_name,
         ),
@@ -357,10 +350,12 @@ fn query_fs(f: &FileOpen, class: u8, max: usize, label: &str) -> Result<Answer, 
 
 fn query_security(f: &FileOpen, q: &QueryInfoRequest<'_>, max: usize) -> HandlerResult {
     let secinfo = q.additional_information;
-    if secinfo & SACL_SECURITY_INFORMATION != 0 && f.access & ACCESS_SYSTEM_SECURITY == 0 {
+    if secinfo & SACL_SECURITY_INFORMATION != 0
+        && f.access & AccessMask::ACCESS_SYSTEM_SECURITY.bits() == 0
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if secinfo & 0x7 != 0 && f.access & READ_CONTROL == 0 {
+    if secinfo & 0x7 != 0 && f.access & AccessMask::READ_CONTROL.bits() == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let info = f.handle.stat()?;

@@ -3,11 +3,10 @@
 
 use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::rw::{put_read_response_header, ReadRequest};
-use smbx_wire::{NtStatus, HEADER_SIZE};
+use smbx_wire::{AccessMask, NtStatus, HEADER_SIZE};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::conn::writer::FileTail;
-use crate::state::file::{FILE_EXECUTE, FILE_READ_DATA};
 use crate::state::{FileId, Open, OpenKind};
 
 /// STATUS_PIPE_EMPTY: a read found no data in the pipe.
@@ -108,7 +107,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if f.is_dir {
                 return Err(NtStatus::INVALID_DEVICE_REQUEST);
             }
-            if f.access & (FILE_READ_DATA | FILE_EXECUTE) == 0 {
+            if f.access & (AccessMask::FILE_READ_DATA | AccessMask::FILE_EXECUTE).bits() == 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             // [MS-FSA] 2.1.5.2: offsets beyond the signed 64-bit range are invalid.

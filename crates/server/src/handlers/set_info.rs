@@ -13,25 +13,18 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use smbx_vfs::{BasicInfo, FILE_ATTRIBUTE_READONLY};
+use smbx_vfs::BasicInfo;
 use smbx_wire::codec::Reader;
 use smbx_wire::set_info::{self as si, SetInfoRequest};
+use smbx_wire::FileAttributes;
 use smbx_wire::NtStatus;
+use smbx_wire::{AccessMask, ShareAccess};
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::file::{FileKey, DELETE, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE};
+use crate::state::file::FileKey;
 use crate::state::{acl, FileId, FileOpen, Open, ServerState};
 
 pub mod security;
-
-/// FILE_WRITE_DATA.
-const FILE_WRITE_DATA: u32 = 0x0000_0002;
-/// FILE_APPEND_DATA.
-const FILE_APPEND_DATA: u32 = 0x0000_0004;
-/// FILE_WRITE_EA.
-const FILE_WRITE_EA: u32 = 0x0000_0010;
-/// FILE_WRITE_ATTRIBUTES.
-const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
 
 /// Handles SET_INFO.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
@@ -49,7 +42,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     };
     if r.info_type == si::SMB2_0_INFO_FILE
         && r.info_class == si::FILE_RENAME_INFORMATION
-        && file.access & DELETE != 0
+        && file.access & AccessMask::DELETE.bits() != 0
     {
         return rename_after_breaks(ctx, open.clone(), read_only_tree, r.buffer.to_vec()).await;
     }
@@ -158,7 +151,7 @@ impl Env<'_> {
         match class {
             si::FILE_BASIC_INFORMATION => {
                 let b = si::FileBasicInfo::decode(buf)?;
-                require(f, FILE_WRITE_ATTRIBUTES)?;
+                require(f, AccessMask::FILE_WRITE_ATTRIBUTES.bits())?;
                 self.writable()?;
                 set_basic(f, &b)
             }
@@ -196,13 +189,13 @@ impl Env<'_> {
             }
             si::FILE_FULL_EA_INFORMATION => {
                 let eas = si::decode_full_ea_list(buf)?;
-                require(f, FILE_WRITE_EA)?;
+                require(f, AccessMask::FILE_WRITE_EA.bits())?;
                 self.writable()?;
                 set_eas(f, &eas)
             }
             si::FILE_ALLOCATION_INFORMATION => {
                 let size = si::decode_u64(buf)?;
-                require(f, FILE_WRITE_DATA)?;
+                require(f, AccessMask::FILE_WRITE_DATA.bits())?;
                 self.writable()?;
                 if f.handle.is_dir() {
                     return Err(NtStatus::INVALID_PARAMETER);
@@ -211,7 +204,7 @@ impl Env<'_> {
             }
             si::FILE_END_OF_FILE_INFORMATION => {
                 let size = si::decode_u64(buf)?;
-                require(f, FILE_WRITE_DATA)?;
+                require(f, AccessMask::FILE_WRITE_DATA.bits())?;
                 self.writable()?;
                 if f.handle.is_dir() {
                     return Err(NtStatus::INVALID_PARAMETER);
@@ -223,7 +216,10 @@ impl Env<'_> {
             }
             si::FILE_VALID_DATA_LENGTH_INFORMATION => {
                 let vdl = si::decode_u64(buf)?;
-                require(f, FILE_WRITE_DATA | FILE_APPEND_DATA)?;
+                require(
+                    f,
+                    AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits(),
+                )?;
                 self.writable()?;
                 if f.handle.is_dir() {
                     return Err(NtStatus::INVALID_PARAMETER);
@@ -248,7 +244,7 @@ impl Env<'_> {
     /// FileDispositionInformation ([MS-FSA] 2.1.5.14.3).
     fn disposition(&self, delete: bool, ignore_readonly: bool) -> Result<(), NtStatus> {
         let f = self.file;
-        require(f, DELETE)?;
+        require(f, AccessMask::DELETE.bits())?;
         self.writable()?;
         if delete {
             if ignore_readonly {
@@ -268,7 +264,7 @@ impl Env<'_> {
         let ignore_ro = flags & si::FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE != 0;
         if flags & si::FILE_DISPOSITION_ON_CLOSE != 0 {
             // Sets or clears this open's delete-on-close instead of delete-pending.
-            require(f, DELETE)?;
+            require(f, AccessMask::DELETE.bits())?;
             self.writable()?;
             if delete {
                 if ignore_ro {
@@ -285,7 +281,7 @@ impl Env<'_> {
     /// FileRenameInformation ([MS-FSA] 2.1.5.14.11, [MS-SMB2] 3.3.5.21.1).
     fn rename(&self, ri: &si::FileRenameInfo) -> Result<(), NtStatus> {
         let f = self.file;
-        require(f, DELETE)?;
+        require(f, AccessMask::DELETE.bits())?;
         self.writable()?;
         if ri.root_directory != 0 {
             return Err(NtStatus::INVALID_PARAMETER);
@@ -304,8 +300,10 @@ impl Env<'_> {
         }
         // Other opens of the file must share delete.
         f.file.check_share(
-            DELETE,
-            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+            AccessMask::DELETE.bits(),
+            ShareAccess::FILE_SHARE_READ.bits()
+                | ShareAccess::FILE_SHARE_WRITE.bits()
+                | ShareAccess::FILE_SHARE_DELETE.bits(),
             Some(f.entry_id),
         )?;
         // Renaming adds a name to the target's parent: that conflicts with opens of the
@@ -354,13 +352,14 @@ impl Env<'_> {
             return Ok(()); // the file itself (a case-only change)
         }
         if info.is_dir
-            || info.attributes & FILE_ATTRIBUTE_READONLY != 0
+            || info.attributes & FileAttributes::READONLY.bits() != 0
             || self.is_open(info.volume_id, info.file_id)
         {
             return Err(NtStatus::ACCESS_DENIED);
         }
-        let req = smbx_vfs::CreateRequest::from_wire(1, 0, acl::FILE_READ_ATTRIBUTES, 0, 0)
-            .ok_or(NtStatus::ACCESS_DENIED)?;
+        let req =
+            smbx_vfs::CreateRequest::from_wire(1, 0, AccessMask::FILE_READ_ATTRIBUTES.bits(), 0, 0)
+                .ok_or(NtStatus::ACCESS_DENIED)?;
         let (h, _) = f.vfs.create(target, &req)?;
         let user = self
             .server
@@ -368,7 +367,7 @@ impl Env<'_> {
             .get(self.open.session_id)
             .and_then(|s| s.user());
         let token = acl::Token::for_user(user.as_ref());
-        acl::check_stored_sd(&f.vfs, target, &h, &token, acl::DELETE)?;
+        acl::check_stored_sd(&f.vfs, target, &h, &token, AccessMask::DELETE.bits())?;
         Ok(())
     }
 
@@ -384,7 +383,11 @@ impl Env<'_> {
             stream: None,
         };
         if let Some(shared) = self.server.files.get(&key) {
-            shared.check_share(FILE_WRITE_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE, None)?;
+            shared.check_share(
+                AccessMask::FILE_WRITE_DATA.bits(),
+                ShareAccess::FILE_SHARE_READ.bits() | ShareAccess::FILE_SHARE_WRITE.bits(),
+                None,
+            )?;
         }
         Ok(())
     }
@@ -449,13 +452,13 @@ fn normalize_target(name: &str) -> Result<String, NtStatus> {
 /// Clears READONLY so a FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE delete can proceed.
 fn clear_readonly(f: &FileOpen) -> Result<(), NtStatus> {
     let info = f.handle.stat()?;
-    if info.attributes & FILE_ATTRIBUTE_READONLY == 0 {
+    if info.attributes & FileAttributes::READONLY.bits() == 0 {
         return Ok(());
     }
     let mut attrs =
-        info.attributes & !FILE_ATTRIBUTE_READONLY & !smbx_vfs::FILE_ATTRIBUTE_DIRECTORY;
+        info.attributes & !FileAttributes::READONLY.bits() & !FileAttributes::DIRECTORY.bits();
     if attrs == 0 {
-        attrs = smbx_vfs::FILE_ATTRIBUTE_NORMAL;
+        attrs = FileAttributes::NORMAL.bits();
     }
     f.handle.set_basic(&BasicInfo {
         attributes: Some(attrs),
@@ -472,10 +475,10 @@ pub fn set_basic(f: &FileOpen, b: &si::FileBasicInfo) -> Result<(), NtStatus> {
         0 => None,
         a => {
             let dir = f.handle.is_dir();
-            if !dir && a & smbx_vfs::FILE_ATTRIBUTE_DIRECTORY != 0 {
+            if !dir && a & FileAttributes::DIRECTORY.bits() != 0 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            if dir && a & smbx_vfs::FILE_ATTRIBUTE_TEMPORARY != 0 {
+            if dir && a & FileAttributes::TEMPORARY.bits() != 0 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             Some(a)

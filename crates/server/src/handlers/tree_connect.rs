@@ -5,6 +5,7 @@ use std::sync::Arc;
 use smbx_config::{EncryptSetting, SigningSetting};
 use smbx_wire::negotiate::{CAP_ENCRYPTION, DIALECT_300, DIALECT_311};
 use smbx_wire::tree::*;
+use smbx_wire::AccessMask;
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
@@ -13,9 +14,10 @@ use crate::state::share::Share;
 use crate::state::Tree;
 
 /// FILE_ALL_ACCESS-style full access mask.
-pub const ACCESS_FULL: u32 = 0x001F_01FF;
+pub const ACCESS_FULL: u32 = AccessMask::FILE_ALL_ACCESS.bits();
 /// Read, execute and attribute/EA/ACL reads.
-pub const ACCESS_READ: u32 = 0x0012_00A9;
+pub const ACCESS_READ: u32 =
+    AccessMask::FILE_GENERIC_READ.bits() | AccessMask::FILE_GENERIC_EXECUTE.bits();
 
 /// May `user` use `share`? Returns the access mask or ACCESS_DENIED.
 pub fn share_access(share: &Share, user: &SessionUser) -> Result<u32, NtStatus> {

@@ -2,12 +2,10 @@
 //! into the in-process RPC endpoint.
 
 use smbx_wire::rw::{encode_write_response, WriteRequest, CHANNEL_NONE, WRITEFLAG_WRITE_THROUGH};
-use smbx_wire::NtStatus;
+use smbx_wire::{AccessMask, CreateOptions, FileAttributes, NtStatus};
 
-use super::create::FILE_WRITE_THROUGH;
 use super::read::{check_lock_conflict, max_write, BLOCKING_THRESHOLD};
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::file::{FILE_APPEND_DATA, FILE_WRITE_DATA};
 use crate::state::{FileId, OpenKind};
 
 /// Largest file size a write may reach (Windows MAXFILESIZE: 16 TiB - 64 KiB); writes
@@ -26,7 +24,7 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
         return Ok(());
     }
     let info = f.handle.stat()?;
-    if info.attributes & smbx_vfs::FILE_ATTRIBUTE_SPARSE_FILE != 0 || end <= info.size {
+    if info.attributes & FileAttributes::SPARSE_FILE.bits() != 0 || end <= info.size {
         return Ok(());
     }
     let free = f.vfs.fs_info()?.available_bytes;
@@ -73,7 +71,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if f.is_dir {
                 return Err(NtStatus::INVALID_DEVICE_REQUEST);
             }
-            if f.access & (FILE_WRITE_DATA | FILE_APPEND_DATA) == 0 {
+            if f.access & (AccessMask::FILE_WRITE_DATA | AccessMask::FILE_APPEND_DATA).bits() == 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             // SMB2 has no write-to-end-of-file offset: -1 is just out of range.
@@ -106,7 +104,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited.
             crate::state::oplock::break_level2(ctx.server, &f.file, f.entry_id).await;
             let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
-                || f.create_options & FILE_WRITE_THROUGH != 0;
+                || f.create_options & CreateOptions::FILE_WRITE_THROUGH.bits() != 0;
             // Windows write-time semantics (state/file.rs WriteTimes).
             f.file
                 .times

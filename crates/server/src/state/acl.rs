@@ -38,25 +38,13 @@ use smbx_wire::security_descriptor::{
     INHERIT_ONLY_ACE, NO_PROPAGATE_INHERIT_ACE, OBJECT_INHERIT_ACE, OWNER_SECURITY_INFORMATION,
     SE_DACL_AUTO_INHERITED, SE_DACL_DEFAULTED, SE_DACL_PRESENT, SE_DACL_PROTECTED,
 };
+use smbx_wire::AccessMask;
 
-use crate::handlers::create::map_generic;
-use crate::handlers::query_info::security::{posix_sd, FILE_ALL_ACCESS};
+use crate::handlers::query_info::security::posix_sd;
 use crate::state::session::SessionUser;
 
-/// READ_CONTROL.
-pub const READ_CONTROL: u32 = 0x0002_0000;
-/// WRITE_DAC.
-pub const WRITE_DAC: u32 = 0x0004_0000;
-/// DELETE.
-pub const DELETE: u32 = 0x0001_0000;
-/// FILE_LIST_DIRECTORY.
-pub const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
-/// FILE_READ_ATTRIBUTES.
-pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
-/// FILE_DELETE_CHILD.
-pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
 /// Every right a DACL can grant on a file (FILE_ALL_ACCESS).
-pub const ALL_RIGHTS: u32 = FILE_ALL_ACCESS;
+pub const ALL_RIGHTS: u32 = AccessMask::FILE_ALL_ACCESS.bits();
 /// SE_DACL_AUTO_INHERIT_REQ ([MS-DTYP] 2.4.6 "DR"): a request, never stored.
 pub const SE_DACL_AUTO_INHERIT_REQ: u16 = 0x0100;
 
@@ -201,7 +189,7 @@ pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> u32 {
         if !applies {
             continue;
         }
-        let m = map_generic(*mask) & ALL_RIGHTS;
+        let m = AccessMask(*mask).map_generic().bits() & ALL_RIGHTS;
         match *ace_type {
             ACCESS_ALLOWED_ACE_TYPE => granted |= m & !denied,
             ACCESS_DENIED_ACE_TYPE => denied |= m & !granted,
@@ -209,7 +197,7 @@ pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> u32 {
         }
     }
     if is_owner && !owner_rights_ace {
-        granted |= (READ_CONTROL | WRITE_DAC) & !denied;
+        granted |= (AccessMask::READ_CONTROL.bits() | AccessMask::WRITE_DAC.bits()) & !denied;
     }
     granted
 }
@@ -228,7 +216,7 @@ pub fn map_generic_acl(acl: &Acl) -> Acl {
             } if flags & INHERIT_ONLY_ACE == 0 => Ace::Simple {
                 ace_type: *ace_type,
                 flags: *flags,
-                mask: map_generic(*mask),
+                mask: AccessMask(*mask).map_generic().bits(),
                 sid: sid.clone(),
             },
             other => other.clone(),
@@ -274,7 +262,7 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
             out.push(Ace::Simple {
                 ace_type: *ace_type,
                 flags: inherited,
-                mask: map_generic(*mask),
+                mask: AccessMask(*mask).map_generic().bits(),
                 sid,
             });
         };
@@ -288,7 +276,8 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
             continue;
         }
         if ci {
-            let needs_split = *sid == co || *sid == cg || map_generic(*mask) != *mask;
+            let needs_split =
+                *sid == co || *sid == cg || AccessMask(*mask).map_generic().bits() != *mask;
             if no_propagate {
                 effective(&mut out);
             } else if needs_split {
@@ -389,7 +378,8 @@ pub(crate) fn parent_sd(
     name: &str,
 ) -> Option<(Option<SecurityDescriptor>, FileInfo)> {
     let parent = parent_of(name)?;
-    let req = smbx_vfs::CreateRequest::from_wire(1, 0, FILE_READ_ATTRIBUTES, 0, 0)?;
+    let req =
+        smbx_vfs::CreateRequest::from_wire(1, 0, AccessMask::FILE_READ_ATTRIBUTES.bits(), 0, 0)?;
     let (h, _) = vfs.create(parent, &req).ok()?;
     let info = h.stat().ok()?;
     Some((stored(&h).ok()?, info))
@@ -412,7 +402,7 @@ pub(crate) fn check_stored_sd(
     };
     let info = h.stat()?;
     let mut max = max_access(&effective(Some(stored), &info), token);
-    let via_parent = DELETE | FILE_READ_ATTRIBUTES;
+    let via_parent = AccessMask::DELETE.bits() | AccessMask::FILE_READ_ATTRIBUTES.bits();
     if max & via_parent != via_parent {
         // A parent without a stored descriptor is not access-checked: it passes both.
         if let Some((p, pinfo)) = parent_sd(vfs, name) {
@@ -420,11 +410,11 @@ pub(crate) fn check_stored_sd(
                 Some(p) => max_access(&effective(Some(p), &pinfo), token),
                 None => ALL_RIGHTS,
             };
-            if pmax & FILE_DELETE_CHILD != 0 {
-                max |= DELETE;
+            if pmax & AccessMask::FILE_DELETE_CHILD.bits() != 0 {
+                max |= AccessMask::DELETE.bits();
             }
-            if pmax & FILE_LIST_DIRECTORY != 0 {
-                max |= FILE_READ_ATTRIBUTES;
+            if pmax & AccessMask::FILE_LIST_DIRECTORY.bits() != 0 {
+                max |= AccessMask::FILE_READ_ATTRIBUTES.bits();
             }
         }
     }
@@ -473,7 +463,7 @@ mod tests {
         assert_eq!(max_access(&sd_with(other.clone(), Some(vec![])), &token), 0);
         assert_eq!(
             max_access(&sd_with(me.clone(), Some(vec![])), &token),
-            READ_CONTROL | WRITE_DAC
+            AccessMask::READ_CONTROL.bits() | AccessMask::WRITE_DAC.bits()
         );
         // Order matters: an earlier allow beats a later deny, an earlier deny wins.
         let aces = vec![

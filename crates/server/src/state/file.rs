@@ -17,26 +17,9 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use smbx_wire::NtStatus;
+use smbx_wire::{AccessMask, ShareAccess};
 
 use super::share::Share;
-
-/// FILE_READ_DATA.
-pub const FILE_READ_DATA: u32 = 0x0000_0001;
-/// FILE_WRITE_DATA.
-pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
-/// FILE_APPEND_DATA.
-pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
-/// FILE_EXECUTE.
-pub const FILE_EXECUTE: u32 = 0x0000_0020;
-/// DELETE.
-pub const DELETE: u32 = 0x0001_0000;
-
-/// FILE_SHARE_READ.
-pub const FILE_SHARE_READ: u32 = 0x1;
-/// FILE_SHARE_WRITE.
-pub const FILE_SHARE_WRITE: u32 = 0x2;
-/// FILE_SHARE_DELETE.
-pub const FILE_SHARE_DELETE: u32 = 0x4;
 
 /// Identity of one file or named stream on the server. Ordered so that a file's base
 /// entry (`stream: None`) is followed by its named streams in the table.
@@ -361,9 +344,9 @@ pub fn check_sharing<'a>(
     access: u32,
     share_access: u32,
 ) -> Result<(), NtStatus> {
-    const R: u32 = FILE_READ_DATA | FILE_EXECUTE;
-    const W: u32 = FILE_WRITE_DATA | FILE_APPEND_DATA;
-    const D: u32 = DELETE;
+    const R: u32 = AccessMask::FILE_READ_DATA.bits() | AccessMask::FILE_EXECUTE.bits();
+    const W: u32 = AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits();
+    const D: u32 = AccessMask::DELETE.bits();
     if access & (R | W | D) == 0 {
         // Attribute-only opens never conflict.
         return Ok(());
@@ -372,12 +355,13 @@ pub fn check_sharing<'a>(
         if o.access & (R | W | D) == 0 {
             continue;
         }
-        let conflict = (access & R != 0 && o.share_access & FILE_SHARE_READ == 0)
-            || (access & W != 0 && o.share_access & FILE_SHARE_WRITE == 0)
-            || (access & D != 0 && o.share_access & FILE_SHARE_DELETE == 0)
-            || (o.access & R != 0 && share_access & FILE_SHARE_READ == 0)
-            || (o.access & W != 0 && share_access & FILE_SHARE_WRITE == 0)
-            || (o.access & D != 0 && share_access & FILE_SHARE_DELETE == 0);
+        let conflict = (access & R != 0
+            && o.share_access & ShareAccess::FILE_SHARE_READ.bits() == 0)
+            || (access & W != 0 && o.share_access & ShareAccess::FILE_SHARE_WRITE.bits() == 0)
+            || (access & D != 0 && o.share_access & ShareAccess::FILE_SHARE_DELETE.bits() == 0)
+            || (o.access & R != 0 && share_access & ShareAccess::FILE_SHARE_READ.bits() == 0)
+            || (o.access & W != 0 && share_access & ShareAccess::FILE_SHARE_WRITE.bits() == 0)
+            || (o.access & D != 0 && share_access & ShareAccess::FILE_SHARE_DELETE.bits() == 0);
         if conflict {
             return Err(NtStatus::SHARING_VIOLATION);
         }
@@ -438,14 +422,14 @@ impl FileTable {
             if map.get(&base).is_some_and(|b| b.delete_pending()) {
                 return Err(NtStatus::DELETE_PENDING);
             }
-        } else if access & DELETE != 0 {
+        } else if access & AccessMask::DELETE.bits() != 0 {
             for (k, f) in same_file(&map, &file.key) {
                 if k.stream.is_some()
                     && f.state
                         .lock()
                         .opens
                         .iter()
-                        .any(|o| o.share_access & FILE_SHARE_DELETE == 0)
+                        .any(|o| o.share_access & ShareAccess::FILE_SHARE_DELETE.bits() == 0)
                 {
                     return Err(NtStatus::SHARING_VIOLATION);
                 }
@@ -592,32 +576,52 @@ mod tests {
     #[test]
     fn read_sharers_coexist_writer_conflicts() {
         let t = FileTable::default();
-        let (_f, _) = t.register(key(1), FILE_READ_DATA, FILE_SHARE_READ).unwrap();
-        t.register(key(1), FILE_READ_DATA, FILE_SHARE_READ).unwrap();
+        let (_f, _) = t
+            .register(
+                key(1),
+                AccessMask::FILE_READ_DATA.bits(),
+                ShareAccess::FILE_SHARE_READ.bits(),
+            )
+            .unwrap();
+        t.register(
+            key(1),
+            AccessMask::FILE_READ_DATA.bits(),
+            ShareAccess::FILE_SHARE_READ.bits(),
+        )
+        .unwrap();
         assert_eq!(
-            t.register(key(1), FILE_WRITE_DATA, 7).unwrap_err(),
+            t.register(key(1), AccessMask::FILE_WRITE_DATA.bits(), 7)
+                .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
         // Share mode of the new open excludes the existing reader.
         assert_eq!(
-            t.register(key(1), FILE_READ_DATA, FILE_SHARE_WRITE)
-                .unwrap_err(),
+            t.register(
+                key(1),
+                AccessMask::FILE_READ_DATA.bits(),
+                ShareAccess::FILE_SHARE_WRITE.bits()
+            )
+            .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
         // Attribute-only opens never conflict.
         t.register(key(1), 0x80, 0).unwrap();
         // Other files are independent.
-        t.register(key(2), FILE_WRITE_DATA, 0).unwrap();
+        t.register(key(2), AccessMask::FILE_WRITE_DATA.bits(), 0)
+            .unwrap();
     }
 
     #[test]
     fn delete_pending_blocks_new_opens_and_fires_on_last_close() {
         let t = FileTable::default();
-        let (f, a) = t.register(key(1), DELETE, 7).unwrap();
-        let (_, b) = t.register(key(1), FILE_READ_DATA, 7).unwrap();
+        let (f, a) = t.register(key(1), AccessMask::DELETE.bits(), 7).unwrap();
+        let (_, b) = t
+            .register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+            .unwrap();
         f.set_delete_pending(true);
         assert_eq!(
-            t.register(key(1), FILE_READ_DATA, 7).unwrap_err(),
+            t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+                .unwrap_err(),
             NtStatus::DELETE_PENDING
         );
         assert_eq!(
@@ -640,7 +644,8 @@ mod tests {
         // Removing twice is harmless.
         assert_eq!(f.remove(b), CloseOutcome::default());
         // A new open starts fresh.
-        t.register(key(1), FILE_READ_DATA, 0).unwrap();
+        t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 0)
+            .unwrap();
     }
 
     fn skey(ino: u64, s: &str) -> FileKey {
@@ -654,19 +659,24 @@ mod tests {
     fn streams_share_delete_with_their_base_file() {
         let t = FileTable::default();
         // A stream open without FILE_SHARE_DELETE blocks DELETE opens of the base file.
-        let (s, a) = t.register(skey(1, "s"), FILE_WRITE_DATA, 3).unwrap();
+        let (s, a) = t
+            .register(skey(1, "s"), AccessMask::FILE_WRITE_DATA.bits(), 3)
+            .unwrap();
         assert_eq!(
-            t.register(key(1), DELETE, 7).unwrap_err(),
+            t.register(key(1), AccessMask::DELETE.bits(), 7)
+                .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
         t.forget_if_unused(&key(1));
         // Other files' streams do not matter.
-        t.register(key(2), DELETE, 7).unwrap();
+        t.register(key(2), AccessMask::DELETE.bits(), 7).unwrap();
         s.remove(a);
         // With FILE_SHARE_DELETE the base file can be deleted; the delete waits for the
         // stream opens, and meanwhile both names are DELETE_PENDING.
-        let (s, a) = t.register(skey(1, "s"), FILE_WRITE_DATA, 7).unwrap();
-        let (b, bid) = t.register(key(1), DELETE, 7).unwrap();
+        let (s, a) = t
+            .register(skey(1, "s"), AccessMask::FILE_WRITE_DATA.bits(), 7)
+            .unwrap();
+        let (b, bid) = t.register(key(1), AccessMask::DELETE.bits(), 7).unwrap();
         b.set_delete_pending(true);
         assert_eq!(
             b.remove(bid),
@@ -677,12 +687,14 @@ mod tests {
             }
         );
         assert_eq!(
-            t.register(key(1), FILE_READ_DATA, 7).unwrap_err(),
+            t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+                .unwrap_err(),
             NtStatus::DELETE_PENDING
         );
         t.forget_if_unused(&key(1));
         assert_eq!(
-            t.register(skey(1, "s"), FILE_READ_DATA, 7).unwrap_err(),
+            t.register(skey(1, "s"), AccessMask::FILE_READ_DATA.bits(), 7)
+                .unwrap_err(),
             NtStatus::DELETE_PENDING
         );
         assert_eq!(
@@ -693,22 +705,35 @@ mod tests {
                 delete_base: true
             }
         );
-        t.register(key(1), FILE_READ_DATA, 7).unwrap();
+        t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+            .unwrap();
     }
 
     #[test]
     fn delete_access_needs_share_delete() {
         let t = FileTable::default();
-        t.register(key(1), FILE_READ_DATA, FILE_SHARE_READ).unwrap();
+        t.register(
+            key(1),
+            AccessMask::FILE_READ_DATA.bits(),
+            ShareAccess::FILE_SHARE_READ.bits(),
+        )
+        .unwrap();
         assert_eq!(
-            t.register(key(1), DELETE, 7).unwrap_err(),
+            t.register(key(1), AccessMask::DELETE.bits(), 7)
+                .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
         let t = FileTable::default();
         let (f, a) = t
-            .register(key(1), FILE_READ_DATA, FILE_SHARE_READ | FILE_SHARE_DELETE)
+            .register(
+                key(1),
+                AccessMask::FILE_READ_DATA.bits(),
+                ShareAccess::FILE_SHARE_READ.bits() | ShareAccess::FILE_SHARE_DELETE.bits(),
+            )
             .unwrap();
-        t.register(key(1), DELETE, 7).unwrap();
-        assert!(f.check_share(FILE_WRITE_DATA, 7, Some(a)).is_ok());
+        t.register(key(1), AccessMask::DELETE.bits(), 7).unwrap();
+        assert!(f
+            .check_share(AccessMask::FILE_WRITE_DATA.bits(), 7, Some(a))
+            .is_ok());
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use smbx_wire::codec::{Reader, WireError, Writer};
+use smbx_wire::CreateOptions;
 use smbx_wire::NtStatus;
 
 use super::file::SharedFile;
@@ -146,8 +147,10 @@ pub struct FileOpenParams {
 impl FileOpen {
     /// A new open (already registered in the file table as `entry_id`).
     pub fn new(p: FileOpenParams) -> FileOpen {
-        const FILE_DELETE_ON_CLOSE: u32 = 0x1000;
-        const MODE_BITS: u32 = 0x0000_0002 | 0x0000_0004 | 0x0000_0010 | 0x0000_0020;
+        const MODE_BITS: u32 = CreateOptions::FILE_WRITE_THROUGH.bits()
+            | CreateOptions::FILE_SEQUENTIAL_ONLY.bits()
+            | CreateOptions::FILE_SYNCHRONOUS_IO_ALERT.bits()
+            | CreateOptions::FILE_SYNCHRONOUS_IO_NONALERT.bits();
         FileOpen {
             is_dir: p.handle.is_dir(),
             path: p.path,
@@ -158,7 +161,9 @@ impl FileOpen {
             create_options: p.create_options,
             file: p.file,
             entry_id: p.entry_id,
-            delete_on_close: AtomicBool::new(p.create_options & FILE_DELETE_ON_CLOSE != 0),
+            delete_on_close: AtomicBool::new(
+                p.create_options & CreateOptions::FILE_DELETE_ON_CLOSE.bits() != 0,
+            ),
             position: AtomicU64::new(0),
             oplock_level: AtomicU8::new(0),
             mode: AtomicU32::new(p.create_options & MODE_BITS),

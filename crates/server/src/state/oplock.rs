@@ -46,6 +46,7 @@ use smbx_wire::oplock::{
     OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_EXCLUSIVE, OPLOCK_LEVEL_II, OPLOCK_LEVEL_LEASE,
     OPLOCK_LEVEL_NONE,
 };
+use smbx_wire::AccessMask;
 use smbx_wire::{Command, Header, NtStatus, Writer};
 use tokio::sync::Notify;
 
@@ -739,21 +740,20 @@ impl FileOplocks {
 
 /// FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES | SYNCHRONIZE: the rights of a
 /// "stat open", which breaks no oplock (unless it overwrites).
-const STAT_OPEN_RIGHTS: u32 = 0x0000_0080 | 0x0000_0100 | 0x0010_0000;
+const STAT_OPEN_RIGHTS: u32 = AccessMask::FILE_READ_ATTRIBUTES.bits()
+    | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
+    | AccessMask::SYNCHRONIZE.bits();
 
 /// An open asking for no more than attribute access and SYNCHRONIZE.
 pub fn is_stat_open(access: u32) -> bool {
     access & !STAT_OPEN_RIGHTS == 0
 }
 
-/// READ_CONTROL.
-const READ_CONTROL: u32 = 0x0002_0000;
-
 /// A stat open as leases see it: some of the stat-open rights or READ_CONTROL and
 /// nothing else. It breaks no lease and does not keep write caching from being
 /// granted (smb2.lease.statopen3, statopen4).
 pub fn is_lease_stat_open(access: u32) -> bool {
-    let bits = STAT_OPEN_RIGHTS | READ_CONTROL;
+    let bits = STAT_OPEN_RIGHTS | AccessMask::READ_CONTROL.bits();
     access & bits != 0 && access & !bits == 0
 }
 

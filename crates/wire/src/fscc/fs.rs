@@ -1,6 +1,7 @@
 //! File system information classes for QUERY_INFO ([MS-FSCC] 2.5).
 
 use crate::codec::{utf16le, Writer};
+use crate::flags::bit_flags;
 
 /// FileFsVolumeInformation.
 pub const FILE_FS_VOLUME_INFORMATION: u8 = 1;
@@ -25,8 +26,28 @@ pub const FILE_FS_SECTOR_SIZE_INFORMATION: u8 = 11;
 pub const FILE_DEVICE_DISK: u32 = 0x0000_0007;
 /// FILE_DEVICE_IS_MOUNTED characteristic.
 pub const FILE_DEVICE_IS_MOUNTED: u32 = 0x0000_0020;
-/// FILE_PERSISTENT_ACLS.
-pub const FILE_PERSISTENT_ACLS: u32 = 0x0000_0008;
+bit_flags! {
+    /// FileSystemAttributes of FileFsAttributeInformation ([MS-FSCC] 2.5.1).
+    pub struct FileSystemAttributes;
+    /// FILE_CASE_SENSITIVE_SEARCH.
+    const FILE_CASE_SENSITIVE_SEARCH = 0x0000_0001;
+    /// FILE_CASE_PRESERVED_NAMES.
+    const FILE_CASE_PRESERVED_NAMES = 0x0000_0002;
+    /// FILE_UNICODE_ON_DISK.
+    const FILE_UNICODE_ON_DISK = 0x0000_0004;
+    /// FILE_PERSISTENT_ACLS.
+    const FILE_PERSISTENT_ACLS = 0x0000_0008;
+    /// FILE_SUPPORTS_SPARSE_FILES.
+    const FILE_SUPPORTS_SPARSE_FILES = 0x0000_0040;
+    /// FILE_NAMED_STREAMS.
+    const FILE_NAMED_STREAMS = 0x0004_0000;
+    /// FILE_READ_ONLY_VOLUME.
+    const FILE_READ_ONLY_VOLUME = 0x0008_0000;
+    /// FILE_SUPPORTS_HARD_LINKS.
+    const FILE_SUPPORTS_HARD_LINKS = 0x0040_0000;
+    /// FILE_SUPPORTS_EXTENDED_ATTRIBUTES.
+    const FILE_SUPPORTS_EXTENDED_ATTRIBUTES = 0x0080_0000;
+}
 
 /// The minimum OutputBufferLength of each class (Windows: the C `sizeof`, so the
 /// variable-length volume and attribute structures count padding: 24 and 16).

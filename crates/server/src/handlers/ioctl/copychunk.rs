@@ -13,9 +13,10 @@ use smbx_wire::ioctl::{
     encode_resume_key, CopychunkCopy, CopychunkResponse, IoctlRequest, COPYCHUNK_HEADER_LEN,
     COPYCHUNK_RESPONSE_LEN, RESUME_KEY_LEN,
 };
+use smbx_wire::AccessMask;
 use smbx_wire::NtStatus;
 
-use super::{access, granted, FsctlOut, FsctlResult};
+use super::{granted, FsctlOut, FsctlResult};
 use crate::handlers::Ctx;
 use crate::state::{FileId, FileOpen, Open};
 
@@ -121,7 +122,8 @@ pub(super) async fn copychunk(
         return Err(NtStatus::INVALID_PARAMETER);
     };
     // Target access: WRITE_DATA, plus READ_DATA for FSCTL_SRV_COPYCHUNK.
-    if !granted(dst, access::WRITE_DATA) || (!is_write_variant && !granted(dst, access::READ_DATA))
+    if !granted(dst, AccessMask::FILE_WRITE_DATA.bits())
+        || (!is_write_variant && !granted(dst, AccessMask::FILE_READ_DATA.bits()))
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -137,7 +139,10 @@ pub(super) async fn copychunk(
         return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
     };
     // The source needs READ_DATA or EXECUTE (smbtorture copy_chunk_bad_access).
-    if !granted(src, access::READ_DATA | access::EXECUTE) {
+    if !granted(
+        src,
+        AccessMask::FILE_READ_DATA.bits() | AccessMask::FILE_EXECUTE.bits(),
+    ) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if src.is_dir {

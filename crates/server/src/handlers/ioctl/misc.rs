@@ -2,9 +2,10 @@
 
 use smbx_wire::codec::Reader;
 use smbx_wire::ioctl::{encode_empty_snapshots, encode_object_id, IoctlRequest};
+use smbx_wire::AccessMask;
 use smbx_wire::NtStatus;
 
-use super::{access, granted, FsctlOut, FsctlResult};
+use super::{granted, FsctlOut, FsctlResult};
 use crate::state::FileOpen;
 
 /// COMPRESSION_FORMAT_NONE.
@@ -56,7 +57,9 @@ pub(super) fn set_compression(f: &FileOpen, io: &IoctlRequest<'_>) -> FsctlResul
     };
     if !granted(
         f,
-        access::WRITE_DATA | access::APPEND_DATA | access::WRITE_ATTRIBUTES,
+        AccessMask::FILE_WRITE_DATA.bits()
+            | AccessMask::FILE_APPEND_DATA.bits()
+            | AccessMask::FILE_WRITE_ATTRIBUTES.bits(),
     ) {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -77,7 +80,7 @@ pub(super) fn file_level_trim(f: &FileOpen, io: &IoctlRequest<'_>) -> FsctlResul
     if (count as usize).saturating_mul(16) > r.remaining() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if !granted(f, access::WRITE_DATA) {
+    if !granted(f, AccessMask::FILE_WRITE_DATA.bits()) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if io.max_output_response < 4 {

@@ -3,15 +3,16 @@
 
 use std::sync::Arc;
 
-use smbx_vfs::FILE_ATTRIBUTE_SPARSE_FILE;
 use smbx_wire::codec::Writer;
 use smbx_wire::ioctl::{
     decode_allocated_range, decode_zero_data, encode_allocated_range, IoctlRequest,
     ALLOCATED_RANGE_LEN,
 };
+use smbx_wire::AccessMask;
+use smbx_wire::FileAttributes;
 use smbx_wire::NtStatus;
 
-use super::{access, granted, FsctlOut, FsctlResult};
+use super::{granted, FsctlOut, FsctlResult};
 use crate::handlers::Ctx;
 use crate::state::{FileOpen, Open};
 
@@ -24,7 +25,9 @@ pub(super) fn set_sparse(f: &FileOpen, io: &IoctlRequest<'_>) -> FsctlResult {
     }
     if !granted(
         f,
-        access::WRITE_DATA | access::APPEND_DATA | access::WRITE_ATTRIBUTES,
+        AccessMask::FILE_WRITE_DATA.bits()
+            | AccessMask::FILE_APPEND_DATA.bits()
+            | AccessMask::FILE_WRITE_ATTRIBUTES.bits(),
     ) {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -51,7 +54,7 @@ pub(super) fn set_zero_data(
     if f.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if !granted(f, access::WRITE_DATA) {
+    if !granted(f, AccessMask::FILE_WRITE_DATA.bits()) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let (off, len) = (off as u64, (beyond - off) as u64);
@@ -78,7 +81,7 @@ pub(super) fn query_allocated_ranges(f: &FileOpen, io: &IoctlRequest<'_>) -> Fsc
     if off < 0 || len < 0 || off.checked_add(len).is_none() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if !granted(f, access::READ_DATA) {
+    if !granted(f, AccessMask::FILE_READ_DATA.bits()) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if f.is_dir {
@@ -88,7 +91,7 @@ pub(super) fn query_allocated_ranges(f: &FileOpen, io: &IoctlRequest<'_>) -> Fsc
     let info = f.handle.stat()?;
     let ranges = if len == 0 || off >= info.size {
         Vec::new()
-    } else if info.attributes & FILE_ATTRIBUTE_SPARSE_FILE == 0 {
+    } else if info.attributes & FileAttributes::SPARSE_FILE.bits() == 0 {
         // A file that is not sparse is fully allocated as far as clients are
         // concerned ([MS-FSA] 2.1.5.9.23), whatever the file system did with
         // zeroed ranges.

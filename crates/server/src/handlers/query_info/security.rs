@@ -11,22 +11,29 @@ use smbx_wire::security_descriptor::{
     Ace, Acl, SecurityDescriptor, DACL_SECURITY_INFORMATION, GROUP_SECURITY_INFORMATION,
     OWNER_SECURITY_INFORMATION,
 };
+use smbx_wire::AccessMask;
 
-/// FILE_ALL_ACCESS (STANDARD_RIGHTS_REQUIRED | SYNCHRONIZE | 0x1FF).
-pub const FILE_ALL_ACCESS: u32 = 0x001f_01ff;
 /// Rights every trustee with any access gets: READ_CONTROL | SYNCHRONIZE |
 /// FILE_READ_ATTRIBUTES.
-const BASE: u32 = 0x0002_0000 | 0x0010_0000 | 0x0000_0080;
+const BASE: u32 = AccessMask::READ_CONTROL.bits()
+    | AccessMask::SYNCHRONIZE.bits()
+    | AccessMask::FILE_READ_ATTRIBUTES.bits();
 /// FILE_READ_DATA | FILE_READ_EA.
-const READ: u32 = 0x0000_0001 | 0x0000_0008;
+const READ: u32 = AccessMask::FILE_READ_DATA.bits() | AccessMask::FILE_READ_EA.bits();
 /// FILE_WRITE_DATA | FILE_APPEND_DATA | FILE_WRITE_EA | FILE_WRITE_ATTRIBUTES.
-const WRITE: u32 = 0x0000_0002 | 0x0000_0004 | 0x0000_0010 | 0x0000_0100;
+const WRITE: u32 = AccessMask::FILE_WRITE_DATA.bits()
+    | AccessMask::FILE_APPEND_DATA.bits()
+    | AccessMask::FILE_WRITE_EA.bits()
+    | AccessMask::FILE_WRITE_ATTRIBUTES.bits();
 /// FILE_EXECUTE (FILE_TRAVERSE on directories).
-const EXECUTE: u32 = 0x0000_0020;
+const EXECUTE: u32 = AccessMask::FILE_EXECUTE.bits();
 /// FILE_DELETE_CHILD.
-const DELETE_CHILD: u32 = 0x0000_0040;
+const DELETE_CHILD: u32 = AccessMask::FILE_DELETE_CHILD.bits();
 /// Extra rights of the owner: DELETE | WRITE_DAC | WRITE_OWNER | FILE_WRITE_ATTRIBUTES.
-const OWNER_EXTRA: u32 = 0x0001_0000 | 0x0004_0000 | 0x0008_0000 | 0x0000_0100;
+const OWNER_EXTRA: u32 = AccessMask::DELETE.bits()
+    | AccessMask::WRITE_DAC.bits()
+    | AccessMask::WRITE_OWNER.bits()
+    | AccessMask::FILE_WRITE_ATTRIBUTES.bits();
 
 /// The access mask an rwx triple maps to.
 pub fn rwx_mask(bits: u32, is_dir: bool) -> u32 {
@@ -63,7 +70,7 @@ pub fn posix_sd(uid: u32, gid: u32, mode: u32, is_dir: bool, secinfo: u32) -> Se
         let owner_bits = (mode >> 6) & 7;
         let mut owner = rwx_mask(owner_bits, is_dir) | OWNER_EXTRA | BASE;
         if owner_bits == 7 {
-            owner = FILE_ALL_ACCESS;
+            owner = AccessMask::FILE_ALL_ACCESS.bits();
         }
         let mut aces = vec![Ace::allow(unix_user(uid), owner, 0)];
         let group = rwx_mask((mode >> 3) & 7, is_dir);
@@ -74,8 +81,16 @@ pub fn posix_sd(uid: u32, gid: u32, mode: u32, is_dir: bool, secinfo: u32) -> Se
         if other != 0 {
             aces.push(Ace::allow(everyone(), other, 0));
         }
-        aces.push(Ace::allow(local_system(), FILE_ALL_ACCESS, 0));
-        aces.push(Ace::allow(builtin_administrators(), FILE_ALL_ACCESS, 0));
+        aces.push(Ace::allow(
+            local_system(),
+            AccessMask::FILE_ALL_ACCESS.bits(),
+            0,
+        ));
+        aces.push(Ace::allow(
+            builtin_administrators(),
+            AccessMask::FILE_ALL_ACCESS.bits(),
+            0,
+        ));
         sd.dacl = Some(Acl::new(aces));
     }
     sd
@@ -110,10 +125,7 @@ mod tests {
         assert_eq!(aces.len(), 3);
         assert!(matches!(
             &aces[0],
-            Ace::Simple {
-                mask: FILE_ALL_ACCESS,
-                ..
-            }
+            Ace::Simple { mask, .. } if *mask == AccessMask::FILE_ALL_ACCESS.bits()
         ));
         // secinfo filters
         let sd = posix_sd(1, 2, 0o644, false, OWNER_SECURITY_INFORMATION);

@@ -33,24 +33,21 @@ use smbx_wire::security_descriptor::{
     OWNER_SECURITY_INFORMATION, SACL_SECURITY_INFORMATION, SE_DACL_AUTO_INHERITED,
     SE_DACL_DEFAULTED, SE_DACL_PRESENT, SE_DACL_PROTECTED,
 };
+use smbx_wire::AccessMask;
 use smbx_wire::NtStatus;
 
 use crate::state::{acl, FileOpen};
 
-/// WRITE_DAC.
-const WRITE_DAC: u32 = 0x0004_0000;
-/// WRITE_OWNER.
-const WRITE_OWNER: u32 = 0x0008_0000;
-/// ACCESS_SYSTEM_SECURITY.
-const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
-
-const GENERIC_ALL: u32 = 0x1000_0000;
-const GENERIC_EXECUTE: u32 = 0x2000_0000;
-const GENERIC_WRITE: u32 = 0x4000_0000;
-const GENERIC_READ: u32 = 0x8000_0000;
-const READ_BITS: u32 = 0x0000_0001 | GENERIC_READ | GENERIC_ALL;
-const WRITE_BITS: u32 = 0x0000_0002 | 0x0000_0004 | GENERIC_WRITE | GENERIC_ALL;
-const EXEC_BITS: u32 = 0x0000_0020 | GENERIC_EXECUTE | GENERIC_ALL;
+const READ_BITS: u32 = AccessMask::FILE_READ_DATA.bits()
+    | AccessMask::GENERIC_READ.bits()
+    | AccessMask::GENERIC_ALL.bits();
+const WRITE_BITS: u32 = AccessMask::FILE_WRITE_DATA.bits()
+    | AccessMask::FILE_APPEND_DATA.bits()
+    | AccessMask::GENERIC_WRITE.bits()
+    | AccessMask::GENERIC_ALL.bits();
+const EXEC_BITS: u32 = AccessMask::FILE_EXECUTE.bits()
+    | AccessMask::GENERIC_EXECUTE.bits()
+    | AccessMask::GENERIC_ALL.bits();
 
 /// Applies the parts of `buf` (a self-relative security descriptor) that
 /// `info` (SecurityInformation) selects, for a session with `token`; `admin`
@@ -66,14 +63,16 @@ pub fn set_security(
     // Access first ([MS-SMB2] 3.3.5.21.3 / [MS-FSA] 2.1.5.16).
     if info & (OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | LABEL_SECURITY_INFORMATION)
         != 0
-        && f.access & WRITE_OWNER == 0
+        && f.access & AccessMask::WRITE_OWNER.bits() == 0
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if info & DACL_SECURITY_INFORMATION != 0 && f.access & WRITE_DAC == 0 {
+    if info & DACL_SECURITY_INFORMATION != 0 && f.access & AccessMask::WRITE_DAC.bits() == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if info & SACL_SECURITY_INFORMATION != 0 && f.access & ACCESS_SYSTEM_SECURITY == 0 {
+    if info & SACL_SECURITY_INFORMATION != 0
+        && f.access & AccessMask::ACCESS_SYSTEM_SECURITY.bits() == 0
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if read_only_tree {
@@ -241,11 +240,15 @@ mod tests {
         let aces = vec![
             Ace::allow(unix_user(1000), 0x001f_01ff, 0),
             Ace::allow(unix_group(100), 0x0012_0089, 0),
-            Ace::allow(everyone(), GENERIC_READ, 0),
+            Ace::allow(everyone(), AccessMask::GENERIC_READ.bits(), 0),
             // Ignored: inherit-only, deny, unknown trustee.
-            Ace::allow(everyone(), GENERIC_ALL, INHERIT_ONLY_ACE),
+            Ace::allow(everyone(), AccessMask::GENERIC_ALL.bits(), INHERIT_ONLY_ACE),
             Ace::deny(unix_user(1000), 0x2, 0),
-            Ace::allow("S-1-5-21-1-2-3-1001".parse().unwrap(), GENERIC_ALL, 0),
+            Ace::allow(
+                "S-1-5-21-1-2-3-1001".parse().unwrap(),
+                AccessMask::GENERIC_ALL.bits(),
+                0,
+            ),
         ];
         assert_eq!(dacl_to_mode(&aces, 1000, 100), 0o744);
         assert_eq!(dacl_to_mode(&[], 1000, 100), 0);
@@ -265,8 +268,8 @@ mod tests {
             control: SE_DACL_PRESENT | SE_DACL_PROTECTED,
             owner: Some(unix_user(9)),
             dacl: Some(smbx_wire::security_descriptor::Acl::new(vec![
-                Ace::allow(everyone(), GENERIC_READ, 0),
-                Ace::allow(everyone(), GENERIC_ALL, INHERIT_ONLY_ACE),
+                Ace::allow(everyone(), AccessMask::GENERIC_READ.bits(), 0),
+                Ace::allow(everyone(), AccessMask::GENERIC_ALL.bits(), INHERIT_ONLY_ACE),
             ])),
             ..Default::default()
         };
@@ -278,7 +281,7 @@ mod tests {
             cur.dacl.as_ref().unwrap().aces,
             vec![
                 Ace::allow(everyone(), 0x0012_0089, 0),
-                Ace::allow(everyone(), GENERIC_ALL, INHERIT_ONLY_ACE),
+                Ace::allow(everyone(), AccessMask::GENERIC_ALL.bits(), INHERIT_ONLY_ACE),
             ]
         );
         // DACL_SECURITY_INFORMATION without SE_DACL_PRESENT: a NULL DACL.
