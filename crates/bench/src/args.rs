@@ -6,7 +6,9 @@
 
 use std::collections::HashSet;
 
-use crate::profile::{Access, Engine, Format, Profile, Throttle, WriteBuffer, MAX_OUTSTANDING};
+use crate::profile::{
+    Access, Engine, Format, Profile, Protection, Throttle, WriteBuffer, MAX_OUTSTANDING,
+};
 
 /// A command-line error, with a message for the operator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +52,9 @@ usage: smbx bench [flags] TARGET...
   --server-pid <pid>  also report the CPU time of this process (and its children)
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
   --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4096)
+  --sign[=gmac|cmac]    smb:// targets sign every message (SMB 3.1.1; default AES-GMAC)
+  --seal[=aes-128-gcm|aes-128-ccm|aes-256-gcm|aes-256-ccm]
+                        smb:// targets encrypt every message (default AES-128-GCM)
   --engine <auto|uring|psync>  how local files are driven (default auto)
 ";
 
@@ -180,6 +185,23 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
                     p.transport = Some(smbx_client::Transport::parse(&v).ok_or_else(|| {
                         ArgError(format!("--transport: {v:?} is not one of tcp, rdma"))
                     })?);
+                }
+                "sign" | "seal" => {
+                    let v = inline.as_deref();
+                    let got = if name == "sign" {
+                        Protection::sign(v)
+                    } else {
+                        Protection::seal(v)
+                    };
+                    if p.protection != Protection::Default {
+                        return err("--sign and --seal: give one of them, once".to_string());
+                    }
+                    p.protection = got.ok_or_else(|| {
+                        ArgError(format!(
+                            "--{name}: {:?} is not known (see smbx bench --help)",
+                            v.unwrap_or("")
+                        ))
+                    })?;
                 }
                 "rdma-threshold" => {
                     let v = value("a size")?;

@@ -48,6 +48,71 @@ pub enum Throttle {
     Iops(u64),
 }
 
+/// `--sign` / `--seal`: how smb:// targets protect their messages (SMB 3.1.1; the one
+/// algorithm named is the only one offered, so the server must use it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protection {
+    /// Whatever the server requires (the default).
+    #[default]
+    Default,
+    /// `--sign` or `--sign=gmac`: every message signed with AES-128-GMAC.
+    SignGmac,
+    /// `--sign=cmac`: every message signed with AES-128-CMAC.
+    SignCmac,
+    /// `--seal` or `--seal=aes-128-gcm`: every message encrypted with AES-128-GCM.
+    SealAes128Gcm,
+    /// `--seal=aes-128-ccm`.
+    SealAes128Ccm,
+    /// `--seal=aes-256-gcm`.
+    SealAes256Gcm,
+    /// `--seal=aes-256-ccm`.
+    SealAes256Ccm,
+}
+
+impl Protection {
+    /// `--sign[=VALUE]`.
+    pub fn sign(value: Option<&str>) -> Option<Protection> {
+        match value.unwrap_or("gmac") {
+            "gmac" => Some(Protection::SignGmac),
+            "cmac" => Some(Protection::SignCmac),
+            _ => None,
+        }
+    }
+
+    /// `--seal[=VALUE]`.
+    pub fn seal(value: Option<&str>) -> Option<Protection> {
+        match value.unwrap_or("aes-128-gcm") {
+            "aes-128-gcm" => Some(Protection::SealAes128Gcm),
+            "aes-128-ccm" => Some(Protection::SealAes128Ccm),
+            "aes-256-gcm" => Some(Protection::SealAes256Gcm),
+            "aes-256-ccm" => Some(Protection::SealAes256Ccm),
+            _ => None,
+        }
+    }
+
+    /// Client options that ask for this protection.
+    pub fn apply(self, o: smbx_client::ClientOptions) -> smbx_client::ClientOptions {
+        use smbx_client::{CipherId, Encryption, Signing, SigningAlgorithm};
+        let seal = |o: smbx_client::ClientOptions, c: CipherId| {
+            o.with_encryption(Encryption::Required).with_ciphers(&[c])
+        };
+        let sign = |o: smbx_client::ClientOptions, a: SigningAlgorithm| {
+            o.with_signing(Signing::Required)
+                .with_signing_algorithms(&[a])
+        };
+        match self {
+            Protection::Default => o,
+            Protection::SignGmac => sign(o, SigningAlgorithm::AesGmac),
+            Protection::SignCmac => sign(o, SigningAlgorithm::AesCmac),
+            Protection::SealAes128Gcm => seal(o, CipherId::Aes128Gcm),
+            Protection::SealAes128Ccm => seal(o, CipherId::Aes128Ccm),
+            Protection::SealAes256Gcm => seal(o, CipherId::Aes256Gcm),
+            Protection::SealAes256Ccm => seal(o, CipherId::Aes256Ccm),
+        }
+    }
+}
+
 /// `-R`: the report format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -131,6 +196,8 @@ pub struct Profile {
     pub transport: Option<smbx_client::Transport>,
     /// `--rdma-threshold BYTES`: over SMB Direct, I/O larger than this moves by RDMA.
     pub rdma_threshold: Option<usize>,
+    /// `--sign` / `--seal`: message protection on smb:// targets.
+    pub protection: Protection,
     /// Targets: local paths or smb:// URLs.
     pub targets: Vec<String>,
 }
@@ -181,6 +248,7 @@ impl Default for Profile {
             engine: Engine::Auto,
             transport: None,
             rdma_threshold: None,
+            protection: Protection::Default,
             targets: Vec::new(),
         }
     }

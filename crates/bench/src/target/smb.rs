@@ -100,6 +100,7 @@ impl SmbTarget {
             if let Some(n) = p.rdma_threshold {
                 options.rdma_threshold = n;
             }
+            options = p.protection.apply(options);
             let (tree, path) = parsed
                 .open(password.as_deref(), options)
                 .await
