@@ -696,13 +696,15 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
         let dec = sec.decryptor.as_ref().ok_or_else(|| {
             Error::Protocol("sealed message on a session without a cipher".into())
         })?;
-        let mut frame = frame;
-        let n = transform::unseal_in_place(dec, &mut frame)
-            .map_err(|e| Error::Crypto(format!("unseal failed: {e}")))?
-            .len();
-        frame.drain(..TRANSFORM_HEADER_LEN);
-        debug_assert_eq!(frame.len(), n);
-        (frame, true)
+        // Decrypted straight into a buffer of the plaintext's size (no move of the
+        // plaintext over the TRANSFORM_HEADER afterwards).
+        let mut plain = shared
+            .pool
+            .take_exact(frame.len().saturating_sub(TRANSFORM_HEADER_LEN));
+        transform::unseal_to(dec, &frame, &mut plain)
+            .map_err(|e| Error::Crypto(format!("unseal failed: {e}")))?;
+        shared.pool.recycle(frame);
+        (plain, true)
     } else {
         (frame, false)
     };
@@ -737,7 +739,7 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
     }
 }
 
-fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, shared: &Shared) {
+fn dispatch(h: Header, mut msg: Vec<u8>, encrypted: bool, shared: &Shared) {
     if !h.is_response() {
         warn!("ignoring a request from the server (command {})", h.command);
         return;
@@ -757,7 +759,8 @@ fn dispatch(h: Header, msg: Vec<u8>, encrypted: bool, shared: &Shared) {
                     ));
                 } else if h.flags & FLAGS_SIGNED != 0 {
                     if let Some(s) = &sec.signer {
-                        if !s.verify(&msg) {
+                        // In place: a GMAC check would otherwise copy the message.
+                        if !s.verify_in_place(&mut msg) {
                             verdict = Err(Error::Crypto("bad response signature".into()));
                         }
                     }

@@ -193,6 +193,36 @@ impl Sealer {
         Ok(())
     }
 
+    /// Authenticates and decrypts `input` into `out` (of the same length): the
+    /// plaintext lands where it is wanted, with no pass to move it afterwards.
+    pub fn decrypt_to(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        input: &[u8],
+        tag: &[u8; 16],
+        out: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        if out.len() != input.len() {
+            return Err(CryptoError::Malformed("output length differs from input"));
+        }
+        if nonce.len() != self.cipher.nonce_len() {
+            return Err(CryptoError::BadNonceLength);
+        }
+        match &self.inner {
+            Inner::Gcm(k) => {
+                let n = Nonce::try_assume_unique_for_key(nonce)
+                    .map_err(|_| CryptoError::BadNonceLength)?;
+                k.open_separate_gather(n, Aad::from(aad), input, tag, out)
+                    .map_err(|_| CryptoError::AuthenticationFailed)
+            }
+            Inner::Ccm128(_) | Inner::Ccm256(_) => {
+                out.copy_from_slice(input);
+                self.decrypt_in_place(nonce, aad, out, tag)
+            }
+        }
+    }
+
     /// AES-GCM with an empty plaintext: the GMAC of `aad` (used by AES-GMAC signing).
     pub(crate) fn gmac(&self, nonce: &[u8], aad: &[u8]) -> Result<[u8; 16], CryptoError> {
         self.encrypt_in_place(nonce, aad, &mut [])

@@ -127,13 +127,26 @@ pub fn unseal_in_place<'a>(
     Ok(body)
 }
 
+/// Checks a sealed message and decrypts its body into `out`, which must be exactly the
+/// body's length (`buf.len() - 52`): no copy before and no move after.
+pub fn unseal_to(sealer: &Sealer, buf: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
+    let h = parse_header(buf)?;
+    if h.original_size as usize != buf.len() - TRANSFORM_HEADER_LEN {
+        return Err(CryptoError::Malformed("OriginalMessageSize mismatch"));
+    }
+    if h.flags != FLAG_ENCRYPTED {
+        return Err(CryptoError::Malformed("unknown TRANSFORM_HEADER flags"));
+    }
+    let n = sealer.cipher().nonce_len();
+    let (hdr, body) = buf.split_at(TRANSFORM_HEADER_LEN);
+    sealer.decrypt_to(&h.nonce[..n], &hdr[20..52], body, &h.signature, out)
+}
+
 /// Checks and decrypts a sealed message, returning the plaintext.
 pub fn unseal(sealer: &Sealer, buf: &[u8]) -> Result<Vec<u8>, CryptoError> {
-    let mut copy = buf.to_vec();
-    let n = unseal_in_place(sealer, &mut copy)?.len();
-    copy.drain(..TRANSFORM_HEADER_LEN);
-    debug_assert_eq!(copy.len(), n);
-    Ok(copy)
+    let mut out = vec![0; buf.len().saturating_sub(TRANSFORM_HEADER_LEN)];
+    unseal_to(sealer, buf, &mut out)?;
+    Ok(out)
 }
 
 /// A per-session unique nonce generator: a 64-bit counter followed by a random salt

@@ -398,6 +398,13 @@ fn transform_roundtrip_and_rejections() {
             transform::unseal_in_place(&s, &mut inplace).unwrap(),
             &msg[..]
         );
+        // Into a buffer of the plaintext's length that holds stale bytes: all replaced.
+        let mut out = vec![0xAA; msg.len()];
+        transform::unseal_to(&s, &sealed, &mut out).unwrap();
+        assert_eq!(out, msg);
+        // Any other length is refused, whatever the tag says.
+        let mut short = vec![0; msg.len() - 1];
+        assert!(transform::unseal_to(&s, &sealed, &mut short).is_err());
 
         // wrong OriginalMessageSize
         let mut bad = sealed.clone();

@@ -73,7 +73,9 @@ pub(crate) async fn on_frame(
         if conn.dialect() < DIALECT_300 {
             return Flow::Disconnect("TRANSFORM before a 3.x dialect");
         }
-        match security::unseal(conn, &frame) {
+        let unsealed = security::unseal(conn, &frame);
+        conn.server.frames.recycle(frame);
+        match unsealed {
             Ok((p, sid)) => (p, Some(sid)),
             Err(_) => return Flow::Disconnect("undecryptable TRANSFORM"),
         }

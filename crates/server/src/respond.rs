@@ -5,6 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_wire::error::ErrorResponse;
 use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SERVER_TO_REDIR};
 use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
@@ -161,13 +162,20 @@ pub(crate) async fn send_chain(
     let invalidate = out.iter().find_map(|m| m.invalidate);
     let mut session = None;
     let mut out_tail = None;
+    // Bytes reserved in front of a lone response for its TRANSFORM_HEADER.
+    let mut room = 0;
     for (i, m) in out.iter_mut().enumerate() {
         // READ data goes from the file to the socket only in a lone response
         // that is neither signed nor sealed; anything else reads it in here
         // (it was in the page cache when the READ ran).
+        // A lone sealed one is read in behind room for its TRANSFORM_HEADER and
+        // sealed in place below.
         if n > 1 || m.sign || m.preauth.is_some() || encrypted.is_some() {
             if let Some(t) = m.tail.take() {
-                t.read_into(&mut m.bytes);
+                if n == 1 && encrypted.is_some() && !m.sign && m.preauth.is_none() {
+                    room = TRANSFORM_HEADER_LEN;
+                }
+                m.bytes = t.materialize(&m.bytes, room, &conn.server.frames);
             }
         }
         // Every member of a compound response is padded to 8 bytes, the last one
@@ -204,7 +212,12 @@ pub(crate) async fn send_chain(
     }
     drop(out);
     if let Some(sid) = encrypted {
-        match security::seal(conn, sid, session.as_ref(), buf) {
+        let sealed = if room > 0 {
+            security::seal_in_place(conn, sid, session.as_ref(), &mut buf).map(|()| buf)
+        } else {
+            security::seal(conn, sid, session.as_ref(), buf)
+        };
+        match sealed {
             Ok(b) => buf = b,
             Err(_) => {
                 conn.close();

@@ -8,7 +8,7 @@ use smbx_security::cipher::{CipherId, Sealer};
 use smbx_security::keys::SessionKeys;
 use smbx_security::preauth::PreauthHash;
 use smbx_security::signing::{Signer, SigningAlgorithm};
-use smbx_security::transform::{self, NonceSource};
+use smbx_security::transform::{self, NonceSource, TRANSFORM_HEADER_LEN};
 use smbx_wire::negotiate::{DIALECT_300, DIALECT_302, DIALECT_311};
 use smbx_wire::NtStatus;
 
@@ -188,18 +188,42 @@ pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatu
         .decryptor
         .as_ref()
         .ok_or(NtStatus::ACCESS_DENIED)?;
-    let plain = transform::unseal(d, frame).map_err(|_| NtStatus::ACCESS_DENIED)?;
+    // Decrypted straight into a buffer of the plaintext's size from the frame pool.
+    let mut plain = conn
+        .server
+        .frames
+        .take_exact(frame.len().saturating_sub(TRANSFORM_HEADER_LEN));
+    transform::unseal_to(d, frame, &mut plain).map_err(|_| NtStatus::ACCESS_DENIED)?;
     Ok((plain, h.session_id))
 }
 
-/// Encrypts a response chain for `session_id`. `session` is used when given (a
-/// LOGOFF response is sealed after the session left the table).
+/// Encrypts a response chain for `session_id`: copies it behind room for the
+/// TRANSFORM_HEADER (into a pooled buffer when large) and seals that in place. `session`
+/// is used when given (a LOGOFF response is sealed after the session left the table).
 pub fn seal(
     conn: &Connection,
     session_id: u64,
     session: Option<&Arc<Session>>,
     msg: Vec<u8>,
 ) -> Result<Vec<u8>, NtStatus> {
+    let mut buf = conn
+        .server
+        .frames
+        .take_spare(TRANSFORM_HEADER_LEN + msg.len());
+    buf.resize(TRANSFORM_HEADER_LEN, 0);
+    buf.extend_from_slice(&msg);
+    seal_in_place(conn, session_id, session, &mut buf)?;
+    Ok(buf)
+}
+
+/// Encrypts in place a response chain whose first TRANSFORM_HEADER_LEN bytes are
+/// reserved for the header (see [`seal`]).
+pub fn seal_in_place(
+    conn: &Connection,
+    session_id: u64,
+    session: Option<&Arc<Session>>,
+    buf: &mut [u8],
+) -> Result<(), NtStatus> {
     let found;
     let session = match session.filter(|s| s.id == session_id) {
         Some(s) => s,
@@ -217,7 +241,7 @@ pub fn seal(
         return Err(NtStatus::ACCESS_DENIED);
     };
     let nonce = n.next().map_err(|_| NtStatus::ENCRYPTION_FAILED)?;
-    transform::seal(e, session_id, &nonce, &msg).map_err(|_| NtStatus::ENCRYPTION_FAILED)
+    transform::seal_in_place(e, session_id, &nonce, buf).map_err(|_| NtStatus::ENCRYPTION_FAILED)
 }
 
 /// Feeds a final response into the preauth hash it belongs to.

@@ -64,6 +64,21 @@ impl BufPool {
         }
     }
 
+    /// A buffer of exactly `len` bytes, for a caller that overwrites all of them: a
+    /// recycled buffer that already held as many is handed over without writing to it;
+    /// only bytes it never held are zeroed.
+    pub fn take_exact(&self, len: usize) -> Vec<u8> {
+        let mut v = match Self::class_of(len) {
+            Some((idx, size)) => self.lock()[idx]
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(size)),
+            None => Vec::with_capacity(len),
+        };
+        // Truncates a longer one; zeroes only what a shorter one never held.
+        v.resize(len, 0);
+        v
+    }
+
     /// Returns a buffer from [`BufPool::take_spare`] (any length; its
     /// capacity decides its class).
     pub fn recycle(&self, buf: Vec<u8>) {
@@ -124,6 +139,26 @@ mod tests {
         p.put(vec![0; 64 * 1024]);
         p.put(vec![0; 64 * 1024]);
         assert_eq!(p.lock()[0].len(), 1);
+    }
+
+    #[test]
+    fn exact_buffers_have_the_length_asked() {
+        let p = BufPool::new(2);
+        let mut a = p.take_exact(100 * 1024);
+        assert_eq!((a.len(), a.capacity()), (100 * 1024, 128 * 1024));
+        a.fill(7);
+        let ptr = a.as_ptr();
+        p.recycle(a);
+        // The same memory, cut to a shorter length...
+        let b = p.take_exact(90 * 1024);
+        assert_eq!((b.as_ptr(), b.len()), (ptr, 90 * 1024));
+        p.recycle(b);
+        // ...or grown: bytes it never held are zeros, the rest whatever it held.
+        let c = p.take_exact(120 * 1024);
+        assert_eq!((c.as_ptr(), c.len()), (ptr, 120 * 1024));
+        assert!(c[90 * 1024..].iter().all(|&x| x == 0));
+        // Beyond the largest class: exact, not pooled.
+        assert_eq!(p.take_exact(20 << 20).len(), 20 << 20);
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
     let (tx, rx) = mpsc::channel(256);
     let id = server.next_connection_id();
     let conn = Arc::new(Connection::new(id, server.clone(), peer, local, tx));
-    let writer = tokio::spawn(writer::run(wr, rx));
+    let writer = tokio::spawn(writer::run(wr, rx, server.frames.clone()));
     let mut src = TcpFrames {
         frames: FrameReader::with_pool(conn.max_pdu(), server.frames.clone()),
         rd: BufReader::with_capacity(64 * 1024, rd),

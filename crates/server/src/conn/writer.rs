@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use smbx_transport::BufPool;
 use smbx_wire::framing::encode_frame_header;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -32,6 +33,17 @@ impl FileTail {
         }
         msg.resize(start + self.len, 0);
     }
+
+    /// The whole message in one buffer from `pool`: `room` bytes left free in front (for
+    /// a TRANSFORM_HEADER), then `head` (header and fields), then the data, read straight
+    /// in (never zero-filled first, never moved after).
+    pub(crate) fn materialize(&self, head: &[u8], room: usize, pool: &BufPool) -> Vec<u8> {
+        let mut buf = pool.take_spare(room + head.len() + self.len);
+        buf.resize(room, 0);
+        buf.extend_from_slice(head);
+        self.read_into(&mut buf);
+        buf
+    }
 }
 
 /// A message to send.
@@ -47,15 +59,16 @@ pub(crate) struct Outgoing {
 /// Bytes the writer gathers before writing to the socket.
 const BUF_CAPACITY: usize = 256 * 1024;
 
-/// Writes queued messages until the channel closes or the socket fails.
-pub(crate) async fn run(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
+/// Writes queued messages until the channel closes or the socket fails; large message
+/// buffers go back to `pool` once written.
+pub(crate) async fn run(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>, pool: Arc<BufPool>) {
     let mut bw = BufWriter::with_capacity(BUF_CAPACITY, wr);
     while let Some(out) = rx.recv().await {
-        if write_one(&mut bw, out).await.is_err() {
+        if write_one(&mut bw, out, &pool).await.is_err() {
             return;
         }
         while let Ok(out) = rx.try_recv() {
-            if write_one(&mut bw, out).await.is_err() {
+            if write_one(&mut bw, out, &pool).await.is_err() {
                 return;
             }
         }
@@ -66,7 +79,11 @@ pub(crate) async fn run(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
     let _ = bw.shutdown().await;
 }
 
-async fn write_one(bw: &mut BufWriter<OwnedWriteHalf>, out: Outgoing) -> std::io::Result<()> {
+async fn write_one(
+    bw: &mut BufWriter<OwnedWriteHalf>,
+    out: Outgoing,
+    pool: &BufPool,
+) -> std::io::Result<()> {
     // The permit (the request's share of the budget) is held until written.
     let Outgoing {
         msg,
@@ -90,11 +107,13 @@ async fn write_one(bw: &mut BufWriter<OwnedWriteHalf>, out: Outgoing) -> std::io
     if msg.len() >= BUF_CAPACITY {
         // Header and message in one write, not a 4-byte segment of its own.
         let mut parts = [std::io::IoSlice::new(&hdr), std::io::IoSlice::new(&msg)];
-        write_all_vectored(bw.get_mut(), &mut parts).await
+        write_all_vectored(bw.get_mut(), &mut parts).await?;
     } else {
         bw.write_all(&hdr).await?;
-        bw.write_all(&msg).await
+        bw.write_all(&msg).await?;
     }
+    pool.recycle(msg);
+    Ok(())
 }
 
 /// Sends `hdr` then `msg` with MSG_MORE (more data follows at once).
