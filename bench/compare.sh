@@ -6,15 +6,19 @@
 #
 # Profiles (one thread, buffered, each -d$DURATION after -W$WARMUP):
 #   4K random read -o1 and -o32, 8K random 70/30 read/write -o16,
-#   64K and 512K sequential read -o$SEQ_O, 512K sequential write -o$SEQ_O.
+#   64K and 512K sequential read -o$SEQ_O, 512K sequential write -o$SEQ_O,
+#   512K sequential read sealed with AES-128-GCM (--seal) and signed with AES-GMAC (--sign).
 # For each profile the servers run one after another (interleaved, so drift on a shared machine
 # hits all of them alike). Columns: IOPS, MB/s (10^6 bytes), p50/p99 latency (µs), cycles per
 # byte of the whole machine and of the server process (--server-pid; smbd with its children).
 # Under each profile: the ratios smbx/Samba and smbx/rocketsmbd of every column (IOPS and MB/s:
 # higher is better for smbx; latency and cycles: lower is better).
 #
-# Then the machine's limit: iperf3 one-stream loopback TCP with 1 MiB writes (installed with
-# apt-get when missing), and the 512 KiB read of each server as a share of it.
+# Then the machine's limits: iperf3 one-stream loopback TCP with 1 MiB writes, and the 512 KiB
+# read of each server as a share of it; sockperf's TCP ping-pong round trip with 4 KiB messages,
+# and each server's 4 KiB QD1 read p50 as a multiple of it; and each server's sealed and signed
+# 512 KiB read as a share of its plain one (iperf3 and sockperf installed with apt-get when
+# missing).
 # Environment: DURATION (10), WARMUP (2), SEQ_O (8), FILE_MIB (1024), PROFILES (names below,
 #   space-separated; default all), SERVERS_WANTED ("samba smbx rocketsmbd"),
 #   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, ROCKETSMBD_BIN, KEEP=1 (keep
@@ -39,8 +43,11 @@ declare -A FLAGS=(
   [seq-read-64K]="-b64K -s -o$SEQ_O"
   [seq-read-512K]="-b512K -s -o$SEQ_O"
   [seq-write-512K]="-b512K -s -w100 -o$SEQ_O"
+  [seq-read-512K-gcm]="-b512K -s -o$SEQ_O --seal=aes-128-gcm"
+  [seq-read-512K-gmac]="-b512K -s -o$SEQ_O --sign=gmac"
 )
-ORDER=(rand-read-4K-o1 rand-read-4K-o32 rand-rw70-8K-o16 seq-read-64K seq-read-512K seq-write-512K)
+ORDER=(rand-read-4K-o1 rand-read-4K-o32 rand-rw70-8K-o16 seq-read-64K seq-read-512K seq-write-512K
+  seq-read-512K-gcm seq-read-512K-gmac)
 read -r -a PROFILES <<<"${PROFILES:-${ORDER[*]}}"
 for p in "${PROFILES[@]}"; do
   [ -n "${FLAGS[$p]:-}" ] || { echo "compare: unknown profile $p (one of: ${ORDER[*]})" >&2; exit 2; }
@@ -65,13 +72,8 @@ done
 # run; the 512 KiB read is printed as a share of it.
 IPERF_JSON=$RESULTS/iperf3.json
 if [[ " ${PROFILES[*]} " == *" seq-read-512K "* ]]; then
-  if ! command -v iperf3 >/dev/null 2>&1; then
-    bench_log "installing iperf3 (apt-get)"
-    echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null 2>&1 ||
-      { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null 2>&1; } ||
-      bench_log "iperf3 could not be installed: no machine-limit line"
-  fi
+  echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
+  bench_need iperf3 iperf3 || bench_log "no iperf3: no TCP throughput line"
   if command -v iperf3 >/dev/null 2>&1; then
     IPORT=$(bench_free_port)
     iperf3 -s -1 -p "$IPORT" >/dev/null 2>&1 &
@@ -83,10 +85,28 @@ if [[ " ${PROFILES[*]} " == *" seq-read-512K "* ]]; then
   fi
 fi
 
-python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" <<'PY'
-import json, os, sys
+# The machine's round trip: sockperf TCP ping-pong with 4 KiB messages (a 4 KiB READ's size),
+# in the same run; the 4 KiB QD1 read p50 is printed as a multiple of its p50.
+SOCKPERF_OUT=$RESULTS/sockperf.txt
+if [[ " ${PROFILES[*]} " == *" rand-read-4K-o1 "* ]]; then
+  bench_need sockperf sockperf || bench_log "no sockperf: no round-trip line"
+  if command -v sockperf >/dev/null 2>&1; then
+    SPORT=$(bench_free_port)
+    sockperf server -i 127.0.0.1 -p "$SPORT" --tcp >/dev/null 2>&1 &
+    SOCKPERF_PID=$!
+    sleep 0.5
+    bench_log "sockperf ping-pong --tcp -m 4096 --full-rtt -t $DURATION (the machine's loopback TCP round trip)"
+    sockperf ping-pong -i 127.0.0.1 -p "$SPORT" --tcp -m 4096 --full-rtt -t "$DURATION" >"$SOCKPERF_OUT" 2>&1 ||
+      rm -f "$SOCKPERF_OUT"
+    kill "$SOCKPERF_PID" 2>/dev/null || true
+    wait "$SOCKPERF_PID" 2>/dev/null || true
+  fi
+fi
+
+python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" "$SOCKPERF_OUT" <<'PY'
+import json, os, re, sys
 res, servers, profiles = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-iperf_path = sys.argv[4]
+iperf_path, sockperf_path = sys.argv[4], sys.argv[5]
 def load(p, s):
     try:
         return json.load(open(os.path.join(res, f"{p}.{s}.json")))
@@ -128,6 +148,27 @@ if tcp:
         f = figs(load("seq-read-512K", s))
         if f:
             print(f"  seq-read-512K {s}: {f[1]:.1f} MB/s = {f[1] / tcp:.2f} of it")
+try:
+    m = re.search(r"percentile 50\.000 =\s*([0-9.]+)", open(sockperf_path).read())
+    rtt = float(m.group(1)) if m else None
+except OSError:
+    rtt = None
+if rtt:
+    print(f"\nmachine round trip: sockperf TCP ping-pong, 4 KiB messages, p50 {rtt:.1f} µs")
+    for s in servers:
+        f = figs(load("rand-read-4K-o1", s))
+        if f and f[2]:
+            print(f"  rand-read-4K-o1 {s}: p50 {f[2]:.1f} µs = {f[2] / rtt:.2f}x of it")
+for prof, what in (("seq-read-512K-gcm", "sealed AES-128-GCM"), ("seq-read-512K-gmac", "signed AES-GMAC")):
+    if prof not in profiles:
+        continue
+    print(f"\n{what} 512 KiB read as a share of the same server's plain one:")
+    for s in servers:
+        f, plain = figs(load(prof, s)), figs(load("seq-read-512K", s))
+        if f and plain and plain[1]:
+            print(f"  {s}: {f[1]:.1f} MB/s = {f[1] / plain[1]:.2f} of {plain[1]:.1f}")
+        else:
+            print(f"  {s}: no figure (the server refused or the run failed)")
 first = next((load(p, s) for p in profiles for s in servers if load(p, s)), None)
 if first:
     sysinfo = first["system"]

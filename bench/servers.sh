@@ -30,6 +30,15 @@ bench_cleanup() {
   return 0
 }
 
+bench_need() { # command package -> 0 once the command exists (apt-get install when missing)
+  command -v "$1" >/dev/null 2>&1 && return 0
+  bench_log "installing $2 (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null 2>&1; } || true
+  command -v "$1" >/dev/null 2>&1
+}
+
 bench_free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 bench_wait_port() { # port pid -> 0 once the port accepts, 1 if the process died or 30 s passed
