@@ -348,11 +348,11 @@ impl OpenOptions {
         CreateRequestBuilder {
             oplock_level: 0,
             impersonation_level: 2,
-            desired_access: desired.bits(),
-            file_attributes: self.attributes.bits(),
-            share_access: self.share.bits(),
+            desired_access: desired,
+            file_attributes: self.attributes,
+            share_access: self.share,
             create_disposition: disposition.as_u32(),
-            create_options: self.options.bits(),
+            create_options: self.options,
             name,
             contexts: Vec::new(),
         }
@@ -742,11 +742,10 @@ mod tests {
             .write(true)
             .delete_on_close(true)
             .to_request("x".into());
-        let desired = AccessMask(r.desired_access);
-        assert!(desired.contains(access::DELETE));
-        assert!(desired.contains(access::WRITE_DATA));
-        assert!(!desired.intersects(access::READ_DATA));
-        assert!(CreateOptions(r.create_options).contains(create_options::DELETE_ON_CLOSE));
+        assert!(r.desired_access.contains(access::DELETE));
+        assert!(r.desired_access.contains(access::WRITE_DATA));
+        assert!(!r.desired_access.intersects(access::READ_DATA));
+        assert!(r.create_options.contains(create_options::DELETE_ON_CLOSE));
     }
 }
 

@@ -406,7 +406,7 @@ impl Tree {
             .share(share::ALL)
             .delete_on_close(true)
             .to_request(smb_path(path));
-        open.create_options |= create_options::NON_DIRECTORY_FILE.bits();
+        open.create_options |= create_options::NON_DIRECTORY_FILE;
         first_error(
             self.compound(vec![self.create_req(open), self.close_req()])
                 .await?,

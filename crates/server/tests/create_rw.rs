@@ -54,11 +54,11 @@ async fn create(
         c,
         CreateRequestBuilder {
             impersonation_level: 2,
-            desired_access: access,
-            file_attributes: 0x80,
-            share_access: share,
+            desired_access: smbx_wire::AccessMask(access),
+            file_attributes: smbx_wire::FileAttributes(0x80),
+            share_access: smbx_wire::ShareAccess(share),
             create_disposition: disposition,
-            create_options: options,
+            create_options: smbx_wire::CreateOptions(options),
             name: name.into(),
             ..Default::default()
         },
@@ -203,8 +203,8 @@ async fn request_validation() {
     let (_srv, mut c) = start_with_client(dir.path()).await;
     let base = CreateRequestBuilder {
         impersonation_level: 2,
-        desired_access: MAX_ALLOWED,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(MAX_ALLOWED),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: 5,
         name: "v.txt".into(),
         ..Default::default()
@@ -225,7 +225,7 @@ async fn request_validation() {
         st(create_full(
             &mut c,
             CreateRequestBuilder {
-                create_options: 0xF000_0000,
+                create_options: smbx_wire::CreateOptions(0xF000_0000),
                 ..base.clone()
             }
         )
@@ -237,7 +237,7 @@ async fn request_validation() {
             st(create_full(
                 &mut c,
                 CreateRequestBuilder {
-                    create_options: bit,
+                    create_options: smbx_wire::CreateOptions(bit),
                     ..base.clone()
                 }
             )
@@ -250,7 +250,7 @@ async fn request_validation() {
         st(create_full(
             &mut c,
             CreateRequestBuilder {
-                file_attributes: 0x8,
+                file_attributes: smbx_wire::FileAttributes(0x8),
                 ..base.clone()
             }
         )
@@ -261,8 +261,8 @@ async fn request_validation() {
         st(create_full(
             &mut c,
             CreateRequestBuilder {
-                desired_access: 0x0800_0000,
-                file_attributes: 0x8,
+                desired_access: smbx_wire::AccessMask(0x0800_0000),
+                file_attributes: smbx_wire::FileAttributes(0x8),
                 ..base.clone()
             }
         )
@@ -274,7 +274,7 @@ async fn request_validation() {
         st(create_full(
             &mut c,
             CreateRequestBuilder {
-                desired_access: 0,
+                desired_access: smbx_wire::AccessMask(0),
                 ..base.clone()
             }
         )
@@ -296,7 +296,7 @@ async fn request_validation() {
         st(create_full(
             &mut c,
             CreateRequestBuilder {
-                share_access: 8,
+                share_access: smbx_wire::ShareAccess(8),
                 ..base.clone()
             }
         )
@@ -319,8 +319,8 @@ async fn request_validation() {
         st(create_full(
             &mut c,
             CreateRequestBuilder {
-                desired_access: READ,
-                create_options: 0x1000,
+                desired_access: smbx_wire::AccessMask(READ),
+                create_options: smbx_wire::CreateOptions(0x1000),
                 ..base.clone()
             }
         )
@@ -434,9 +434,9 @@ async fn share_modes_across_connections_and_delete_on_close() {
         &mut a,
         CreateRequestBuilder {
             impersonation_level: 2,
-            desired_access: ALL,
-            file_attributes: 0x1,
-            share_access: 7,
+            desired_access: smbx_wire::AccessMask(ALL),
+            file_attributes: smbx_wire::FileAttributes(0x1),
+            share_access: smbx_wire::ShareAccess(7),
             create_disposition: 2,
             name: "ro.txt".into(),
             ..Default::default()
@@ -754,8 +754,8 @@ async fn durable_handle_grant() {
     let req = |name: &str, oplock: u8, contexts: Vec<u8>| CreateRequestBuilder {
         oplock_level: oplock,
         impersonation_level: 2,
-        desired_access: ALL,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(ALL),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: 3,
         name: name.into(),
         contexts,
@@ -812,8 +812,8 @@ fn durable_request(name: &str) -> CreateRequestBuilder {
     CreateRequestBuilder {
         oplock_level: 9,
         impersonation_level: 2,
-        desired_access: ALL,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(ALL),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: 3,
         name: name.into(),
         contexts: encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
@@ -889,8 +889,8 @@ async fn create_replay_until_the_open_is_used() {
     let body = CreateRequestBuilder {
         oplock_level: 0,
         impersonation_level: 2,
-        desired_access: ALL,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(ALL),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: 3,
         name: "replay.txt".into(),
         contexts: encode_contexts(&[(ctx::DH2Q, &dh2q)]),

@@ -16,11 +16,11 @@ async fn create(c: &mut Client, name: &str, access: u32) -> (u64, u64) {
     let body = CreateRequestBuilder {
         oplock_level: 0,
         impersonation_level: 2,
-        desired_access: access,
-        file_attributes: 0x80,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(access),
+        file_attributes: smbx_wire::FileAttributes(0x80),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: 3, // OPEN_IF
-        create_options: 0x40,
+        create_options: smbx_wire::CreateOptions(0x40),
         name: name.into(),
         contexts: Vec::new(),
     }

@@ -120,9 +120,9 @@ fn lease_create(name: &str, access: u32, disposition: u32, key: u8, state: u32) 
     CreateRequestBuilder {
         oplock_level: OPLOCK_LEVEL_LEASE,
         impersonation_level: 2,
-        desired_access: access,
-        file_attributes: 0x80,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(access),
+        file_attributes: smbx_wire::FileAttributes(0x80),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: disposition,
         name: name.into(),
         contexts: encode_contexts(&[(&LEASE_CONTEXT_NAME[..], &lease)]),

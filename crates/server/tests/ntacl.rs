@@ -38,11 +38,11 @@ async fn create(
     };
     let req = CreateRequestBuilder {
         impersonation_level: 2,
-        desired_access: access,
-        file_attributes: if dir { 0x10 } else { 0x80 },
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(access),
+        file_attributes: smbx_wire::FileAttributes(if dir { 0x10 } else { 0x80 }),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: disposition,
-        create_options: if dir { 1 } else { 0x40 },
+        create_options: smbx_wire::CreateOptions(if dir { 1 } else { 0x40 }),
         name: name.into(),
         contexts,
         ..Default::default()

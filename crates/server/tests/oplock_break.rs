@@ -223,8 +223,8 @@ async fn stat_open_breaks_nothing() {
     let stat = CreateRequestBuilder {
         oplock_level: OPLOCK_LEVEL_BATCH,
         impersonation_level: 2,
-        desired_access: 0x0010_0180,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(0x0010_0180),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: 1,
         name: "s".into(),
         ..Default::default()
@@ -295,9 +295,9 @@ async fn create_pending_across_tree_disconnect_leaves_no_open() {
     assert_eq!(closed.resp.status(), NtStatus::SUCCESS);
     let exclusive = smbx_wire::create::CreateRequestBuilder {
         impersonation_level: 2,
-        desired_access: 0x001F_01FF,
-        file_attributes: 0x80,
-        share_access: 0,
+        desired_access: smbx_wire::AccessMask(0x001F_01FF),
+        file_attributes: smbx_wire::FileAttributes(0x80),
+        share_access: smbx_wire::ShareAccess(0),
         create_disposition: 1,
         name: "f".into(),
         ..Default::default()

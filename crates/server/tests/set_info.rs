@@ -16,11 +16,11 @@ const DELETE: u32 = 0x0001_0000;
 async fn create(c: &mut Client, name: &str, access: u32, options: u32) -> [u8; 16] {
     let body = CreateRequestBuilder {
         impersonation_level: 2,
-        desired_access: access,
-        file_attributes: 0x80,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(access),
+        file_attributes: smbx_wire::FileAttributes(0x80),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: 3, // OPEN_IF
-        create_options: options,
+        create_options: smbx_wire::CreateOptions(options),
         name: name.into(),
         ..Default::default()
     }

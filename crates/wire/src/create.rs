@@ -3,6 +3,7 @@
 
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::{AccessMask, CreateDisposition, CreateOptions, FileAttributes, ShareAccess};
 
 /// Fixed part of the request body (StructureSize 57 minus the 1-byte buffer).
 const REQ_FIXED: usize = 56;
@@ -172,15 +173,16 @@ pub struct CreateRequest<'a> {
     /// SmbCreateFlags (reserved).
     pub smb_create_flags: u64,
     /// DesiredAccess.
-    pub desired_access: u32,
+    pub desired_access: AccessMask,
     /// FileAttributes.
-    pub file_attributes: u32,
+    pub file_attributes: FileAttributes,
     /// ShareAccess.
-    pub share_access: u32,
-    /// CreateDisposition.
+    pub share_access: ShareAccess,
+    /// CreateDisposition as sent (a value above 5 is the receiver's to refuse, in
+    /// its order of checks; [`CreateDisposition::from_u32`] decodes it).
     pub create_disposition: u32,
     /// CreateOptions.
-    pub create_options: u32,
+    pub create_options: CreateOptions,
     /// The raw UTF-16LE name bytes.
     pub name_utf16: &'a [u8],
     /// The raw create context chain.
@@ -203,11 +205,11 @@ impl<'a> CreateRequest<'a> {
         let impersonation_level = r.u32()?;
         let smb_create_flags = r.u64()?;
         r.u64()?;
-        let desired_access = r.u32()?;
-        let file_attributes = r.u32()?;
-        let share_access = r.u32()?;
+        let desired_access = AccessMask(r.u32()?);
+        let file_attributes = FileAttributes(r.u32()?);
+        let share_access = ShareAccess(r.u32()?);
         let create_disposition = r.u32()?;
-        let create_options = r.u32()?;
+        let create_options = CreateOptions(r.u32()?);
         let name_off = r.u16()? as usize;
         let name_len = r.u16()? as usize;
         let ctx_off = r.u32()? as usize;
@@ -246,6 +248,11 @@ impl<'a> CreateRequest<'a> {
         })
     }
 
+    /// The CreateDisposition, `None` for a value above 5.
+    pub fn disposition(&self) -> Option<CreateDisposition> {
+        CreateDisposition::from_u32(self.create_disposition)
+    }
+
     /// The name as a string (INVALID_PARAMETER-worthy error for unpaired surrogates).
     pub fn name(&self) -> Result<String, WireError> {
         from_utf16le(self.name_utf16)
@@ -265,15 +272,16 @@ pub struct CreateRequestBuilder {
     /// ImpersonationLevel.
     pub impersonation_level: u32,
     /// DesiredAccess.
-    pub desired_access: u32,
+    pub desired_access: AccessMask,
     /// FileAttributes.
-    pub file_attributes: u32,
+    pub file_attributes: FileAttributes,
     /// ShareAccess.
-    pub share_access: u32,
-    /// CreateDisposition.
+    pub share_access: ShareAccess,
+    /// CreateDisposition as sent (a value above 5 is the receiver's to refuse, in
+    /// its order of checks; [`CreateDisposition::from_u32`] decodes it).
     pub create_disposition: u32,
     /// CreateOptions.
-    pub create_options: u32,
+    pub create_options: CreateOptions,
     /// Name.
     pub name: String,
     /// Encoded create context chain.
@@ -291,11 +299,11 @@ impl CreateRequestBuilder {
             .u32(self.impersonation_level)
             .u64(0)
             .u64(0)
-            .u32(self.desired_access)
-            .u32(self.file_attributes)
-            .u32(self.share_access)
+            .u32(self.desired_access.bits())
+            .u32(self.file_attributes.bits())
+            .u32(self.share_access.bits())
             .u32(self.create_disposition)
-            .u32(self.create_options)
+            .u32(self.create_options.bits())
             .u16((HEADER_SIZE + REQ_FIXED) as u16)
             .u16(name.len() as u16)
             .u32(0)
@@ -438,10 +446,10 @@ mod tests {
     fn request_roundtrip_with_contexts() {
         let ctxs = encode_contexts(&[(ctx::MXAC, &[]), (ctx::QFID, &[]), (ctx::ALSI, &[1; 8])]);
         let b = CreateRequestBuilder {
-            desired_access: 0x12019f,
-            share_access: 7,
+            desired_access: AccessMask(0x12019f),
+            share_access: ShareAccess(7),
             create_disposition: 3,
-            create_options: 0x40,
+            create_options: CreateOptions(0x40),
             impersonation_level: 2,
             name: "dir\\file.txt".into(),
             contexts: ctxs,
@@ -451,8 +459,9 @@ mod tests {
         let m = msg(&b);
         let r = CreateRequest::decode(&m).unwrap();
         assert_eq!(r.name().unwrap(), "dir\\file.txt");
-        assert_eq!(r.desired_access, 0x12019f);
+        assert_eq!(r.desired_access, AccessMask(0x12019f));
         assert_eq!(r.create_disposition, 3);
+        assert_eq!(r.disposition(), Some(CreateDisposition::OpenIf));
         let c = r.create_contexts().unwrap();
         assert_eq!(c.len(), 3);
         assert_eq!(c[0].name, b"MxAc");

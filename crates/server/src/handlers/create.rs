@@ -33,11 +33,6 @@ pub const WRITE_RIGHTS: AccessMask = AccessMask(
         | AccessMask::WRITE_OWNER.bits(),
 );
 
-/// Maps generic rights to file rights ([`AccessMask::map_generic`] on a raw mask).
-fn map_generic(mask: u32) -> u32 {
-    AccessMask(mask).map_generic().bits()
-}
-
 /// Validates DesiredAccess and computes the granted mask given the tree's maximal
 /// access: reserved bits → ACCESS_DENIED, ACCESS_SYSTEM_SECURITY →
 /// PRIVILEGE_NOT_HELD, an empty mask → ACCESS_DENIED, rights beyond
@@ -49,7 +44,10 @@ pub fn granted_access(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
     if desired & AccessMask::ACCESS_SYSTEM_SECURITY.bits() != 0 {
         return Err(NtStatus::PRIVILEGE_NOT_HELD);
     }
-    let mapped = map_generic(desired & !AccessMask::MAXIMUM_ALLOWED.bits());
+    let mapped = AccessMask(desired)
+        .difference(AccessMask::MAXIMUM_ALLOWED)
+        .map_generic()
+        .bits();
     if desired & AccessMask::MAXIMUM_ALLOWED.bits() != 0 {
         return Ok(maximal | (mapped & maximal));
     }
@@ -68,24 +66,20 @@ fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
         return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
     }
     let o = req.create_options;
-    if o & CreateOptions::INVALID.bits() != 0 {
+    if o.intersects(CreateOptions::INVALID) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if o & (CreateOptions::FILE_CREATE_TREE_CONNECTION.bits()
-        | CreateOptions::FILE_OPEN_BY_FILE_ID.bits()
-        | CreateOptions::FILE_RESERVE_OPFILTER.bits())
-        != 0
-    {
+    if o.intersects(
+        CreateOptions::FILE_CREATE_TREE_CONNECTION
+            | CreateOptions::FILE_OPEN_BY_FILE_ID
+            | CreateOptions::FILE_RESERVE_OPFILTER,
+    ) {
         return Err(NtStatus::NOT_SUPPORTED);
     }
-    if o & CreateOptions::FILE_DIRECTORY_FILE.bits() != 0
-        && o & CreateOptions::FILE_NON_DIRECTORY_FILE.bits() != 0
-    {
+    if o.contains(CreateOptions::FILE_DIRECTORY_FILE | CreateOptions::FILE_NON_DIRECTORY_FILE) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if CreateDisposition::from_u32(req.create_disposition).is_none()
-        || req.share_access & !ShareAccess::ALL.bits() != 0
-    {
+    if req.disposition().is_none() || !ShareAccess::ALL.contains(req.share_access) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     Ok(())
@@ -114,10 +108,10 @@ pub fn normalize_name(name: &str) -> Result<(String, bool), NtStatus> {
 fn check_trailing_sep(
     vfs: &smbx_vfs::Share,
     name: &str,
-    options: u32,
+    options: CreateOptions,
     disposition: Disposition,
 ) -> Result<(), NtStatus> {
-    if options & CreateOptions::FILE_NON_DIRECTORY_FILE.bits() != 0 {
+    if options.contains(CreateOptions::FILE_NON_DIRECTORY_FILE) {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
     match vfs.stat(name) {
@@ -306,11 +300,11 @@ fn key_of(info: &FileInfo, h: &smbx_vfs::Handle) -> FileKey {
 }
 
 /// Advises the kernel of the access pattern (FILE_SEQUENTIAL_ONLY / FILE_RANDOM_ACCESS).
-fn fadvise(h: &smbx_vfs::Handle, options: u32) {
+fn fadvise(h: &smbx_vfs::Handle, options: CreateOptions) {
     use std::os::fd::AsRawFd;
-    let advice = if options & CreateOptions::FILE_SEQUENTIAL_ONLY.bits() != 0 {
+    let advice = if options.contains(CreateOptions::FILE_SEQUENTIAL_ONLY) {
         libc::POSIX_FADV_SEQUENTIAL
-    } else if options & CreateOptions::FILE_RANDOM_ACCESS.bits() != 0 {
+    } else if options.contains(CreateOptions::FILE_RANDOM_ACCESS) {
         libc::POSIX_FADV_RANDOM
     } else {
         return;
@@ -404,41 +398,45 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
 
     let options = cr.create_options;
-    let granted = granted_access(cr.desired_access, tree.maximal_access)?;
+    let granted = granted_access(cr.desired_access.bits(), tree.maximal_access)?;
     // Windows checks the access mask before the attributes.
-    if cr.file_attributes & FileAttributes::CREATE_INVALID.bits() != 0 {
+    if cr
+        .file_attributes
+        .intersects(FileAttributes::CREATE_INVALID)
+    {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if cr.file_attributes & FileAttributes::ENCRYPTED.bits() != 0
-        && cr.create_disposition != CreateDisposition::Open.as_u32()
+    if cr.file_attributes.contains(FileAttributes::ENCRYPTED)
+        && cr.disposition() != Some(CreateDisposition::Open)
     {
         // No EFS: a standalone Windows server refuses encrypted files likewise.
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if tree.read_only
-        && map_generic(cr.desired_access & !AccessMask::MAXIMUM_ALLOWED.bits())
-            & WRITE_RIGHTS.bits()
-            != 0
-    {
+    // DesiredAccess without MAXIMUM_ALLOWED, generic rights mapped.
+    let explicit_rights = cr
+        .desired_access
+        .difference(AccessMask::MAXIMUM_ALLOWED)
+        .map_generic();
+    if tree.read_only && explicit_rights.intersects(WRITE_RIGHTS) {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if options & CreateOptions::FILE_DELETE_ON_CLOSE.bits() != 0
-        && granted & AccessMask::DELETE.bits() == 0
+    if options.contains(CreateOptions::FILE_DELETE_ON_CLOSE)
+        && !AccessMask(granted).contains(AccessMask::DELETE)
     {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let disposition =
-        Disposition::from_u32(cr.create_disposition).ok_or(NtStatus::INVALID_PARAMETER)?;
+    let disposition = cr.disposition().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let maximum_allowed = cr.desired_access.contains(AccessMask::MAXIMUM_ALLOWED);
     let vreq = smbx_vfs::CreateRequest::from_wire(
         cr.create_disposition,
-        options,
+        options.bits(),
         // The vfs resolves MAXIMUM_ALLOWED itself (READONLY files drop data writes).
-        if cr.desired_access & AccessMask::MAXIMUM_ALLOWED.bits() != 0 {
-            map_generic(cr.desired_access)
+        if maximum_allowed {
+            cr.desired_access.map_generic().bits()
         } else {
             granted
         },
-        cr.file_attributes,
+        cr.file_attributes.bits(),
         cx.alloc.unwrap_or(0),
     )
     .ok_or(NtStatus::INVALID_PARAMETER)?;
@@ -458,7 +456,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     let token = acl::Token::for_user(ctx.session()?.user().as_ref());
     let vfs = ctx.server.files.vfs_share(&tree.share)?;
-    if trailing_sep && options & CreateOptions::FILE_DIRECTORY_FILE.bits() == 0 {
+    if trailing_sep && !options.contains(CreateOptions::FILE_DIRECTORY_FILE) {
         check_trailing_sep(&vfs, &name, options, disposition)?;
     }
     // Oplocks/leases (state/oplock.rs): the request, and who is asking.
@@ -476,9 +474,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         vreq,
         disposition,
         granted,
-        maximum_allowed: cr.desired_access & AccessMask::MAXIMUM_ALLOWED.bits() != 0,
-        explicit_rights: map_generic(cr.desired_access & !AccessMask::MAXIMUM_ALLOWED.bits()),
-        share_access: cr.share_access,
+        maximum_allowed,
+        explicit_rights: explicit_rights.bits(),
+        share_access: cr.share_access.bits(),
         options,
         mxac: cx.mxac,
         qfid: cx.qfid,
@@ -538,7 +536,7 @@ struct OpenParams {
     /// DesiredAccess without MAXIMUM_ALLOWED, generic rights mapped.
     explicit_rights: u32,
     share_access: u32,
-    options: u32,
+    options: CreateOptions,
     mxac: bool,
     qfid: bool,
     alloc: Option<u64>,
@@ -755,11 +753,11 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         vfs: vfs.clone(),
         access: granted,
         share_access,
-        create_options: options,
+        create_options: options.bits(),
         file,
         entry_id,
     });
-    if options & CreateOptions::FILE_DELETE_ON_CLOSE.bits() != 0 {
+    if options.contains(CreateOptions::FILE_DELETE_ON_CLOSE) {
         match vfs.can_delete(&handle) {
             Ok(()) | Err(NtStatus::DIRECTORY_NOT_EMPTY) => {}
             Err(e) => {
@@ -905,14 +903,6 @@ mod tests {
 
     #[test]
     fn access_mapping() {
-        assert_eq!(
-            map_generic(AccessMask::GENERIC_ALL.bits()),
-            AccessMask::FILE_ALL_ACCESS.bits()
-        );
-        assert_eq!(
-            map_generic(AccessMask::GENERIC_READ.bits()),
-            AccessMask::FILE_GENERIC_READ.bits()
-        );
         assert_eq!(
             granted_access(
                 AccessMask::MAXIMUM_ALLOWED.bits(),

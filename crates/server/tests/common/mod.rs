@@ -152,9 +152,9 @@ pub fn create_with(name: &str, oplock: u8, disposition: u32) -> Vec<u8> {
     smbx_wire::create::CreateRequestBuilder {
         oplock_level: oplock,
         impersonation_level: 2,
-        desired_access: 0x001F_01FF,
-        file_attributes: 0x80,
-        share_access: 7,
+        desired_access: smbx_wire::AccessMask(0x001F_01FF),
+        file_attributes: smbx_wire::FileAttributes(0x80),
+        share_access: smbx_wire::ShareAccess(7),
         create_disposition: disposition,
         name: name.into(),
         ..Default::default()
