@@ -31,7 +31,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if !f.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if f.access & AccessMask::FILE_LIST_DIRECTORY.bits() == 0 {
+    if !f.access.intersects(AccessMask::FILE_LIST_DIRECTORY) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let max = ctx.server.config.global.smb2_max_trans;

@@ -17,7 +17,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let OpenKind::File(file) = &open.kind else {
         return Ok(Response::ok(encode_flush_response()));
     };
-    if file.access & (AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits()) == 0
+    if !file
+        .access
+        .intersects(AccessMask::FILE_WRITE_DATA | AccessMask::FILE_APPEND_DATA)
     {
         return Err(NtStatus::ACCESS_DENIED);
     }

@@ -11,7 +11,7 @@ mod sparse;
 use std::sync::Arc;
 
 use smbx_wire::ioctl::{fsctl, IoctlRequest, IoctlResponse, SMB2_0_IOCTL_IS_FSCTL};
-use smbx_wire::NtStatus;
+use smbx_wire::{AccessMask, NtStatus};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::{FileId, FileOpen, Open};
@@ -169,6 +169,6 @@ async fn open_fsctl(ctx: &mut Ctx<'_>, io: &IoctlRequest<'_>, open: &Arc<Open>) 
 }
 
 /// True if `f` was granted any of `bits`.
-pub(crate) fn granted(f: &FileOpen, bits: u32) -> bool {
-    f.access & bits != 0
+pub(crate) fn granted(f: &FileOpen, bits: AccessMask) -> bool {
+    f.access.intersects(bits)
 }

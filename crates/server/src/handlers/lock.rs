@@ -69,12 +69,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if f.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if f.access
-        & (AccessMask::FILE_READ_DATA.bits()
-            | AccessMask::FILE_WRITE_DATA.bits()
-            | AccessMask::FILE_APPEND_DATA.bits())
-        == 0
-    {
+    if !f.access.intersects(
+        AccessMask::FILE_READ_DATA | AccessMask::FILE_WRITE_DATA | AccessMask::FILE_APPEND_DATA,
+    ) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let file = f.file.clone();

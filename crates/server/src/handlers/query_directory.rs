@@ -83,7 +83,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     ctx.check_credit_charge(max)?;
-    if f.access & AccessMask::FILE_LIST_DIRECTORY.bits() == 0 {
+    if !f.access.intersects(AccessMask::FILE_LIST_DIRECTORY) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if q.pattern.contains(['\\', '/']) {

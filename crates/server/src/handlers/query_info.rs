@@ -73,8 +73,8 @@ pub(crate) fn times(i: &FileInfo) -> Times {
     }
 }
 
-fn need(f: &FileOpen, access: u32) -> Result<(), NtStatus> {
-    if f.access & access == 0 {
+fn need(f: &FileOpen, access: AccessMask) -> Result<(), NtStatus> {
+    if !f.access.intersects(access) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(())
@@ -113,7 +113,7 @@ fn query_file(
 ) -> Result<Answer, NtStatus> {
     let class = q.info_class;
     if class == file::FILE_FULL_EA_INFORMATION {
-        need(f, AccessMask::FILE_READ_EA.bits())?;
+        need(f, AccessMask::FILE_READ_EA)?;
         return query_full_ea(f, q, max);
     }
     let min = match class {
@@ -133,7 +133,7 @@ fn query_file(
             | file::FILE_NETWORK_OPEN_INFORMATION
             | file::FILE_ATTRIBUTE_TAG_INFORMATION
     ) {
-        need(f, AccessMask::FILE_READ_ATTRIBUTES.bits())?;
+        need(f, AccessMask::FILE_READ_ATTRIBUTES)?;
     }
     if max < min {
         return Err(NtStatus::INFO_LENGTH_MISMATCH);
@@ -153,7 +153,7 @@ fn query_file(
         file::FILE_STANDARD_INFORMATION => file::standard(&std),
         file::FILE_INTERNAL_INFORMATION => file::u64_info(info.file_id),
         file::FILE_EA_INFORMATION => file::u32_info(ea_size(f)),
-        file::FILE_ACCESS_INFORMATION => file::u32_info(f.access),
+        file::FILE_ACCESS_INFORMATION => file::u32_info(f.access.bits()),
         file::FILE_POSITION_INFORMATION => {
             file::u64_info(f.position.load(std::sync::atomic::Ordering::Relaxed))
         }
@@ -167,7 +167,7 @@ fn query_file(
             standard: std,
             index_number: info.file_id,
             ea_size: ea_size(f),
-            access_flags: f.access,
+            access_flags: f.access.bits(),
             position: f.position.load(std::sync::atomic::Ordering::Relaxed),
             mode: f.mode.load(std::sync::atomic::Ordering::Relaxed),
             alignment: 0,
@@ -351,11 +351,11 @@ fn query_fs(f: &FileOpen, class: u8, max: usize, label: &str) -> Result<Answer, 
 fn query_security(f: &FileOpen, q: &QueryInfoRequest<'_>, max: usize) -> HandlerResult {
     let secinfo = q.additional_information;
     if secinfo & SACL_SECURITY_INFORMATION != 0
-        && f.access & AccessMask::ACCESS_SYSTEM_SECURITY.bits() == 0
+        && !f.access.intersects(AccessMask::ACCESS_SYSTEM_SECURITY)
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if secinfo & 0x7 != 0 && f.access & AccessMask::READ_CONTROL.bits() == 0 {
+    if secinfo & 0x7 != 0 && !f.access.intersects(AccessMask::READ_CONTROL) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let info = f.handle.stat()?;

@@ -107,7 +107,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if f.is_dir {
                 return Err(NtStatus::INVALID_DEVICE_REQUEST);
             }
-            if f.access & (AccessMask::FILE_READ_DATA | AccessMask::FILE_EXECUTE).bits() == 0 {
+            if !f
+                .access
+                .intersects(AccessMask::FILE_READ_DATA | AccessMask::FILE_EXECUTE)
+            {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             // [MS-FSA] 2.1.5.2: offsets beyond the signed 64-bit range are invalid.

@@ -42,7 +42,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     };
     if r.info_type == si::SMB2_0_INFO_FILE
         && r.info_class == si::FILE_RENAME_INFORMATION
-        && file.access & AccessMask::DELETE.bits() != 0
+        && file.access.intersects(AccessMask::DELETE)
     {
         return rename_after_breaks(ctx, open.clone(), read_only_tree, r.buffer.to_vec()).await;
     }
@@ -131,8 +131,8 @@ struct Env<'a> {
     read_only_tree: bool,
 }
 
-fn require(file: &FileOpen, mask: u32) -> Result<(), NtStatus> {
-    if file.access & mask == 0 {
+fn require(file: &FileOpen, mask: AccessMask) -> Result<(), NtStatus> {
+    if !file.access.intersects(mask) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(())
@@ -151,7 +151,7 @@ impl Env<'_> {
         match class {
             si::FILE_BASIC_INFORMATION => {
                 let b = si::FileBasicInfo::decode(buf)?;
-                require(f, AccessMask::FILE_WRITE_ATTRIBUTES.bits())?;
+                require(f, AccessMask::FILE_WRITE_ATTRIBUTES)?;
                 self.writable()?;
                 set_basic(f, &b)
             }
@@ -189,13 +189,13 @@ impl Env<'_> {
             }
             si::FILE_FULL_EA_INFORMATION => {
                 let eas = si::decode_full_ea_list(buf)?;
-                require(f, AccessMask::FILE_WRITE_EA.bits())?;
+                require(f, AccessMask::FILE_WRITE_EA)?;
                 self.writable()?;
                 set_eas(f, &eas)
             }
             si::FILE_ALLOCATION_INFORMATION => {
                 let size = si::decode_u64(buf)?;
-                require(f, AccessMask::FILE_WRITE_DATA.bits())?;
+                require(f, AccessMask::FILE_WRITE_DATA)?;
                 self.writable()?;
                 if f.handle.is_dir() {
                     return Err(NtStatus::INVALID_PARAMETER);
@@ -204,7 +204,7 @@ impl Env<'_> {
             }
             si::FILE_END_OF_FILE_INFORMATION => {
                 let size = si::decode_u64(buf)?;
-                require(f, AccessMask::FILE_WRITE_DATA.bits())?;
+                require(f, AccessMask::FILE_WRITE_DATA)?;
                 self.writable()?;
                 if f.handle.is_dir() {
                     return Err(NtStatus::INVALID_PARAMETER);
@@ -218,7 +218,7 @@ impl Env<'_> {
                 let vdl = si::decode_u64(buf)?;
                 require(
                     f,
-                    AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits(),
+                    AccessMask::FILE_WRITE_DATA | AccessMask::FILE_APPEND_DATA,
                 )?;
                 self.writable()?;
                 if f.handle.is_dir() {
@@ -244,7 +244,7 @@ impl Env<'_> {
     /// FileDispositionInformation ([MS-FSA] 2.1.5.14.3).
     fn disposition(&self, delete: bool, ignore_readonly: bool) -> Result<(), NtStatus> {
         let f = self.file;
-        require(f, AccessMask::DELETE.bits())?;
+        require(f, AccessMask::DELETE)?;
         self.writable()?;
         if delete {
             if ignore_readonly {
@@ -264,7 +264,7 @@ impl Env<'_> {
         let ignore_ro = flags & si::FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE != 0;
         if flags & si::FILE_DISPOSITION_ON_CLOSE != 0 {
             // Sets or clears this open's delete-on-close instead of delete-pending.
-            require(f, AccessMask::DELETE.bits())?;
+            require(f, AccessMask::DELETE)?;
             self.writable()?;
             if delete {
                 if ignore_ro {
@@ -281,7 +281,7 @@ impl Env<'_> {
     /// FileRenameInformation ([MS-FSA] 2.1.5.14.11, [MS-SMB2] 3.3.5.21.1).
     fn rename(&self, ri: &si::FileRenameInfo) -> Result<(), NtStatus> {
         let f = self.file;
-        require(f, AccessMask::DELETE.bits())?;
+        require(f, AccessMask::DELETE)?;
         self.writable()?;
         if ri.root_directory != 0 {
             return Err(NtStatus::INVALID_PARAMETER);

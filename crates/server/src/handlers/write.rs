@@ -71,7 +71,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if f.is_dir {
                 return Err(NtStatus::INVALID_DEVICE_REQUEST);
             }
-            if f.access & (AccessMask::FILE_WRITE_DATA | AccessMask::FILE_APPEND_DATA).bits() == 0 {
+            if !f
+                .access
+                .intersects(AccessMask::FILE_WRITE_DATA | AccessMask::FILE_APPEND_DATA)
+            {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             // SMB2 has no write-to-end-of-file offset: -1 is just out of range.
@@ -104,7 +107,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited.
             crate::state::oplock::break_level2(ctx.server, &f.file, f.entry_id).await;
             let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
-                || f.create_options & CreateOptions::FILE_WRITE_THROUGH.bits() != 0;
+                || f.create_options.contains(CreateOptions::FILE_WRITE_THROUGH);
             // Windows write-time semantics (state/file.rs WriteTimes).
             f.file
                 .times

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use smbx_wire::codec::{Reader, WireError, Writer};
-use smbx_wire::CreateOptions;
 use smbx_wire::NtStatus;
+use smbx_wire::{AccessMask, CreateOptions};
 
 use super::file::SharedFile;
 
@@ -58,11 +58,11 @@ pub struct FileOpen {
     /// The vfs share the handle belongs to (rename, delete, hard links).
     pub vfs: smbx_vfs::Share,
     /// Granted access mask (generic rights mapped, MAXIMUM_ALLOWED resolved).
-    pub access: u32,
+    pub access: AccessMask,
     /// ShareAccess of the open.
     pub share_access: u32,
     /// CreateOptions as requested (FILE_WRITE_THROUGH, FILE_SEQUENTIAL_ONLY, ...).
-    pub create_options: u32,
+    pub create_options: CreateOptions,
     /// The open is a directory.
     pub is_dir: bool,
     /// Per-file state shared with every other open of the file (share modes,
@@ -117,7 +117,7 @@ impl std::fmt::Debug for FileOpen {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileOpen")
             .field("path", &self.path)
-            .field("access", &format_args!("{:#x}", self.access))
+            .field("access", &self.access)
             .field("share_access", &self.share_access)
             .field("is_dir", &self.is_dir)
             .finish()
@@ -156,9 +156,9 @@ impl FileOpen {
             path: p.path,
             handle: p.handle,
             vfs: p.vfs,
-            access: p.access,
+            access: AccessMask(p.access),
             share_access: p.share_access,
-            create_options: p.create_options,
+            create_options: CreateOptions(p.create_options),
             file: p.file,
             entry_id: p.entry_id,
             delete_on_close: AtomicBool::new(

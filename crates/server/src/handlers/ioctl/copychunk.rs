@@ -122,8 +122,8 @@ pub(super) async fn copychunk(
         return Err(NtStatus::INVALID_PARAMETER);
     };
     // Target access: WRITE_DATA, plus READ_DATA for FSCTL_SRV_COPYCHUNK.
-    if !granted(dst, AccessMask::FILE_WRITE_DATA.bits())
-        || (!is_write_variant && !granted(dst, AccessMask::FILE_READ_DATA.bits()))
+    if !granted(dst, AccessMask::FILE_WRITE_DATA)
+        || (!is_write_variant && !granted(dst, AccessMask::FILE_READ_DATA))
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -139,10 +139,7 @@ pub(super) async fn copychunk(
         return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
     };
     // The source needs READ_DATA or EXECUTE (smbtorture copy_chunk_bad_access).
-    if !granted(
-        src,
-        AccessMask::FILE_READ_DATA.bits() | AccessMask::FILE_EXECUTE.bits(),
-    ) {
+    if !granted(src, AccessMask::FILE_READ_DATA | AccessMask::FILE_EXECUTE) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if src.is_dir {

@@ -57,9 +57,9 @@ pub(super) fn set_compression(f: &FileOpen, io: &IoctlRequest<'_>) -> FsctlResul
     };
     if !granted(
         f,
-        AccessMask::FILE_WRITE_DATA.bits()
-            | AccessMask::FILE_APPEND_DATA.bits()
-            | AccessMask::FILE_WRITE_ATTRIBUTES.bits(),
+        AccessMask::FILE_WRITE_DATA
+            | AccessMask::FILE_APPEND_DATA
+            | AccessMask::FILE_WRITE_ATTRIBUTES,
     ) {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -80,7 +80,7 @@ pub(super) fn file_level_trim(f: &FileOpen, io: &IoctlRequest<'_>) -> FsctlResul
     if (count as usize).saturating_mul(16) > r.remaining() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if !granted(f, AccessMask::FILE_WRITE_DATA.bits()) {
+    if !granted(f, AccessMask::FILE_WRITE_DATA) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if io.max_output_response < 4 {

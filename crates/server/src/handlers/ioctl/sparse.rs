@@ -25,9 +25,9 @@ pub(super) fn set_sparse(f: &FileOpen, io: &IoctlRequest<'_>) -> FsctlResult {
     }
     if !granted(
         f,
-        AccessMask::FILE_WRITE_DATA.bits()
-            | AccessMask::FILE_APPEND_DATA.bits()
-            | AccessMask::FILE_WRITE_ATTRIBUTES.bits(),
+        AccessMask::FILE_WRITE_DATA
+            | AccessMask::FILE_APPEND_DATA
+            | AccessMask::FILE_WRITE_ATTRIBUTES,
     ) {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -54,7 +54,7 @@ pub(super) fn set_zero_data(
     if f.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if !granted(f, AccessMask::FILE_WRITE_DATA.bits()) {
+    if !granted(f, AccessMask::FILE_WRITE_DATA) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let (off, len) = (off as u64, (beyond - off) as u64);
@@ -81,7 +81,7 @@ pub(super) fn query_allocated_ranges(f: &FileOpen, io: &IoctlRequest<'_>) -> Fsc
     if off < 0 || len < 0 || off.checked_add(len).is_none() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if !granted(f, AccessMask::FILE_READ_DATA.bits()) {
+    if !granted(f, AccessMask::FILE_READ_DATA) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if f.is_dir {

@@ -63,15 +63,15 @@ pub fn set_security(
     // Access first ([MS-SMB2] 3.3.5.21.3 / [MS-FSA] 2.1.5.16).
     if info & (OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | LABEL_SECURITY_INFORMATION)
         != 0
-        && f.access & AccessMask::WRITE_OWNER.bits() == 0
+        && !f.access.intersects(AccessMask::WRITE_OWNER)
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if info & DACL_SECURITY_INFORMATION != 0 && f.access & AccessMask::WRITE_DAC.bits() == 0 {
+    if info & DACL_SECURITY_INFORMATION != 0 && !f.access.intersects(AccessMask::WRITE_DAC) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if info & SACL_SECURITY_INFORMATION != 0
-        && f.access & AccessMask::ACCESS_SYSTEM_SECURITY.bits() == 0
+        && !f.access.intersects(AccessMask::ACCESS_SYSTEM_SECURITY)
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
