@@ -159,9 +159,9 @@ pub struct Global {
     pub smb_direct: bool,
     /// `smb direct port` (default 5445).
     pub smb_direct_port: u16,
-    /// `smb direct crc` (smbx; default yes): ask for MPA CRC-32C on SMB Direct
+    /// `smb direct crc` (smbx; default no): ask for MPA CRC-32C on SMB Direct
     /// connections. With `no` the server follows the initiator (CRC only when it
-    /// asks).
+    /// asks, as MPA requires).
     pub smb_direct_crc: bool,
     /// `deadtime` (written in minutes, as in Samba), in seconds; 0 = never.
     pub deadtime_secs: u32,
@@ -221,7 +221,7 @@ impl Default for Global {
             server_multi_channel_support: true,
             smb_direct: false,
             smb_direct_port: 5445,
-            smb_direct_crc: true,
+            smb_direct_crc: false,
             deadtime_secs: 10080 * 60,
             unauthenticated_timeout_secs: 60,
             max_open_files: 16384,

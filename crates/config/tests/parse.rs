@@ -342,11 +342,11 @@ fn hide_files_and_dot_files() {
 }
 
 #[test]
-fn smb_direct_crc_defaults_on_and_can_be_turned_off() {
+fn smb_direct_crc_defaults_off_and_can_be_turned_on() {
     let c = Config::parse_str("[global]\n smb direct = yes\n", "a.conf").unwrap();
-    assert!(c.global.smb_direct_crc);
-    let c = Config::parse_str("[global]\n smb direct crc = no\n", "b.conf").unwrap();
     assert!(!c.global.smb_direct_crc);
+    let c = Config::parse_str("[global]\n smb direct crc = yes\n", "b.conf").unwrap();
+    assert!(c.global.smb_direct_crc);
 }
 
 #[test]

@@ -168,7 +168,11 @@ pub async fn exercise(opts: IwarpOptions) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loopback_crc_on() {
-    exercise(IwarpOptions::default()).await;
+    exercise(IwarpOptions {
+        crc: true,
+        ..Default::default()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -409,7 +409,13 @@ fn wire_check(name: &str, opts: IwarpOptions) {
 
 #[test]
 fn wire_crc_on() {
-    wire_check("crc_on", IwarpOptions::default());
+    wire_check(
+        "crc_on",
+        IwarpOptions {
+            crc: true,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]

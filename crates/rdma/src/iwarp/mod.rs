@@ -40,7 +40,8 @@ pub struct IwarpOptions {
     /// MPA revision to offer as initiator (1 or 2). Revision 2 enables the
     /// enhanced connection setup carrying IRD/ORD. As responder both are accepted.
     pub mpa_revision: u8,
-    /// Ask for CRC-32C (on by default). CRC is used when either side asks.
+    /// Ask for CRC-32C (off by default: TCP's checksum already covers every byte, and
+    /// CRC is used whenever the peer asks for it, as MPA requires).
     pub crc: bool,
     /// As initiator in enhanced mode, request peer-to-peer mode and send this RTR.
     pub rtr: Option<Rtr>,
@@ -54,7 +55,7 @@ impl Default for IwarpOptions {
     fn default() -> Self {
         IwarpOptions {
             mpa_revision: 2,
-            crc: true,
+            crc: false,
             rtr: None,
             mss: None,
             handshake_timeout: std::time::Duration::from_secs(10),
