@@ -57,15 +57,17 @@ pub struct ServerState {
     pub auth_policy: AuthPolicy,
     /// The server-wide bound on logons in progress ([`session::MAX_LOGONS`]).
     pub logons: Arc<tokio::sync::Semaphore>,
-    /// Buffers for received Direct-TCP frames of 64 KiB to 2 MiB (a WRITE's
-    /// frame lands in memory that is already there, not in fresh pages).
+    /// Buffers of 64 KiB to 2 MiB for received Direct-TCP frames, sealed responses
+    /// and unsealed requests (a WRITE's frame lands in memory that is already there,
+    /// not in fresh pages); the writer returns response buffers once written.
     pub frames: Arc<smbx_transport::BufPool>,
     next_conn_id: AtomicU64,
 }
 
-/// Idle frame buffers kept per size class (64 KiB … 2 MiB: at most about
-/// 16 MiB held).
-const FRAME_POOL_PER_CLASS: usize = 4;
+/// Idle buffers kept per size class (64 KiB … 2 MiB: at most about 32 MiB held):
+/// enough for a client's usual queue of eight large WRITE requests, sealed responses
+/// or unsealed requests, so none is a fresh allocation whose pages fault in.
+const FRAME_POOL_PER_CLASS: usize = 8;
 
 impl ServerState {
     /// Builds the state for `config`, loading the password database from
