@@ -83,14 +83,26 @@ impl SmbTarget {
                 "{name}: the URL names a share but no file in it"
             )));
         }
-        // One thread for the connection and every worker's I/Os: whichever worker waits
-        // in `reap` drives it, so a response reaches the I/O waiting for it, and the next
-        // request leaves, without a wake-up of another thread (on the 2-core machines
-        // this runs on, those hops cost a third of a 4 KiB read's latency).
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| BenchError::io("starting the SMB runtime", e))?;
+        // With one worker on the target, one thread runs the connection and its I/Os: the
+        // worker drives the runtime while it waits in `reap`, so a response reaches the
+        // I/O waiting for it, and the next request leaves, without a wake-up of another
+        // thread (on the 2-core machines this runs on, those hops cost a third of a
+        // 4 KiB read's latency). Several workers would take turns at that one thread
+        // and hand it over at every wait, so they share a multi-threaded runtime.
+        let rt = if p.threads_on_target() <= 1 {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(
+                    std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
+                )
+                .thread_name("smbx-bench-smb")
+                .enable_all()
+                .build()
+        }
+        .map_err(|e| BenchError::io("starting the SMB runtime", e))?;
         let password = std::env::var("SMBX_PASSWORD").ok();
         let (file, size) = rt.block_on(async {
             let mut options = ClientOptions::default();
@@ -194,8 +206,8 @@ impl Target for SmbTarget {
 type IoFuture = Pin<Box<dyn Future<Output = Completion> + Send>>;
 
 /// The I/Os of one worker thread on one SMB target: futures polled on the worker thread
-/// itself, which also drives the target's single-threaded runtime (the connection's
-/// reader and writer tasks) while it waits for completions.
+/// itself, which with a single-threaded runtime also runs the connection's reader and
+/// writer tasks while it waits for completions.
 struct SmbQueue {
     rt: Arc<Runtime>,
     file: Arc<File>,
