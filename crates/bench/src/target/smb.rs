@@ -95,9 +95,7 @@ impl SmbTarget {
                 .build()
         } else {
             tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(
-                    std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
-                )
+                .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(4)))
                 .thread_name("smbx-bench-smb")
                 .enable_all()
                 .build()
