@@ -55,9 +55,16 @@ pub(crate) struct Request {
 /// and SMB2 header.
 pub(crate) const HEADROOM: usize = 4 + TRANSFORM_HEADER_LEN + HEADER_SIZE;
 
-/// A writer for a request body, with [`HEADROOM`] reserved in front.
-pub(crate) fn body_writer(body_len: usize) -> Writer {
-    let mut w = Writer::with_capacity(HEADROOM + body_len);
+/// A writer for a request body, with [`HEADROOM`] reserved in front. A large one (a
+/// WRITE's) is in a buffer from `pool`, which the writer task gives back once sent, so
+/// its pages are not faulted in afresh for every request.
+pub(crate) fn body_writer(pool: &smbx_transport::BufPool, body_len: usize) -> Writer {
+    let len = HEADROOM + body_len;
+    let mut w = if len >= smbx_transport::tcp::POOLED_FRAME {
+        Writer::from_vec(pool.take_spare(len))
+    } else {
+        Writer::with_capacity(len)
+    };
     w.zeros(HEADROOM);
     w
 }
@@ -623,10 +630,15 @@ async fn writer_task(
 ) {
     let mut w = BufWriter::with_capacity(256 * 1024, wr);
     while let Some((frame, start)) = rx.recv().await {
+        // Large frames go back to the pool once written (a class-sized one is kept).
         let mut res = w.write_all(&frame[start..]).await;
+        shared.pool.recycle(frame);
         while res.is_ok() {
             match rx.try_recv() {
-                Ok((f, start)) => res = w.write_all(&f[start..]).await,
+                Ok((f, start)) => {
+                    res = w.write_all(&f[start..]).await;
+                    shared.pool.recycle(f);
+                }
                 Err(_) => break,
             }
         }
@@ -951,7 +963,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(conn.credits_available(), 10);
-        let mut body = body_writer(10);
+        let mut body = body_writer(&smbx_transport::BufPool::new(1), 10);
         body.zeros(10);
         let mut big = Request::with_headroom(Command::Read, body, 1);
         big.charge = 4;

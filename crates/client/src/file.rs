@@ -583,7 +583,7 @@ impl File {
         if let Some(link) = self.tree.rdma_for(data.len(), false) {
             return self.write_rdma(link.clone(), offset, data).await;
         }
-        let mut w = body_writer(48 + data.len().max(1));
+        let mut w = body_writer(self.tree.pool(), 48 + data.len().max(1));
         WriteRequest {
             offset,
             file_id_persistent: self.id.persistent,

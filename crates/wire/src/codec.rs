@@ -128,6 +128,11 @@ impl Writer {
             buf: Vec::with_capacity(n),
         }
     }
+    /// A writer appending to `buf` after clearing it: its capacity is reused.
+    pub fn from_vec(mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        Writer { buf }
+    }
     /// Bytes written so far.
     pub fn len(&self) -> usize {
         self.buf.len()
