@@ -59,12 +59,7 @@ pub(crate) const HEADROOM: usize = 4 + TRANSFORM_HEADER_LEN + HEADER_SIZE;
 /// WRITE's) is in a buffer from `pool`, which the writer task gives back once sent, so
 /// its pages are not faulted in afresh for every request.
 pub(crate) fn body_writer(pool: &smbx_transport::BufPool, body_len: usize) -> Writer {
-    let len = HEADROOM + body_len;
-    let mut w = if len >= smbx_transport::tcp::POOLED_FRAME {
-        Writer::from_vec(pool.take_spare(len))
-    } else {
-        Writer::with_capacity(len)
-    };
+    let mut w = Writer::from_vec(pool.take_spare(HEADROOM + body_len));
     w.zeros(HEADROOM);
     w
 }

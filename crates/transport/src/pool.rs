@@ -50,8 +50,12 @@ impl BufPool {
     }
 
     /// An empty buffer with room for at least `len` bytes (the capacity of its
-    /// size class), to read into without zero-filling it first.
+    /// size class), to read into without zero-filling it first. Below the smallest
+    /// class it is a plain buffer of `len` (not worth a class's memory; not kept).
     pub fn take_spare(&self, len: usize) -> Vec<u8> {
+        if len < MIN_CLASS {
+            return Vec::with_capacity(len);
+        }
         match Self::class_of(len) {
             Some((idx, size)) => match self.lock()[idx].pop() {
                 Some(mut v) => {
@@ -68,6 +72,9 @@ impl BufPool {
     /// recycled buffer that already held as many is handed over without writing to it;
     /// only bytes it never held are zeroed.
     pub fn take_exact(&self, len: usize) -> Vec<u8> {
+        if len < MIN_CLASS {
+            return vec![0; len];
+        }
         let mut v = match Self::class_of(len) {
             Some((idx, size)) => self.lock()[idx]
                 .pop()
@@ -157,8 +164,11 @@ mod tests {
         let c = p.take_exact(120 * 1024);
         assert_eq!((c.as_ptr(), c.len()), (ptr, 120 * 1024));
         assert!(c[90 * 1024..].iter().all(|&x| x == 0));
-        // Beyond the largest class: exact, not pooled.
+        // Beyond the largest class, or below the smallest: exact, not pooled.
         assert_eq!(p.take_exact(20 << 20).len(), 20 << 20);
+        let small = p.take_exact(100);
+        assert_eq!((small.len(), small.capacity()), (100, 100));
+        assert_eq!(p.take_spare(100).capacity(), 100);
     }
 
     #[test]
