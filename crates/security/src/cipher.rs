@@ -66,6 +66,11 @@ impl CipherId {
 type Aes128Ccm = Ccm<Aes128, U16, U11>;
 type Aes256Ccm = Ccm<Aes256, U16, U11>;
 
+/// A GCM nonce from the message's bytes (12 of them).
+fn gcm_nonce(nonce: &[u8]) -> Result<Nonce, CryptoError> {
+    Nonce::try_assume_unique_for_key(nonce).map_err(|_| CryptoError::BadNonceLength)
+}
+
 enum Inner {
     Gcm(LessSafeKey),
     Ccm128(Box<Aes128Ccm>),
@@ -131,8 +136,7 @@ impl Sealer {
         let mut out = [0u8; 16];
         match &self.inner {
             Inner::Gcm(k) => {
-                let n = Nonce::try_assume_unique_for_key(nonce)
-                    .map_err(|_| CryptoError::BadNonceLength)?;
+                let n = gcm_nonce(nonce)?;
                 let tag = k
                     .seal_in_place_separate_tag(n, Aad::from(aad), data)
                     .map_err(|_| CryptoError::Internal)?;
@@ -168,8 +172,7 @@ impl Sealer {
         }
         match &self.inner {
             Inner::Gcm(k) => {
-                let n = Nonce::try_assume_unique_for_key(nonce)
-                    .map_err(|_| CryptoError::BadNonceLength)?;
+                let n = gcm_nonce(nonce)?;
                 k.open_in_place_separate_tag(n, Aad::from(aad), tag, data)
                     .map_err(|_| CryptoError::AuthenticationFailed)?;
             }
@@ -211,8 +214,7 @@ impl Sealer {
         }
         match &self.inner {
             Inner::Gcm(k) => {
-                let n = Nonce::try_assume_unique_for_key(nonce)
-                    .map_err(|_| CryptoError::BadNonceLength)?;
+                let n = gcm_nonce(nonce)?;
                 k.open_separate_gather(n, Aad::from(aad), input, tag, out)
                     .map_err(|_| CryptoError::AuthenticationFailed)
             }

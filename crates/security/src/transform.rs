@@ -108,12 +108,9 @@ pub fn seal(
     Ok(buf)
 }
 
-/// Checks and decrypts a sealed message in place, returning the plaintext slice
-/// (`buf[52..]`). OriginalMessageSize must equal the bytes after the header.
-pub fn unseal_in_place<'a>(
-    sealer: &Sealer,
-    buf: &'a mut [u8],
-) -> Result<&'a mut [u8], CryptoError> {
+/// The header of a sealed message whose OriginalMessageSize is the bytes after the
+/// header and whose Flags say encrypted.
+fn checked_header(buf: &[u8]) -> Result<TransformHeader, CryptoError> {
     let h = parse_header(buf)?;
     if h.original_size as usize != buf.len() - TRANSFORM_HEADER_LEN {
         return Err(CryptoError::Malformed("OriginalMessageSize mismatch"));
@@ -121,6 +118,16 @@ pub fn unseal_in_place<'a>(
     if h.flags != FLAG_ENCRYPTED {
         return Err(CryptoError::Malformed("unknown TRANSFORM_HEADER flags"));
     }
+    Ok(h)
+}
+
+/// Checks and decrypts a sealed message in place, returning the plaintext slice
+/// (`buf[52..]`). OriginalMessageSize must equal the bytes after the header.
+pub fn unseal_in_place<'a>(
+    sealer: &Sealer,
+    buf: &'a mut [u8],
+) -> Result<&'a mut [u8], CryptoError> {
+    let h = checked_header(buf)?;
     let n = sealer.cipher().nonce_len();
     let (hdr, body) = buf.split_at_mut(TRANSFORM_HEADER_LEN);
     sealer.decrypt_in_place(&h.nonce[..n], &hdr[20..52], body, &h.signature)?;
@@ -130,13 +137,7 @@ pub fn unseal_in_place<'a>(
 /// Checks a sealed message and decrypts its body into `out`, which must be exactly the
 /// body's length (`buf.len() - 52`): no copy before and no move after.
 pub fn unseal_to(sealer: &Sealer, buf: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
-    let h = parse_header(buf)?;
-    if h.original_size as usize != buf.len() - TRANSFORM_HEADER_LEN {
-        return Err(CryptoError::Malformed("OriginalMessageSize mismatch"));
-    }
-    if h.flags != FLAG_ENCRYPTED {
-        return Err(CryptoError::Malformed("unknown TRANSFORM_HEADER flags"));
-    }
+    let h = checked_header(buf)?;
     let n = sealer.cipher().nonce_len();
     let (hdr, body) = buf.split_at(TRANSFORM_HEADER_LEN);
     sealer.decrypt_to(&h.nonce[..n], &hdr[20..52], body, &h.signature, out)
