@@ -53,12 +53,7 @@ for p in "${PROFILES[@]}"; do
   [ -n "${FLAGS[$p]:-}" ] || { echo "compare: unknown profile $p (one of: ${ORDER[*]})" >&2; exit 2; }
 done
 
-ROOT=$(mktemp -d /tmp/smbx-compare.XXXXXX)
-trap bench_cleanup EXIT
-bench_setup "$ROOT" "$FILE_MIB"
-for s in $SERVERS_WANTED; do "bench_start_$s"; done
-[ "${#SERVERS[@]}" -gt 0 ] || { echo "compare: no server started" >&2; exit 1; }
-rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+bench_begin compare "$FILE_MIB"
 
 for p in "${PROFILES[@]}"; do
   for s in "${SERVERS[@]}"; do

@@ -23,12 +23,7 @@ FILE_MIB=${FILE_MIB:-1024}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-scaling}
 SERVERS_WANTED=${SERVERS_WANTED:-samba smbx rocketsmbd}
 
-ROOT=$(mktemp -d /tmp/smbx-scaling.XXXXXX)
-trap bench_cleanup EXIT
-bench_setup "$ROOT" "$FILE_MIB"
-for s in $SERVERS_WANTED; do "bench_start_$s"; done
-[ "${#SERVERS[@]}" -gt 0 ] || { echo "scaling: no server started" >&2; exit 1; }
-rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+bench_begin scaling "$FILE_MIB"
 
 for spec in $SIZES; do
   size=${spec%%:*} access=${spec#*:}

@@ -71,6 +71,18 @@ bench_setup() {
   done
 }
 
+# bench_begin TAG FILE_MIB: a fresh share tree (removed on exit), the servers named in
+# $SERVERS_WANTED started on it (exit 1 if none did), and an empty $RESULTS directory.
+bench_begin() {
+  local root s
+  root=$(mktemp -d "/tmp/smbx-$1.XXXXXX")
+  trap bench_cleanup EXIT
+  bench_setup "$root" "$2"
+  for s in $SERVERS_WANTED; do "bench_start_$s"; done
+  [ "${#SERVERS[@]}" -gt 0 ] || { echo "$1: no server started" >&2; exit 1; }
+  rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+}
+
 bench_started() { # name port pid
   printf -v "PORT_$1" '%s' "$2"
   printf -v "PID_$1" '%s' "$3"
