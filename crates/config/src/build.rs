@@ -31,6 +31,7 @@ enum Setting {
     SmbDirect(bool),
     SmbDirectPort(u16),
     SmbDirectCrc(bool),
+    MetricsListen(Option<std::net::SocketAddr>),
     Deadtime(u32),
     UnauthTimeout(u32),
     MaxOpenFiles(u32),
@@ -227,6 +228,7 @@ fn parse_setting(
         "smbdirect" => SmbDirect(parse_bool(v)?),
         "smbdirectport" => SmbDirectPort(port(v)?),
         "smbdirectcrc" => SmbDirectCrc(parse_bool(v)?),
+        "metricslisten" => MetricsListen(parse_listen(v)?),
         "deadtime" => Deadtime(
             parse_u32(v, 0, u32::MAX / 60).map_err(|a| format!("{a} (minutes; 0 = never)"))? * 60,
         ),
@@ -328,6 +330,7 @@ fn apply_global(
         SmbDirect(v) => g.smb_direct = v,
         SmbDirectPort(v) => g.smb_direct_port = v,
         SmbDirectCrc(v) => g.smb_direct_crc = v,
+        MetricsListen(v) => g.metrics_listen = v,
         Deadtime(v) => g.deadtime_secs = v,
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,
         MaxOpenFiles(v) => g.max_open_files = v,

@@ -25,6 +25,9 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "map to guest", fmt_map_to_guest(g.map_to_guest));
     kv(&mut o, "max connections", &g.max_connections.to_string());
     kv(&mut o, "max open files", &g.max_open_files.to_string());
+    if let Some(a) = g.metrics_listen {
+        kv(&mut o, "metrics listen", &a.to_string());
+    }
     kv(&mut o, "netbios name", &g.netbios_name);
     kv(
         &mut o,

@@ -163,6 +163,9 @@ pub struct Global {
     /// connections. With `no` the server follows the initiator (CRC only when it
     /// asks, as MPA requires).
     pub smb_direct_crc: bool,
+    /// `metrics listen` (smbx; default unset = off): the address of the Prometheus
+    /// endpoint (`http://ADDR/metrics`), such as `127.0.0.1:9445`.
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// `deadtime` (written in minutes, as in Samba), in seconds; 0 = never.
     pub deadtime_secs: u32,
     /// `unauthenticated timeout` in seconds: how long a connection may stay
@@ -222,6 +225,7 @@ impl Default for Global {
             smb_direct: false,
             smb_direct_port: 5445,
             smb_direct_crc: false,
+            metrics_listen: None,
             deadtime_secs: 10080 * 60,
             unauthenticated_timeout_secs: 60,
             max_open_files: 16384,

@@ -206,6 +206,18 @@ pub fn fmt_list(items: &[String]) -> String {
         .join(" ")
 }
 
+/// Parses a listening address `IP:PORT` (`[IPv6]:PORT` for IPv6); an empty value,
+/// `no` or `off` turns the listener off (`None`).
+pub fn parse_listen(v: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    let v = v.trim();
+    if v.is_empty() || v.eq_ignore_ascii_case("no") || v.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    v.parse()
+        .map(Some)
+        .map_err(|_| "an address and port such as 127.0.0.1:9445 or [::1]:9445, or no".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

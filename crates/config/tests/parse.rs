@@ -368,3 +368,23 @@ fn hardening_options() {
     assert!(text.contains("restrict anonymous = 2"), "{text}");
     assert!(text.contains("max open files = 100"), "{text}");
 }
+
+#[test]
+fn metrics_listen_is_off_by_default_and_takes_an_address() {
+    let c = Config::parse_str("[global]\n smb ports = 445\n", "a.conf").unwrap();
+    assert_eq!(c.global.metrics_listen, None);
+    let c = Config::parse_str("[global]\n metrics listen = 127.0.0.1:9445\n", "b.conf").unwrap();
+    assert_eq!(
+        c.global.metrics_listen,
+        Some("127.0.0.1:9445".parse().unwrap())
+    );
+    let again = Config::parse_str(&c.to_smb_conf(), "c.conf").unwrap();
+    assert_eq!(again.global.metrics_listen, c.global.metrics_listen);
+    let c = Config::parse_str("[global]\n metrics_listen = [::1]:9\n", "d.conf").unwrap();
+    assert_eq!(c.global.metrics_listen, Some("[::1]:9".parse().unwrap()));
+    let c = Config::parse_str("[global]\n metrics listen = no\n", "e.conf").unwrap();
+    assert_eq!(c.global.metrics_listen, None);
+    let e = Config::parse_str("[global]\n\n metrics listen = localhost\n", "f.conf").unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("f.conf", 3));
+    assert!(e.message.contains("metrics listen"), "{e}");
+}
