@@ -19,6 +19,8 @@ enum Setting {
     MapToGuest(MapToGuest),
     GuestAccount(String),
     LogLevel(u32),
+    LogFile(PathBuf),
+    MaxLogSize(u32),
     MaxConnections(u32),
     NetbiosName(String),
     Workgroup(String),
@@ -66,8 +68,6 @@ enum Setting {
 /// Samba options commonly found in smb.conf files that smbx does not implement.
 const UNSUPPORTED: &[&str] = &[
     "server role",
-    "log file",
-    "max log size",
     "logging",
     "obey pam restrictions",
     "unix password sync",
@@ -206,6 +206,15 @@ fn parse_setting(
             }
             LogLevel(level)
         }
+        "logfile" => {
+            if v.is_empty() {
+                return Err("a file path".into());
+            }
+            LogFile(PathBuf::from(v))
+        }
+        "maxlogsize" => MaxLogSize(
+            parse_u32(v, 0, u32::MAX / 1024).map_err(|a| format!("{a} (KiB; 0 = no limit)"))?,
+        ),
         "maxconnections" => MaxConnections(parse_u32(v, 0, u32::MAX)?),
         "netbiosname" => {
             if v.is_empty() || v.chars().count() > 15 {
@@ -318,6 +327,8 @@ fn apply_global(
         MapToGuest(v) => g.map_to_guest = v,
         GuestAccount(v) => g.guest_account = v,
         LogLevel(v) => g.log_level = v,
+        LogFile(v) => g.log_file = Some(v),
+        MaxLogSize(v) => g.max_log_size_kib = v,
         MaxConnections(v) => g.max_connections = v,
         NetbiosName(v) => g.netbios_name = v,
         Workgroup(v) => g.workgroup = v,

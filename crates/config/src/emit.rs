@@ -21,9 +21,13 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "deadtime", &(g.deadtime_secs / 60).to_string());
     kv(&mut o, "guest account", &g.guest_account);
     kv(&mut o, "interfaces", &fmt_list(&g.interfaces));
+    if let Some(f) = &g.log_file {
+        kv(&mut o, "log file", &f.display().to_string());
+    }
     kv(&mut o, "log level", &g.log_level.to_string());
     kv(&mut o, "map to guest", fmt_map_to_guest(g.map_to_guest));
     kv(&mut o, "max connections", &g.max_connections.to_string());
+    kv(&mut o, "max log size", &g.max_log_size_kib.to_string());
     kv(&mut o, "max open files", &g.max_open_files.to_string());
     if let Some(a) = g.metrics_listen {
         kv(&mut o, "metrics listen", &a.to_string());

@@ -125,6 +125,12 @@ pub struct Global {
     pub guest_account: String,
     /// `log level` (0 = errors and warnings ... 4+ = trace).
     pub log_level: u32,
+    /// `log file`: where `smbx serve` writes its log instead of standard error
+    /// (`--log-file` overrides it).
+    pub log_file: Option<PathBuf>,
+    /// `max log size` in KiB (default 5000, as Samba; 0 = no limit): a `log file`
+    /// that grows past it is renamed to `<name>.old` and a new one started.
+    pub max_log_size_kib: u32,
     /// `max connections` (0 = unlimited).
     pub max_connections: u32,
     /// `netbios name` (default: host name, upper case).
@@ -207,6 +213,8 @@ impl Default for Global {
             map_to_guest: MapToGuest::Never,
             guest_account: "nobody".into(),
             log_level: 0,
+            log_file: None,
+            max_log_size_kib: 5000,
             max_connections: 0,
             netbios_name: default_netbios_name(),
             workgroup: "WORKGROUP".into(),

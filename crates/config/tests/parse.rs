@@ -388,3 +388,29 @@ fn metrics_listen_is_off_by_default_and_takes_an_address() {
     assert_eq!((e.file.as_str(), e.line), ("f.conf", 3));
     assert!(e.message.contains("metrics listen"), "{e}");
 }
+
+#[test]
+fn log_file_and_max_log_size() {
+    let c = Config::parse_str("[global]\n smb ports = 445\n", "a.conf").unwrap();
+    assert_eq!(c.global.log_file, None);
+    assert_eq!(c.global.max_log_size_kib, 5000);
+    let c = Config::parse_str(
+        "[global]\n log file = /var/log/smbx/smbx.log\n max log size = 1000\n",
+        "b.conf",
+    )
+    .unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(
+        c.global.log_file.as_deref(),
+        Some(std::path::Path::new("/var/log/smbx/smbx.log"))
+    );
+    assert_eq!(c.global.max_log_size_kib, 1000);
+    let again = Config::parse_str(&c.to_smb_conf(), "c.conf").unwrap();
+    assert_eq!(again.global.log_file, c.global.log_file);
+    assert_eq!(again.global.max_log_size_kib, 1000);
+    let c = Config::parse_str("[global]\n max log size = 0\n", "d.conf").unwrap();
+    assert_eq!(c.global.max_log_size_kib, 0);
+    let e = Config::parse_str("[global]\n\n max log size = big\n", "e.conf").unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("e.conf", 3));
+    assert!(e.message.contains("max log size"), "{e}");
+}
