@@ -170,7 +170,7 @@ const REPLY_OVERHEAD: usize = 128;
 /// The most response bytes a chain's members may produce: what each asks for
 /// (READ length, output buffer sizes), capped at what the server would send.
 fn reply_bytes(conn: &Connection, buf: &[u8], members: &[Member]) -> usize {
-    let g = &conn.server.config.global;
+    let g = &conn.config.global;
     members
         .iter()
         .map(|m| {

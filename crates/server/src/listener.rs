@@ -93,7 +93,8 @@ impl Server {
 
     async fn bind_state(state: Arc<ServerState>) -> io::Result<Server> {
         crate::memory::limit_arenas();
-        let addrs = bind_addresses(&state.config);
+        let config = state.config();
+        let addrs = bind_addresses(&config);
         let mut listeners = Vec::new();
         for a in addrs {
             let l = TcpListener::bind(a)
@@ -104,10 +105,10 @@ impl Server {
         }
         let mut direct = Vec::new();
         let iwarp = IwarpOptions {
-            crc: state.config.global.smb_direct_crc,
+            crc: config.global.smb_direct_crc,
             ..IwarpOptions::default()
         };
-        for a in direct_addresses(&state.config) {
+        for a in direct_addresses(&config) {
             let l = SoftDirectListener::bind(a, iwarp.clone(), DirectConfig::default())
                 .await
                 .map_err(|e| {
@@ -145,7 +146,7 @@ impl Server {
     pub async fn run(self) -> io::Result<()> {
         let slots = Slots {
             active: Arc::new(AtomicUsize::new(0)),
-            max: self.state.config.global.max_connections as usize,
+            max: self.state.config().global.max_connections as usize,
         };
         // Freed memory goes back to the system when the server goes quiet.
         let _trimmer = crate::memory::Trimmer::spawn();

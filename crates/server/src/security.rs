@@ -297,5 +297,5 @@ pub(crate) fn preauth_negotiate_request(conn: &Connection, msg: &[u8]) {
 
 /// The SPNEGO NegTokenInit2 hint for the NEGOTIATE response.
 pub(crate) fn negotiate_token(server: &ServerState) -> Vec<u8> {
-    ServerAuth::initial_token(&server.auth_policy)
+    ServerAuth::initial_token(&server.auth_policy())
 }

@@ -132,6 +132,9 @@ pub struct Connection {
     pub id: u64,
     /// Server-wide state.
     pub server: Arc<ServerState>,
+    /// The configuration in force when the connection was accepted: a reload's
+    /// global options apply to new connections (state/settings.rs).
+    pub config: Arc<smbx_config::Config>,
     /// Remote address.
     pub peer: SocketAddr,
     /// Local address.
@@ -171,11 +174,13 @@ impl Connection {
         local: SocketAddr,
         tx: mpsc::Sender<writer::Outgoing>,
     ) -> Connection {
-        let max_credits = server.config.global.smb2_max_credits;
-        let budget = budget_bytes(&server.config.global);
+        let config = server.config();
+        let max_credits = config.global.smb2_max_credits;
+        let budget = budget_bytes(&config.global);
         Connection {
             id,
             server,
+            config,
             peer,
             local,
             negotiate: Mutex::new(NegotiateState::default()),
@@ -294,12 +299,12 @@ impl Connection {
 
     /// Size of the connection's budget in bytes (see [`Connection::budget`]).
     pub fn budget_capacity(&self) -> usize {
-        budget_bytes(&self.server.config.global)
+        budget_bytes(&self.config.global)
     }
 
     /// Largest PDU accepted: the biggest configured payload plus headroom for headers.
     pub fn max_pdu(&self) -> usize {
-        max_pdu(&self.server.config.global)
+        max_pdu(&self.config.global)
     }
 }
 

@@ -131,7 +131,7 @@ impl FrameSource for DirectFrames {
 }
 
 async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'static str {
-    let g = &conn.server.config.global;
+    let g = &conn.config.global;
     let unauth = Duration::from_secs(u64::from(g.unauthenticated_timeout_secs.max(1)));
     let dead = Duration::from_secs(u64::from(g.deadtime_secs));
     let budget = conn.budget.clone();

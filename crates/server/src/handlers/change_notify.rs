@@ -34,7 +34,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if !f.access.intersects(AccessMask::FILE_LIST_DIRECTORY) {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let max = ctx.server.config.global.smb2_max_trans;
+    let max = ctx.config().global.smb2_max_trans;
     if max != 0 && r.output_buffer_length > max {
         return Err(NtStatus::INVALID_PARAMETER);
     }

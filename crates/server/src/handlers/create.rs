@@ -450,7 +450,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // `max open files` per session and connection, before the file system is touched
     // (OpenTable::insert checks again when the open is registered).
     let session_id = ctx.session()?.id;
-    let limit = ctx.server.config.global.max_open_files;
+    let limit = ctx.config().global.max_open_files;
     if !ctx.server.opens.admits(session_id, ctx.conn.id, limit) {
         return Err(NtStatus::TOO_MANY_OPENED_FILES);
     }
@@ -796,7 +796,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         tree.id,
         requester.conn_id,
         OpenKind::File(fopen),
-        server.config.global.max_open_files,
+        server.config().global.max_open_files,
     )?;
     // A CREATE that waited (an oplock break) may finish after its session ended
     // (its last channel went away) or its tree was disconnected: their opens are

@@ -56,7 +56,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::INVALID_PARAMETER);
     };
     // [MS-SMB2] 3.3.5.15: sizes against MaxTransactSize, then the credit charge.
-    let max_transact = ctx.server.config.global.smb2_max_trans as u64;
+    let max_transact = ctx.config().global.smb2_max_trans as u64;
     let in_total = io.input.len() as u64 + io.output.len() as u64;
     let resp_total = io.max_input_response as u64 + io.max_output_response as u64;
     if io.input.len() as u64 > max_transact

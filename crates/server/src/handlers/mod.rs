@@ -212,9 +212,9 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    /// The configuration.
+    /// The configuration of this connection (the one in force when it was accepted).
     pub fn config(&self) -> &Config {
-        &self.server.config
+        &self.conn.config
     }
 
     /// The negotiated dialect (0 before NEGOTIATE).

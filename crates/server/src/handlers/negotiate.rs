@@ -72,7 +72,7 @@ fn security_mode(g: &smbx_config::Global) -> u16 {
 }
 
 fn base_response(conn: &Connection, dialect: u16, caps: u32) -> NegotiateResponse {
-    let g = &conn.server.config.global;
+    let g = &conn.config.global;
     let (max_t, max_r, max_w) = if dialect == DIALECT_202 || dialect == DIALECT_WILDCARD {
         (65536, 65536, 65536)
     } else {
@@ -96,7 +96,7 @@ fn base_response(conn: &Connection, dialect: u16, caps: u32) -> NegotiateRespons
 /// Handles an SMB2 NEGOTIATE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let neg = NegotiateRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let g = &ctx.server.config.global;
+    let g = &ctx.config().global;
     let dialect = choose_dialect(&neg.dialects, g.server_min_protocol, g.server_max_protocol)
         .ok_or(NtStatus::NOT_SUPPORTED)?;
     let caps = server_caps(g, dialect, neg.capabilities);
@@ -200,7 +200,7 @@ pub(crate) async fn smb1(conn: &Arc<Connection>, frame: &[u8]) -> Flow {
     let Ok(dialects) = smb1::parse_negotiate(frame) else {
         return Flow::Disconnect("SMB1 message is not a valid NEGOTIATE");
     };
-    let g = &conn.server.config.global;
+    let g = &conn.config.global;
     let Some(dialect) = smb1::smb2_answer(&dialects, g.server_min_protocol, g.server_max_protocol)
     else {
         return Flow::Disconnect("SMB1 client without SMB2 dialects");

@@ -16,7 +16,7 @@ use crate::state::{policy, Open, OpenKind, PipeOpen, ServerState};
 /// administrators only); everyone else gets an empty path at every level.
 pub fn share_infos(server: &ServerState, show_paths: bool) -> Vec<ShareInfo> {
     server
-        .shares
+        .shares()
         .iter()
         .filter(|s| s.is_ipc() || s.config.browseable)
         .map(|s| ShareInfo {
@@ -50,7 +50,7 @@ pub fn open_pipe(ctx: &mut Ctx<'_>, name: &str) -> Result<Arc<Open>, NtStatus> {
         .or_else(|| n.strip_prefix("pipe\\"))
         .unwrap_or(n);
     let user = session.user().ok_or(NtStatus::ACCESS_DENIED)?;
-    let config = &ctx.server.config;
+    let config = ctx.config();
     let g = &config.global;
     let pctx = PipeContext {
         server_name: g.netbios_name.clone(),

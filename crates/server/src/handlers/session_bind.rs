@@ -93,8 +93,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
                 established: false,
                 signer: None,
                 auth: Some(ServerAuth::new(
-                    ctx.server.credentials.clone(),
-                    ctx.server.auth_policy.clone(),
+                    ctx.server.credentials(),
+                    ctx.server.auth_policy(),
                 )),
                 preauth,
             });

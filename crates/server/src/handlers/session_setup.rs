@@ -36,8 +36,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         };
         let mut sec = SessionSecurity {
             auth: Some(ServerAuth::new(
-                ctx.server.credentials.clone(),
-                ctx.server.auth_policy.clone(),
+                ctx.server.credentials(),
+                ctx.server.auth_policy(),
             )),
             ..Default::default()
         };
@@ -58,8 +58,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if st.security.auth.is_none() {
                 // Re-authentication of a valid session.
                 st.security.auth = Some(ServerAuth::new(
-                    ctx.server.credentials.clone(),
-                    ctx.server.auth_policy.clone(),
+                    ctx.server.credentials(),
+                    ctx.server.auth_policy(),
                 ));
             }
         }
@@ -136,7 +136,7 @@ fn complete(
     _new: bool,
 ) -> Result<u16, NtStatus> {
     let dialect = ctx.dialect();
-    let g = &ctx.server.config.global;
+    let g = &ctx.config().global;
     let guest = identity.kind == IdentityKind::Guest;
     let anonymous = identity.kind == IdentityKind::Anonymous;
     let user = SessionUser {
@@ -145,7 +145,7 @@ fn complete(
         guest,
         anonymous,
     };
-    if let Err(e) = crate::state::policy::logon_allowed(&ctx.server.config, &user) {
+    if let Err(e) = crate::state::policy::logon_allowed(ctx.config(), &user) {
         fail(ctx, session);
         return Err(e);
     }

@@ -77,7 +77,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             };
         (can, session.state.lock().encrypt_data)
     };
-    let g = &ctx.server.config.global;
+    let g = &ctx.config().global;
     let setting = if share.is_ipc() {
         g.server_smb_encrypt
     } else {

@@ -373,7 +373,9 @@ pub fn check_sharing<'a>(
 pub struct FileTable {
     files: Arc<FileMap>,
     next_entry: AtomicU64,
-    vfs: Mutex<HashMap<String, smbx_vfs::Share>>,
+    /// Opened vfs shares by lower-case share name, each with the section it was
+    /// opened from: after a reload changed a share, its old trees keep theirs.
+    vfs: Mutex<HashMap<String, Vec<(smbx_config::ShareConfig, smbx_vfs::Share)>>>,
 }
 
 impl Default for FileTable {
@@ -486,7 +488,10 @@ impl FileTable {
         }
         let key = share.name.to_lowercase();
         let mut m = self.vfs.lock();
-        if let Some(s) = m.get(&key) {
+        if let Some((_, s)) = m
+            .get(&key)
+            .and_then(|v| v.iter().find(|(c, _)| *c == share.config))
+        {
             return Ok(s.clone());
         }
         let opts = smbx_vfs::ShareOptions {
@@ -509,8 +514,20 @@ impl FileTable {
                 s.set_reserved_ea_names(vec![ea.to_string()]);
             }
         }
-        m.insert(key, s.clone());
+        m.entry(key)
+            .or_default()
+            .push((share.config.clone(), s.clone()));
         Ok(s)
+    }
+
+    /// Forgets the vfs shares opened for sections not in `keep` (after a reload); a
+    /// tree still on an old section opens its share again on its next use.
+    pub fn retain_vfs_shares(&self, keep: &[Arc<Share>]) {
+        let mut m = self.vfs.lock();
+        for v in m.values_mut() {
+            v.retain(|(c, _)| keep.iter().any(|s| s.config == *c));
+        }
+        m.retain(|_, v| !v.is_empty());
     }
 }
 

@@ -12,6 +12,7 @@ pub mod oplock;
 pub mod policy;
 pub mod replay;
 pub mod session;
+pub mod settings;
 pub mod share;
 pub mod tree;
 
@@ -20,24 +21,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
-use smbx_config::{Config, MapToGuest};
+use smbx_config::Config;
 use smbx_security::auth::{AuthPolicy, CredentialStore};
 
 use crate::conn::Connection;
 pub use file::FileTable;
 pub use open::{FileId, FileOpen, Open, OpenKind, OpenTable, PipeOpen};
 pub use session::{Session, SessionTable};
+pub use settings::{LiveSettings, Settings};
 pub use share::Share;
 pub use tree::Tree;
 
 /// Everything the server shares between connections.
 pub struct ServerState {
-    /// The configuration the server was started with.
-    pub config: Arc<Config>,
+    /// The configuration, shares, credential store and authentication policy in
+    /// force, swapped as a whole by a reload (state/settings.rs).
+    pub settings: LiveSettings,
     /// ServerGuid, stable for the lifetime of this server instance.
     pub guid: [u8; 16],
-    /// Shares from the configuration plus `IPC$`.
-    pub shares: Vec<Arc<Share>>,
     /// Every session on every connection.
     pub sessions: SessionTable,
     /// Every open on every connection (share modes and oplocks see all of them).
@@ -51,10 +52,6 @@ pub struct ServerState {
     pub replay: replay::ReplayCache,
     /// Live connections by id (weak: a connection owns itself through its task).
     pub connections: Mutex<HashMap<u64, Weak<Connection>>>,
-    /// Where SESSION_SETUP finds NT hashes (the passdb).
-    pub credentials: Arc<dyn CredentialStore>,
-    /// Authentication policy derived from the configuration.
-    pub auth_policy: AuthPolicy,
     /// The server-wide bound on logons in progress ([`session::MAX_LOGONS`]).
     pub logons: Arc<tokio::sync::Semaphore>,
     /// Buffers of 64 KiB to 2 MiB for received Direct-TCP frames, sealed responses
@@ -88,30 +85,17 @@ impl ServerState {
         config: Arc<Config>,
         credentials: Arc<dyn CredentialStore>,
     ) -> ServerState {
-        let g = &config.global;
-        let auth_policy = AuthPolicy {
-            map_to_guest_bad_user: g.map_to_guest == MapToGuest::BadUser,
-            allow_anonymous: true,
-            netbios_name: g.netbios_name.to_uppercase(),
-            netbios_domain: g.workgroup.to_uppercase(),
-            dns_name: g.netbios_name.to_lowercase(),
-            dns_domain: String::new(),
-        };
         let mut guid = [0u8; 16];
         rand::Rng::fill(&mut rand::thread_rng(), &mut guid[..]);
-        let shares = share::shares_from_config(&config);
         ServerState {
-            config,
+            settings: LiveSettings::new(Settings::build(config, credentials, None)),
             guid,
-            shares,
             sessions: SessionTable::default(),
             opens: OpenTable::default(),
             files: FileTable::default(),
             leases: oplock::LeaseIndex::default(),
             replay: replay::ReplayCache::default(),
             connections: Mutex::new(HashMap::new()),
-            credentials,
-            auth_policy,
             logons: Arc::new(tokio::sync::Semaphore::new(session::MAX_LOGONS)),
             frames: Arc::new(smbx_transport::BufPool::new(FRAME_POOL_PER_CLASS)),
             next_conn_id: AtomicU64::new(1),
@@ -123,12 +107,30 @@ impl ServerState {
         self.next_conn_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Finds a share by name, case-insensitively.
+    /// The configuration in force now (a connection keeps the one it started with:
+    /// [`Connection::config`]).
+    pub fn config(&self) -> Arc<Config> {
+        self.settings.current().config.clone()
+    }
+
+    /// The shares in force now.
+    pub fn shares(&self) -> Vec<Arc<Share>> {
+        self.settings.current().shares.clone()
+    }
+
+    /// Where new logons find NT hashes now.
+    pub fn credentials(&self) -> Arc<dyn CredentialStore> {
+        self.settings.current().credentials.clone()
+    }
+
+    /// The authentication policy for new logons.
+    pub fn auth_policy(&self) -> AuthPolicy {
+        self.settings.current().auth_policy.clone()
+    }
+
+    /// Finds a share by name, case-insensitively, in the settings in force now.
     pub fn find_share(&self, name: &str) -> Option<Arc<Share>> {
-        self.shares
-            .iter()
-            .find(|s| s.name.eq_ignore_ascii_case(name))
-            .cloned()
+        self.settings.current().find_share(name)
     }
 
     /// Finds a live connection by id.

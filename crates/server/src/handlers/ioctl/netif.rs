@@ -212,7 +212,7 @@ pub fn local_interfaces(opts: &InterfaceOptions) -> Vec<NetworkInterface> {
 
 /// Answers FSCTL_QUERY_NETWORK_INTERFACE_INFO.
 pub(super) fn query(ctx: &Ctx<'_>, io: &IoctlRequest<'_>) -> FsctlResult {
-    let g = &ctx.server.config.global;
+    let g = &ctx.config().global;
     let opts = InterfaceOptions {
         interfaces: g.interfaces.clone(),
         bind_only: g.bind_interfaces_only,
