@@ -10,6 +10,10 @@ use smbx_rdma::{ConnectRequest, Listener, Provider};
 
 use crate::direct::{DirectLink, Link};
 
+/// The soft-iWARP provider's queue pairs and registered memory in this process
+/// now (for metrics).
+pub use smbx_rdma::iwarp::{stats as provider_stats, ProviderStats};
+
 /// A listening soft-iWARP endpoint for SMB Direct.
 pub struct SoftDirectListener {
     listener: SoftListener,

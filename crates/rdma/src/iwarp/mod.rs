@@ -15,11 +15,13 @@ pub mod mr;
 mod qp;
 pub mod sansio;
 mod soft;
+pub mod stats;
 
 pub use mr::{SoftMr, SoftPd};
 pub use qp::SoftQp;
 pub use sansio::{ReplyProgress, SansIoConn, SansIoConnecting};
 pub use soft::{SoftConnectRequest, SoftConnecting, SoftIwarp, SoftListener};
+pub use stats::{stats, ProviderStats};
 
 /// Which zero-length message an initiator sends as the peer-to-peer
 /// Ready-To-Receive in enhanced mode (RFC 6581).

@@ -65,6 +65,7 @@ pub(crate) struct MrInner {
 
 impl Drop for MrInner {
     fn drop(&mut self) {
+        super::stats::mr_released(self.len);
         if let Some(pd) = self.pd.upgrade() {
             let mut t = pd.lock();
             // Only remove our own entry (the slot may not be reused, but be safe).
@@ -193,6 +194,7 @@ impl ProtectionDomain for SoftPd {
             pd: Arc::downgrade(&self.shared),
         });
         table.insert(stag.0, Arc::downgrade(&inner));
+        super::stats::mr_registered(len);
         Ok(SoftMr { inner })
     }
 }

@@ -72,8 +72,15 @@ pub(crate) struct QpShared {
     pub closed_ev: Notify,
 }
 
+impl Drop for QpShared {
+    fn drop(&mut self) {
+        super::stats::qp_dropped();
+    }
+}
+
 impl QpShared {
     pub(crate) fn new(pd: SoftPd, caps: QpCaps) -> Arc<QpShared> {
+        super::stats::qp_created();
         Arc::new(QpShared {
             pd,
             caps,
