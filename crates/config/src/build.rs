@@ -20,6 +20,7 @@ enum Setting {
     GuestAccount(String),
     LogLevel(u32),
     LogFile(PathBuf),
+    ControlSocket(PathBuf),
     MaxLogSize(u32),
     MaxConnections(u32),
     NetbiosName(String),
@@ -238,6 +239,13 @@ fn parse_setting(
         "smbdirectport" => SmbDirectPort(port(v)?),
         "smbdirectcrc" => SmbDirectCrc(parse_bool(v)?),
         "metricslisten" => MetricsListen(parse_listen(v)?),
+        "controlsocket" => {
+            let p = PathBuf::from(v);
+            if !p.is_absolute() || v.len() > 100 {
+                return Err("an absolute path of at most 100 bytes (a Unix socket)".into());
+            }
+            ControlSocket(p)
+        }
         "deadtime" => Deadtime(
             parse_u32(v, 0, u32::MAX / 60).map_err(|a| format!("{a} (minutes; 0 = never)"))? * 60,
         ),
@@ -328,6 +336,7 @@ fn apply_global(
         GuestAccount(v) => g.guest_account = v,
         LogLevel(v) => g.log_level = v,
         LogFile(v) => g.log_file = Some(v),
+        ControlSocket(v) => g.control_socket = Some(v),
         MaxLogSize(v) => g.max_log_size_kib = v,
         MaxConnections(v) => g.max_connections = v,
         NetbiosName(v) => g.netbios_name = v,

@@ -18,6 +18,9 @@ pub fn emit(c: &Config) -> String {
         "bind interfaces only",
         fmt_bool(g.bind_interfaces_only),
     );
+    if let Some(p) = &g.control_socket {
+        kv(&mut o, "control socket", &p.display().to_string());
+    }
     kv(&mut o, "deadtime", &(g.deadtime_secs / 60).to_string());
     kv(&mut o, "guest account", &g.guest_account);
     kv(&mut o, "interfaces", &fmt_list(&g.interfaces));

@@ -131,6 +131,10 @@ pub struct Global {
     /// `max log size` in KiB (default 5000, as Samba; 0 = no limit): a `log file`
     /// that grows past it is renamed to `<name>.old` and a new one started.
     pub max_log_size_kib: u32,
+    /// `control socket` (smbx): the Unix socket `smbx status` and `smbx reload` talk
+    /// to the running server through. Unset: derived from the configuration file
+    /// (`/run/smbx/smbx.sock` for the default one; see smbx-server's `control`).
+    pub control_socket: Option<PathBuf>,
     /// `max connections` (0 = unlimited).
     pub max_connections: u32,
     /// `netbios name` (default: host name, upper case).
@@ -215,6 +219,7 @@ impl Default for Global {
             log_level: 0,
             log_file: None,
             max_log_size_kib: 5000,
+            control_socket: None,
             max_connections: 0,
             netbios_name: default_netbios_name(),
             workgroup: "WORKGROUP".into(),

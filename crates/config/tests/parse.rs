@@ -414,3 +414,21 @@ fn log_file_and_max_log_size() {
     assert_eq!((e.file.as_str(), e.line), ("e.conf", 3));
     assert!(e.message.contains("max log size"), "{e}");
 }
+
+#[test]
+fn control_socket() {
+    let c = Config::parse_str("[global]\n smb ports = 445\n", "a.conf").unwrap();
+    assert_eq!(c.global.control_socket, None);
+    let c = Config::parse_str("[global]\n control socket = /run/x/smbx.sock\n", "b.conf").unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(
+        c.global.control_socket.as_deref(),
+        Some(std::path::Path::new("/run/x/smbx.sock"))
+    );
+    let again = Config::parse_str(&c.to_smb_conf(), "c.conf").unwrap();
+    assert_eq!(again.global.control_socket, c.global.control_socket);
+    let e =
+        Config::parse_str("[global]\n\n control socket = run/smbx.sock\n", "d.conf").unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("d.conf", 3));
+    assert!(e.message.contains("control socket"), "{e}");
+}
