@@ -138,6 +138,46 @@ impl Handle {
         self.file.as_fd()
     }
 
+    /// Passes the client's access pattern to the kernel's read-ahead (a hint: errors
+    /// are ignored). Directories and named streams are left alone.
+    pub fn advise(&self, pattern: AccessPattern) {
+        if self.is_dir || self.stream.is_some() || self.opath {
+            return;
+        }
+        let advice = match pattern {
+            AccessPattern::Sequential => libc::POSIX_FADV_SEQUENTIAL,
+            AccessPattern::Random => libc::POSIX_FADV_RANDOM,
+        };
+        sys::fadvise(self.fd(), advice);
+    }
+
+    /// Copies up to `len` bytes at `src_off` of this file's default stream to
+    /// `dst_off` of `dst`'s inside the kernel (`copy_file_range`, reflinked where the
+    /// file system can). Returns how many bytes were copied before the kernel stopped
+    /// or refused (0: unsupported here, e.g. across file systems); the caller copies
+    /// the rest another way. Named streams, directories and a read-only destination
+    /// copy nothing.
+    pub fn copy_range_in_kernel(&self, dst: &Handle, src_off: u64, dst_off: u64, len: u64) -> u64 {
+        if self.stream.is_some() || dst.stream.is_some() || self.is_dir || dst.is_dir {
+            return 0;
+        }
+        if self.opath || dst.opath || !dst.is_writable() {
+            return 0;
+        }
+        let (Ok(mut so), Ok(mut doff)) = (i64::try_from(src_off), i64::try_from(dst_off)) else {
+            return 0;
+        };
+        let mut done = 0u64;
+        while done < len {
+            let chunk = usize::try_from(len - done).unwrap_or(usize::MAX);
+            match sys::copy_file_range(self.fd(), &mut so, dst.fd(), &mut doff, chunk) {
+                Ok(n) if n > 0 => done += n as u64,
+                _ => break,
+            }
+        }
+        done
+    }
+
     fn check_write(&self) -> Result<(), NtStatus> {
         if !self.is_writable() {
             return Err(NtStatus::ACCESS_DENIED);

@@ -51,6 +51,7 @@ mod shortname;
 pub mod stream;
 mod sys;
 mod types;
+pub mod watch;
 mod wildcard;
 mod zerocopy;
 
@@ -58,6 +59,7 @@ pub use attr::*;
 pub use handle::Handle;
 pub use ntacl::{MAX_NTACL, NTACL_XATTR};
 pub use path::SmbPath;
+pub use perms::process_ids;
 pub use share::Share;
 pub use shortname::short_name;
 pub use types::*;

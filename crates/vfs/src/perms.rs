@@ -62,6 +62,11 @@ impl Handle {
     }
 }
 
+/// The effective user and group ids the server's storage calls run as.
+pub fn process_ids() -> (u32, u32) {
+    sys::effective_ids()
+}
+
 #[cfg(test)]
 mod tests {
     use crate::*;

@@ -405,3 +405,93 @@ pub(crate) fn list_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<RawDirEntry>> {
     }
     Ok(out)
 }
+
+/// `inotify_init1(IN_CLOEXEC)`: a new inotify instance (blocking reads).
+pub(crate) fn inotify_init() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with a flag argument; the result is checked.
+    let fd = cvt(unsafe { libc::inotify_init1(libc::IN_CLOEXEC) })?;
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `inotify_add_watch(2)` of `path` with `mask`; returns the watch descriptor.
+pub(crate) fn inotify_add_watch(ino: BorrowedFd<'_>, path: &CStr, mask: u32) -> io::Result<i32> {
+    // SAFETY: valid inotify descriptor and NUL-terminated path; the result is checked.
+    cvt(unsafe { libc::inotify_add_watch(ino.as_raw_fd(), path.as_ptr(), mask) })
+}
+
+/// `inotify_rm_watch(2)`; errors (the watch already went) are ignored.
+pub(crate) fn inotify_rm_watch(ino: BorrowedFd<'_>, wd: i32) {
+    // SAFETY: plain integer arguments on a valid inotify descriptor.
+    unsafe { libc::inotify_rm_watch(ino.as_raw_fd(), wd) };
+}
+
+/// `read(2)` into `buf`, retrying EINTR; returns the bytes read.
+pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is writable for its length; the descriptor is valid.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// `llistxattr(2)` of a path (a symlink is not followed): the raw NUL-separated
+/// name list, at most 64 KiB.
+pub(crate) fn llistxattr(path: &CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: NUL-terminated path; `buf` is writable for its length.
+        let n = unsafe { libc::llistxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            buf.truncate(n as usize);
+            return Ok(buf);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ERANGE) || buf.len() >= 1 << 16 {
+            return Err(e);
+        }
+        buf.resize(buf.len() * 4, 0);
+    }
+}
+
+/// `posix_fadvise(2)` over the whole file; advice is a hint, so errors are ignored.
+pub(crate) fn fadvise(fd: BorrowedFd<'_>, advice: libc::c_int) {
+    // SAFETY: plain integer arguments on a valid descriptor.
+    unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, advice) };
+}
+
+/// `copy_file_range(2)` of up to `len` bytes; the offsets advance by what was copied.
+pub(crate) fn copy_file_range(
+    src: BorrowedFd<'_>,
+    src_off: &mut i64,
+    dst: BorrowedFd<'_>,
+    dst_off: &mut i64,
+    len: usize,
+) -> io::Result<usize> {
+    loop {
+        // SAFETY: both descriptors are valid; the offsets are live i64s the kernel
+        // updates; no flags.
+        let n = unsafe {
+            libc::copy_file_range(src.as_raw_fd(), src_off, dst.as_raw_fd(), dst_off, len, 0)
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The effective user and group ids of this process.
+pub(crate) fn effective_ids() -> (u32, u32) {
+    // SAFETY: geteuid and getegid take no arguments and cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}

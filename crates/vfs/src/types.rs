@@ -257,3 +257,13 @@ pub struct FsInfo {
 }
 
 pub use smbx_wire::fscc::fs::FileSystemAttributes;
+
+/// How a file will be read, from its CREATE options (FILE_SEQUENTIAL_ONLY,
+/// FILE_RANDOM_ACCESS), passed on by [`crate::Handle::advise`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessPattern {
+    /// Front to back: read ahead more.
+    Sequential,
+    /// Anywhere: do not read ahead.
+    Random,
+}

@@ -8,7 +8,7 @@
 //! overflowed the buffer or do not fit OutputBufferLength; NOTIFY_CLEANUP when the
 //! handle closes; CANCELLED on CANCEL. A non-directory handle is INVALID_PARAMETER.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
 use smbx_wire::change_notify::{
     encode_change_notify_response, encode_notify_entries, ChangeNotifyRequest, CHANGE_ALL,
@@ -43,7 +43,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // cancelled or the handle closes (smb2.notify.mask).
     let filter = r.completion_filter & CHANGE_ALL;
     let max_len = f.notify.arm(
-        f.handle.file().as_raw_fd(),
+        f.handle.file().as_fd(),
         filter,
         r.flags & WATCH_TREE != 0,
         r.output_buffer_length,

@@ -301,21 +301,10 @@ fn key_of(info: &FileInfo, h: &smbx_vfs::Handle) -> FileKey {
 
 /// Advises the kernel of the access pattern (FILE_SEQUENTIAL_ONLY / FILE_RANDOM_ACCESS).
 fn fadvise(h: &smbx_vfs::Handle, options: CreateOptions) {
-    use std::os::fd::AsRawFd;
-    let advice = if options.contains(CreateOptions::FILE_SEQUENTIAL_ONLY) {
-        libc::POSIX_FADV_SEQUENTIAL
+    if options.contains(CreateOptions::FILE_SEQUENTIAL_ONLY) {
+        h.advise(smbx_vfs::AccessPattern::Sequential);
     } else if options.contains(CreateOptions::FILE_RANDOM_ACCESS) {
-        libc::POSIX_FADV_RANDOM
-    } else {
-        return;
-    };
-    if h.is_dir() || h.stream_name().is_some() {
-        return;
-    }
-    // SAFETY: the descriptor is owned by `h` and open for the duration of the call;
-    // posix_fadvise only reads its arguments.
-    unsafe {
-        libc::posix_fadvise(h.file().as_raw_fd(), 0, 0, advice);
+        h.advise(smbx_vfs::AccessPattern::Random);
     }
 }
 

@@ -83,8 +83,7 @@ impl Token {
     /// The token of a session user (`None`: not yet authenticated, treated as
     /// anonymous).
     pub fn for_user(user: Option<&SessionUser>) -> Token {
-        // SAFETY: geteuid/getegid take no arguments and cannot fail.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let (uid, gid) = smbx_vfs::process_ids();
         let mut sids = vec![unix_user(uid), unix_group(gid), everyone()];
         if user.is_some_and(|u| !u.anonymous && !u.guest) {
             sids.push(authenticated_users());

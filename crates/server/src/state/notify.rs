@@ -12,8 +12,7 @@
 //! STATUS_NOTIFY_ENUM_DIR.
 
 use std::collections::HashMap;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
@@ -23,6 +22,7 @@ use smbx_wire::change_notify::{
     CHANGE_DIR_NAME, CHANGE_EA, CHANGE_FILE_NAME, CHANGE_LAST_ACCESS, CHANGE_LAST_WRITE,
     CHANGE_SECURITY, CHANGE_SIZE,
 };
+use smbx_vfs::watch::{self, DirChange, DirWatcher, WatchEvent, WatchId};
 use tokio::sync::Notify;
 
 /// Most bytes of FILE_NOTIFY_INFORMATION buffered per open between requests.
@@ -55,7 +55,7 @@ struct State {
     /// The watched directory became delete-pending.
     delete_pending: bool,
     /// Watch descriptors this open registered.
-    wds: Vec<i32>,
+    wds: Vec<WatchId>,
     /// A duplicate of the watched directory's descriptor (to find new subdirectories).
     root: Option<OwnedFd>,
     /// The output buffer size of the first request: no later response is larger
@@ -227,7 +227,14 @@ impl OpenNotify {
     /// Starts watching (first request) or updates filter / recursion (later ones).
     /// `dir` is the open's directory descriptor; `max_len` the request's output
     /// buffer size. Returns the size its response may use.
-    pub fn arm(&self, dir: RawFd, filter: u32, tree: bool, max_len: u32, sinks: &DirSinks) -> u32 {
+    pub fn arm(
+        &self,
+        dir: BorrowedFd<'_>,
+        filter: u32,
+        tree: bool,
+        max_len: u32,
+        sinks: &DirSinks,
+    ) -> u32 {
         let (first, max_len) = {
             let mut st = self.sink.st.lock();
             if st.closed {
@@ -238,12 +245,7 @@ impl OpenNotify {
             st.armed = true;
             if first {
                 st.max_buffer = max_len;
-                // SAFETY: F_DUPFD_CLOEXEC on a descriptor the caller keeps open.
-                let d = unsafe { libc::fcntl(dir, libc::F_DUPFD_CLOEXEC, 0) };
-                if d >= 0 {
-                    // SAFETY: fresh descriptor we own.
-                    st.root = Some(unsafe { OwnedFd::from_raw_fd(d) });
-                }
+                st.root = dir.try_clone_to_owned().ok();
             }
             st.tree = tree;
             (first, max_len.min(st.max_buffer))
@@ -333,10 +335,10 @@ struct Target {
 }
 
 struct Watcher {
-    fd: OwnedFd,
-    wds: Mutex<HashMap<i32, Vec<Target>>>,
+    inotify: DirWatcher,
+    wds: Mutex<HashMap<WatchId, Vec<Target>>>,
     /// The watched directory of each watch (O_PATH), to look at a changed file.
-    dirs: Mutex<HashMap<i32, OwnedFd>>,
+    dirs: Mutex<HashMap<WatchId, OwnedFd>>,
 }
 
 static WATCHER: OnceLock<Option<Arc<Watcher>>> = OnceLock::new();
@@ -344,16 +346,15 @@ static WATCHER: OnceLock<Option<Arc<Watcher>>> = OnceLock::new();
 fn watcher() -> Option<Arc<Watcher>> {
     WATCHER
         .get_or_init(|| {
-            // SAFETY: plain syscall; the result is checked.
-            let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-            if fd < 0 {
-                tracing::warn!("inotify_init1 failed: change notifications disabled");
-                return None;
-            }
-            // SAFETY: `fd` is a fresh descriptor we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let inotify = match DirWatcher::new() {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!("inotify: {e}: change notifications disabled");
+                    return None;
+                }
+            };
             let w = Arc::new(Watcher {
-                fd,
+                inotify,
                 wds: Mutex::new(HashMap::new()),
                 dirs: Mutex::new(HashMap::new()),
             });
@@ -369,30 +370,13 @@ fn watcher() -> Option<Arc<Watcher>> {
         .clone()
 }
 
-const WATCH_MASK: u32 = libc::IN_CREATE
-    | libc::IN_DELETE
-    | libc::IN_MOVED_FROM
-    | libc::IN_MOVED_TO
-    | libc::IN_MODIFY
-    | libc::IN_ATTRIB
-    | libc::IN_ONLYDIR
-    | libc::IN_EXCL_UNLINK;
-
 impl Watcher {
-    fn add_fd(&self, fd: RawFd) -> Option<i32> {
-        let path = CString::new(format!("/proc/self/fd/{fd}")).ok()?;
-        // SAFETY: valid C string and descriptor; result checked.
-        let wd = unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr(), WATCH_MASK) };
-        if wd < 0 {
-            return None;
-        }
+    fn add_fd(&self, fd: BorrowedFd<'_>) -> Option<WatchId> {
+        let wd = self.inotify.watch(fd).ok()?;
         let mut dirs = self.dirs.lock();
         if let std::collections::hash_map::Entry::Vacant(v) = dirs.entry(wd) {
-            // SAFETY: F_DUPFD_CLOEXEC on a descriptor the caller keeps open.
-            let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-            if d >= 0 {
-                // SAFETY: fresh descriptor we own.
-                v.insert(unsafe { OwnedFd::from_raw_fd(d) });
+            if let Ok(d) = fd.try_clone_to_owned() {
+                v.insert(d);
             }
         }
         Some(wd)
@@ -400,34 +384,13 @@ impl Watcher {
 
     /// Whether `name` in the directory of watch `wd` carries client EAs (xattrs
     /// under [`smbx_vfs::stream::EA_PREFIX`]); never follows a symlink.
-    fn has_client_eas(&self, wd: i32, name: &str) -> bool {
+    fn has_client_eas(&self, wd: WatchId, name: &str) -> bool {
         let dirs = self.dirs.lock();
-        let Some(dir) = dirs.get(&wd) else {
-            return false;
-        };
-        let Ok(path) = CString::new(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd())) else {
-            return false;
-        };
-        let mut buf = vec![0u8; 4096];
-        loop {
-            // SAFETY: valid C string; the buffer and its length are ours.
-            let n = unsafe { libc::llistxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n >= 0 {
-                buf.truncate(n as usize);
-                break;
-            }
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE)
-                || buf.len() >= 1 << 16
-            {
-                return false;
-            }
-            buf.resize(buf.len() * 4, 0);
-        }
-        buf.split(|&b| b == 0)
-            .any(|n| n.starts_with(smbx_vfs::stream::EA_PREFIX.as_bytes()))
+        dirs.get(&wd)
+            .is_some_and(|dir| watch::has_client_eas(dir.as_fd(), name))
     }
 
-    fn register(&self, sink: &Arc<NotifySink>, wd: i32, prefix: String, tree: bool) {
+    fn register(&self, sink: &Arc<NotifySink>, wd: WatchId, prefix: String, tree: bool) {
         self.wds.lock().entry(wd).or_default().push(Target {
             sink: Arc::downgrade(sink),
             prefix,
@@ -437,7 +400,7 @@ impl Watcher {
     }
 
     /// Watches `dir` and (for `tree`) its subdirectories.
-    fn watch_tree(&self, sink: &Arc<NotifySink>, dir: RawFd, tree: bool) {
+    fn watch_tree(&self, sink: &Arc<NotifySink>, dir: BorrowedFd<'_>, tree: bool) {
         let Some(wd) = self.add_fd(dir) else {
             return;
         };
@@ -452,7 +415,7 @@ impl Watcher {
     fn walk(
         &self,
         sink: &Arc<NotifySink>,
-        dir: RawFd,
+        dir: BorrowedFd<'_>,
         prefix: String,
         budget: &mut usize,
         depth: usize,
@@ -460,55 +423,35 @@ impl Watcher {
         if depth > 64 {
             return;
         }
-        let Ok(rd) = std::fs::read_dir(format!("/proc/self/fd/{dir}")) else {
-            return;
-        };
-        for e in rd.flatten() {
+        for name in watch::subdir_names(dir) {
             if *budget == 0 {
                 return;
             }
-            let Ok(ft) = e.file_type() else { continue };
-            if !ft.is_dir() {
-                continue;
-            }
-            let name = e.file_name();
-            let Some(name) = name.to_str() else { continue };
-            self.watch_sub(sink, dir, name, &prefix, budget, depth);
+            self.watch_sub(sink, dir, &name, &prefix, budget, depth);
         }
     }
 
     fn watch_sub(
         &self,
         sink: &Arc<NotifySink>,
-        parent: RawFd,
+        parent: BorrowedFd<'_>,
         name: &str,
         prefix: &str,
         budget: &mut usize,
         depth: usize,
     ) {
-        let Ok(c) = CString::new(name) else { return };
-        // SAFETY: valid descriptor and C string; result checked.
-        let fd = unsafe {
-            libc::openat(
-                parent,
-                c.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
+        let Some(fd) = watch::open_subdir(parent, name) else {
             return;
-        }
-        // SAFETY: fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        };
         let rel = join(prefix, name);
-        if let Some(wd) = self.add_fd(fd.as_raw_fd()) {
+        if let Some(wd) = self.add_fd(fd.as_fd()) {
             *budget -= 1;
             self.register(sink, wd, rel.clone(), true);
-            self.walk(sink, fd.as_raw_fd(), rel, budget, depth + 1);
+            self.walk(sink, fd.as_fd(), rel, budget, depth + 1);
         }
     }
 
-    fn unwatch(&self, sink: &Arc<NotifySink>, wds: &[i32]) {
+    fn unwatch(&self, sink: &Arc<NotifySink>, wds: &[WatchId]) {
         let mut m = self.wds.lock();
         for wd in wds {
             if let Some(v) = m.get_mut(wd) {
@@ -517,8 +460,7 @@ impl Watcher {
                 });
                 if v.is_empty() {
                     m.remove(wd);
-                    // SAFETY: plain syscall on our inotify descriptor.
-                    unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), *wd) };
+                    self.inotify.unwatch(*wd);
                     self.dirs.lock().remove(wd);
                 }
             }
@@ -527,68 +469,44 @@ impl Watcher {
 
     fn run(&self) {
         let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            // SAFETY: reading into a buffer we own, length passed.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                    continue;
+        while self.inotify.read(&mut buf, |e| self.dispatch(e)).is_ok() {}
+    }
+
+    fn dispatch(&self, event: WatchEvent) {
+        let (wd, change, is_dir, name) = match event {
+            WatchEvent::Overflow => {
+                let m = self.wds.lock();
+                for t in m.values().flatten() {
+                    if let Some(s) = t.sink.upgrade() {
+                        s.overflow();
+                    }
                 }
                 return;
             }
-            let n = n as usize;
-            let mut pos = 0usize;
-            while pos + 16 <= n {
-                let wd = i32::from_ne_bytes(buf[pos..pos + 4].try_into().unwrap_or_default());
-                let mask = u32::from_ne_bytes(buf[pos + 4..pos + 8].try_into().unwrap_or_default());
-                let len = u32::from_ne_bytes(buf[pos + 12..pos + 16].try_into().unwrap_or_default())
-                    as usize;
-                let end = (pos + 16).saturating_add(len).min(n);
-                let raw = &buf[pos + 16..end];
-                let name_end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-                let name = String::from_utf8_lossy(&raw[..name_end]).into_owned();
-                self.dispatch(wd, mask, name);
-                pos = end;
+            WatchEvent::Ended(wd) => {
+                self.wds.lock().remove(&wd);
+                self.dirs.lock().remove(&wd);
+                return;
             }
-        }
-    }
-
-    fn dispatch(&self, wd: i32, mask: u32, name: String) {
-        if mask & libc::IN_Q_OVERFLOW != 0 {
-            let m = self.wds.lock();
-            for t in m.values().flatten() {
-                if let Some(s) = t.sink.upgrade() {
-                    s.overflow();
-                }
-            }
-            return;
-        }
-        if mask & libc::IN_IGNORED != 0 {
-            self.wds.lock().remove(&wd);
-            self.dirs.lock().remove(&wd);
-            return;
-        }
-        if name.is_empty() {
-            return;
-        }
-        let is_dir = mask & libc::IN_ISDIR != 0;
+            WatchEvent::Change {
+                watch,
+                change,
+                is_dir,
+                name,
+            } => (watch, change, is_dir, name),
+        };
         let name_bits = if is_dir {
             CHANGE_DIR_NAME
         } else {
             CHANGE_FILE_NAME
         };
-        let (action, bits) = if mask & libc::IN_CREATE != 0 {
-            (ACTION_ADDED, name_bits)
-        } else if mask & libc::IN_DELETE != 0 {
-            (ACTION_REMOVED, name_bits)
-        } else if mask & libc::IN_MOVED_FROM != 0 {
-            (ACTION_RENAMED_OLD_NAME, name_bits)
-        } else if mask & libc::IN_MOVED_TO != 0 {
-            (ACTION_RENAMED_NEW_NAME, name_bits)
-        } else if mask & libc::IN_MODIFY != 0 {
-            (ACTION_MODIFIED, CHANGE_LAST_WRITE | CHANGE_SIZE)
-        } else if mask & libc::IN_ATTRIB != 0 {
-            (
+        let (action, bits) = match change {
+            DirChange::Created => (ACTION_ADDED, name_bits),
+            DirChange::Deleted => (ACTION_REMOVED, name_bits),
+            DirChange::MovedFrom => (ACTION_RENAMED_OLD_NAME, name_bits),
+            DirChange::MovedTo => (ACTION_RENAMED_NEW_NAME, name_bits),
+            DirChange::Modified => (ACTION_MODIFIED, CHANGE_LAST_WRITE | CHANGE_SIZE),
+            DirChange::AttributesChanged => (
                 ACTION_MODIFIED,
                 CHANGE_ATTRIBUTES
                     | CHANGE_LAST_WRITE
@@ -596,9 +514,7 @@ impl Watcher {
                     | CHANGE_CREATION
                     | CHANGE_EA
                     | CHANGE_SECURITY,
-            )
-        } else {
-            return;
+            ),
         };
         let targets: Vec<(Arc<NotifySink>, String, bool)> = {
             let m = self.wds.lock();
@@ -610,14 +526,14 @@ impl Watcher {
                 })
                 .unwrap_or_default()
         };
-        let new_dir = is_dir && mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0;
+        let new_dir = is_dir && matches!(change, DirChange::Created | DirChange::MovedTo);
         for (sink, prefix, tree) in targets {
             let rel = join(&prefix, &name);
             if new_dir && tree {
                 self.watch_new_subdir(&sink, &rel);
             }
             sink.push(action, bits, rel, &|| {
-                mask & libc::IN_MODIFY != 0 || self.has_client_eas(wd, &name)
+                change == DirChange::Modified || self.has_client_eas(wd, &name)
             });
         }
     }
@@ -634,26 +550,16 @@ impl Watcher {
         let mut comps = rel.split('\\').peekable();
         let mut prefix = String::new();
         while let Some(c) = comps.next() {
-            let parent = cur.as_ref().map_or(root.as_raw_fd(), |f| f.as_raw_fd());
+            let parent = cur.as_ref().map_or(root.as_fd(), |f| f.as_fd());
             if comps.peek().is_none() {
                 let mut budget = MAX_TREE_WATCHES.saturating_sub(count);
                 self.watch_sub(sink, parent, c, &prefix, &mut budget, 0);
                 return;
             }
-            let Ok(cs) = CString::new(c) else { return };
-            // SAFETY: valid descriptor and C string; result checked.
-            let fd = unsafe {
-                libc::openat(
-                    parent,
-                    cs.as_ptr(),
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                )
-            };
-            if fd < 0 {
+            let Some(next) = watch::open_subdir(parent, c) else {
                 return;
-            }
-            // SAFETY: fresh descriptor we own.
-            cur = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+            };
+            cur = Some(next);
             prefix = join(&prefix, c);
         }
     }
@@ -719,7 +625,7 @@ mod tests {
         let sinks = DirSinks::default();
         assert_eq!(
             n.arm(
-                f.as_raw_fd(),
+                f.as_fd(),
                 CHANGE_FILE_NAME | CHANGE_SIZE,
                 false,
                 1000,
@@ -767,12 +673,12 @@ mod tests {
     fn the_first_request_bounds_every_response() {
         let (n, _d, f) = open_on_tmp();
         let sinks = DirSinks::default();
-        assert_eq!(n.arm(f.as_raw_fd(), CHANGE_FILE_NAME, false, 1, &sinks), 1);
+        assert_eq!(n.arm(f.as_fd(), CHANGE_FILE_NAME, false, 1, &sinks), 1);
         n.record(ACTION_ADDED, CHANGE_FILE_NAME, "a");
         assert_eq!(n.ready(1), Some(NotifyOutcome::EnumDir));
         // A later, larger request still gets at most one byte.
         assert_eq!(
-            n.arm(f.as_raw_fd(), CHANGE_FILE_NAME, false, 4096, &sinks),
+            n.arm(f.as_fd(), CHANGE_FILE_NAME, false, 4096, &sinks),
             1
         );
         n.record(ACTION_ADDED, CHANGE_FILE_NAME, "b");

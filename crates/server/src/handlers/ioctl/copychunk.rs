@@ -6,7 +6,6 @@
 //! table (no extra table to leak), and a client cannot forge a key for an open it
 //! was not given one for. The source must belong to the same session.
 
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 
 use smbx_wire::ioctl::{
@@ -210,7 +209,8 @@ fn copy_range(
     Ok(len)
 }
 
-/// The kernel copy; `None` to fall back (unsupported, cross-device, partial start).
+/// The kernel copy; `None` to fall back (unsupported, cross-device, nothing copied).
+/// A copy the kernel stopped part-way is finished through the buffered path.
 fn copy_file_range(
     src: &FileOpen,
     dst: &FileOpen,
@@ -218,35 +218,15 @@ fn copy_file_range(
     dst_off: u64,
     len: u64,
 ) -> Option<u64> {
-    if !dst.handle.is_writable() {
+    let done = src
+        .handle
+        .copy_range_in_kernel(&dst.handle, src_off, dst_off, len);
+    if done == 0 {
         return None;
     }
-    let sfd = src.handle.file().as_raw_fd();
-    let dfd = dst.handle.file().as_raw_fd();
-    let mut so = i64::try_from(src_off).ok()?;
-    let mut doff = i64::try_from(dst_off).ok()?;
-    let mut left = len;
-    while left > 0 {
-        // SAFETY: both descriptors are owned by live vfs handles; the offsets are
-        // valid pointers to local i64s the kernel updates.
-        let n = unsafe { libc::copy_file_range(sfd, &mut so, dfd, &mut doff, left as usize, 0) };
-        if n <= 0 {
-            // Nothing copied yet: let the caller fall back. Partly copied: finish the
-            // rest through the buffered path would need the offsets; report what the
-            // kernel did only if it completed.
-            return if left == len {
-                None
-            } else {
-                finish(src, dst, so, doff, left, len)
-            };
-        }
-        left -= n as u64;
+    if done < len {
+        copy_range_buffered(src, dst, src_off + done, dst_off + done, len - done).ok()?;
     }
-    Some(len)
-}
-
-fn finish(src: &FileOpen, dst: &FileOpen, so: i64, doff: i64, left: u64, len: u64) -> Option<u64> {
-    copy_range_buffered(src, dst, so as u64, doff as u64, left).ok()?;
     Some(len)
 }
 
