@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 pub mod conn;
 pub mod credits;
+#![deny(unsafe_code)]
 mod dispatch;
 pub mod handlers;
 pub mod listener;

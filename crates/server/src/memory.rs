@@ -69,6 +69,7 @@ pub fn arena_limit(cores: usize) -> usize {
 /// Bounds the number of malloc arenas ([`arena_limit`] of the available cores)
 /// unless `MALLOC_ARENA_MAX` is set in the environment (glibc reads that itself).
 /// Threads that already have an arena keep it; call this early.
+#[allow(unsafe_code)]
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
@@ -84,6 +85,7 @@ pub fn limit_arenas() {
 
 /// Returns the allocator's free memory to the system, where the allocator
 /// supports it (glibc); a no-op elsewhere.
+#[allow(unsafe_code)]
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointers and is thread-safe (it locks each

@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod direct;
+pub mod netif;
 pub mod pool;
 pub mod soft;
 pub mod tcp;

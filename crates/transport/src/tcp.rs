@@ -81,6 +81,48 @@ pub fn set_socket_recv_lowat(sock: &impl AsFd, bytes: usize) -> std::io::Result<
     }
 }
 
+/// Sends `hdr` then `msg` with MSG_MORE: more data follows at once (for example from
+/// sendfile), so the kernel sends them in the same segment as what follows.
+#[allow(unsafe_code)]
+pub async fn send_more(
+    sock: &tokio::net::TcpStream,     hdr: &[u8],
+    msg: &[u8],
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut buf = Vec::with_capacity(hdr.len() + msg.len());
+    buf.extend_from_slice(hdr);
+    buf.extend_from_slice(msg);
+    let mut sent = 0;
+    while sent < buf.len() {
+        sock.writable().await?;
+        let rest = &buf[sent..];
+        let r = sock.try_io(tokio::io::Interest::WRITABLE, || {
+            // SAFETY: `rest` is a live buffer of `rest.len()` bytes; the socket
+            // descriptor is open for the call.
+            let n = unsafe {
+                libc::send(
+                    sock.as_raw_fd(),
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_MORE | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match r {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A received frame: the SMB2 message (or transform) and, when the reader has a budget,
 /// the permits for its length.
 #[derive(Debug)]

@@ -97,7 +97,7 @@ async fn write_one(
         // The frame header and fields go out with MSG_MORE, so the kernel sends
         // them with the data that follows rather than as a segment of their own.
         bw.flush().await?;
-        send_more(bw.get_ref().as_ref(), &hdr, &msg).await?;
+        smbx_transport::tcp::send_more(bw.get_ref().as_ref(), &hdr, &msg).await?;
         drop(msg);
         return send_tail(bw, &t).await;
     }
@@ -113,43 +113,6 @@ async fn write_one(
         bw.write_all(&msg).await?;
     }
     pool.recycle(msg);
-    Ok(())
-}
-
-/// Sends `hdr` then `msg` with MSG_MORE (more data follows at once).
-async fn send_more(sock: &tokio::net::TcpStream, hdr: &[u8], msg: &[u8]) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut buf = Vec::with_capacity(hdr.len() + msg.len());
-    buf.extend_from_slice(hdr);
-    buf.extend_from_slice(msg);
-    let mut sent = 0;
-    while sent < buf.len() {
-        sock.writable().await?;
-        let rest = &buf[sent..];
-        let r = sock.try_io(Interest::WRITABLE, || {
-            // SAFETY: `rest` is a live buffer of `rest.len()` bytes; the socket
-            // descriptor is open for the call.
-            let n = unsafe {
-                libc::send(
-                    sock.as_raw_fd(),
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    libc::MSG_MORE | libc::MSG_NOSIGNAL,
-                )
-            };
-            if n < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        });
-        match r {
-            Ok(n) => sent += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
     Ok(())
 }
 

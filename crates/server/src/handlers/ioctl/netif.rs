@@ -1,5 +1,5 @@
 //! FSCTL_QUERY_NETWORK_INTERFACE_INFO ([MS-SMB2] 3.3.5.15.11): the machine's
-//! interfaces, found with getifaddrs(3).
+//! interfaces, from [`smbx_transport::netif`].
 //!
 //! * Only interfaces that are up (IFF_UP and IFF_RUNNING) are listed.
 //! * With `bind interfaces only` and an `interfaces` list, only addresses that list
@@ -12,8 +12,9 @@
 //!   (`/sys/class/net/<if>/queues/rx-*`); RDMA_CAPABLE when the caller says SMB
 //!   Direct serves the interface ([`InterfaceOptions::rdma`]).
 
-use std::ffi::CStr;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
+
+use smbx_transport::netif::{local_addresses, LocalAddress};
 
 use smbx_wire::ioctl::{
     encode_network_interfaces, IfAddr, IoctlRequest, NetworkInterface, NETWORK_IF_RDMA_CAPABLE,
@@ -40,80 +41,8 @@ pub struct InterfaceOptions {
     pub rdma: bool,
 }
 
-/// One address of one interface as getifaddrs reports it.
-#[derive(Debug, Clone)]
-struct RawAddr {
-    name: String,
-    index: u32,
-    addr: IpAddr,
-    scope: u32,
-    loopback: bool,
-}
-
-fn raw_addrs() -> Vec<RawAddr> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list head we free with freeifaddrs below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return out;
-    }
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        let flags = ifa.ifa_flags;
-        if flags & libc::IFF_UP as u32 == 0 || flags & libc::IFF_RUNNING as u32 == 0 {
-            continue;
-        }
-        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
-            .to_string_lossy()
-            .into_owned();
-        // SAFETY: ifa_addr is non-null and points to a sockaddr of the family it names.
-        let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-        let (addr, scope) = match family {
-            libc::AF_INET => {
-                // SAFETY: the family is AF_INET, so this is a sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                (
-                    IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))),
-                    0,
-                )
-            }
-            libc::AF_INET6 => {
-                // SAFETY: the family is AF_INET6, so this is a sockaddr_in6.
-                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-                (
-                    IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
-                    sin6.sin6_scope_id,
-                )
-            }
-            _ => continue,
-        };
-        let Ok(cname) = std::ffi::CString::new(name.clone()) else {
-            continue;
-        };
-        // SAFETY: cname is a valid NUL-terminated string.
-        let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        out.push(RawAddr {
-            name,
-            index,
-            addr,
-            scope,
-            loopback: flags & libc::IFF_LOOPBACK as u32 != 0,
-        });
-    }
-    // SAFETY: `head` came from a successful getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
-    out
-}
-
 /// True if `entry` (name, address, or address/prefix) selects `a`.
-fn selects(entry: &str, a: &RawAddr) -> bool {
+fn selects(entry: &str, a: &LocalAddress) -> bool {
     let entry = entry.trim();
     if entry.eq_ignore_ascii_case(&a.name) {
         return true;
@@ -174,13 +103,13 @@ fn rss_capable(name: &str) -> bool {
 
 /// The interfaces to advertise, in getifaddrs order.
 pub fn local_interfaces(opts: &InterfaceOptions) -> Vec<NetworkInterface> {
-    let all = raw_addrs();
-    let chosen: Vec<&RawAddr> = if opts.bind_only && !opts.interfaces.is_empty() {
+    let all = local_addresses();
+    let chosen: Vec<&LocalAddress> = if opts.bind_only && !opts.interfaces.is_empty() {
         all.iter()
             .filter(|a| opts.interfaces.iter().any(|e| selects(e, a)))
             .collect()
     } else {
-        let non_lo: Vec<&RawAddr> = all.iter().filter(|a| !a.loopback).collect();
+        let non_lo: Vec<&LocalAddress> = all.iter().filter(|a| !a.loopback).collect();
         if non_lo.is_empty() {
             all.iter().collect()
         } else {
@@ -229,8 +158,8 @@ pub(super) fn query(ctx: &Ctx<'_>, io: &IoctlRequest<'_>) -> FsctlResult {
 mod tests {
     use super::*;
 
-    fn raw(name: &str, addr: &str) -> RawAddr {
-        RawAddr {
+    fn raw(name: &str, addr: &str) -> LocalAddress {
+        LocalAddress {
             name: name.into(),
             index: 1,
             addr: addr.parse().unwrap(),
