@@ -1,6 +1,6 @@
 //! SMB2 QUERY_DIRECTORY ([MS-SMB2] 3.3.5.18, [MS-FSA] 2.1.5.6.3).
 //!
-//! Each directory open keeps an enumeration cursor in [`QueryState`] (stored in the
+//! Each directory open keeps an enumeration cursor in [`QueryState`](crate::state::open::QueryState) (stored in the
 //! `FileOpen`): the pattern and the sorted names that matched it, listed at the first
 //! query and again on RESTART_SCANS / REOPEN. Metadata is read only for the entries a
 //! request returns (so a listing costs one directory read plus one stat per entry), and
@@ -16,29 +16,8 @@ use smbx_wire::AccessMask;
 use smbx_wire::{NtStatus, Reader};
 
 use super::{Ctx, HandlerResult, Request, Response};
+use crate::state::open::DirCursor;
 use crate::state::FileId;
-
-/// An enumeration in progress on one directory open.
-#[derive(Debug)]
-pub struct DirCursor {
-    /// The search pattern the snapshot was taken with.
-    pub pattern: String,
-    /// Matching names ("." and ".." first when they match).
-    pub names: Vec<String>,
-    /// Index of the next entry to return.
-    pub pos: usize,
-}
-
-/// Per-open query state (enumeration cursor, FileFullEaInformation index), kept in
-/// `FileOpen::query`.
-#[derive(Debug, Default)]
-pub struct QueryState {
-    /// The directory enumeration, once started.
-    pub dir: Option<DirCursor>,
-    /// Index (0-based) of the next EA FileFullEaInformation returns without
-    /// RESTART_SCAN.
-    pub ea_index: usize,
-}
 
 /// Converts vfs metadata to a directory entry of the wire encoder.
 pub(crate) fn entry_info<'a>(e: &'a DirEntry, short: Option<&'a str>) -> DirEntryInfo<'a> {

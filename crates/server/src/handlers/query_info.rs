@@ -4,7 +4,6 @@
 //! INFO_LENGTH_MISMATCH, a truncated variable-length answer is BUFFER_OVERFLOW, and a
 //! security descriptor that does not fit is BUFFER_TOO_SMALL with its size as error data.
 
-pub mod security;
 
 use smbx_vfs::{short_name, FileInfo};
 use smbx_wire::error::ErrorResponse;

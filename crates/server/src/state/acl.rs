@@ -3,7 +3,7 @@
 //! A descriptor set at CREATE (SecD context), through SET_INFO, or inherited from the
 //! parent directory is stored verbatim with the file (`smbx_vfs::Handle::nt_acl`, an
 //! xattr as Samba's `acl_xattr`). A file without one has the descriptor derived from
-//! its POSIX owner, group and mode (`handlers/query_info/security.rs`); such files are
+//! its POSIX owner, group and mode ([`super::posix_sd`]); such files are
 //! not access-checked beyond the tree's maximal access, as before.
 //!
 //! Identity: every session acts on the file system as the server process, so the
@@ -40,7 +40,7 @@ use smbx_wire::security_descriptor::{
 };
 use smbx_wire::AccessMask;
 
-use crate::handlers::query_info::security::posix_sd;
+use super::posix_sd::posix_sd;
 use crate::state::session::SessionUser;
 
 /// Every right a DACL can grant on a file (FILE_ALL_ACCESS).

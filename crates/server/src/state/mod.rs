@@ -10,6 +10,7 @@ pub mod notify;
 pub mod open;
 pub mod oplock;
 pub mod policy;
+pub mod posix_sd;
 pub mod replay;
 pub mod session;
 pub mod settings;

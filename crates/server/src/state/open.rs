@@ -83,7 +83,7 @@ pub struct FileOpen {
     pub notify: super::notify::OpenNotify,
     /// QUERY_DIRECTORY enumeration cursor and FileFullEaInformation index
     /// (handlers/query_directory.rs, handlers/query_info.rs).
-    pub query: Mutex<crate::handlers::query_directory::QueryState>,
+    pub query: Mutex<QueryState>,
     /// The LastWriteTime the file had when this open closed, if the server's write-time
     /// bookkeeping ([`crate::state::file::WriteTimes`]) decided it (0: the on-disk one).
     pub final_write_time: AtomicU64,
@@ -680,6 +680,28 @@ fn expire_later(server: &Arc<super::ServerState>, kept: Vec<(FileId, u32, u64)>)
             }
         });
     }
+}
+
+/// An enumeration in progress on one directory open.
+#[derive(Debug)]
+pub struct DirCursor {
+    /// The search pattern the snapshot was taken with.
+    pub pattern: String,
+    /// Matching names ("." and ".." first when they match).
+    pub names: Vec<String>,
+    /// Index of the next entry to return.
+    pub pos: usize,
+}
+
+/// Per-open query state (enumeration cursor, FileFullEaInformation index), kept in
+/// `FileOpen::query`.
+#[derive(Debug, Default)]
+pub struct QueryState {
+    /// The directory enumeration, once started.
+    pub dir: Option<DirCursor>,
+    /// Index (0-based) of the next EA FileFullEaInformation returns without
+    /// RESTART_SCAN.
+    pub ea_index: usize,
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The security descriptor QUERY_INFO returns for a file, derived from its POSIX owner,
-//! group and mode bits.
+//! The security descriptor of a file that has none stored, derived from its POSIX
+//! owner, group and mode bits (what QUERY_INFO returns and access checks use).
 //!
 //! SIDs follow Samba's Unix mapping: the owner is `S-1-22-1-<uid>` and the group
 //! `S-1-22-2-<gid>`. The DACL has, in order, allow ACEs for the owner, the group and
