@@ -1,12 +1,16 @@
-//! The server-side authentication acceptor: NTLMv2 over SPNEGO (or raw NTLMSSP).
+//! The server-side authentication acceptor: NTLMv2 over SPNEGO (or raw NTLMSSP), and
+//! Kerberos 5 over SPNEGO when the server has a keytab ([`ServerAuth::with_kerberos`]).
 //!
 //! [`ServerAuth::step`] is fed each SESSION_SETUP security buffer and answers with the
 //! next token, until it yields [`AuthStep::Done`] with the authenticated [`Identity`].
+//! SPNEGO picks the first mechanism of the client's list that the server supports.
 
 use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::gss;
+use crate::kerberos::{self, KerberosAcceptor};
 use crate::ntlm::{self, AuthenticateMessage, AvPairs, ChallengeMessage, NegotiateMessage};
 use crate::spnego::{self, NegState, NegTokenResp, NegotiationToken};
 
@@ -53,8 +57,21 @@ pub struct Identity {
     pub domain: String,
     /// User, guest or anonymous.
     pub kind: IdentityKind,
-    /// The session key (16 bytes for an NTLM user logon; empty for guest and anonymous).
+    /// The session key (16 bytes for an NTLM user logon, the Kerberos session key at
+    /// its full length; empty for guest and anonymous).
     pub session_key: Vec<u8>,
+    /// For a Kerberos logon, the principals of the ticket: `user` and `domain` are the
+    /// two parts of the client's, which the server maps to a local user.
+    pub kerberos: Option<KerberosNames>,
+}
+
+/// The principals of an accepted Kerberos ticket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KerberosNames {
+    /// The client (`user@REALM`).
+    pub client: String,
+    /// The service it was for (`cifs/host@REALM`).
+    pub service: String,
 }
 
 /// The outcome of one [`ServerAuth::step`].
@@ -113,6 +130,18 @@ enum State {
         server_challenge: [u8; 8],
         flags: u32,
     },
+    /// Kerberos chosen: waiting for (or processing) the AP-REQ.
+    Kerberos {
+        ctx: gss::Context,
+        cred: gss::Cred,
+        /// The Kerberos OID the client chose (echoed as supportedMech).
+        mech: Vec<u8>,
+    },
+    /// Kerberos accepted and our mechListMIC sent; waiting for the client's.
+    KerberosMic {
+        ctx: gss::Context,
+        identity: Identity,
+    },
     /// Finished (successfully or not); further steps are errors.
     Finished,
 }
@@ -126,10 +155,17 @@ pub struct ServerAuth {
     spnego: bool,
     /// DER of the client's mechTypes, covered by mechListMIC.
     mech_types_der: Option<Vec<u8>>,
-    /// True when NTLMSSP was not the client's first choice (mechListMIC then required).
+    /// True when the chosen mechanism was not the client's first choice (mechListMIC
+    /// then required).
     ntlm_not_preferred: bool,
     /// Fixed server challenge and timestamp for deterministic tests.
     fixed: Option<([u8; 8], u64)>,
+    /// Kerberos settings; `None` offers and accepts NTLM only.
+    kerberos: Option<KerberosAcceptor>,
+    /// Whether supportedMech has been sent (it goes in the first reply only).
+    sent_supported_mech: bool,
+    /// Why the last step failed, for the server's log.
+    failure: Option<String>,
 }
 
 impl std::fmt::Debug for ServerAuth {
@@ -152,6 +188,31 @@ impl ServerAuth {
             mech_types_der: None,
             ntlm_not_preferred: false,
             fixed: None,
+            kerberos: None,
+            sent_supported_mech: false,
+            failure: None,
+        }
+    }
+
+    /// Accepts Kerberos 5 (inside SPNEGO) beside NTLM, with `kerberos`'s keytab.
+    pub fn with_kerberos(mut self, kerberos: Option<KerberosAcceptor>) -> ServerAuth {
+        self.kerberos = kerberos;
+        self
+    }
+
+    /// Why the last [`ServerAuth::step`] failed, when there is more to say than the
+    /// error (the GSSAPI message for a refused ticket: expired, replayed, wrong key...).
+    pub fn failure_detail(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    /// The mechanism in use, for logs: `"kerberos"`, `"ntlm"` or `"none"` before the
+    /// client chose.
+    pub fn mechanism(&self) -> &'static str {
+        match self.state {
+            State::Kerberos { .. } | State::KerberosMic { .. } => "kerberos",
+            State::Challenged { .. } => "ntlm",
+            _ => "none",
         }
     }
 
@@ -167,13 +228,34 @@ impl ServerAuth {
         spnego::server_init_token()
     }
 
+    /// The NegTokenInit2 of a server that also accepts Kerberos when `kerberos`:
+    /// mechTypes Microsoft's Kerberos OID, Kerberos 5 and NTLMSSP (as Windows lists them).
+    pub fn initial_token_for(policy: &AuthPolicy, kerberos: bool) -> Vec<u8> {
+        if kerberos {
+            spnego::server_init_token_with(&[
+                spnego::OID_MS_KRB5,
+                spnego::OID_KRB5,
+                spnego::OID_NTLMSSP,
+            ])
+        } else {
+            Self::initial_token(policy)
+        }
+    }
+
     /// Processes one security token from the client.
     pub fn step(&mut self, input: &[u8]) -> Result<AuthStep, AuthError> {
+        self.failure = None;
         let r = self.step_inner(input);
         if r.is_err() {
             self.state = State::Finished;
         }
         r
+    }
+
+    /// Fails with `e`, keeping `detail` for [`ServerAuth::failure_detail`].
+    fn fail(&mut self, e: AuthError, detail: String) -> AuthError {
+        self.failure = Some(detail);
+        e
     }
 
     fn step_inner(&mut self, input: &[u8]) -> Result<AuthStep, AuthError> {
@@ -192,13 +274,36 @@ impl ServerAuth {
                     return Err(AuthError::InvalidToken);
                 }
                 self.spnego = true;
+                let krb5 = self.kerberos.is_some();
                 let pos = init
                     .mech_types
                     .iter()
-                    .position(|m| m == spnego::OID_NTLMSSP)
+                    .position(|m| m == spnego::OID_NTLMSSP || (krb5 && kerberos::is_krb5_oid(m)))
                     .ok_or(AuthError::InvalidToken)?;
                 self.mech_types_der = Some(init.mech_types_der());
                 self.ntlm_not_preferred = pos != 0;
+                let chosen = init.mech_types[pos].clone();
+                if kerberos::is_krb5_oid(&chosen) {
+                    self.start_kerberos(chosen.clone())?;
+                    return match init.mech_token {
+                        Some(tok) if pos == 0 => self.krb5_step(&tok, None),
+                        _ => {
+                            // Ask for the AP-REQ (and, on a downgrade, a mechListMIC).
+                            self.sent_supported_mech = true;
+                            let neg_state = if pos == 0 {
+                                NegState::AcceptIncomplete
+                            } else {
+                                NegState::RequestMic
+                            };
+                            Ok(AuthStep::Continue(spnego::encode_resp(&NegTokenResp {
+                                neg_state: Some(neg_state),
+                                supported_mech: Some(chosen),
+                                response_token: None,
+                                mech_list_mic: None,
+                            })))
+                        }
+                    };
+                }
                 match init.mech_token {
                     Some(tok) if pos == 0 => self.ntlm_step(&tok, None),
                     _ => {
@@ -218,6 +323,16 @@ impl ServerAuth {
                 }
                 if resp.neg_state == Some(NegState::Reject) {
                     return Err(AuthError::LogonFailure);
+                }
+                match self.state {
+                    State::Kerberos { .. } => {
+                        let tok = resp.response_token.ok_or(AuthError::InvalidToken)?;
+                        return self.krb5_step(&tok, resp.mech_list_mic.as_deref());
+                    }
+                    State::KerberosMic { .. } => {
+                        return self.krb5_client_mic(resp.mech_list_mic.as_deref())
+                    }
+                    _ => {}
                 }
                 let tok = resp.response_token.ok_or(AuthError::InvalidToken)?;
                 self.ntlm_step(&tok, resp.mech_list_mic.as_deref())
@@ -269,8 +384,165 @@ impl ServerAuth {
                 &server_challenge,
                 flags,
             ),
-            State::Finished => Err(AuthError::InvalidToken),
+            _ => Err(AuthError::InvalidToken),
         }
+    }
+
+    fn start_kerberos(&mut self, mech: Vec<u8>) -> Result<(), AuthError> {
+        let Some(k) = self.kerberos.as_ref() else {
+            return Err(AuthError::InvalidToken);
+        };
+        let cred = match k.credentials() {
+            Ok(c) => c,
+            Err(e) => {
+                let keytab = k
+                    .keytab
+                    .as_ref()
+                    .map_or("the default keytab".to_string(), |p| {
+                        p.display().to_string()
+                    });
+                return Err(self.fail(
+                    AuthError::LogonFailure,
+                    format!("Kerberos: no acceptor credentials from {keytab}: {e}"),
+                ));
+            }
+        };
+        self.state = State::Kerberos {
+            ctx: gss::Context::acceptor(),
+            cred,
+            mech,
+        };
+        Ok(())
+    }
+
+    /// One Kerberos leg: the AP-REQ in, the AP-REP (mutual authentication) out.
+    fn krb5_step(
+        &mut self,
+        token: &[u8],
+        mech_list_mic: Option<&[u8]>,
+    ) -> Result<AuthStep, AuthError> {
+        let State::Kerberos {
+            mut ctx,
+            cred,
+            mech,
+        } = std::mem::replace(&mut self.state, State::Finished)
+        else {
+            return Err(AuthError::InvalidToken);
+        };
+        let logon = |e: gss::GssError| format!("Kerberos ticket refused: {e}");
+        let step = match ctx.accept(&cred, token) {
+            Ok(s) => s,
+            Err(e) => return Err(self.fail(AuthError::LogonFailure, logon(e))),
+        };
+        let supported_mech = if self.sent_supported_mech {
+            None
+        } else {
+            self.sent_supported_mech = true;
+            Some(mech.clone())
+        };
+        let response_token = (!step.output.is_empty()).then_some(step.output);
+        if !step.complete {
+            let out = spnego::encode_resp(&NegTokenResp {
+                neg_state: Some(NegState::AcceptIncomplete),
+                supported_mech,
+                response_token,
+                mech_list_mic: None,
+            });
+            self.state = State::Kerberos { ctx, cred, mech };
+            return Ok(AuthStep::Continue(out));
+        }
+        let (client, service, _flags) = match ctx.names() {
+            Ok(n) => n,
+            Err(e) => return Err(self.fail(AuthError::LogonFailure, logon(e))),
+        };
+        let k = self.kerberos.as_ref().ok_or(AuthError::InvalidToken)?;
+        if !k.service_ok(&service) {
+            let msg = format!(
+                "Kerberos ticket refused: it is for {service}, not a {}/ service principal",
+                k.service
+            );
+            return Err(self.fail(AuthError::LogonFailure, msg));
+        }
+        let session_key = match ctx.session_key() {
+            Ok(key) => key,
+            Err(e) => return Err(self.fail(AuthError::LogonFailure, logon(e))),
+        };
+        let types = self.mech_types_der.clone().unwrap_or_default();
+        if let Some(mic) = mech_list_mic {
+            if let Err(e) = ctx.verify_mic(&types, mic) {
+                return Err(self.fail(
+                    AuthError::LogonFailure,
+                    format!("Kerberos: bad mechListMIC from {client}: {e}"),
+                ));
+            }
+        }
+        let (user, realm) = kerberos::split_principal(&client);
+        let identity = Identity {
+            user: user.to_string(),
+            domain: realm.to_string(),
+            kind: IdentityKind::User,
+            session_key,
+            kerberos: Some(KerberosNames {
+                client: client.clone(),
+                service,
+            }),
+        };
+        let send_mic = mech_list_mic.is_some() || self.ntlm_not_preferred;
+        let our_mic = if send_mic {
+            match ctx.get_mic(&types) {
+                Ok(m) => Some(m),
+                Err(e) => return Err(self.fail(AuthError::LogonFailure, logon(e))),
+            }
+        } else {
+            None
+        };
+        if self.ntlm_not_preferred && mech_list_mic.is_none() {
+            // A downgrade must be protected: our MIC now, the client's in the next leg.
+            let out = spnego::encode_resp(&NegTokenResp {
+                neg_state: Some(NegState::AcceptIncomplete),
+                supported_mech,
+                response_token,
+                mech_list_mic: our_mic,
+            });
+            self.state = State::KerberosMic { ctx, identity };
+            return Ok(AuthStep::Continue(out));
+        }
+        let token = spnego::encode_resp(&NegTokenResp {
+            neg_state: Some(NegState::AcceptCompleted),
+            supported_mech,
+            response_token,
+            mech_list_mic: our_mic,
+        });
+        Ok(AuthStep::Done { token, identity })
+    }
+
+    /// The client's mechListMIC after a downgraded Kerberos exchange.
+    fn krb5_client_mic(&mut self, mic: Option<&[u8]>) -> Result<AuthStep, AuthError> {
+        let State::KerberosMic { ctx, identity } =
+            std::mem::replace(&mut self.state, State::Finished)
+        else {
+            return Err(AuthError::InvalidToken);
+        };
+        let types = self.mech_types_der.clone().unwrap_or_default();
+        let Some(mic) = mic else {
+            return Err(self.fail(
+                AuthError::LogonFailure,
+                "Kerberos: no mechListMIC from the client after a downgrade".into(),
+            ));
+        };
+        if let Err(e) = ctx.verify_mic(&types, mic) {
+            return Err(self.fail(
+                AuthError::LogonFailure,
+                format!("Kerberos: bad mechListMIC: {e}"),
+            ));
+        }
+        let token = spnego::encode_resp(&NegTokenResp {
+            neg_state: Some(NegState::AcceptCompleted),
+            supported_mech: None,
+            response_token: None,
+            mech_list_mic: None,
+        });
+        Ok(AuthStep::Done { token, identity })
     }
 
     fn make_challenge(&self, neg: &NegotiateMessage) -> Result<(Vec<u8>, [u8; 8], u32), AuthError> {
@@ -334,6 +606,7 @@ impl ServerAuth {
                     domain: auth.domain,
                     kind: IdentityKind::Anonymous,
                     session_key: Vec::new(),
+                    kerberos: None,
                 },
                 None,
             ));
@@ -355,6 +628,7 @@ impl ServerAuth {
                         domain: auth.domain,
                         kind: IdentityKind::Guest,
                         session_key: Vec::new(),
+                        kerberos: None,
                     },
                     None,
                 ));
@@ -424,6 +698,7 @@ impl ServerAuth {
             domain: auth.domain,
             kind: IdentityKind::User,
             session_key: esk.to_vec(),
+            kerberos: None,
         };
         let server_mic = match (&self.mech_types_der, send_mic) {
             (Some(types), true) => Some(session.sign_s2c(types).to_vec()),

@@ -405,8 +405,14 @@ pub fn encode_resp(t: &NegTokenResp) -> Vec<u8> {
 
 /// The server's NegTokenInit2 hint: mechTypes [NTLMSSP] and the Windows negHints name.
 pub fn server_init_token() -> Vec<u8> {
+    server_init_token_with(&[OID_NTLMSSP])
+}
+
+/// The server's NegTokenInit2 hint listing `mechs` (OID contents), with the Windows
+/// negHints name.
+pub fn server_init_token_with(mechs: &[&[u8]]) -> Vec<u8> {
     encode_init(&NegTokenInit {
-        mech_types: vec![OID_NTLMSSP.to_vec()],
+        mech_types: mechs.iter().map(|m| m.to_vec()).collect(),
         neg_hints: Some(NegHints {
             hint_name: Some(HINT_NAME.to_string()),
             hint_address: None,
