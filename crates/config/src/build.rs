@@ -39,6 +39,10 @@ enum Setting {
     UnauthTimeout(u32),
     MaxOpenFiles(u32),
     RestrictAnonymous(u8),
+    KerberosMethod(crate::KerberosMethod),
+    DedicatedKeytab(PathBuf),
+    Realm(String),
+    UsernameMap(PathBuf),
     // In [global]: server-wide value and share default. In a share: that share.
     Signing(SigningSetting),
     Encrypt(EncryptSetting),
@@ -252,6 +256,21 @@ fn parse_setting(
         "unauthenticatedtimeout" => UnauthTimeout(parse_u32(v, 1, 3600)?),
         "maxopenfiles" => MaxOpenFiles(parse_u32(v, 1, u32::MAX)?),
         "restrictanonymous" => RestrictAnonymous(parse_u32(v, 0, 2)? as u8),
+        "kerberosmethod" => KerberosMethod(crate::kerberos::parse_kerberos_method(v)?),
+        "dedicatedkeytabfile" => {
+            let p = v.strip_prefix("FILE:").unwrap_or(v);
+            if !p.starts_with('/') {
+                return Err("an absolute keytab path (FILE:/path or /path)".into());
+            }
+            DedicatedKeytab(PathBuf::from(p))
+        }
+        "realm" => {
+            if v.contains(char::is_whitespace) || v.contains('@') {
+                return Err("a Kerberos realm name (no spaces, no '@')".into());
+            }
+            Realm(v.to_uppercase())
+        }
+        "usernamemap" => UsernameMap(crate::kerberos::username_map_path(v)?),
         "serversigning" => Signing(parse_signing(v)?),
         "serversmbencrypt" | "smbencrypt" => Encrypt(parse_encrypt(v)?),
         "easupport" => EaSupport(parse_bool(v)?),
@@ -355,6 +374,10 @@ fn apply_global(
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,
         MaxOpenFiles(v) => g.max_open_files = v,
         RestrictAnonymous(v) => g.restrict_anonymous = v,
+        KerberosMethod(v) => g.kerberos_method = v,
+        DedicatedKeytab(v) => g.dedicated_keytab_file = Some(v),
+        Realm(v) => g.realm = v,
+        UsernameMap(v) => g.username_map = Some(v),
         Signing(v) => g.server_signing = v,
         Encrypt(v) => g.server_smb_encrypt = v,
         EaSupport(v) => g.ea_support = v,
@@ -492,6 +515,23 @@ pub fn build(items: Vec<Item>, _name: &str) -> Result<Config, ConfigError> {
         let s = parse_setting(&key, value, loc, &mut warnings)
             .map_err(|a| invalid(loc, name, value, a))?;
         apply_global(&mut global, s, name, loc, &mut warnings, &mut proto_loc);
+    }
+    if global.kerberos_method == crate::KerberosMethod::DedicatedKeytab
+        && global.dedicated_keytab_file.is_none()
+    {
+        let loc = global_params
+            .iter()
+            .rev()
+            .find(|(n, _, _)| normalize(n) == "kerberosmethod")
+            .map(|(_, _, l)| l.clone())
+            .unwrap_or(Loc {
+                file: _name.to_string(),
+                line: 0,
+            });
+        return Err(loc.error(
+            "kerberos method = dedicated keytab needs \"dedicated keytab file = /path/to/keytab\""
+                .to_string(),
+        ));
     }
     if global.server_min_protocol > global.server_max_protocol {
         let loc = proto_loc.unwrap_or(Loc {

@@ -27,6 +27,14 @@ pub fn emit(c: &Config) -> String {
     if let Some(f) = &g.log_file {
         kv(&mut o, "log file", &f.display().to_string());
     }
+    if let Some(p) = &g.dedicated_keytab_file {
+        kv(&mut o, "dedicated keytab file", &p.display().to_string());
+    }
+    kv(
+        &mut o,
+        "kerberos method",
+        crate::kerberos::fmt_kerberos_method(g.kerberos_method),
+    );
     kv(&mut o, "log level", &g.log_level.to_string());
     kv(&mut o, "map to guest", fmt_map_to_guest(g.map_to_guest));
     kv(&mut o, "max connections", &g.max_connections.to_string());
@@ -61,6 +69,9 @@ pub fn emit(c: &Config) -> String {
         "restrict anonymous",
         &g.restrict_anonymous.to_string(),
     );
+    if !g.realm.is_empty() {
+        kv(&mut o, "realm", &g.realm);
+    }
     kv(&mut o, "server signing", fmt_signing(g.server_signing));
     kv(&mut o, "server string", &g.server_string);
     kv(&mut o, "smb direct", fmt_bool(g.smb_direct));
@@ -77,6 +88,9 @@ pub fn emit(c: &Config) -> String {
         "unauthenticated timeout",
         &g.unauthenticated_timeout_secs.to_string(),
     );
+    if let Some(p) = &g.username_map {
+        kv(&mut o, "username map", &p.display().to_string());
+    }
     kv(&mut o, "workgroup", &g.workgroup);
     o.push_str("\t# defaults for shares\n");
     kv(&mut o, "browseable", fmt_bool(g.browseable));

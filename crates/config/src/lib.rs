@@ -13,12 +13,14 @@
 
 mod build;
 mod emit;
+pub mod kerberos;
 mod lexer;
 pub mod values;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use kerberos::{KerberosMethod, UsernameMap};
 pub use lexer::MAX_INCLUDE_DEPTH;
 
 /// Default password database when `passdb backend` is plain `smbpasswd` or unset.
@@ -187,6 +189,17 @@ pub struct Global {
     /// `restrict anonymous` (Samba's): 0 = anonymous sessions allowed, 1 = allowed
     /// but refused share enumeration, 2 = anonymous sessions refused (default 0).
     pub restrict_anonymous: u8,
+    /// `kerberos method`: `dedicated keytab` or `system keytab` turn Kerberos on
+    /// (default `secrets only`: NTLM only).
+    pub kerberos_method: KerberosMethod,
+    /// `dedicated keytab file`: the keytab with the `cifs/<host>` keys, for
+    /// `kerberos method = dedicated keytab`.
+    pub dedicated_keytab_file: Option<PathBuf>,
+    /// `realm`: the server's Kerberos realm; `user@REALM` logs in as `user`. Empty:
+    /// the realm of the service principal the client's ticket is for.
+    pub realm: String,
+    /// `username map`: a file mapping client names (Kerberos principals) to local users.
+    pub username_map: Option<PathBuf>,
     /// Default `read only` for shares.
     pub read_only: bool,
     /// Default `guest ok` for shares.
@@ -243,6 +256,10 @@ impl Default for Global {
             unauthenticated_timeout_secs: 60,
             max_open_files: 16384,
             restrict_anonymous: 0,
+            kerberos_method: KerberosMethod::SecretsOnly,
+            dedicated_keytab_file: None,
+            realm: String::new(),
+            username_map: None,
             read_only: true,
             guest_ok: false,
             browseable: true,

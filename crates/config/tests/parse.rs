@@ -432,3 +432,44 @@ fn control_socket() {
     assert_eq!((e.file.as_str(), e.line), ("d.conf", 3));
     assert!(e.message.contains("control socket"), "{e}");
 }
+
+#[test]
+fn kerberos_options() {
+    use smbx_config::KerberosMethod;
+    let c = Config::parse_str("[global]\n smb ports = 445\n", "a.conf").unwrap();
+    assert_eq!(c.global.kerberos_method, KerberosMethod::SecretsOnly);
+    assert!(!c.global.kerberos_method.enabled());
+    let text = "[global]\n kerberos method = dedicated keytab\n dedicated keytab file = FILE:/etc/smbx/smbx.keytab\n realm = example.test\n username map = /etc/smbx/users.map\n";
+    let c = Config::parse_str(text, "b.conf").unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let g = &c.global;
+    assert_eq!(g.kerberos_method, KerberosMethod::DedicatedKeytab);
+    assert_eq!(
+        g.dedicated_keytab_file.as_deref(),
+        Some(std::path::Path::new("/etc/smbx/smbx.keytab"))
+    );
+    assert_eq!(g.realm, "EXAMPLE.TEST");
+    assert_eq!(
+        g.username_map.as_deref(),
+        Some(std::path::Path::new("/etc/smbx/users.map"))
+    );
+    let again = Config::parse_str(&c.to_smb_conf(), "c.conf").unwrap();
+    assert_eq!(again.global, c.global);
+    // A dedicated keytab without its file is refused at the method's line.
+    let e = Config::parse_str(
+        "[global]\n\n kerberos method = dedicated keytab\n",
+        "d.conf",
+    )
+    .unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("d.conf", 3));
+    assert!(e.message.contains("dedicated keytab file"), "{e}");
+    let e = Config::parse_str("[global]\n kerberos method = magic\n", "e.conf").unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.message.contains("dedicated keytab"), "{e}");
+    let e = Config::parse_str(
+        "[global]\n dedicated keytab file = relative.keytab\n",
+        "f.conf",
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 2);
+}
