@@ -84,7 +84,6 @@ pub fn local_addresses() -> Vec<LocalAddress> {
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

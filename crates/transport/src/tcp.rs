@@ -85,7 +85,8 @@ pub fn set_socket_recv_lowat(sock: &impl AsFd, bytes: usize) -> std::io::Result<
 /// sendfile), so the kernel sends them in the same segment as what follows.
 #[allow(unsafe_code)]
 pub async fn send_more(
-    sock: &tokio::net::TcpStream,     hdr: &[u8],
+    sock: &tokio::net::TcpStream,
+    hdr: &[u8],
     msg: &[u8],
 ) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;

@@ -393,6 +393,16 @@ impl std::fmt::Display for NtStatus {
 
 impl std::error::Error for NtStatus {}
 
+/// A request that does not decode fails with INVALID_PARAMETER, as [MS-SMB2] 3.3.5
+/// asks of malformed lengths and offsets. What failed (the field, or the offset and
+/// length that ran past the end) is logged at debug level.
+impl From<crate::WireError> for NtStatus {
+    fn from(e: crate::WireError) -> Self {
+        tracing::debug!(error = %e, "malformed request");
+        NtStatus::INVALID_PARAMETER
+    }
+}
+
 impl From<std::io::Error> for NtStatus {
     fn from(e: std::io::Error) -> Self {
         NtStatus::from_errno(e.raw_os_error().unwrap_or(0))
@@ -429,6 +439,20 @@ impl NtStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_that_does_not_decode_is_invalid_parameter() {
+        let short = crate::Reader::new(&[1, 2]).u32().unwrap_err();
+        assert_eq!(NtStatus::from(short), NtStatus::INVALID_PARAMETER);
+        fn decode() -> Result<u8, crate::WireError> {
+            Err(crate::WireError::Invalid("StructureSize"))
+        }
+        fn handler() -> Result<u8, NtStatus> {
+            Ok(decode()?)
+        }
+        assert_eq!(handler(), Err(NtStatus::INVALID_PARAMETER));
+    }
+
     #[test]
     fn names_and_severity() {
         assert_eq!(NtStatus::ACCESS_DENIED.name(), Some("STATUS_ACCESS_DENIED"));

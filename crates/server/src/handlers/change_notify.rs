@@ -23,9 +23,8 @@ use crate::state::FileId;
 
 /// Handles CHANGE_NOTIFY.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let r = ChangeNotifyRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let id =
-        FileId::decode(&mut Reader::new(&r.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let r = ChangeNotifyRequest::decode(req.msg)?;
+    let id = FileId::decode(&mut Reader::new(&r.file_id))?;
     let open = ctx.lookup_open(id)?;
     let f = open.as_file().ok_or(NtStatus::INVALID_PARAMETER)?;
     if !f.is_dir {

@@ -17,7 +17,7 @@ pub fn on_close(_server: &Arc<ServerState>, _open: &Arc<Open>) {}
 
 /// Handles CLOSE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let c = CloseRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let c = CloseRequest::decode(req.msg)?;
     let open = ctx.lookup_open(FileId {
         persistent: c.file_id_persistent,
         volatile: c.file_id_volatile,

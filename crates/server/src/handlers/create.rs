@@ -336,10 +336,8 @@ fn oplock_request(ctx: &Ctx<'_>, level: u8, lease: Option<&[u8]>) -> oplock::Opl
 
 /// Handles CREATE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let cr = CreateRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let contexts = cr
-        .create_contexts()
-        .map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let cr = CreateRequest::decode(req.msg)?;
+    let contexts = cr.create_contexts()?;
     let tree = ctx.tree()?.clone();
     let name = cr.name().map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
 

@@ -9,7 +9,7 @@ use crate::state::{FileId, OpenKind};
 
 /// Handles FLUSH.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let f = FlushRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let f = FlushRequest::decode(req.msg)?;
     let open = ctx.lookup_open(FileId {
         persistent: f.file_id_persistent,
         volatile: f.file_id_volatile,

@@ -61,9 +61,8 @@ impl Sequence {
 
 /// Handles LOCK.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let r = LockRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let id =
-        FileId::decode(&mut Reader::new(&r.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let r = LockRequest::decode(req.msg)?;
+    let id = FileId::decode(&mut Reader::new(&r.file_id))?;
     let open = ctx.lookup_open(id)?;
     let f = open.as_file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
     if f.is_dir {

@@ -1,14 +1,13 @@
 //! LOGOFF ([MS-SMB2] 3.3.5.6).
 
 use smbx_wire::simple::{decode_simple, encode_simple};
-use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::{OpenKind, ServerState, Session};
 
 /// Handles LOGOFF: tears the session down; the response is still signed with its key.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    decode_simple(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    decode_simple(req.msg)?;
     let session = ctx.session()?.clone();
     // Durable opens outlive the session for their timeout (handlers/create).
     crate::state::open::preserve_durable_opens_of_session(ctx.server, session.id);

@@ -95,7 +95,7 @@ fn base_response(conn: &Connection, dialect: u16, caps: u32) -> NegotiateRespons
 
 /// Handles an SMB2 NEGOTIATE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let neg = NegotiateRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let neg = NegotiateRequest::decode(req.msg)?;
     let g = &ctx.config().global;
     let dialect = choose_dialect(&neg.dialects, g.server_min_protocol, g.server_max_protocol)
         .ok_or(NtStatus::NOT_SUPPORTED)?;

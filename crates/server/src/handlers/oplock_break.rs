@@ -12,12 +12,11 @@ use crate::state::FileId;
 
 /// Handles an OPLOCK_BREAK acknowledgment.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let size = break_ack_structure_size(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let size = break_ack_structure_size(req.msg)?;
     match size {
         24 => {
-            let ack = OplockBreak::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-            let id = FileId::decode(&mut Reader::new(&ack.file_id))
-                .map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            let ack = OplockBreak::decode(req.msg)?;
+            let id = FileId::decode(&mut Reader::new(&ack.file_id))?;
             let open = ctx.lookup_open(id)?;
             let f = open.as_file().ok_or(NtStatus::INVALID_PARAMETER)?;
             if ack.oplock_level == OPLOCK_LEVEL_LEASE {
@@ -37,7 +36,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if ctx.dialect() < DIALECT_210 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            let ack = LeaseBreakAck::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            let ack = LeaseBreakAck::decode(req.msg)?;
             let guid = ctx.conn.negotiate.lock().client_guid;
             let file = ctx
                 .server

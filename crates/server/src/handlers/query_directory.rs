@@ -39,9 +39,8 @@ pub(crate) fn entry_info<'a>(e: &'a DirEntry, short: Option<&'a str>) -> DirEntr
 
 /// Handles QUERY_DIRECTORY.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let q = QueryDirectoryRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let id =
-        FileId::decode(&mut Reader::new(&q.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let q = QueryDirectoryRequest::decode(req.msg)?;
+    let id = FileId::decode(&mut Reader::new(&q.file_id))?;
     let open = ctx.lookup_open(id)?;
     let Some(f) = open.as_file() else {
         return Err(NtStatus::INVALID_PARAMETER);

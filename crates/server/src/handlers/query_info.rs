@@ -4,7 +4,6 @@
 //! INFO_LENGTH_MISMATCH, a truncated variable-length answer is BUFFER_OVERFLOW, and a
 //! security descriptor that does not fit is BUFFER_TOO_SMALL with its size as error data.
 
-
 use smbx_vfs::{short_name, FileInfo};
 use smbx_wire::error::ErrorResponse;
 use smbx_wire::fscc::{ea, file, fs, Times};
@@ -27,9 +26,8 @@ const FILE_ID_INFORMATION: u8 = 59;
 
 /// Handles QUERY_INFO.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let q = QueryInfoRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let id =
-        FileId::decode(&mut Reader::new(&q.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let q = QueryInfoRequest::decode(req.msg)?;
+    let id = FileId::decode(&mut Reader::new(&q.file_id))?;
     let open = ctx.lookup_open(id)?;
     let max = q.output_buffer_length as usize;
     let max_trans = if ctx.dialect() <= smbx_wire::negotiate::DIALECT_202 {
@@ -235,7 +233,7 @@ fn query_full_ea(f: &FileOpen, q: &QueryInfoRequest<'_>, max: usize) -> Result<A
     let single = q.flags & SL_RETURN_SINGLE_ENTRY != 0;
     let mut state = f.query.lock();
     let (selected, start): (Vec<NamedEa>, Option<usize>) = if !q.input.is_empty() {
-        let names = ea::decode_get_list(q.input).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+        let names = ea::decode_get_list(q.input)?;
         let sel = names
             .into_iter()
             .map(

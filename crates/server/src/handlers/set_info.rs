@@ -28,9 +28,8 @@ pub mod security;
 
 /// Handles SET_INFO.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let r = SetInfoRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let fid =
-        FileId::decode(&mut Reader::new(&r.file_id)).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let r = SetInfoRequest::decode(req.msg)?;
+    let fid = FileId::decode(&mut Reader::new(&r.file_id))?;
     let open = ctx.lookup_open(fid)?;
     let read_only_tree = ctx.tree()?.read_only;
     let Some(file) = open.as_file() else {

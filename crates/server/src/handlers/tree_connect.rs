@@ -45,7 +45,7 @@ pub fn share_access(share: &Share, user: &SessionUser) -> Result<u32, NtStatus> 
 
 /// Handles TREE_CONNECT.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let tc = TreeConnectRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let tc = TreeConnectRequest::decode(req.msg)?;
     let session = ctx.session()?.clone();
     let name = tc.share_name().ok_or(NtStatus::BAD_NETWORK_NAME)?;
     let share = ctx

@@ -8,7 +8,7 @@ use crate::state::OpenKind;
 
 /// Handles TREE_DISCONNECT: removes the tree and closes its opens.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    decode_simple(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    decode_simple(req.msg)?;
     let session = ctx.session()?.clone();
     let tree = ctx.tree()?.clone();
     if session.trees.lock().trees.remove(&tree.id).is_none() {

@@ -70,9 +70,9 @@ pub fn check(
     }
     let f = open.as_file().ok_or(NtStatus::ACCESS_DENIED)?;
     let requested_lease = match lease {
-        Some(b) if requested_level == OPLOCK_LEVEL_LEASE => Some(
-            smbx_wire::oplock::decode_lease_request(b).map_err(|_| NtStatus::INVALID_PARAMETER)?,
-        ),
+        Some(b) if requested_level == OPLOCK_LEVEL_LEASE => {
+            Some(smbx_wire::oplock::decode_lease_request(b)?)
+        }
         _ => None,
     };
     let leased = f.oplock_level.load(Ordering::Acquire) == OPLOCK_LEVEL_LEASE;
