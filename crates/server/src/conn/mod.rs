@@ -223,6 +223,11 @@ impl Connection {
         permit: Option<OwnedSemaphorePermit>,
         invalidate: Option<u32>,
     ) {
+        self.server.metrics.network(
+            crate::metrics::Direction::Out,
+            crate::metrics::Transport::of(self),
+            msg.len(),
+        );
         // Over SMB Direct the link queues and posts the message itself (no writer
         // task hop); its queue is bounded (a peer that grants no SMB Direct send
         // credits makes this wait), and the permit is released once it is queued.
@@ -257,6 +262,11 @@ impl Connection {
             tail.read_into(&mut msg);
             return self.send_holding(msg, permit, None).await;
         }
+        self.server.metrics.network(
+            crate::metrics::Direction::Out,
+            crate::metrics::Transport::Tcp,
+            msg.len() + tail.len,
+        );
         let _ = self
             .tx
             .send(writer::Outgoing {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::Ctx;
 use crate::conn::{Connection, DirectIo};
+use crate::metrics::RdmaOp;
 
 /// A decoded, checked RDMA channel of one request.
 pub struct Channel {
@@ -89,6 +90,7 @@ impl Channel {
             .rdma_write(&*reg, len as u64, &self.descriptors)
             .await
             .map_err(fail)?;
+        self.conn.server.metrics.rdma(RdmaOp::Write, len);
         Ok(reg.into_vec())
     }
 
@@ -105,6 +107,7 @@ impl Channel {
             .rdma_read(&*reg, len as u64, &self.descriptors)
             .await
             .map_err(fail)?;
+        self.conn.server.metrics.rdma(RdmaOp::Read, len);
         Ok(reg.into_vec())
     }
 }

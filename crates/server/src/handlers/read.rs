@@ -7,6 +7,7 @@ use smbx_wire::{AccessMask, NtStatus, HEADER_SIZE};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::conn::writer::FileTail;
+use crate::metrics::Transport;
 use crate::state::{FileId, Open, OpenKind};
 
 /// STATUS_PIPE_EMPTY: a read found no data in the pipe.
@@ -135,6 +136,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 })
                 .await?;
                 let buf = ch.push(buf, n).await?;
+                ctx.server.metrics.data(false, Transport::SmbDirect, n);
                 ch.io().pool.put(buf);
                 f.position
                     .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
@@ -166,6 +168,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                     put_read_response_header(&mut h, n as u32, 0);
                     let mut msg = vec![0u8; DATA];
                     msg[HEADER_SIZE..].copy_from_slice(&h);
+                    ctx.server.metrics.data(false, Transport::Tcp, n);
                     return Ok(Response::ok_with_tail(msg, tail));
                 }
             }
@@ -184,6 +187,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             .await?;
             // FilePositionInformation follows reads (as Samba does).
             let n = (msg.len() - DATA) as u64;
+            ctx.server
+                .metrics
+                .data(false, Transport::of(ctx.conn), n as usize);
             f.position
                 .store(offset + n, std::sync::atomic::Ordering::Relaxed);
             Ok(Response::ok_with_header_room(msg))

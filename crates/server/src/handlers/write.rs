@@ -138,6 +138,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 work()?
             };
             drop(budget);
+            ctx.server
+                .metrics
+                .data(true, crate::metrics::Transport::of(ctx.conn), n);
             let mut resp = Response::ok(encode_write_response(n as u32));
             if let Some(ch) = channel {
                 if let Some(b) = pulled {
