@@ -127,7 +127,9 @@ pub(crate) fn build(
     }
     // A response that is final now counts; an async one when it completes.
     if let (None, Some(t)) = (&completion, info.started) {
-        conn.server.metrics.request(req.command, h.status, t.elapsed());
+        conn.server
+            .metrics
+            .request(req.command, h.status, t.elapsed());
     }
     // Interim responses are signed only in 3.x.
     let sign = sign && (completion.is_none() || conn.dialect() >= DIALECT_300);
@@ -276,7 +278,9 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
         Err(st) => (st, ErrorResponse::empty().encode()),
     };
     if let Some(t) = started {
-        conn.server.metrics.request(header.command, status, t.elapsed());
+        conn.server
+            .metrics
+            .request(header.command, status, t.elapsed());
     }
     let h = Header {
         credit_charge: header.credit_charge,
