@@ -22,7 +22,9 @@
 # Environment: DURATION (10), WARMUP (2), SEQ_O (8), FILE_MIB (1024), PROFILES (names below,
 #   space-separated; default all), SERVERS_WANTED ("samba smbx rocketsmbd"),
 #   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, ROCKETSMBD_BIN, KEEP=1 (keep
-#   the shares). rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
+#   the shares), SMBX_METRICS=1 (smbx runs with `metrics listen` on: compare a run with it
+#   against one without to see what the metrics cost; its last scrape is saved as
+#   $RESULTS/smbx-metrics.prom). rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
 #   fails or it does not start, it is skipped with a message.
 # Needs root, Debian samba, python3, and a release build of smbx (built if missing).
 set -euo pipefail
@@ -62,6 +64,8 @@ for p in "${PROFILES[@]}"; do
     bench_json "$RESULTS/$p.$s.json" "$s" ${FLAGS[$p]} -t1 -d"$DURATION" -W"$WARMUP" || true
   done
 done
+
+bench_scrape_smbx "$RESULTS/smbx-metrics.prom"
 
 # The machine's limit: one-stream loopback TCP with 1 MiB writes (iperf3 -l 1M), in the same
 # run; the 512 KiB read is printed as a share of it.

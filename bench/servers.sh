@@ -130,8 +130,16 @@ CONF
 }
 
 # bench_start_smbx [LINE...]: smbx on $BENCH_ROOT/smbx/share; each LINE is added to [global].
+# SMBX_METRICS=1 adds `metrics listen` on a free loopback port: METRICS_URL_smbx is its
+# http://127.0.0.1:PORT/metrics (bench_scrape_smbx saves a scrape).
 bench_start_smbx() {
-  local S=$BENCH_ROOT/smbx port pid extra=""
+  local S=$BENCH_ROOT/smbx port pid extra="" mport
+  if [ "${SMBX_METRICS:-0}" = 1 ]; then
+    mport=$(bench_free_port)
+    set -- "$@" "metrics listen = 127.0.0.1:$mport"
+    METRICS_URL_smbx=http://127.0.0.1:$mport/metrics
+    bench_log "smbx serves Prometheus metrics at $METRICS_URL_smbx (SMBX_METRICS=1)"
+  fi
   if [ $# -gt 0 ]; then extra=$(printf '  %s\n' "$@"); fi
   port=$(bench_free_port)
   cat > "$S/smb.conf" <<CONF
@@ -152,6 +160,18 @@ CONF
     bench_started smbx "$port" "$pid"
   else
     bench_log "smbx did not start (see $S/log)"; cat "$S/log" >&2; return 1
+  fi
+}
+
+# bench_scrape_smbx FILE: with SMBX_METRICS=1, smbx's /metrics into FILE (a note if it fails).
+bench_scrape_smbx() {
+  [ -n "${METRICS_URL_smbx:-}" ] || return 0
+  if python3 -c 'import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+      "$METRICS_URL_smbx" >"$1" 2>/dev/null; then
+    bench_log "smbx metrics scraped into $1"
+  else
+    bench_log "could not scrape $METRICS_URL_smbx"; rm -f "$1"
   fi
 }
 
