@@ -6,7 +6,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(samba smbclient samba-testsuite tshark fio attr)
-PY_PACKAGES=(smbprotocol impacket pytest)
+PY_PACKAGES=(smbprotocol impacket pytest prometheus_client)
 
 have_all_tools() {
     local t
@@ -60,7 +60,7 @@ else
         "(GOPROXY=${GOPROXY:-default}); tests/interop/test_gosmb2.py will fail" >&2
 fi
 
-if python3 -c 'import smbprotocol, smbclient, impacket, pytest, spnego' 2>/dev/null; then
+if python3 -c 'import smbprotocol, smbclient, impacket, pytest, spnego, prometheus_client' 2>/dev/null; then
     echo "install-deps: python packages already present"
 else
     echo "install-deps: pip install ${PY_PACKAGES[*]}"
