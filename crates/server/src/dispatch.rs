@@ -23,6 +23,7 @@ use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL
 use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
 use smbx_wire::{smb1, Command, Header, NtStatus, HEADER_SIZE};
 use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
 
 use crate::conn::Connection;
 use crate::handlers::{self, Ctx, HandlerResult, Request, Response};
@@ -65,11 +66,6 @@ pub(crate) async fn on_frame(
     frame: Vec<u8>,
     permit: OwnedSemaphorePermit,
 ) -> Flow {
-    conn.server.metrics.network(
-        crate::metrics::Direction::In,
-        crate::metrics::Transport::of(conn),
-        frame.len(),
-    );
     let proto = frame.get(..4);
     if smb1::is_smb1(&frame) {
         return handlers::negotiate::smb1(conn, &frame).await;
@@ -128,10 +124,14 @@ pub(crate) async fn on_frame(
         conn.start_order.run(ticket, process_chain(c, chain)).await;
     } else {
         let conn = conn.clone();
-        tokio::spawn(async move {
-            let c = conn.clone();
-            conn.start_order.run(ticket, process_chain(c, chain)).await
-        });
+        // In the connection's span (client address, session id) like the read loop.
+        tokio::spawn(
+            async move {
+                let c = conn.clone();
+                conn.start_order.run(ticket, process_chain(c, chain)).await
+            }
+            .in_current_span(),
+        );
     }
     Flow::Continue
 }
@@ -263,12 +263,10 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
             }
         }
         let last = i + 1 == n;
-        let started = std::time::Instant::now();
-        let (resp, mut info) = match early {
+        let (resp, info) = match early {
             Some(st) => (Err(st), MemberInfo::default()),
             None => run_member(&conn, &server, &chain, raw, &hdr, &prev, last).await,
         };
-        info.started = Some(started);
         if info.disconnect {
             conn.close();
             return;
@@ -282,6 +280,14 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
             (None, Some(s)) => s.id,
             (None, None) => 0,
         };
+        if hdr.cmd() == Some(Command::SessionSetup) && resp.status == NtStatus::SUCCESS {
+            // Log lines of the connection carry the session id from now on (SESSION_SETUP
+            // runs in the read loop, inside the connection's span).
+            tracing::Span::current().record(
+                "sid",
+                tracing::field::display(format_args!("{:#x}", prev.session_id)),
+            );
+        }
         if let Some(t) = info.response_tree_id {
             prev.tree_id = t;
         } else if let Some(t) = info.tree_checked {
@@ -315,8 +321,6 @@ pub(crate) struct MemberInfo {
     pub request_signed: bool,
     /// Set when the member's tree was looked up: the TreeId found, or None.
     pub tree_checked: Option<Option<u32>>,
-    /// When the member started (its latency is counted once its final response is built).
-    pub started: Option<std::time::Instant>,
 }
 
 fn needs_session(cmd: Command) -> bool {

@@ -5,6 +5,7 @@
 //!
 //! Layout:
 //! - [`listener`]: bind per interface/port, accept loop, connection limit.
+//! - [`shutdown`]: the graceful-shutdown signal (stop reading, drain, close).
 //! - [`memory`]: freed heap memory given back to the system when the server goes quiet.
 //! - [`conn`]: per-connection read loop and writer task; [`conn::Connection::send`]
 //!   queues a message at any time (interim responses, completions, oplock breaks).
@@ -12,22 +13,20 @@
 //! - `respond`: response headers, compound padding, signing, sealing, async completion.
 //! - [`credits`]: the sequence window.
 //! - [`state`]: sessions, trees, opens (server-wide tables resolved by id).
-//! - [`metrics`]: Prometheus counters fed by dispatch and the handlers, and the
-//!   opt-in `/metrics` endpoint (`metrics listen`).
 //! - [`handlers`]: one module per command.
 //! - `security`: the seam to smbx-security (keys, signing, sealing, preauth).
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 pub mod conn;
 pub mod credits;
-#![deny(unsafe_code)]
 mod dispatch;
 pub mod handlers;
 pub mod listener;
 pub mod memory;
-pub mod metrics;
 mod respond;
 pub mod security;
+pub mod shutdown;
 pub mod state;
 
 use std::io;

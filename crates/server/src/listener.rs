@@ -11,6 +11,7 @@ use smbx_transport::soft::{Options as IwarpOptions, SoftDirectListener};
 use smbx_transport::{BufPool, DirectConfig};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::shutdown::{CLOSE_GRACE, DRAIN_TIMEOUT};
 use crate::state::ServerState;
 
 /// A bound server, ready to run.
@@ -142,38 +143,90 @@ impl Server {
         self.state.clone()
     }
 
-    /// Accepts connections forever.
+    /// Accepts connections forever (until an accept loop fails).
     pub async fn run(self) -> io::Result<()> {
+        self.run_until(std::future::pending()).await
+    }
+
+    /// Accepts connections until `shutdown` resolves, then shuts down gracefully:
+    /// stops accepting (every listener is closed), lets requests in flight finish
+    /// for up to [`DRAIN_TIMEOUT`] (each connection stops reading new ones), closes
+    /// the connections, and returns `Ok` once they are gone (or
+    /// [`CLOSE_GRACE`] after the deadline). An accept loop that fails ends it with
+    /// the error.
+    pub async fn run_until(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> io::Result<()> {
         let slots = Slots {
             active: Arc::new(AtomicUsize::new(0)),
             max: self.state.config().global.max_connections as usize,
         };
         // Freed memory goes back to the system when the server goes quiet.
         let _trimmer = crate::memory::Trimmer::spawn();
-        // The Prometheus endpoint (`metrics listen`; off by default) while the server runs.
-        let _metrics = crate::metrics::Endpoint::start(&self.state).await?;
-        let mut tasks = Vec::new();
+        let mut tasks = tokio::task::JoinSet::new();
         for l in self.listeners {
-            tasks.push(tokio::spawn(accept_loop(
-                l,
-                self.state.clone(),
-                slots.clone(),
-            )));
+            tasks.spawn(accept_loop(l, self.state.clone(), slots.clone()));
         }
         for l in self.direct {
-            tasks.push(tokio::spawn(direct_accept_loop(
-                l,
-                self.state.clone(),
-                slots.clone(),
-            )));
+            tasks.spawn(direct_accept_loop(l, self.state.clone(), slots.clone()));
         }
-        for t in tasks {
-            match t.await {
-                Ok(r) => r?,
-                Err(e) => return Err(io::Error::other(e)),
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                r = tasks.join_next() => match r {
+                    None => return Ok(()),
+                    Some(Ok(Ok(()))) => {}
+                    Some(Ok(Err(e))) => return Err(e),
+                    Some(Err(e)) => return Err(io::Error::other(e)),
+                },
             }
         }
+        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+        self.state.shutdown.begin(deadline);
+        // Dropping the accept loops closes their listeners.
+        tasks.shutdown().await;
+        let n = self.state.connections.lock().len();
+        tracing::info!(
+            connections = n,
+            "shutting down: no new connections; waiting for requests in flight"
+        );
+        if !wait_for_no_connections(&self.state, deadline).await {
+            let left: Vec<_> = self
+                .state
+                .connections
+                .lock()
+                .values()
+                .filter_map(|c| c.upgrade())
+                .collect();
+            tracing::warn!(
+                connections = left.len(),
+                "requests still in flight after {} s; closing their connections",
+                DRAIN_TIMEOUT.as_secs()
+            );
+            for c in left {
+                c.close();
+            }
+            wait_for_no_connections(&self.state, deadline + CLOSE_GRACE).await;
+        }
+        tracing::info!("all connections closed");
         Ok(())
+    }
+}
+
+/// Waits until no connection is left, or `deadline`; true if none is left.
+async fn wait_for_no_connections(state: &ServerState, deadline: tokio::time::Instant) -> bool {
+    // Checked every few milliseconds during a shutdown only; bounded by the deadline.
+    const POLL: Duration = Duration::from_millis(20);
+    loop {
+        if state.connections.lock().is_empty() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep_until((tokio::time::Instant::now() + POLL).min(deadline)).await;
     }
 }
 

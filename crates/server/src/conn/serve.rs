@@ -9,6 +9,7 @@ use smbx_transport::DirectLink;
 use tokio::io::{AsyncRead, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use super::{writer, Connection};
 use crate::dispatch::{self, Flow};
@@ -23,13 +24,14 @@ pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel(256);
     let id = server.next_connection_id();
+    let span = conn_span(id, peer);
     let conn = Arc::new(Connection::new(id, server.clone(), peer, local, tx));
-    let writer = tokio::spawn(writer::run(wr, rx, server.frames.clone()));
-    let mut src = TcpFrames {
+    let writer = tokio::spawn(writer::run(wr, rx, server.frames.clone()).instrument(span.clone()));
+    let src = TcpFrames {
         frames: FrameReader::with_pool(conn.max_pdu(), server.frames.clone()),
         rd: BufReader::with_capacity(64 * 1024, rd),
     };
-    run(conn, &mut src).await;
+    run(conn, src).instrument(span).await;
     // The writer ends once every sender (async completions hold the connection) is gone.
     let _ = writer.await;
 }
@@ -43,6 +45,7 @@ pub async fn serve_direct(
 ) {
     let (tx, rx) = mpsc::channel(256);
     let id = server.next_connection_id();
+    let span = conn_span(id, link.peer_addr());
     let mut conn = Connection::new(id, server.clone(), link.peer_addr(), link.local_addr(), tx);
     conn.direct = Some(super::DirectIo {
         link: link.clone(),
@@ -51,22 +54,37 @@ pub async fn serve_direct(
     });
     // Messages go straight to the link (Connection::send_holding): no writer task.
     drop(rx);
-    let mut src = DirectFrames {
+    let src = DirectFrames {
         link: link.clone(),
         held: None,
     };
-    run(Arc::new(conn), &mut src).await;
+    run(Arc::new(conn), src).instrument(span).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), link.close()).await;
 }
 
+/// The span every log line of a connection is in: its id and client address, and
+/// the session id once a SESSION_SETUP succeeds (dispatch records `sid`). Created at
+/// ERROR level so that it is there whatever `log level` lets through.
+fn conn_span(id: u64, peer: std::net::SocketAddr) -> tracing::Span {
+    tracing::error_span!("conn", id, client = %peer, sid = tracing::field::Empty)
+}
+
+/// Why a connection's read loop ends when the server shuts down.
+const SHUTTING_DOWN: &str = "server shutting down";
+
 /// Registers, runs and tears down a connection.
-async fn run<S: FrameSource>(conn: Arc<Connection>, src: &mut S) {
+async fn run<S: FrameSource>(conn: Arc<Connection>, mut src: S) {
     let server = conn.server.clone();
-    let (id, peer) = (conn.id, conn.peer);
+    let id = conn.id;
     server.connections.lock().insert(id, Arc::downgrade(&conn));
-    tracing::debug!(conn = id, %peer, direct = conn.direct.is_some(), "connection accepted");
-    let why = read_loop(&conn, src).await;
-    tracing::debug!(conn = id, %peer, why, "connection closing");
+    tracing::debug!(direct = conn.direct.is_some(), "connection accepted");
+    let why = read_loop(&conn, &mut src).await;
+    if why == SHUTTING_DOWN {
+        // A frame read only in part gives its share of the budget back.
+        drop(src);
+        drain(&conn).await;
+    }
+    tracing::debug!(why, "connection closing");
     teardown(&conn);
     server.connections.lock().remove(&id);
     crate::memory::note_activity();
@@ -140,6 +158,9 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
     // counts idle time between requests.
     let unauth_deadline = tokio::time::Instant::now() + unauth;
     loop {
+        if conn.server.shutdown.deadline().is_some() {
+            return SHUTTING_DOWN;
+        }
         let authenticated = conn.authenticated.load(Ordering::Relaxed);
         let deadline = if !authenticated {
             Some(unauth_deadline)
@@ -159,6 +180,7 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
                 }
             } => r,
             _ = conn.closing() => Err("closed by server"),
+            _ = conn.server.shutdown.begun() => Err(SHUTTING_DOWN),
         };
         let (frame, permit) = match frame {
             Ok(f) => {
@@ -173,6 +195,33 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
         };
         if let Flow::Disconnect(why) = dispatch::on_frame(conn, frame, permit).await {
             return why;
+        }
+    }
+}
+
+/// During a shutdown: waits until every request the connection took has been
+/// answered and its response written (the connection's budget is whole again), the
+/// connection is closed, or the drain deadline passes. Pending asynchronous
+/// operations hold no budget and are not waited for.
+async fn drain(conn: &Connection) {
+    // Checked every few milliseconds during a shutdown only; bounded by the deadline.
+    const POLL: Duration = Duration::from_millis(10);
+    let Some(deadline) = conn.server.shutdown.deadline() else {
+        return;
+    };
+    let capacity = conn.budget_capacity();
+    loop {
+        if conn.budget.available_permits() >= capacity {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            tracing::warn!("requests still in flight at the shutdown deadline");
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until((now + POLL).min(deadline)) => {}
+            () = conn.closing() => return,
         }
     }
 }
