@@ -66,6 +66,11 @@ pub(crate) async fn on_frame(
     frame: Vec<u8>,
     permit: OwnedSemaphorePermit,
 ) -> Flow {
+    conn.server.metrics.network(
+        crate::metrics::Direction::In,
+        crate::metrics::Transport::of(conn),
+        frame.len(),
+    );
     let proto = frame.get(..4);
     if smb1::is_smb1(&frame) {
         return handlers::negotiate::smb1(conn, &frame).await;
@@ -263,10 +268,12 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
             }
         }
         let last = i + 1 == n;
-        let (resp, info) = match early {
+        let started = std::time::Instant::now();
+        let (resp, mut info) = match early {
             Some(st) => (Err(st), MemberInfo::default()),
             None => run_member(&conn, &server, &chain, raw, &hdr, &prev, last).await,
         };
+        info.started = Some(started);
         if info.disconnect {
             conn.close();
             return;
@@ -321,6 +328,8 @@ pub(crate) struct MemberInfo {
     pub request_signed: bool,
     /// Set when the member's tree was looked up: the TreeId found, or None.
     pub tree_checked: Option<Option<u32>>,
+    /// When the member started (its latency is counted once its final response is built).
+    pub started: Option<std::time::Instant>,
 }
 
 fn needs_session(cmd: Command) -> bool {

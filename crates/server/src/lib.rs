@@ -13,6 +13,8 @@
 //! - `respond`: response headers, compound padding, signing, sealing, async completion.
 //! - [`credits`]: the sequence window.
 //! - [`state`]: sessions, trees, opens (server-wide tables resolved by id).
+//! - [`metrics`]: Prometheus counters fed by dispatch and the handlers, and the
+//!   opt-in `/metrics` endpoint (`metrics listen`).
 //! - [`handlers`]: one module per command.
 //! - `security`: the seam to smbx-security (keys, signing, sealing, preauth).
 
@@ -24,6 +26,7 @@ mod dispatch;
 pub mod handlers;
 pub mod listener;
 pub mod memory;
+pub mod metrics;
 mod respond;
 pub mod security;
 pub mod shutdown;

@@ -164,6 +164,8 @@ impl Server {
         };
         // Freed memory goes back to the system when the server goes quiet.
         let _trimmer = crate::memory::Trimmer::spawn();
+        // The Prometheus endpoint (`metrics listen`; off by default) while the server runs.
+        let _metrics = crate::metrics::Endpoint::start(&self.state).await?;
         let mut tasks = tokio::task::JoinSet::new();
         for l in self.listeners {
             tasks.spawn(accept_loop(l, self.state.clone(), slots.clone()));

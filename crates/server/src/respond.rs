@@ -27,6 +27,8 @@ pub(crate) struct AsyncCompletion {
     header: Header,
     session: Option<Arc<Session>>,
     sign: bool,
+    /// When the request arrived (for its latency).
+    started: Option<std::time::Instant>,
 }
 
 /// One response member, ready to be padded, signed and concatenated.
@@ -70,6 +72,7 @@ pub(crate) fn build(
 ) -> OutMember {
     let charge = credit_charge(conn, req);
     let granted = conn.credits.lock().grant(req.credits, charge);
+    conn.server.metrics.credits_granted(granted);
     let session_id = info.response_session_id.unwrap_or(req.session_id);
     let session = info
         .session
@@ -112,6 +115,7 @@ pub(crate) fn build(
                     header: final_hdr,
                     session: session.clone(),
                     sign,
+                    started: info.started,
                 });
             }
             Err(st) => {
@@ -120,6 +124,12 @@ pub(crate) fn build(
                 header_room = false;
             }
         }
+    }
+    // A response that is final now counts; an async one when it completes.
+    if let (None, Some(t)) = (&completion, info.started) {
+        conn.server
+            .metrics
+            .request(req.command, h.status, t.elapsed());
     }
     // Interim responses are signed only in 3.x.
     let sign = sign && (completion.is_none() || conn.dialect() >= DIALECT_300);
@@ -246,6 +256,7 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
         header,
         session,
         sign,
+        started,
     } = c;
     // Biased: an operation that is already complete when its cancel arrives (LOGOFF
     // closes the opens before cancelling, handlers/logoff.rs) answers with its result.
@@ -268,6 +279,11 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
         Ok(_) => (NtStatus::INTERNAL_ERROR, ErrorResponse::empty().encode()),
         Err(st) => (st, ErrorResponse::empty().encode()),
     };
+    if let Some(t) = started {
+        conn.server
+            .metrics
+            .request(header.command, status, t.elapsed());
+    }
     let h = Header {
         credit_charge: header.credit_charge,
         status,

@@ -59,6 +59,8 @@ pub struct ServerState {
     /// and unsealed requests (a WRITE's frame lands in memory that is already there,
     /// not in fresh pages); the writer returns response buffers once written.
     pub frames: Arc<smbx_transport::BufPool>,
+    /// Counters and histograms for the Prometheus endpoint (crate::metrics).
+    pub metrics: crate::metrics::Metrics,
     /// Set when a graceful shutdown begins ([`crate::Server::run_until`]).
     pub shutdown: crate::shutdown::Shutdown,
     next_conn_id: AtomicU64,
@@ -101,6 +103,7 @@ impl ServerState {
             connections: Mutex::new(HashMap::new()),
             logons: Arc::new(tokio::sync::Semaphore::new(session::MAX_LOGONS)),
             frames: Arc::new(smbx_transport::BufPool::new(FRAME_POOL_PER_CLASS)),
+            metrics: crate::metrics::Metrics::default(),
             shutdown: crate::shutdown::Shutdown::default(),
             next_conn_id: AtomicU64::new(1),
         }
