@@ -156,17 +156,7 @@ impl ClientOptions {
     }
 }
 
-/// A dialect's conventional name, e.g. "3.1.1".
-pub fn dialect_name(d: u16) -> &'static str {
-    match d {
-        DIALECT_202 => "2.0.2",
-        DIALECT_210 => "2.1",
-        DIALECT_300 => "3.0",
-        DIALECT_302 => "3.0.2",
-        DIALECT_311 => "3.1.1",
-        _ => "unknown",
-    }
-}
+pub use smbx_wire::negotiate::dialect_name;
 
 /// Parses "2.0.2", "2.1", "3.0", "3.0.2", "3.1.1" (also "202", "0x0311" forms).
 pub fn parse_dialect(s: &str) -> Option<u16> {

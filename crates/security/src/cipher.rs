@@ -41,6 +41,16 @@ impl CipherId {
         self as u16
     }
 
+    /// The name operators know it by (as Samba's smbstatus prints it).
+    pub fn name(self) -> &'static str {
+        match self {
+            CipherId::Aes128Ccm => "AES-128-CCM",
+            CipherId::Aes128Gcm => "AES-128-GCM",
+            CipherId::Aes256Ccm => "AES-256-CCM",
+            CipherId::Aes256Gcm => "AES-256-GCM",
+        }
+    }
+
     /// Key length in bytes (16 or 32).
     pub fn key_len(self) -> usize {
         match self {

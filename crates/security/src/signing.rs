@@ -46,6 +46,15 @@ impl SigningAlgorithm {
             SigningAlgorithm::AesGmac => 2,
         }
     }
+
+    /// The name operators know it by (as Samba's smbstatus prints it).
+    pub fn name(self) -> &'static str {
+        match self {
+            SigningAlgorithm::HmacSha256 => "HMAC-SHA256",
+            SigningAlgorithm::AesCmac => "AES-128-CMAC",
+            SigningAlgorithm::AesGmac => "AES-128-GMAC",
+        }
+    }
 }
 
 enum Inner {

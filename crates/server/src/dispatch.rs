@@ -396,6 +396,9 @@ async fn run_member(
         }
     }
     info.session = session.clone();
+    if let (true, Some(s)) = (encrypted, session.as_ref()) {
+        s.note_sealed();
+    }
     let mut tree = None;
     if needs_tree(cmd) {
         let Some(s) = session.as_ref() else {

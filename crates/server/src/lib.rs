@@ -5,6 +5,7 @@
 //!
 //! Layout:
 //! - [`listener`]: bind per interface/port, accept loop, connection limit.
+//! - [`control`]: the control socket of `smbx status` and `smbx reload`, and live reload.
 //! - [`shutdown`]: the graceful-shutdown signal (stop reading, drain, close).
 //! - [`memory`]: freed heap memory given back to the system when the server goes quiet.
 //! - [`conn`]: per-connection read loop and writer task; [`conn::Connection::send`]
@@ -21,6 +22,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 pub mod conn;
+pub mod control;
 pub mod credits;
 mod dispatch;
 pub mod handlers;

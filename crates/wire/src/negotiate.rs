@@ -21,6 +21,18 @@ pub const DIALECT_311: u16 = 0x0311;
 /// The SMB2 wildcard revision answered to an SMB1 negotiate offering "SMB 2.???".
 pub const DIALECT_WILDCARD: u16 = 0x02FF;
 
+/// A dialect's conventional name, e.g. "3.1.1" ("unknown" for anything else).
+pub fn dialect_name(d: u16) -> &'static str {
+    match d {
+        DIALECT_202 => "2.0.2",
+        DIALECT_210 => "2.1",
+        DIALECT_300 => "3.0",
+        DIALECT_302 => "3.0.2",
+        DIALECT_311 => "3.1.1",
+        _ => "unknown",
+    }
+}
+
 /// Security mode: signing enabled.
 pub const SECURITY_SIGNING_ENABLED: u16 = 0x0001;
 /// Security mode: signing required.

@@ -82,7 +82,7 @@ impl ServerState {
                 format!("cannot open password database {}: {e}", path.display()),
             )
         })?;
-        Ok(Self::with_credentials(config, Arc::new(db)))
+        Ok(Self::build(config, Arc::new(db), Some(path)))
     }
 
     /// Builds the state for `config` with an explicit credential store (tests, embedding).
@@ -90,10 +90,18 @@ impl ServerState {
         config: Arc<Config>,
         credentials: Arc<dyn CredentialStore>,
     ) -> ServerState {
+        Self::build(config, credentials, None)
+    }
+
+    fn build(
+        config: Arc<Config>,
+        credentials: Arc<dyn CredentialStore>,
+        passdb_file: Option<std::path::PathBuf>,
+    ) -> ServerState {
         let mut guid = [0u8; 16];
         rand::Rng::fill(&mut rand::thread_rng(), &mut guid[..]);
         ServerState {
-            settings: LiveSettings::new(Settings::build(config, credentials, None)),
+            settings: LiveSettings::new(Settings::build(config, credentials, passdb_file, None)),
             guid,
             sessions: SessionTable::default(),
             opens: OpenTable::default(),

@@ -88,6 +88,8 @@ pub struct Session {
     /// Lost channels whose operations still run (conn/serve.rs teardown); they are
     /// cancelled when the session ends.
     pub detached: Mutex<Vec<std::sync::Weak<crate::conn::Connection>>>,
+    /// The client has sent an encrypted request on this session (`smbx status`).
+    pub sealed: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -99,6 +101,14 @@ impl Session {
     /// Finds a tree connect of this session.
     pub fn tree(&self, tree_id: u32) -> Option<Arc<Tree>> {
         self.trees.lock().trees.get(&tree_id).cloned()
+    }
+
+    /// Records that a request of this session arrived encrypted.
+    pub fn note_sealed(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.sealed.load(Relaxed) {
+            self.sealed.store(true, Relaxed);
+        }
     }
 
     /// The authenticated user, if any.
@@ -197,6 +207,7 @@ impl SessionTable {
             }),
             trees: Mutex::new(TreeTable::default()),
             detached: Mutex::new(Vec::new()),
+            sealed: std::sync::atomic::AtomicBool::new(false),
         });
         map.insert(id, s.clone());
         s
@@ -221,6 +232,11 @@ impl SessionTable {
             c.pending.cancel_all(Some(id));
         }
         Some(s)
+    }
+
+    /// Every session (a copy of the table; `smbx status`).
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.sessions.lock().values().cloned().collect()
     }
 
     /// Number of sessions.

@@ -22,6 +22,9 @@ pub struct Settings {
     pub shares: Vec<Arc<Share>>,
     /// Where SESSION_SETUP finds NT hashes (the passdb).
     pub credentials: Arc<dyn CredentialStore>,
+    /// The password database file `credentials` reads, when it is one (a reload
+    /// opens it again); `None` for a store given by an embedder or a test.
+    pub passdb_file: Option<std::path::PathBuf>,
     /// Authentication policy derived from the configuration.
     pub auth_policy: AuthPolicy,
     /// Counts reloads: 0 for the settings the server started with.
@@ -34,6 +37,7 @@ impl Settings {
     pub fn build(
         config: Arc<Config>,
         credentials: Arc<dyn CredentialStore>,
+        passdb_file: Option<std::path::PathBuf>,
         previous: Option<&Settings>,
     ) -> Settings {
         let shares = shares_from_config(&config)
@@ -53,6 +57,7 @@ impl Settings {
             auth_policy: auth_policy(&config),
             shares,
             credentials,
+            passdb_file,
             config,
             generation: previous.map_or(0, |p| p.generation.wrapping_add(1)),
         }
