@@ -8,6 +8,7 @@ mod demo;
 mod error;
 mod logging;
 mod rlimit;
+mod sd_notify;
 mod serve;
 mod testparm;
 mod user;

@@ -5,9 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use smbx_config::Config;
+use smbx_server::state::ServerState;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::args::ServeArgs;
 use crate::error::{other, CliError};
+use crate::sd_notify::{self, Notifier};
 use crate::{logging, zeroconf};
 
 /// Runs the server until it fails or is interrupted.
@@ -34,7 +37,13 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
             (z.config.clone(), Some(z))
         }
     };
-    logging::init(config.global.log_level, log_file)?;
+    logging::init_with(&logging::LogOptions {
+        level: config.global.log_level,
+        file: log_file
+            .map(Path::to_path_buf)
+            .or_else(|| config.global.log_file.clone()),
+        max_size_kib: config.global.max_log_size_kib,
+    })?;
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
@@ -51,20 +60,49 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
         .build()
         .map_err(|e| other(format!("cannot start the async runtime: {e}")))?;
     let config = Arc::new(config);
+    let notifier = match sd_notify::Notifier::from_env() {
+        Ok(n) => n.map(Arc::new),
+        Err(e) => {
+            tracing::warn!("ignoring {}: {e}", sd_notify::NOTIFY_SOCKET);
+            None
+        }
+    };
     runtime.block_on(async move {
+        // Installed before anything is bound: a SIGTERM from now on is a graceful stop.
+        let stop = StopSignals::install()?;
         let announce = |addrs: &[SocketAddr]| {
             if let (Some(z), Some(addr)) = (&zero, addrs.first()) {
                 print!("{}", zeroconf::connection_help(z, *addr));
             }
         };
-        tokio::select! {
-            r = backend::serve(config, announce) => r,
-            _ = shutdown_signal() => {
-                tracing::info!("shutting down");
-                Ok(())
-            }
-        }
+        backend::serve(config, announce, notifier, stop).await
     })
+}
+
+/// SIGTERM and SIGINT, each a request to stop gracefully (SIGHUP is a reload).
+struct StopSignals {
+    term: Signal,
+    int: Signal,
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals, CliError> {
+        let install = |kind: SignalKind| {
+            signal(kind).map_err(|e| other(format!("cannot install a signal handler: {e}")))
+        };
+        Ok(StopSignals {
+            term: install(SignalKind::terminate())?,
+            int: install(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Resolves with the name of the first stop signal that arrives.
+    async fn recv(mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
 }
 
 /// Warns about things that will surely not work: missing share directories,
@@ -86,35 +124,87 @@ fn preflight(config: &Config) {
     }
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 mod backend {
     use super::*;
 
-    /// Binds the configured listeners, reports them, and serves.
-    pub async fn serve(
+    /// Binds the configured listeners, reports them (READY=1 to systemd once every
+    /// listener accepts), and serves until a stop signal; then stops gracefully
+    /// (STOPPING=1) and returns `Ok`.
+    pub(super) async fn serve(
         config: Arc<Config>,
         announce: impl FnOnce(&[SocketAddr]),
+        notifier: Option<Arc<Notifier>>,
+        stop: StopSignals,
     ) -> Result<(), CliError> {
         let server = smbx_server::Server::bind(config)
             .await
             .map_err(|e| other(e.to_string()))?;
         announce(&server.local_addrs());
+        let state = server.state();
+        let _status = notifier.clone().map(|n| {
+            let state = state.clone();
+            notify(&n, &format!("READY=1\n{}", summary(&state)));
+            AbortOnDrop(tokio::spawn(status_updates(n, state)))
+        });
+        let stopping = async {
+            let signal = stop.recv().await;
+            tracing::info!(
+                signal,
+                "stopping: no new connections, finishing requests in flight"
+            );
+            if let Some(n) = &notifier {
+                notify(
+                    n,
+                    "STOPPING=1\nSTATUS=stopping: finishing requests in flight",
+                );
+            }
+        };
         server
-            .run()
+            .run_until(stopping)
             .await
-            .map_err(|e| other(format!("server failed: {e}")))
+            .map_err(|e| other(format!("server failed: {e}")))?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+
+    /// The STATUS= line for the server's state now.
+    fn summary(state: &ServerState) -> String {
+        let connections = state.connections.lock().len();
+        sd_notify::status_line(connections, state.sessions.len())
+    }
+
+    fn notify(n: &Notifier, msg: &str) {
+        if let Err(e) = n.notify(msg) {
+            tracing::warn!("cannot notify systemd: {e}");
+        }
+    }
+
+    /// Sends STATUS= every [`STATUS_INTERVAL`] when it changed.
+    async fn status_updates(n: Arc<Notifier>, state: Arc<ServerState>) {
+        let mut last = summary(&state);
+        let mut tick = tokio::time::interval(STATUS_INTERVAL);
+        loop {
+            tick.tick().await;
+            if state.shutdown.deadline().is_some() {
+                return;
+            }
+            let now = summary(&state);
+            if now != last {
+                notify(&n, &now);
+                last = now;
+            }
+        }
+    }
+
+    /// How often the STATUS= summary is refreshed.
+    const STATUS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+    /// Aborts a task when dropped.
+    struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
     }
 }
