@@ -98,13 +98,15 @@ async fn counts_the_requests_a_client_sent() {
     let missing = c.request(Command::Create, &create_with("nope", 0, 1)).await;
     assert_eq!(missing.status(), NtStatus::OBJECT_NAME_NOT_FOUND);
     let f = created(&c.request(Command::Create, &create_body("f", 0)).await);
-    let (p, v) = (f.file_id_persistent, f.file_id_volatile);
+    let (p, v) = (f.file_id.persistent, f.file_id.volatile);
     let data = vec![0x5a; 1000];
     for i in 0..3u64 {
         let body = WriteRequest {
             offset: i * 1000,
-            file_id_persistent: p,
-            file_id_volatile: v,
+            file_id: smbx_wire::FileId {
+                persistent: p,
+                volatile: v,
+            },
             length: 1000,
             data: &data,
             ..Default::default()
@@ -123,8 +125,10 @@ async fn counts_the_requests_a_client_sent() {
         let body = ReadRequest {
             length: 500,
             offset,
-            file_id_persistent: p,
-            file_id_volatile: v,
+            file_id: smbx_wire::FileId {
+                persistent: p,
+                volatile: v,
+            },
             ..Default::default()
         }
         .encode();
@@ -261,4 +265,70 @@ async fn off_by_default() {
     assert_eq!(srv.state.metrics.endpoint(), None);
     // The counters run all the same (they are what an endpoint would show).
     assert_eq!(srv.state.metrics.requests(Command::Echo), 1);
+}
+
+/// An operation that goes async counts once, with its final status (never
+/// STATUS_PENDING), and its latency once.
+#[tokio::test]
+async fn async_operations_count_their_final_status() {
+    use smbx_wire::lock::{LockElement, LockRequest, LOCKFLAG_EXCLUSIVE};
+    let lock = |file_id: FileId::from_bytes([u8; 16])| {
+        LockRequest {
+            lock_sequence_number: 0,
+            lock_sequence_index: 0,
+            file_id,
+            locks: vec![LockElement {
+                offset: 0,
+                length: 10,
+                flags: LOCKFLAG_EXCLUSIVE,
+            }],
+        }
+        .encode()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(metrics_config(dir.path())).await;
+    let addr = endpoint(&srv).await;
+    let mut c = connect_share(&srv).await;
+    let h1 = file_id_bytes(&created(
+        &c.request(Command::Create, &create_body("f", 0)).await,
+    ));
+    let h2 = file_id_bytes(&created(
+        &c.request(Command::Create, &create_body("f", 0)).await,
+    ));
+    assert_eq!(
+        c.request(Command::Lock, &lock(h1)).await.status(),
+        NtStatus::SUCCESS
+    );
+    // A blocking lock on the same range through the other open waits...
+    let h = c.header(Command::Lock);
+    c.send_raw(&Client::message(&h, &lock(h2))).await;
+    let interim = c.recv().await.unwrap().remove(0);
+    assert_eq!(interim.status(), NtStatus::PENDING);
+    let m = scrape(addr).await;
+    assert_eq!(requests(&m, "LOCK", NtStatus::SUCCESS), 1.0);
+    assert_eq!(requests(&m, "LOCK", NtStatus::PENDING), 0.0);
+    assert_eq!(
+        get(&m, "smbx_request_duration_seconds_count{command=\"LOCK\"}"),
+        1.0
+    );
+    // ... until it is cancelled.
+    let mut cancel = c.header(Command::Cancel);
+    cancel.flags |= smbx_wire::header::FLAGS_ASYNC_COMMAND;
+    cancel.async_id = interim.header.async_id;
+    c.send_raw(&Client::message(
+        &cancel,
+        &smbx_wire::simple::encode_simple(),
+    ))
+    .await;
+    let done = c.recv().await.unwrap().remove(0);
+    assert_eq!(done.status(), NtStatus::CANCELLED);
+    let m = scrape(addr).await;
+    assert_eq!(requests(&m, "LOCK", NtStatus::CANCELLED), 1.0);
+    assert_eq!(requests(&m, "LOCK", NtStatus::PENDING), 0.0);
+    assert_eq!(
+        get(&m, "smbx_request_duration_seconds_count{command=\"LOCK\"}"),
+        2.0
+    );
+    // CANCEL itself has no response and is not counted.
+    assert!(!m.keys().any(|k| k.contains("command=\"CANCEL\"")));
 }
