@@ -216,12 +216,13 @@ def test_counts_exactly_the_requests_sent(metered):
     assert after.get("smbx_opens") == 0
 
 
-def _bench(server, url: str, target: str):
-    """Runs a bounded `smbx bench` (64 KiB sequential reads, -o4, 3 s) and scrapes
-    the endpoint while it runs; returns (report, scrapes during the run)."""
+def _bench(server, url: str, target: str, *flags: str):
+    """Runs a bounded `smbx bench` (64 KiB sequential reads unless ``flags`` say
+    otherwise, -o4, 3 s) and scrapes the endpoint while it runs; returns (report,
+    scrapes during the run)."""
     cmd = [
         str(smbx_bin()), "bench", "-b64K", "-s", "-o4", "-t1", "-d3", "-W0", "-C0",
-        "-Rjson", target,
+        "-Rjson", *flags, target,
     ]
     env = dict(os.environ, SMBX_PASSWORD=server.password)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
@@ -255,21 +256,25 @@ def _wait_until(url, pred) -> Scrape:
         time.sleep(0.05)
 
 
-def _check_reads_agree(report, before, after, transport):
-    io = report  # the totals are at the top level of the JSON report
-    reads = io["read_count"]
-    assert reads > 0 and io["write_count"] == 0
-    assert io["read_bytes"] == reads * BLOCK
-    served = _delta(after, before, "smbx_requests_total", command="READ", status="STATUS_SUCCESS")
-    # The report counts the READs completed in the measured phase; the server also
+def _check_agree(report, before, after, transport, op="read"):
+    """The server's count of successful READs (or WRITEs) against the report's."""
+    other_op = "write" if op == "read" else "read"
+    # The totals are at the top level of the JSON report.
+    ios = report[f"{op}_count"]
+    assert ios > 0 and report[f"{other_op}_count"] == 0
+    assert report[f"{op}_bytes"] == ios * BLOCK
+    command = op.upper()
+    served = _delta(after, before, "smbx_requests_total", command=command, status="STATUS_SUCCESS")
+    # The report counts the I/Os completed in the measured phase; the server also
     # answered the few issued around its edges (at most a queue depth at each end
     # and what completed while the bench switched phases).
-    print(f"{transport}: bench report {reads} READs in the measured phase, server counted {served}")
-    assert reads <= served <= reads * 1.1 + 16, (reads, served)
-    assert _delta(after, before, "smbx_bytes_total", direction="read", transport=transport) == served * BLOCK
+    print(f"{transport}: bench report {ios} {command}s in the measured phase, server counted {served}")
+    assert ios <= served <= ios * 1.1 + 16, (ios, served)
+    assert _delta(after, before, "smbx_bytes_total", direction=op, transport=transport) == served * BLOCK
     other = "smbdirect" if transport == "tcp" else "tcp"
-    assert _delta(after, before, "smbx_bytes_total", direction="read", transport=other) == 0
-    assert _delta(after, before, "smbx_request_duration_seconds_count", command="READ") == served
+    assert _delta(after, before, "smbx_bytes_total", direction=op, transport=other) == 0
+    assert _delta(after, before, "smbx_bytes_total", direction=other_op, transport=transport) == 0
+    assert _delta(after, before, "smbx_request_duration_seconds_count", command=command) == served
     return served
 
 
@@ -279,7 +284,7 @@ def test_scraped_during_a_bench_over_tcp(metered):
     target = f"smb://{server.user}@127.0.0.1:{server.port}/share/bench.bin"
     report, during = _bench(server, url, target)
     after = _wait_until(url, lambda m: m.get("smbx_connections", transport="tcp") == 0)
-    served = _check_reads_agree(report, before, after, "tcp")
+    served = _check_agree(report, before, after, "tcp")
     # The bench's connection shows in the scrapes taken while it ran, and the
     # counters never go backwards between them.
     assert during, "no scrape while the bench ran"
@@ -301,7 +306,7 @@ def test_scraped_during_a_bench_over_smb_direct(metered):
         lambda m: m.get("smbx_connections", transport="smbdirect") == 0
         and m.get("smbx_direct_queue_pairs") == before.get("smbx_direct_queue_pairs"),
     )
-    served = _check_reads_agree(report, before, after, "smbdirect")
+    served = _check_agree(report, before, after, "smbdirect")
     # Every 64 KiB READ went by one RDMA Write of its data into the client's buffer.
     assert _delta(after, before, "smbx_direct_rdma_operations_total", op="write") == served
     assert _delta(after, before, "smbx_direct_rdma_bytes_total", op="write") == served * BLOCK
@@ -315,6 +320,15 @@ def test_scraped_during_a_bench_over_smb_direct(metered):
     assert after.get("smbx_connections", transport="smbdirect") == 0
     assert after.get("smbx_direct_queue_pairs") == before.get("smbx_direct_queue_pairs")
     assert after.get("smbx_direct_registered_bytes") == before.get("smbx_direct_registered_bytes")
+
+    # Writes: every 64 KiB WRITE's data pulled by one RDMA Read.
+    before = after
+    report, _ = _bench(server, url, target, "-w100")
+    after = _wait_until(url, lambda m: m.get("smbx_connections", transport="smbdirect") == 0)
+    written = _check_agree(report, before, after, "smbdirect", op="write")
+    assert _delta(after, before, "smbx_direct_rdma_operations_total", op="read") == written
+    assert _delta(after, before, "smbx_direct_rdma_bytes_total", op="read") == written * BLOCK
+    assert _delta(after, before, "smbx_direct_rdma_operations_total", op="write") == 0
 
 
 def _raw(port: int, data: bytes, *, close_write: bool = False) -> bytes:
