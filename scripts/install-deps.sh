@@ -6,11 +6,14 @@
 set -euo pipefail
 
 APT_PACKAGES=(samba smbclient samba-testsuite tshark fio attr)
+# The Debian package: built with dpkg-deb/dpkg-shlibdeps (dpkg-dev) and objcopy
+# (binutils), tested in a bookworm chroot made by debootstrap (scripts/test-deb.sh).
+APT_PACKAGES+=(dpkg-dev binutils debootstrap)
 PY_PACKAGES=(smbprotocol impacket pytest prometheus_client)
 
 have_all_tools() {
     local t
-    for t in smbd smbclient smbtorture smbpasswd tshark fio setfattr; do
+    for t in smbd smbclient smbtorture smbpasswd tshark fio setfattr dpkg-shlibdeps objcopy debootstrap; do
         command -v "$t" >/dev/null 2>&1 || return 1
     done
 }

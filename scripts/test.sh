@@ -4,7 +4,7 @@
 # failure.  Every step runs even if an earlier test step failed (so one run
 # shows everything), except that nothing runs after a failed build.
 #
-# Env: SMBX_SKIP_DEPS=1 (don't install packages), SMBX_SKIP_TORTURE=1,
+# Env: SMBX_SKIP_DEPS=1 (don't install packages), SMBX_SKIP_TORTURE=1, SMBX_SKIP_DEB=1,
 #      PYTEST_ARGS (extra pytest arguments), ST_* (see tests/interop/smbtorture).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +54,12 @@ step build cargo build --release -p smbx-cli || finish
 export SMBX_BIN=${SMBX_BIN:-$ROOT/target/release/smbx}
 # shellcheck disable=SC2086
 step interop python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} tests/interop
+# The Debian package: built from that binary, installed with dpkg -i into a clean
+# bookworm chroot (debootstrap tarball cached in /var/cache/smbx-ci: a few
+# minutes the first time, about 15 s after), serving a file to smbclient.
+if [ -z "${SMBX_SKIP_DEB:-}" ]; then
+    step deb scripts/test-deb.sh
+fi
 if [ -z "${SMBX_SKIP_TORTURE:-}" ]; then
     step smbtorture tests/interop/smbtorture/run.sh
 fi
