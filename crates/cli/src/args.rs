@@ -39,6 +39,33 @@ pub enum Command {
     },
     /// Manage the password database.
     User(UserArgs),
+    /// Show the running server's sessions, tree connects, opens and locks.
+    Status(StatusArgs),
+    /// Make the running server read smb.conf and the password database again.
+    Reload(ControlArgs),
+}
+
+/// Which running server to talk to (its control socket).
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// The smb.conf the server was started with (default /etc/smbx/smb.conf if it
+    /// exists, else zero configuration).
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The control socket itself, instead of the one --config names.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+/// `smbx status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Which server.
+    #[command(flatten)]
+    pub control: ControlArgs,
+    /// Print JSON (field names documented in the README, section Status).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `smbx serve`.

@@ -4,12 +4,15 @@
 mod args;
 mod bench;
 mod client;
+mod control;
 mod demo;
 mod error;
 mod logging;
+mod reload;
 mod rlimit;
 mod sd_notify;
 mod serve;
+mod status;
 mod testparm;
 mod user;
 mod zeroconf;
@@ -38,6 +41,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Serve(a) => serve::run(a, cli.log_file.as_deref()),
         Command::Testparm { file } => testparm::run(file),
+        Command::Status(a) => status::run(a),
+        Command::Reload(a) => reload::run(a),
         Command::User(a) => logging::init(0, cli.log_file.as_deref()).and_then(|()| user::run(a)),
     };
     match result {

@@ -22,14 +22,7 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
                     "PATH cannot be combined with --config; use a share section",
                 ));
             }
-            let mut config = Config::parse_file(file)?;
-            if let Some(port) = args.port {
-                config.global.smb_ports = vec![port];
-            }
-            if let Some(addr) = args.listen {
-                config.global.interfaces = vec![addr.to_string()];
-                config.global.bind_interfaces_only = true;
-            }
+            let config = crate::control::load(file, args.port, args.listen)?;
             (config, None)
         }
         None => {
@@ -48,6 +41,9 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
         tracing::warn!("{w}");
     }
     preflight(&config);
+    // Before any listener is bound: a second server on the same socket stops here.
+    let control = crate::control::claim(&config)?;
+    let loader = crate::control::loader(args, &config);
     match crate::rlimit::raise_nofile() {
         Ok((before, after)) => {
             tracing::info!(before, after, "descriptor limit (RLIMIT_NOFILE)")
@@ -75,7 +71,7 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
                 print!("{}", zeroconf::connection_help(z, *addr));
             }
         };
-        backend::serve(config, announce, notifier, stop).await
+        backend::serve(config, announce, notifier, stop, (control, loader)).await
     })
 }
 
@@ -135,12 +131,17 @@ mod backend {
         announce: impl FnOnce(&[SocketAddr]),
         notifier: Option<Arc<Notifier>>,
         stop: StopSignals,
+        (control, loader): (
+            smbx_server::control::ControlSocket,
+            smbx_server::control::Loader,
+        ),
     ) -> Result<(), CliError> {
         let server = smbx_server::Server::bind(config)
             .await
             .map_err(|e| other(e.to_string()))?;
         announce(&server.local_addrs());
         let state = server.state();
+        crate::control::start(control, state.clone(), loader)?;
         let _status = notifier.clone().map(|n| {
             let state = state.clone();
             notify(&n, &format!("READY=1\n{}", summary(&state)));

@@ -164,9 +164,12 @@ impl ControlSocket {
         let listener = tokio::net::UnixListener::from_std(self.listener)?;
         reload::spawn_sighup(server.clone(), loader.clone())?;
         let guard = RemoveOnDrop(self.path.clone());
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let me = Arc::new(Serving {
+            started_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            path: self.path.display().to_string(),
+        });
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
         tracing::info!(path = %self.path.display(), "control socket ready");
         tokio::spawn(async move {
@@ -183,15 +186,21 @@ impl ControlSocket {
                 let Ok(permit) = slots.clone().acquire_owned().await else {
                     return;
                 };
-                let (server, loader) = (server.clone(), loader.clone());
+                let (server, loader, me) = (server.clone(), loader.clone(), me.clone());
                 tokio::spawn(async move {
                     let _permit = permit;
-                    answer(stream, server, loader, started).await;
+                    answer(stream, server, loader, me).await;
                 });
             }
         });
         Ok(())
     }
+}
+
+/// What a serving control socket tells about itself.
+struct Serving {
+    started_unix: u64,
+    path: String,
 }
 
 /// Removes the socket file when the serving task ends.
@@ -233,12 +242,12 @@ async fn answer(
     mut stream: tokio::net::UnixStream,
     server: Arc<ServerState>,
     loader: Loader,
-    started: u64,
+    me: Arc<Serving>,
 ) {
     let uid = stream.peer_cred().map(|c| c.uid()).ok();
     let response = match uid {
         Some(u) if u == 0 || u == euid() => match protocol::read_request(&mut stream).await {
-            Ok(req) => handle(req, &server, &loader, started).await,
+            Ok(req) => handle(req, &server, &loader, &me).await,
             Err(message) => Response::Error { message },
         },
         _ => {
@@ -267,7 +276,7 @@ async fn handle(
     req: Request,
     server: &Arc<ServerState>,
     loader: &Loader,
-    started: u64,
+    me: &Serving,
 ) -> Response {
     match req {
         Request::Status => {
@@ -281,7 +290,8 @@ async fn handle(
                     .as_ref()
                     .map(|p| p.display().to_string()),
                 config_generation: settings.generation,
-                started_unix: started,
+                started_unix: me.started_unix,
+                control_socket: me.path.clone(),
             };
             Response::Status(Box::new(status::snapshot(server, info)))
         }

@@ -51,6 +51,8 @@ pub struct ServerInfo {
     pub config_generation: u64,
     /// When the control socket started serving, seconds since the Unix epoch.
     pub started_unix: u64,
+    /// The control socket's path.
+    pub control_socket: String,
 }
 
 /// One session.
