@@ -26,6 +26,7 @@ pub mod control;
 pub mod credits;
 mod dispatch;
 pub mod handlers;
+pub mod kerberos;
 pub mod listener;
 pub mod memory;
 pub mod metrics;

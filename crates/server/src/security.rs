@@ -297,5 +297,6 @@ pub(crate) fn preauth_negotiate_request(conn: &Connection, msg: &[u8]) {
 
 /// The SPNEGO NegTokenInit2 hint for the NEGOTIATE response.
 pub(crate) fn negotiate_token(server: &ServerState) -> Vec<u8> {
-    ServerAuth::initial_token(&server.auth_policy())
+    let kerberos = crate::kerberos::acceptor(&server.config()).is_some();
+    ServerAuth::initial_token_for(&server.auth_policy(), kerberos)
 }

@@ -92,10 +92,10 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
                 conn_id,
                 established: false,
                 signer: None,
-                auth: Some(ServerAuth::new(
-                    ctx.server.credentials(),
-                    ctx.server.auth_policy(),
-                )),
+                auth: Some(
+                    ServerAuth::new(ctx.server.credentials(), ctx.server.auth_policy())
+                        .with_kerberos(crate::kerberos::acceptor(&ctx.server.config())),
+                ),
                 preauth,
             });
         }
@@ -129,7 +129,21 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
             }
             Ok(reply(NtStatus::MORE_PROCESSING_REQUIRED, 0, token))
         }
-        Ok(AuthStep::Done { token, identity }) => {
+        Ok(AuthStep::Done {
+            token,
+            mut identity,
+        }) => {
+            if let Some(names) = &identity.kerberos {
+                // A Kerberos channel binds as the local user its principal maps to.
+                match crate::kerberos::local_user(&ctx.server.config(), names) {
+                    Ok(local) => identity.user = local,
+                    Err(why) => {
+                        tracing::warn!(conn = conn_id, "channel binding refused: Kerberos {why}");
+                        drop_channel(ctx);
+                        return Err(NtStatus::LOGON_FAILURE);
+                    }
+                }
+            }
             let mut st = session.state.lock();
             let same_user = identity.kind == IdentityKind::User
                 && st

@@ -35,10 +35,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             return Err(NtStatus::INSUFFICIENT_RESOURCES);
         };
         let mut sec = SessionSecurity {
-            auth: Some(ServerAuth::new(
-                ctx.server.credentials(),
-                ctx.server.auth_policy(),
-            )),
+            auth: Some(
+                ServerAuth::new(ctx.server.credentials(), ctx.server.auth_policy())
+                    .with_kerberos(crate::kerberos::acceptor(&ctx.server.config())),
+            ),
             ..Default::default()
         };
         if is_311 {
@@ -57,10 +57,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             let mut st = s.state.lock();
             if st.security.auth.is_none() {
                 // Re-authentication of a valid session.
-                st.security.auth = Some(ServerAuth::new(
-                    ctx.server.credentials(),
-                    ctx.server.auth_policy(),
-                ));
+                st.security.auth = Some(
+                    ServerAuth::new(ctx.server.credentials(), ctx.server.auth_policy())
+                        .with_kerberos(crate::kerberos::acceptor(&ctx.server.config())),
+                );
             }
         }
         (s, false)
@@ -78,7 +78,19 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             }
         }
         match st.security.auth.as_mut() {
-            Some(a) => a.step(&ss.security_buffer),
+            Some(a) => {
+                let r = a.step(&ss.security_buffer);
+                if let (Err(e), Some(detail)) = (&r, a.failure_detail()) {
+                    tracing::warn!(
+                        conn = ctx.conn.id,
+                        client = %ctx.conn.peer,
+                        session = session.id,
+                        error = %e,
+                        "logon failed: {detail}"
+                    );
+                }
+                r
+            }
             None => Err(AuthError::InvalidToken),
         }
     };
@@ -139,6 +151,33 @@ fn complete(
     let g = &ctx.config().global;
     let guest = identity.kind == IdentityKind::Guest;
     let anonymous = identity.kind == IdentityKind::Anonymous;
+    let mut identity = identity;
+    if let Some(names) = &identity.kerberos {
+        // A Kerberos principal logs on as the local user it maps to.
+        match crate::kerberos::local_user(&ctx.server.config(), names) {
+            Ok(local) => {
+                tracing::info!(
+                    conn = ctx.conn.id,
+                    session = session.id,
+                    principal = %names.client,
+                    service = %names.service,
+                    user = %local,
+                    "Kerberos ticket accepted"
+                );
+                identity.user = local;
+            }
+            Err(why) => {
+                tracing::warn!(
+                    conn = ctx.conn.id,
+                    client = %ctx.conn.peer,
+                    session = session.id,
+                    "logon failed: Kerberos {why}"
+                );
+                fail(ctx, session);
+                return Err(NtStatus::LOGON_FAILURE);
+            }
+        }
+    }
     let user = SessionUser {
         name: identity.user.clone(),
         domain: identity.domain.clone(),
