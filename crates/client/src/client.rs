@@ -1,9 +1,10 @@
 //! `Client` (one connection: negotiate, echo) and `Session` (an authenticated user on it:
-//! SESSION_SETUP with SPNEGO/NTLMv2, keys, LOGOFF, TREE_CONNECT).
+//! SESSION_SETUP with SPNEGO/NTLMv2 or Kerberos, keys, LOGOFF, TREE_CONNECT).
 
 use std::sync::Arc;
 
 use smbx_security::cipher::CipherId;
+use smbx_security::kerberos::KerberosInitiator;
 use smbx_security::keys::derive;
 use smbx_security::ntlm::Initiator;
 use smbx_security::preauth::PreauthHash;
@@ -223,22 +224,58 @@ impl Client {
         self.session_setup(init, false).await
     }
 
+    /// Logs on with Kerberos: a ticket for `cifs/<host>` (the host this client
+    /// connected to) from the caller's credential cache (`KRB5CCNAME`), mutual
+    /// authentication, and the session key of the Kerberos exchange.
+    pub async fn login_kerberos(&self) -> Result<Session> {
+        let host = self.inner.host.clone();
+        // Getting the service ticket may talk to the KDC: off the async threads.
+        let mut init = tokio::task::spawn_blocking(move || KerberosInitiator::new(&host))
+            .await
+            .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?
+            .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?;
+        let security_mode = self.security_mode();
+        let mut preauth = self.inner.negotiated.preauth;
+        let req = SessionSetupRequest {
+            security_mode,
+            security_buffer: init.first_token(),
+            ..Default::default()
+        };
+        let (resp, sent) = self.setup_leg(req, 0).await?;
+        if let Some(h) = preauth.as_mut() {
+            h.update(&sent);
+        }
+        if resp.status() == NtStatus::MORE_PROCESSING_REQUIRED {
+            return Err(Error::Auth(
+                "the server wants more than one Kerberos round (not supported)".into(),
+            ));
+        }
+        let session_id = resp.header.session_id;
+        let resp = resp.ok()?;
+        let setup = SessionSetupResponse::decode(&resp.msg)?;
+        let session_key = init
+            .finish(&setup.security_buffer)
+            .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?;
+        self.finish_setup(resp, &setup, session_id, preauth, &session_key, false)
+    }
+
+    fn security_mode(&self) -> u8 {
+        SECURITY_SIGNING_ENABLED as u8
+            | if self.inner.options.signing == Signing::Required {
+                SECURITY_SIGNING_REQUIRED as u8
+            } else {
+                0
+            }
+    }
+
     /// Logs on anonymously (a null session: no signing keys).
     pub async fn login_anonymous(&self) -> Result<Session> {
         self.session_setup(Initiator::anonymous(), true).await
     }
 
     async fn session_setup(&self, mut init: Initiator, anonymous: bool) -> Result<Session> {
-        let inner = &self.inner;
-        let n = &inner.negotiated;
-        let require_signing = inner.options.signing == Signing::Required;
-        let security_mode = SECURITY_SIGNING_ENABLED as u8
-            | if require_signing {
-                SECURITY_SIGNING_REQUIRED as u8
-            } else {
-                0
-            };
-        let mut preauth = n.preauth;
+        let security_mode = self.security_mode();
+        let mut preauth = self.inner.negotiated.preauth;
 
         // Leg 1: NegTokenInit carrying NTLM NEGOTIATE.
         let token = spnego::client_init_ntlm(&init.negotiate());
@@ -289,6 +326,23 @@ impl Client {
                 ));
             }
         }
+        self.finish_setup(resp, &setup, session_id, preauth, &session_key, anonymous)
+    }
+
+    /// The end of every logon: keys from `session_key`, signing and encryption
+    /// policy, the final response's signature, and the session registered.
+    fn finish_setup(
+        &self,
+        resp: Response,
+        setup: &SessionSetupResponse,
+        session_id: u64,
+        preauth: Option<PreauthHash>,
+        session_key: &[u8],
+        anonymous: bool,
+    ) -> Result<Session> {
+        let inner = &self.inner;
+        let n = &inner.negotiated;
+        let require_signing = inner.options.signing == Signing::Required;
         let flags = setup.session_flags;
         let keyless = anonymous || flags & (SESSION_FLAG_IS_GUEST | SESSION_FLAG_IS_NULL) != 0;
         let sec = if keyless {
@@ -301,7 +355,7 @@ impl Client {
         } else {
             let keys = derive(
                 n.dialect,
-                &session_key,
+                session_key,
                 preauth.as_ref().map(|h| h.value()),
                 n.cipher,
             );
@@ -649,8 +703,7 @@ impl Session {
         }
         let body = IoctlRequest {
             ctl_code: fsctl::VALIDATE_NEGOTIATE_INFO,
-            file_id_persistent: u64::MAX,
-            file_id_volatile: u64::MAX,
+            file_id: smbx_wire::FileId::NO_FILE,
             input: input.as_slice(),
             max_input_response: 0,
             output: &[],

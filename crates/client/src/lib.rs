@@ -47,7 +47,7 @@ pub use conn::{Connection, Event, Response};
 pub use error::{Error, Result};
 pub use file::{access, create_options, disposition, share, File, FileId, OpenOptions, ReadData};
 pub use info::{filetime_to_system, DirEntry, FileInfo, ATTR_DIRECTORY};
-pub use options::{ClientOptions, Encryption, Signing, Transport, ALL_DIALECTS};
+pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport, ALL_DIALECTS};
 pub use reconnect::ReconnectingTree;
 pub use smbx_security::cipher::CipherId;
 pub use smbx_security::signing::SigningAlgorithm;

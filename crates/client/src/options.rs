@@ -35,6 +35,32 @@ pub enum Encryption {
     Required,
 }
 
+/// Whether to log on with Kerberos (smbclient's `--use-kerberos`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kerberos {
+    /// NTLM with the URL's user and password (the default).
+    #[default]
+    Off,
+    /// Kerberos with the caller's credential cache (`KRB5CCNAME`) and nothing else
+    /// (`-k`, `--use-kerberos=required`).
+    Required,
+    /// Kerberos, and NTLM with the user and password when Kerberos fails
+    /// (`--use-kerberos=desired`).
+    Desired,
+}
+
+impl Kerberos {
+    /// Parses `required`, `desired` or `off` (smbclient's words).
+    pub fn parse(s: &str) -> Option<Kerberos> {
+        match s.to_ascii_lowercase().as_str() {
+            "required" | "yes" | "on" => Some(Kerberos::Required),
+            "desired" | "auto" => Some(Kerberos::Desired),
+            "off" | "no" | "disabled" => Some(Kerberos::Off),
+            _ => None,
+        }
+    }
+}
+
 /// How the client reaches the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
@@ -97,6 +123,8 @@ pub struct ClientOptions {
     pub rdma_threshold: usize,
     /// Soft-iWARP options for [`Transport::Rdma`] (MPA revision, CRC, MSS).
     pub iwarp: smbx_transport::soft::Options,
+    /// Kerberos or NTLM for [`crate::SmbUrl::open`] (and the commands built on it).
+    pub kerberos: Kerberos,
 }
 
 impl Default for ClientOptions {
@@ -124,6 +152,7 @@ impl Default for ClientOptions {
             transport: Transport::Tcp,
             rdma_threshold: 4096,
             iwarp: smbx_transport::soft::Options::default(),
+            kerberos: Kerberos::Off,
         }
     }
 }

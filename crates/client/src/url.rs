@@ -168,7 +168,9 @@ impl SmbUrl {
 
 impl SmbUrl {
     /// Connects to the URL's server, logs on and connects its share. The password comes
-    /// from the URL, else from `password`; without a user the logon is anonymous. Returns
+    /// from the URL, else from `password`; without a user the logon is anonymous. With
+    /// `options.kerberos` the logon is Kerberos (falling back to NTLM when
+    /// [`crate::Kerberos::Desired`] and the URL names a user). Returns
     /// the tree and the path inside the share.
     pub async fn open(
         &self,
@@ -189,18 +191,32 @@ impl SmbUrl {
             .share
             .as_deref()
             .ok_or_else(|| Error::InvalidArgument("the URL names no share".into()))?;
+        let kerberos = options.kerberos;
         let client = crate::Client::connect(&url.addr(), options).await?;
-        let session = match &self.user {
-            Some(user) => {
-                let pw = self
-                    .password
-                    .as_deref()
-                    .or(password)
-                    .ok_or_else(|| Error::InvalidArgument(format!("no password for {user}")))?;
-                let domain = self.domain.as_deref().unwrap_or("");
-                client.login(user, pw, domain).await?
+        let ntlm = || async {
+            match &self.user {
+                Some(user) => {
+                    let pw =
+                        self.password.as_deref().or(password).ok_or_else(|| {
+                            Error::InvalidArgument(format!("no password for {user}"))
+                        })?;
+                    let domain = self.domain.as_deref().unwrap_or("");
+                    client.login(user, pw, domain).await
+                }
+                None => client.login_anonymous().await,
             }
-            None => client.login_anonymous().await?,
+        };
+        let session = match kerberos {
+            crate::Kerberos::Off => ntlm().await?,
+            crate::Kerberos::Required => client.login_kerberos().await?,
+            crate::Kerberos::Desired => match client.login_kerberos().await {
+                Ok(s) => s,
+                Err(e) if self.user.is_some() => {
+                    tracing::warn!("Kerberos logon failed ({e}); falling back to NTLM");
+                    ntlm().await?
+                }
+                Err(e) => return Err(e),
+            },
         };
         let tree = session.tree(share).await?;
         Ok((tree, self.path.clone()))
