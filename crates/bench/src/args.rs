@@ -56,6 +56,8 @@ usage: smbx bench [flags] TARGET...
   --seal[=aes-128-gcm|aes-128-ccm|aes-256-gcm|aes-256-ccm]
                         smb:// targets encrypt every message (default AES-128-GCM)
   --engine <auto|uring|psync>  how local files are driven (default auto)
+  --kerberos            smb:// targets log on with Kerberos from the credential cache
+                        (KRB5CCNAME; the URL needs no user or password; -k is diskspd's)
 ";
 
 /// A size as written: bytes, or a count of blocks (`b` suffix) resolved once `-b` is known.
@@ -160,6 +162,7 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
             };
             match name {
                 "progress" if inline.is_none() => p.progress = true,
+                "kerberos" if inline.is_none() => p.kerberos = true,
                 "server-pid" => {
                     let v = value("a process id")?;
                     let pid = parse_u64(&v, "--server-pid", "a process id")?;
@@ -663,7 +666,11 @@ mod tests {
         let p = parse_str("--transport rdma --rdma-threshold 65536 f").unwrap();
         assert_eq!(p.transport, Some(smbx_client::Transport::Rdma));
         assert_eq!(p.rdma_threshold, Some(65536));
+        assert!(!p.kerberos);
+        assert!(parse_str("--kerberos smb://h/s/f").unwrap().kerberos);
         for bad in [
+            "--kerberos=yes f",
+            "-k f",
             "--transport udp f",
             "--server-pid f",
             "--server-pid",

@@ -198,6 +198,8 @@ pub struct Profile {
     pub rdma_threshold: Option<usize>,
     /// `--sign` / `--seal`: message protection on smb:// targets.
     pub protection: Protection,
+    /// `--kerberos`: smb:// targets log on with Kerberos.
+    pub kerberos: bool,
     /// Targets: local paths or smb:// URLs.
     pub targets: Vec<String>,
 }
@@ -249,6 +251,7 @@ impl Default for Profile {
             transport: None,
             rdma_threshold: None,
             protection: Protection::Default,
+            kerberos: false,
             targets: Vec::new(),
         }
     }

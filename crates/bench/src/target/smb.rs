@@ -111,6 +111,9 @@ impl SmbTarget {
                 options.rdma_threshold = n;
             }
             options = p.protection.apply(options);
+            if p.kerberos {
+                options.kerberos = smbx_client::Kerberos::Required;
+            }
             let (tree, path) = parsed
                 .open(password.as_deref(), options)
                 .await

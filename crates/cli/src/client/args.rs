@@ -41,6 +41,14 @@ pub struct ConnArgs {
     /// Over rdma: READs and WRITEs larger than this move their data by RDMA (4K).
     #[arg(long, global = true, value_parser = parse_size, value_name = "SIZE")]
     pub rdma_threshold: Option<usize>,
+    /// Log on with Kerberos from the credential cache (KRB5CCNAME) for cifs/<host>,
+    /// as smbclient -k; no password is asked for.
+    #[arg(short = 'k', long, global = true)]
+    pub kerberos: bool,
+    /// required (= -k), desired (Kerberos, then NTLM with the URL's user and password
+    /// if Kerberos fails) or off (NTLM, the default); smbclient's words.
+    #[arg(long, global = true, value_name = "required|desired|off")]
+    pub use_kerberos: Option<String>,
 }
 
 /// Options for streaming transfers.

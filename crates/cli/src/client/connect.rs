@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 
 use smbx_client::options::parse_dialect;
-use smbx_client::{ClientOptions, Encryption, Signing, SmbUrl, Transport, Tree};
+use smbx_client::{ClientOptions, Encryption, Kerberos, Signing, SmbUrl, Transport, Tree};
 
 use super::args::ConnArgs;
 use super::{CmdResult, Failure};
@@ -61,6 +61,20 @@ pub fn options(conn: &ConnArgs) -> CmdResult<ClientOptions> {
     if let Some(n) = conn.rdma_threshold {
         o.rdma_threshold = n;
     }
+    if conn.kerberos {
+        o.kerberos = Kerberos::Required;
+    }
+    if let Some(k) = &conn.use_kerberos {
+        let k = Kerberos::parse(k).ok_or_else(|| {
+            Failure::new(format!(
+                "--use-kerberos: {k:?} is not one of required, desired, off"
+            ))
+        })?;
+        if conn.kerberos && k != Kerberos::Required {
+            return Err(Failure::new("-k and --use-kerberos disagree"));
+        }
+        o.kerberos = k;
+    }
     Ok(o)
 }
 
@@ -90,7 +104,12 @@ fn password_for(u: &SmbUrl) -> CmdResult<Option<String>> {
 pub async fn open(url: &str, conn: &ConnArgs) -> CmdResult<(Tree, String)> {
     let u = parse(url)?;
     let opts = options(conn)?;
-    let pw = password_for(&u)?;
+    let pw = match opts.kerberos {
+        // Kerberos needs no password; a fallback to NTLM uses one only if it is there.
+        Kerberos::Required => None,
+        Kerberos::Desired => password_for(&u).ok().flatten(),
+        Kerberos::Off => password_for(&u)?,
+    };
     Ok(u.open(pw.as_deref(), opts).await?)
 }
 
