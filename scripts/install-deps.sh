@@ -10,10 +10,16 @@ APT_PACKAGES=(samba smbclient samba-testsuite tshark fio attr)
 # (binutils), tested in a bookworm chroot made by debootstrap (scripts/test-deb.sh).
 APT_PACKAGES+=(dpkg-dev binutils debootstrap)
 PY_PACKAGES=(smbprotocol impacket pytest prometheus_client)
+# Kerberos interop (tests/interop/test_kerberos.py): an MIT KDC and its tools
+# (krb5kdc, kdb5_util, kadmin.local, kinit, kvno), and libkrb5-dev (krb5-config,
+# headers) to build the gssapi Python package, which makes the tests' AP-REQs.
+APT_PACKAGES+=(krb5-kdc krb5-admin-server krb5-user libkrb5-dev)
+PY_PACKAGES+=(gssapi)
 
 have_all_tools() {
     local t
-    for t in smbd smbclient smbtorture smbpasswd tshark fio setfattr dpkg-shlibdeps objcopy debootstrap; do
+    for t in smbd smbclient smbtorture smbpasswd tshark fio setfattr dpkg-shlibdeps objcopy debootstrap \
+        krb5kdc kdb5_util kadmin.local kinit kvno krb5-config; do
         command -v "$t" >/dev/null 2>&1 || return 1
     done
 }
@@ -63,7 +69,7 @@ else
         "(GOPROXY=${GOPROXY:-default}); tests/interop/test_gosmb2.py will fail" >&2
 fi
 
-if python3 -c 'import smbprotocol, smbclient, impacket, pytest, spnego, prometheus_client' 2>/dev/null; then
+if python3 -c 'import smbprotocol, smbclient, impacket, pytest, spnego, prometheus_client, gssapi' 2>/dev/null; then
     echo "install-deps: python packages already present"
 else
     echo "install-deps: pip install ${PY_PACKAGES[*]}"
