@@ -15,6 +15,10 @@ PY_PACKAGES=(smbprotocol impacket pytest prometheus_client)
 # headers) to build the gssapi Python package, which makes the tests' AP-REQs.
 APT_PACKAGES+=(krb5-kdc krb5-admin-server krb5-user libkrb5-dev)
 PY_PACKAGES+=(gssapi)
+# Samba's VFS modules: the interop fixtures' smbd loads streams_xattr, without which
+# every tree connect to smbd fails (BAD_NETWORK_NAME); a Recommends of samba, so
+# --no-install-recommends leaves it out.
+APT_PACKAGES+=(samba-vfs-modules)
 
 have_all_tools() {
     local t
@@ -22,6 +26,7 @@ have_all_tools() {
         krb5kdc kdb5_util kadmin.local kinit kvno krb5-config; do
         command -v "$t" >/dev/null 2>&1 || return 1
     done
+    dpkg -s samba-vfs-modules >/dev/null 2>&1 || return 1
 }
 
 if have_all_tools; then
