@@ -1037,7 +1037,7 @@ mod tests {
         match events.recv().await.unwrap() {
             Event::OplockBreak(b) => {
                 assert_eq!(b.oplock_level, 1);
-                assert_eq!(crate::file::FileId::from_bytes(b.file_id).volatile, 6);
+                assert_eq!(b.file_id.volatile, 6);
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -30,39 +30,7 @@ use crate::tree::Tree;
 /// Output buffer size of one FileAllInformation query.
 pub(crate) const INFO_BUFFER: u32 = 4096;
 
-/// A 16-byte SMB2_FILEID: persistent and volatile halves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct FileId {
-    /// Persistent part.
-    pub persistent: u64,
-    /// Volatile part.
-    pub volatile: u64,
-}
-
-impl FileId {
-    /// The all-ones id that means "the file opened earlier in this related compound".
-    pub const RELATED: FileId = FileId {
-        persistent: u64::MAX,
-        volatile: u64::MAX,
-    };
-
-    /// The 16 wire bytes.
-    pub fn to_bytes(self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&self.persistent.to_le_bytes());
-        b[8..].copy_from_slice(&self.volatile.to_le_bytes());
-        b
-    }
-
-    /// From the 16 wire bytes.
-    pub fn from_bytes(b: [u8; 16]) -> FileId {
-        let (p, v) = b.split_at(8);
-        FileId {
-            persistent: u64::from_le_bytes(p.try_into().expect("8 bytes")),
-            volatile: u64::from_le_bytes(v.try_into().expect("8 bytes")),
-        }
-    }
-}
+pub use smbx_wire::FileId;
 
 /// The bodies of the handle-based requests.
 /// The RDMA channel to ask for: with remote invalidation from 3.0.2 on.
@@ -79,12 +47,7 @@ fn rdma_error(e: smbx_transport::DirectError) -> Error {
 }
 
 pub(crate) fn close_body(id: FileId, flags: u16) -> Vec<u8> {
-    CloseRequest {
-        flags,
-        file_id_persistent: id.persistent,
-        file_id_volatile: id.volatile,
-    }
-    .encode()
+    CloseRequest { flags, file_id: id }.encode()
 }
 
 pub(crate) fn query_info_body(id: FileId, info_type: u8, class: u8, output: u32) -> Vec<u8> {
@@ -95,7 +58,7 @@ pub(crate) fn query_info_body(id: FileId, info_type: u8, class: u8, output: u32)
         input: &[],
         additional_information: 0,
         flags: 0,
-        file_id: id.to_bytes(),
+        file_id: id,
     }
     .encode()
 }
@@ -105,7 +68,7 @@ pub(crate) fn set_info_body(id: FileId, info_type: u8, class: u8, buffer: &[u8])
         info_type,
         info_class: class,
         additional_information: 0,
-        file_id: id.to_bytes(),
+        file_id: id,
         buffer,
     }
     .encode()
@@ -504,8 +467,7 @@ impl File {
             padding: 0x50,
             length: len as u32,
             offset,
-            file_id_persistent: self.id.persistent,
-            file_id_volatile: self.id.volatile,
+            file_id: self.id,
             channel,
             channel_info,
             ..Default::default()
@@ -586,8 +548,7 @@ impl File {
         let mut w = body_writer(self.tree.pool(), 48 + data.len().max(1));
         WriteRequest {
             offset,
-            file_id_persistent: self.id.persistent,
-            file_id_volatile: self.id.volatile,
+            file_id: self.id,
             length: data.len() as u32,
             data,
             ..Default::default()
@@ -625,8 +586,7 @@ impl File {
             .encode();
         let body = WriteRequest {
             offset,
-            file_id_persistent: self.id.persistent,
-            file_id_volatile: self.id.volatile,
+            file_id: self.id,
             channel: rdma_channel(self.tree.dialect()),
             remaining_bytes: data.len() as u32,
             channel_info: &desc,
@@ -649,11 +609,7 @@ impl File {
 
     /// FLUSH: asks the server to commit the file's data.
     pub async fn flush(&self) -> Result<()> {
-        let body = FlushRequest {
-            file_id_persistent: self.id.persistent,
-            file_id_volatile: self.id.volatile,
-        }
-        .encode();
+        let body = FlushRequest { file_id: self.id }.encode();
         self.tree
             .call(Request::new(Command::Flush, body, self.tree.id()))
             .await?

@@ -233,10 +233,7 @@ impl Tree {
         let cr = CreateResponse::decode(&resp.msg)?;
         Ok(File::new(
             self.clone(),
-            FileId {
-                persistent: cr.file_id_persistent,
-                volatile: cr.file_id_volatile,
-            },
+            cr.file_id,
             FileInfo::from_create(&cr),
             cr.create_action,
         ))
@@ -271,8 +268,7 @@ impl Tree {
         let read_body = ReadRequest {
             padding: 0x50,
             length: len as u32,
-            file_id_persistent: FileId::RELATED.persistent,
-            file_id_volatile: FileId::RELATED.volatile,
+            file_id: FileId::RELATED,
             ..Default::default()
         }
         .encode();
@@ -334,7 +330,7 @@ impl Tree {
                 info_class: FILE_ID_BOTH_DIRECTORY_INFORMATION,
                 flags,
                 file_index: 0,
-                file_id: id.to_bytes(),
+                file_id: id,
                 pattern: pattern.to_string(),
                 output_buffer_length: DIR_BUFFER,
             }

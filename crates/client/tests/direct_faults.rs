@@ -238,8 +238,7 @@ async fn rdma_against_invalid_stag() {
         let (cmd, body) = if op == "write" {
             let body = WriteRequest {
                 offset: 0,
-                file_id_persistent: id.persistent,
-                file_id_volatile: id.volatile,
+                file_id: id,
                 channel,
                 remaining_bytes: 1 << 16,
                 channel_info: &desc,
@@ -251,8 +250,7 @@ async fn rdma_against_invalid_stag() {
             let body = ReadRequest {
                 length: 1 << 16,
                 offset: 0,
-                file_id_persistent: id.persistent,
-                file_id_volatile: id.volatile,
+                file_id: id,
                 channel,
                 remaining_bytes: 1 << 16,
                 channel_info: &desc,

@@ -23,7 +23,7 @@ struct Opened {
 impl Opened {
     fn fid(&self) -> (u64, u64) {
         let r = self.resp.as_ref().expect("create succeeded");
-        (r.file_id_persistent, r.file_id_volatile)
+        (r.file_id.persistent, r.file_id.volatile)
     }
 }
 
@@ -69,8 +69,10 @@ async fn create(
 async fn close(c: &mut Client, fid: (u64, u64), flags: u16) -> (NtStatus, Option<CloseResponse>) {
     let body = CloseRequest {
         flags,
-        file_id_persistent: fid.0,
-        file_id_volatile: fid.1,
+        file_id: smbx_wire::FileId {
+            persistent: fid.0,
+            volatile: fid.1,
+        },
     }
     .encode();
     let r = c.request(Command::Close, &body).await;
@@ -85,8 +87,10 @@ async fn close(c: &mut Client, fid: (u64, u64), flags: u16) -> (NtStatus, Option
 async fn write(c: &mut Client, fid: (u64, u64), off: u64, data: &[u8]) -> (NtStatus, u32) {
     let body = WriteRequest {
         offset: off,
-        file_id_persistent: fid.0,
-        file_id_volatile: fid.1,
+        file_id: smbx_wire::FileId {
+            persistent: fid.0,
+            volatile: fid.1,
+        },
         length: data.len() as u32,
         data,
         ..Default::default()
@@ -113,8 +117,10 @@ async fn read(
     let body = ReadRequest {
         length: len,
         offset: off,
-        file_id_persistent: fid.0,
-        file_id_volatile: fid.1,
+        file_id: smbx_wire::FileId {
+            persistent: fid.0,
+            volatile: fid.1,
+        },
         minimum_count: min,
         ..Default::default()
     }
@@ -538,8 +544,10 @@ async fn read_write_limits_and_access() {
     );
     // FLUSH.
     let fl = FlushRequest {
-        file_id_persistent: f.0,
-        file_id_volatile: f.1,
+        file_id: smbx_wire::FileId {
+            persistent: f.0,
+            volatile: f.1,
+        },
     }
     .encode();
     assert_eq!(
@@ -552,8 +560,10 @@ async fn read_write_limits_and_access() {
     let r = create(&mut c, "rw.bin", READ, 7, 1, 0).await.fid();
     assert_eq!(write(&mut c, r, 0, b"x").await.0, NtStatus::ACCESS_DENIED);
     let fl = FlushRequest {
-        file_id_persistent: r.0,
-        file_id_volatile: r.1,
+        file_id: smbx_wire::FileId {
+            persistent: r.0,
+            volatile: r.1,
+        },
     }
     .encode();
     assert_eq!(
@@ -572,8 +582,10 @@ async fn read_write_limits_and_access() {
     );
     let o = create(&mut c, "rw.bin", ALL, 7, 1, 0).await.fid();
     let mut body = WriteRequest {
-        file_id_persistent: o.0,
-        file_id_volatile: o.1,
+        file_id: smbx_wire::FileId {
+            persistent: o.0,
+            volatile: o.1,
+        },
         data: b"abc",
         length: 3,
         ..Default::default()
@@ -644,8 +656,10 @@ async fn ipc_pipes() {
     let frag_len = u16::from_le_bytes([part[8], part[9]]) as usize;
     assert_eq!(10 + rest.len(), frag_len);
     let fl = FlushRequest {
-        file_id_persistent: f.0,
-        file_id_volatile: f.1,
+        file_id: smbx_wire::FileId {
+            persistent: f.0,
+            volatile: f.1,
+        },
     }
     .encode();
     assert_eq!(
@@ -709,8 +723,10 @@ async fn delayed_write_time() {
     let h2 = create(&mut c, "t.txt", READ, 7, 1, 0).await;
     assert_eq!(h2.resp.as_ref().unwrap().last_write_time, created);
     let fl = FlushRequest {
-        file_id_persistent: h1.fid().0,
-        file_id_volatile: h1.fid().1,
+        file_id: smbx_wire::FileId {
+            persistent: h1.fid().0,
+            volatile: h1.fid().1,
+        },
     }
     .encode();
     assert_eq!(
@@ -906,7 +922,7 @@ async fn create_replay_until_the_open_is_used() {
         let r = c.recv().await.expect("response").remove(0);
         let fid = (r.status() == NtStatus::SUCCESS).then(|| {
             let d = CreateResponse::decode(&r.bytes).unwrap();
-            (d.file_id_persistent, d.file_id_volatile)
+            (d.file_id.persistent, d.file_id.volatile)
         });
         (r.status(), fid)
     }
@@ -921,8 +937,10 @@ async fn create_replay_until_the_open_is_used() {
     // The client uses the FileId: it has the response.
     let first = first.unwrap();
     let fl = FlushRequest {
-        file_id_persistent: first.0,
-        file_id_volatile: first.1,
+        file_id: smbx_wire::FileId {
+            persistent: first.0,
+            volatile: first.1,
+        },
     }
     .encode();
     assert_eq!(
@@ -1024,8 +1042,10 @@ async fn reads_from_the_page_cache_at_the_edges() {
         let body = ReadRequest {
             length: len,
             offset: off,
-            file_id_persistent: fid.0,
-            file_id_volatile: fid.1,
+            file_id: smbx_wire::FileId {
+                persistent: fid.0,
+                volatile: fid.1,
+            },
             ..Default::default()
         }
         .encode();
@@ -1055,8 +1075,10 @@ async fn reads_from_the_page_cache_at_the_edges() {
         let body = ReadRequest {
             length: 65536,
             offset: (i % 3) * 65536,
-            file_id_persistent: fid.0,
-            file_id_volatile: fid.1,
+            file_id: smbx_wire::FileId {
+                persistent: fid.0,
+                volatile: fid.1,
+            },
             ..Default::default()
         }
         .encode();

@@ -42,8 +42,10 @@ async fn ioctl(
 ) -> (NtStatus, Vec<u8>) {
     let body = IoctlRequest {
         ctl_code: code,
-        file_id_persistent: fid.0,
-        file_id_volatile: fid.1,
+        file_id: smbx_wire::FileId {
+            persistent: fid.0,
+            volatile: fid.1,
+        },
         input,
         max_input_response: 0,
         output: &[],
@@ -313,8 +315,10 @@ async fn connection_level_fsctls_and_hostile_requests() {
     // Flags without IS_FSCTL.
     let mut body = IoctlRequest {
         ctl_code: fsctl::SET_SPARSE,
-        file_id_persistent: f.0,
-        file_id_volatile: f.1,
+        file_id: smbx_wire::FileId {
+            persistent: f.0,
+            volatile: f.1,
+        },
         input: &[],
         max_input_response: 0,
         output: &[],

@@ -19,7 +19,11 @@ fn state_files_naming(needles: &[&str]) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/state");
     let mut files = Vec::new();
     sources(&root, &mut files);
-    assert!(files.len() > 5, "found the state sources under {}", root.display());
+    assert!(
+        files.len() > 5,
+        "found the state sources under {}",
+        root.display()
+    );
     let mut hits: Vec<String> = files
         .iter()
         .filter(|p| {

@@ -210,7 +210,7 @@ async fn rename_waits_for_handle_caching_to_go() {
         OPLOCK_LEVEL_LEASE
     );
 
-    let fid = file_id_bytes(&h1);
+    let fid = file_id_of(&h1);
     let rename = FileRenameInfo {
         replace_if_exists: true,
         root_directory: 0,

@@ -10,11 +10,11 @@ use smbx_wire::lock::{
 use smbx_wire::{Command, NtStatus};
 
 /// The FileId of a successful CREATE.
-fn fid(m: &Msg) -> [u8; 16] {
-    file_id_bytes(&created(m))
+fn fid(m: &Msg) -> smbx_wire::FileId {
+    file_id_of(&created(m))
 }
 
-fn lock(file_id: [u8; 16], seq: u32, flags: u32) -> Vec<u8> {
+fn lock(file_id: smbx_wire::FileId, seq: u32, flags: u32) -> Vec<u8> {
     LockRequest {
         lock_sequence_number: (seq & 0xF) as u8,
         lock_sequence_index: seq >> 4,
@@ -85,7 +85,7 @@ async fn logoff_completes_a_pending_lock() {
 }
 
 /// Sends LOCK requests with the given LockSequence and flags; returns the statuses.
-async fn locks(c: &mut Client, h: [u8; 16], steps: &[(u32, u32)]) -> Vec<NtStatus> {
+async fn locks(c: &mut Client, h: smbx_wire::FileId, steps: &[(u32, u32)]) -> Vec<NtStatus> {
     let mut out = Vec::new();
     for &(seq, flags) in steps {
         out.push(

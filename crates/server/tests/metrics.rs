@@ -98,13 +98,15 @@ async fn counts_the_requests_a_client_sent() {
     let missing = c.request(Command::Create, &create_with("nope", 0, 1)).await;
     assert_eq!(missing.status(), NtStatus::OBJECT_NAME_NOT_FOUND);
     let f = created(&c.request(Command::Create, &create_body("f", 0)).await);
-    let (p, v) = (f.file_id_persistent, f.file_id_volatile);
+    let (p, v) = (f.file_id.persistent, f.file_id.volatile);
     let data = vec![0x5a; 1000];
     for i in 0..3u64 {
         let body = WriteRequest {
             offset: i * 1000,
-            file_id_persistent: p,
-            file_id_volatile: v,
+            file_id: smbx_wire::FileId {
+                persistent: p,
+                volatile: v,
+            },
             length: 1000,
             data: &data,
             ..Default::default()
@@ -123,8 +125,10 @@ async fn counts_the_requests_a_client_sent() {
         let body = ReadRequest {
             length: 500,
             offset,
-            file_id_persistent: p,
-            file_id_volatile: v,
+            file_id: smbx_wire::FileId {
+                persistent: p,
+                volatile: v,
+            },
             ..Default::default()
         }
         .encode();
@@ -268,7 +272,7 @@ async fn off_by_default() {
 #[tokio::test]
 async fn async_operations_count_their_final_status() {
     use smbx_wire::lock::{LockElement, LockRequest, LOCKFLAG_EXCLUSIVE};
-    let lock = |file_id: [u8; 16]| {
+    let lock = |file_id: smbx_wire::FileId| {
         LockRequest {
             lock_sequence_number: 0,
             lock_sequence_index: 0,
@@ -285,10 +289,10 @@ async fn async_operations_count_their_final_status() {
     let srv = start(metrics_config(dir.path())).await;
     let addr = endpoint(&srv).await;
     let mut c = connect_share(&srv).await;
-    let h1 = file_id_bytes(&created(
+    let h1 = file_id_of(&created(
         &c.request(Command::Create, &create_body("f", 0)).await,
     ));
-    let h2 = file_id_bytes(&created(
+    let h2 = file_id_of(&created(
         &c.request(Command::Create, &create_body("f", 0)).await,
     ));
     assert_eq!(

@@ -30,7 +30,7 @@ async fn create(
     disposition: u32,
     dir: bool,
     sd: Option<&SecurityDescriptor>,
-) -> Result<[u8; 16], NtStatus> {
+) -> Result<smbx_wire::FileId, NtStatus> {
     let blob = sd.map(SecurityDescriptor::encode);
     let contexts = match &blob {
         Some(b) => encode_contexts(&[(cname::SECD, b.as_slice())]),
@@ -51,19 +51,21 @@ async fn create(
     if r.status() != NtStatus::SUCCESS {
         return Err(r.status());
     }
-    Ok(r.body()[64..80].try_into().unwrap())
+    Ok(smbx_wire::FileId::from_bytes(
+        r.body()[64..80].try_into().unwrap(),
+    ))
 }
 
-async fn close(c: &mut Client, fid: [u8; 16]) {
+async fn close(c: &mut Client, fid: smbx_wire::FileId) {
     let mut b = vec![24u8, 0, 0, 0, 0, 0, 0, 0];
-    b.extend_from_slice(&fid);
+    b.extend_from_slice(&fid.to_bytes());
     assert_eq!(
         c.request(Command::Close, &b).await.status(),
         NtStatus::SUCCESS
     );
 }
 
-async fn get_sd(c: &mut Client, fid: [u8; 16]) -> SecurityDescriptor {
+async fn get_sd(c: &mut Client, fid: smbx_wire::FileId) -> SecurityDescriptor {
     let q = QueryInfoRequest {
         info_type: SMB2_0_INFO_SECURITY,
         info_class: 0,
@@ -81,7 +83,7 @@ async fn get_sd(c: &mut Client, fid: [u8; 16]) -> SecurityDescriptor {
 /// SET_INFO of `buffer` as (`info_type`, `info_class`, AdditionalInformation); the status.
 async fn set_info(
     c: &mut Client,
-    fid: [u8; 16],
+    fid: smbx_wire::FileId,
     info_type: u8,
     info_class: u8,
     additional_information: u32,
@@ -97,7 +99,7 @@ async fn set_info(
     c.request(Command::SetInfo, &s.encode()).await.status()
 }
 
-async fn set_dacl(c: &mut Client, fid: [u8; 16], sd: &SecurityDescriptor) {
+async fn set_dacl(c: &mut Client, fid: smbx_wire::FileId, sd: &SecurityDescriptor) {
     let st = set_info(c, fid, SMB2_0_INFO_SECURITY, 0, DACL, &sd.encode()).await;
     assert_eq!(st, NtStatus::SUCCESS);
 }
@@ -188,7 +190,12 @@ async fn create_secd_and_inheritance() {
 }
 
 /// SET_INFO of an owner or group as a session: `info` 1 owner, 2 group.
-async fn set_owner(c: &mut Client, fid: [u8; 16], info: u32, sd: &SecurityDescriptor) -> NtStatus {
+async fn set_owner(
+    c: &mut Client,
+    fid: smbx_wire::FileId,
+    info: u32,
+    sd: &SecurityDescriptor,
+) -> NtStatus {
     set_info(c, fid, SMB2_0_INFO_SECURITY, 0, info, &sd.encode()).await
 }
 
@@ -245,7 +252,7 @@ async fn owner_change_needs_the_sid_in_the_token_or_admin() {
 
 /// SET_INFO FileRenameInformation (10) or FileLinkInformation (11) with
 /// ReplaceIfExists.
-async fn replace_by(c: &mut Client, fid: [u8; 16], class: u8, target: &str) -> NtStatus {
+async fn replace_by(c: &mut Client, fid: smbx_wire::FileId, class: u8, target: &str) -> NtStatus {
     let info = smbx_wire::set_info::FileRenameInfo {
         replace_if_exists: true,
         root_directory: 0,

@@ -51,7 +51,7 @@ async fn next_break(c: &mut Client) -> OplockBreak {
     }
 }
 
-fn ack_body(fid: [u8; 16], level: u8) -> Vec<u8> {
+fn ack_body(fid: smbx_wire::FileId, level: u8) -> Vec<u8> {
     OplockBreak {
         oplock_level: level,
         file_id: fid,
@@ -62,8 +62,7 @@ fn ack_body(fid: [u8; 16], level: u8) -> Vec<u8> {
 fn write_body(r: &CreateResponse, data: &[u8]) -> Vec<u8> {
     WriteRequest {
         offset: 0,
-        file_id_persistent: r.file_id_persistent,
-        file_id_volatile: r.file_id_volatile,
+        file_id: r.file_id,
         length: data.len() as u32,
         data,
         ..Default::default()
@@ -92,7 +91,7 @@ async fn batch_break_names_the_holder() {
         .resp,
     );
     assert_eq!(h1.oplock_level, OPLOCK_LEVEL_BATCH);
-    assert_ne!(h1.file_id_volatile, 0);
+    assert_ne!(h1.file_id.volatile, 0);
 
     // c2's CREATE waits for c1's acknowledgment: send it, then serve c1.
     let h = c2.header(Command::Create);
@@ -100,7 +99,7 @@ async fn batch_break_names_the_holder() {
     c2.send_raw(&Client::message(&h, &create_body("f", OPLOCK_LEVEL_BATCH)))
         .await;
     let b = next_break(&mut c1).await;
-    assert_eq!(b.file_id, file_id_bytes(&h1));
+    assert_eq!(b.file_id, file_id_of(&h1));
     assert_eq!(b.oplock_level, OPLOCK_LEVEL_II);
     let ack = exchange(
         &mut c1,
@@ -111,7 +110,7 @@ async fn batch_break_names_the_holder() {
     assert_eq!(ack.resp.status(), NtStatus::SUCCESS);
     let a = OplockBreak::decode(&ack.resp.bytes).unwrap();
     assert_eq!(a.oplock_level, OPLOCK_LEVEL_II);
-    assert_eq!(a.file_id, file_id_bytes(&h1));
+    assert_eq!(a.file_id, file_id_of(&h1));
     // c2's CREATE completes (maybe after an interim STATUS_PENDING) with LEVEL_II.
     let r2 = loop {
         let m = c2.recv().await.unwrap().remove(0);
@@ -136,10 +135,10 @@ async fn batch_break_names_the_holder() {
     let w = exchange(&mut c2, Command::Write, &write_body(&h2, b"x")).await;
     assert_eq!(w.resp.status(), NtStatus::SUCCESS);
     assert_eq!(w.breaks.len(), 1);
-    assert_eq!(w.breaks[0].file_id, file_id_bytes(&h2));
+    assert_eq!(w.breaks[0].file_id, file_id_of(&h2));
     assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
     let b1 = next_break(&mut c1).await;
-    assert_eq!(b1.file_id, file_id_bytes(&h1));
+    assert_eq!(b1.file_id, file_id_of(&h1));
     assert_eq!(b1.oplock_level, OPLOCK_LEVEL_NONE);
 }
 
@@ -159,12 +158,12 @@ async fn level2_ack_is_a_protocol_error() {
     let w = exchange(&mut c, Command::Write, &write_body(&h, b"abc")).await;
     assert_eq!(w.resp.status(), NtStatus::SUCCESS);
     assert_eq!(w.breaks.len(), 1);
-    assert_eq!(w.breaks[0].file_id, file_id_bytes(&h));
+    assert_eq!(w.breaks[0].file_id, file_id_of(&h));
     assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
     let ack = exchange(
         &mut c,
         Command::OplockBreak,
-        &ack_body(file_id_bytes(&h), OPLOCK_LEVEL_NONE),
+        &ack_body(file_id_of(&h), OPLOCK_LEVEL_NONE),
     )
     .await;
     assert_eq!(ack.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);
@@ -189,7 +188,7 @@ async fn lock_breaks_level2() {
     let body = LockRequest {
         lock_sequence_number: 0,
         lock_sequence_index: 0,
-        file_id: file_id_bytes(&h),
+        file_id: file_id_of(&h),
         locks: vec![LockElement {
             offset: 0,
             length: 4,
@@ -201,7 +200,7 @@ async fn lock_breaks_level2() {
     assert_eq!(l.resp.status(), NtStatus::SUCCESS);
     assert_eq!(l.breaks.len(), 1);
     assert_eq!(l.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
-    assert_eq!(l.breaks[0].file_id, file_id_bytes(&h));
+    assert_eq!(l.breaks[0].file_id, file_id_of(&h));
 }
 
 /// A stat open (attributes only) breaks no BATCH oplock and gets none.
@@ -287,8 +286,7 @@ async fn create_pending_across_tree_disconnect_leaves_no_open() {
     // No open of c2's is left: with c1's closed, nothing shares the file.
     let close = smbx_wire::close::CloseRequest {
         flags: 0,
-        file_id_persistent: h1.file_id_persistent,
-        file_id_volatile: h1.file_id_volatile,
+        file_id: h1.file_id,
     }
     .encode();
     let closed = exchange(&mut c1, Command::Close, &close).await;

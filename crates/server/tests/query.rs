@@ -17,7 +17,12 @@ const READ_CONTROL: u32 = 0x2_0000;
 const SYNCHRONIZE: u32 = 0x10_0000;
 
 /// CREATE (FILE_OPEN) of an existing name; returns the 16-byte FileId.
-async fn open(c: &mut Client, name: &str, access: u32, dir: bool) -> Result<[u8; 16], NtStatus> {
+async fn open(
+    c: &mut Client,
+    name: &str,
+    access: u32,
+    dir: bool,
+) -> Result<smbx_wire::FileId, NtStatus> {
     let n = utf16le(name);
     let mut b = Vec::new();
     b.extend_from_slice(&57u16.to_le_bytes());
@@ -42,12 +47,14 @@ async fn open(c: &mut Client, name: &str, access: u32, dir: bool) -> Result<[u8;
     if r.status() != NtStatus::SUCCESS {
         return Err(r.status());
     }
-    Ok(r.body()[64..80].try_into().unwrap())
+    Ok(smbx_wire::FileId::from_bytes(
+        r.body()[64..80].try_into().unwrap(),
+    ))
 }
 
 async fn find(
     c: &mut Client,
-    fid: [u8; 16],
+    fid: smbx_wire::FileId,
     class: u8,
     flags: u8,
     pattern: &str,
@@ -72,7 +79,7 @@ async fn find(
 
 async fn info(
     c: &mut Client,
-    fid: [u8; 16],
+    fid: smbx_wire::FileId,
     info_type: u8,
     class: u8,
     addl: u32,

@@ -13,7 +13,7 @@ const ALL: u32 = 0x001F_01FF;
 const READ_ATTR: u32 = 0x80;
 const DELETE: u32 = 0x0001_0000;
 
-async fn create(c: &mut Client, name: &str, access: u32, options: u32) -> [u8; 16] {
+async fn create(c: &mut Client, name: &str, access: u32, options: u32) -> smbx_wire::FileId {
     let body = CreateRequestBuilder {
         impersonation_level: 2,
         desired_access: smbx_wire::AccessMask(access),
@@ -28,20 +28,19 @@ async fn create(c: &mut Client, name: &str, access: u32, options: u32) -> [u8; 1
     let r = c.request(Command::Create, &body).await;
     assert_eq!(r.status(), NtStatus::SUCCESS, "create {name}");
     let b = r.body();
-    b[64..80].try_into().unwrap()
+    smbx_wire::FileId::from_bytes(b[64..80].try_into().unwrap())
 }
 
-async fn close(c: &mut Client, fid: [u8; 16]) -> NtStatus {
+async fn close(c: &mut Client, fid: smbx_wire::FileId) -> NtStatus {
     let body = CloseRequest {
         flags: 0,
-        file_id_persistent: u64::from_le_bytes(fid[..8].try_into().unwrap()),
-        file_id_volatile: u64::from_le_bytes(fid[8..].try_into().unwrap()),
+        file_id: fid,
     }
     .encode();
     c.request(Command::Close, &body).await.status()
 }
 
-async fn set(c: &mut Client, fid: [u8; 16], ty: u8, class: u8, buf: &[u8]) -> NtStatus {
+async fn set(c: &mut Client, fid: smbx_wire::FileId, ty: u8, class: u8, buf: &[u8]) -> NtStatus {
     let body = SetInfoRequest {
         info_type: ty,
         info_class: class,

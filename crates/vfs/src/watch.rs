@@ -279,7 +279,10 @@ mod tests {
         // Bounded: each read returns at least one event, and at most a few are queued.
         for _ in 0..8 {
             w.read(&mut buf, |e| seen.push(e)).unwrap();
-            if seen.iter().any(|e| matches!(e, WatchEvent::Change { name, .. } if name == "link")) {
+            if seen
+                .iter()
+                .any(|e| matches!(e, WatchEvent::Change { name, .. } if name == "link"))
+            {
                 break;
             }
         }

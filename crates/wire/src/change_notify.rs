@@ -3,6 +3,7 @@
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// SMB2_WATCH_TREE: watch the whole subtree.
 pub const WATCH_TREE: u16 = 0x0001;
@@ -59,7 +60,7 @@ pub struct ChangeNotifyRequest {
     /// Largest response payload the client accepts.
     pub output_buffer_length: u32,
     /// The raw 16-byte FileId.
-    pub file_id: [u8; 16],
+    pub file_id: FileId,
     /// `CHANGE_*` bits.
     pub completion_filter: u32,
 }
@@ -74,7 +75,7 @@ impl ChangeNotifyRequest {
         }
         let flags = r.u16()?;
         let output_buffer_length = r.u32()?;
-        let file_id = r.array::<16>()?;
+        let file_id = FileId::decode(&mut r)?;
         let completion_filter = r.u32()?;
         r.u32()?;
         Ok(ChangeNotifyRequest {
@@ -91,7 +92,7 @@ impl ChangeNotifyRequest {
         w.u16(32)
             .u16(self.flags)
             .u32(self.output_buffer_length)
-            .bytes(&self.file_id)
+            .bytes(&self.file_id.to_bytes())
             .u32(self.completion_filter)
             .u32(0);
         w.into_vec()
@@ -190,7 +191,7 @@ mod tests {
         let r = ChangeNotifyRequest {
             flags: WATCH_TREE,
             output_buffer_length: 1000,
-            file_id: [3; 16],
+            file_id: FileId::from_bytes([3; 16]),
             completion_filter: CHANGE_FILE_NAME | CHANGE_DIR_NAME,
         };
         let mut m = vec![0u8; HEADER_SIZE];

@@ -2,6 +2,7 @@
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// CLOSE flag: return the file's attributes in the response.
 pub const CLOSE_FLAG_POSTQUERY_ATTRIB: u16 = 0x0001;
@@ -11,10 +12,8 @@ pub const CLOSE_FLAG_POSTQUERY_ATTRIB: u16 = 0x0001;
 pub struct CloseRequest {
     /// Flags.
     pub flags: u16,
-    /// FileId persistent half.
-    pub file_id_persistent: u64,
-    /// FileId volatile half.
-    pub file_id_volatile: u64,
+    /// FileId.
+    pub file_id: FileId,
 }
 
 impl CloseRequest {
@@ -29,8 +28,7 @@ impl CloseRequest {
         r.u32()?;
         Ok(CloseRequest {
             flags,
-            file_id_persistent: r.u64()?,
-            file_id_volatile: r.u64()?,
+            file_id: FileId::decode(&mut r)?,
         })
     }
 
@@ -40,8 +38,7 @@ impl CloseRequest {
         w.u16(24)
             .u16(self.flags)
             .u32(0)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile);
+            .bytes(&self.file_id.to_bytes());
         w.into_vec()
     }
 }
@@ -109,10 +106,8 @@ impl CloseResponse {
 /// A FLUSH request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlushRequest {
-    /// FileId persistent half.
-    pub file_id_persistent: u64,
-    /// FileId volatile half.
-    pub file_id_volatile: u64,
+    /// FileId.
+    pub file_id: FileId,
 }
 
 impl FlushRequest {
@@ -126,19 +121,14 @@ impl FlushRequest {
         r.u16()?;
         r.u32()?;
         Ok(FlushRequest {
-            file_id_persistent: r.u64()?,
-            file_id_volatile: r.u64()?,
+            file_id: FileId::decode(&mut r)?,
         })
     }
 
     /// Encodes the body.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(24);
-        w.u16(24)
-            .u16(0)
-            .u32(0)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile);
+        w.u16(24).u16(0).u32(0).bytes(&self.file_id.to_bytes());
         w.into_vec()
     }
 }
@@ -162,8 +152,10 @@ mod tests {
     fn close_roundtrip() {
         let c = CloseRequest {
             flags: CLOSE_FLAG_POSTQUERY_ATTRIB,
-            file_id_persistent: 7,
-            file_id_volatile: 9,
+            file_id: FileId {
+                persistent: 7,
+                volatile: 9,
+            },
         };
         let b = c.encode();
         assert_eq!(b.len(), 24);
@@ -183,8 +175,10 @@ mod tests {
     #[test]
     fn flush_roundtrip() {
         let f = FlushRequest {
-            file_id_persistent: 1,
-            file_id_volatile: 2,
+            file_id: FileId {
+                persistent: 1,
+                volatile: 2,
+            },
         };
         assert_eq!(FlushRequest::decode(&msg(&f.encode())).unwrap(), f);
         let mut b = f.encode();

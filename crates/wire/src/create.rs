@@ -3,6 +3,7 @@
 
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 use crate::{AccessMask, CreateDisposition, CreateOptions, FileAttributes, ShareAccess};
 
 /// Fixed part of the request body (StructureSize 57 minus the 1-byte buffer).
@@ -346,10 +347,8 @@ pub struct CreateResponse {
     pub end_of_file: u64,
     /// FileAttributes.
     pub file_attributes: u32,
-    /// FileId persistent half.
-    pub file_id_persistent: u64,
-    /// FileId volatile half.
-    pub file_id_volatile: u64,
+    /// FileId.
+    pub file_id: FileId,
     /// Encoded create context chain (see [`encode_contexts`]).
     pub contexts: Vec<u8>,
 }
@@ -375,8 +374,7 @@ impl CreateResponse {
             .u64(self.end_of_file)
             .u32(self.file_attributes)
             .u32(0)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile)
+            .bytes(&self.file_id.to_bytes())
             .u32(off as u32)
             .u32(len as u32);
         if self.contexts.is_empty() {
@@ -405,8 +403,7 @@ impl CreateResponse {
         let end_of_file = r.u64()?;
         let file_attributes = r.u32()?;
         r.u32()?;
-        let file_id_persistent = r.u64()?;
-        let file_id_volatile = r.u64()?;
+        let file_id = FileId::decode(&mut r)?;
         let off = r.u32()? as usize;
         let len = r.u32()? as usize;
         let contexts = if len == 0 {
@@ -425,8 +422,7 @@ impl CreateResponse {
             allocation_size,
             end_of_file,
             file_attributes,
-            file_id_persistent,
-            file_id_volatile,
+            file_id,
             contexts,
         })
     }
@@ -528,8 +524,10 @@ mod tests {
             create_action: 2,
             end_of_file: 5,
             file_attributes: 0x20,
-            file_id_persistent: 1,
-            file_id_volatile: 2,
+            file_id: FileId {
+                persistent: 1,
+                volatile: 2,
+            },
             contexts: encode_contexts(&[(ctx::MXAC, &[0; 8])]),
             ..Default::default()
         };

@@ -9,6 +9,7 @@
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// Flags: the request is an FSCTL (the only kind SMB2 servers accept).
 pub const SMB2_0_IOCTL_IS_FSCTL: u32 = 0x0000_0001;
@@ -97,10 +98,8 @@ pub mod fsctl {
 pub struct IoctlRequest<'a> {
     /// CtlCode.
     pub ctl_code: u32,
-    /// FileId, persistent half.
-    pub file_id_persistent: u64,
-    /// FileId, volatile half.
-    pub file_id_volatile: u64,
+    /// FileId (all ones for FSCTLs that name no open).
+    pub file_id: FileId,
     /// The input buffer (InputOffset/InputCount).
     pub input: &'a [u8],
     /// MaxInputResponse.
@@ -139,8 +138,7 @@ impl<'a> IoctlRequest<'a> {
         }
         r.skip(2)?;
         let ctl_code = r.u32()?;
-        let file_id_persistent = r.u64()?;
-        let file_id_volatile = r.u64()?;
+        let file_id = FileId::decode(&mut r)?;
         let input_offset = r.u32()?;
         let input_count = r.u32()?;
         let max_input_response = r.u32()?;
@@ -153,8 +151,7 @@ impl<'a> IoctlRequest<'a> {
         let output = buffer_at(msg, output_offset, output_count, "IOCTL OutputOffset")?;
         Ok(IoctlRequest {
             ctl_code,
-            file_id_persistent,
-            file_id_volatile,
+            file_id,
             input,
             max_input_response,
             output,
@@ -177,8 +174,7 @@ impl<'a> IoctlRequest<'a> {
         w.u16(57)
             .u16(0)
             .u32(self.ctl_code)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile)
+            .bytes(&self.file_id.to_bytes())
             .u32(in_off)
             .u32(self.input.len() as u32)
             .u32(self.max_input_response)
@@ -198,10 +194,8 @@ impl<'a> IoctlRequest<'a> {
 pub struct IoctlResponse {
     /// CtlCode, echoed.
     pub ctl_code: u32,
-    /// FileId persistent half, echoed.
-    pub file_id_persistent: u64,
-    /// FileId volatile half, echoed.
-    pub file_id_volatile: u64,
+    /// FileId, echoed.
+    pub file_id: FileId,
     /// Output data.
     pub output: Vec<u8>,
 }
@@ -213,8 +207,7 @@ impl IoctlResponse {
         w.u16(49)
             .u16(0)
             .u32(self.ctl_code)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile)
+            .bytes(&self.file_id.to_bytes())
             .u32(RESPONSE_BUFFER_OFFSET)
             .u32(0)
             .u32(RESPONSE_BUFFER_OFFSET)
@@ -234,8 +227,7 @@ impl IoctlResponse {
         }
         r.skip(2)?;
         let ctl_code = r.u32()?;
-        let file_id_persistent = r.u64()?;
-        let file_id_volatile = r.u64()?;
+        let file_id = FileId::decode(&mut r)?;
         r.skip(8)?;
         let out_off = r.u32()?;
         let out_count = r.u32()?;
@@ -246,8 +238,7 @@ impl IoctlResponse {
         };
         Ok(IoctlResponse {
             ctl_code,
-            file_id_persistent,
-            file_id_volatile,
+            file_id,
             output,
         })
     }
@@ -496,8 +487,10 @@ mod tests {
     fn request_round_trip() {
         let req = IoctlRequest {
             ctl_code: fsctl::SRV_COPYCHUNK,
-            file_id_persistent: 1,
-            file_id_volatile: 2,
+            file_id: FileId {
+                persistent: 1,
+                volatile: 2,
+            },
             input: b"abcdef",
             max_input_response: 0,
             output: &[],
@@ -512,8 +505,10 @@ mod tests {
     fn request_rejects_bad_offsets() {
         let req = IoctlRequest {
             ctl_code: 1,
-            file_id_persistent: 0,
-            file_id_volatile: 0,
+            file_id: FileId {
+                persistent: 0,
+                volatile: 0,
+            },
             input: b"abcd",
             max_input_response: 0,
             output: &[],
@@ -545,8 +540,10 @@ mod tests {
     fn response_layout() {
         let r = IoctlResponse {
             ctl_code: fsctl::SRV_REQUEST_RESUME_KEY,
-            file_id_persistent: 7,
-            file_id_volatile: 8,
+            file_id: FileId {
+                persistent: 7,
+                volatile: 8,
+            },
             output: encode_resume_key(&[0xAA; 24]),
         };
         let b = r.encode();

@@ -2,6 +2,7 @@
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// SMB2_LOCKFLAG_SHARED_LOCK.
 pub const LOCKFLAG_SHARED: u32 = 0x0000_0001;
@@ -34,7 +35,7 @@ pub struct LockRequest {
     /// LockSequenceIndex (high 28 bits of the LockSequence field).
     pub lock_sequence_index: u32,
     /// The raw 16-byte FileId (persistent, volatile).
-    pub file_id: [u8; 16],
+    pub file_id: FileId,
     /// The lock elements (at least one).
     pub locks: Vec<LockElement>,
 }
@@ -50,7 +51,7 @@ impl LockRequest {
         }
         let count = r.u16()? as usize;
         let seq = r.u32()?;
-        let file_id = r.array::<16>()?;
+        let file_id = FileId::decode(&mut r)?;
         if count == 0 {
             return Err(WireError::Invalid("LockCount is 0"));
         }
@@ -89,7 +90,7 @@ impl LockRequest {
         w.u16(48)
             .u16(self.locks.len() as u16)
             .u32((self.lock_sequence_index << 4) | u32::from(self.lock_sequence_number & 0xF))
-            .bytes(&self.file_id);
+            .bytes(&self.file_id.to_bytes());
         for l in &self.locks {
             w.u64(l.offset).u64(l.length).u32(l.flags).u32(0);
         }
@@ -117,7 +118,7 @@ mod tests {
         let req = LockRequest {
             lock_sequence_number: 3,
             lock_sequence_index: 17,
-            file_id: [9; 16],
+            file_id: FileId::from_bytes([9; 16]),
             locks: vec![
                 LockElement {
                     offset: 10,
@@ -141,7 +142,7 @@ mod tests {
         let mut req = LockRequest {
             lock_sequence_number: 0,
             lock_sequence_index: 0,
-            file_id: [0; 16],
+            file_id: FileId::from_bytes([0; 16]),
             locks: vec![LockElement {
                 offset: 0,
                 length: 1,

@@ -3,6 +3,7 @@
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// SMB2_OPLOCK_LEVEL_NONE.
 pub const OPLOCK_LEVEL_NONE: u8 = 0x00;
@@ -45,7 +46,7 @@ pub struct OplockBreak {
     /// `OPLOCK_LEVEL_*`.
     pub oplock_level: u8,
     /// The raw 16-byte FileId.
-    pub file_id: [u8; 16],
+    pub file_id: FileId,
 }
 
 impl OplockBreak {
@@ -59,7 +60,7 @@ impl OplockBreak {
             .u8(self.oplock_level)
             .u8(0)
             .u32(0)
-            .bytes(&self.file_id);
+            .bytes(&self.file_id.to_bytes());
         w.into_vec()
     }
 
@@ -73,7 +74,7 @@ impl OplockBreak {
         let oplock_level = r.u8()?;
         r.u8()?;
         r.u32()?;
-        let file_id = r.array::<16>()?;
+        let file_id = FileId::decode(&mut r)?;
         Ok(OplockBreak {
             oplock_level,
             file_id,
@@ -268,7 +269,7 @@ mod tests {
     fn oplock_break_round_trip() {
         let b = OplockBreak {
             oplock_level: OPLOCK_LEVEL_II,
-            file_id: [7; 16],
+            file_id: FileId::from_bytes([7; 16]),
         };
         let e = b.encode();
         assert_eq!(e.len(), 24);

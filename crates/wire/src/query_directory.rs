@@ -2,6 +2,7 @@
 
 use crate::codec::{from_utf16le, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// Flags bit SMB2_RESTART_SCANS.
 pub const SMB2_RESTART_SCANS: u8 = 0x01;
@@ -22,7 +23,7 @@ pub struct QueryDirectoryRequest {
     /// FileIndex (meaningful with `SMB2_INDEX_SPECIFIED`).
     pub file_index: u32,
     /// The 16-byte FileId (persistent, volatile).
-    pub file_id: [u8; 16],
+    pub file_id: FileId,
     /// The search pattern (empty when FileNameLength is 0).
     pub pattern: String,
     /// OutputBufferLength.
@@ -40,7 +41,7 @@ impl QueryDirectoryRequest {
         let info_class = r.u8()?;
         let flags = r.u8()?;
         let file_index = r.u32()?;
-        let file_id = r.array::<16>()?;
+        let file_id = FileId::decode(&mut r)?;
         let name_off = r.u16()? as usize;
         let name_len = r.u16()? as usize;
         let output_buffer_length = r.u32()?;
@@ -71,7 +72,7 @@ impl QueryDirectoryRequest {
             .u8(self.info_class)
             .u8(self.flags)
             .u32(self.file_index);
-        w.bytes(&self.file_id);
+        w.bytes(&self.file_id.to_bytes());
         let off = if name.is_empty() { 0 } else { HEADER_SIZE + 32 };
         w.u16(off as u16).u16(name.len() as u16);
         w.u32(self.output_buffer_length);
@@ -131,7 +132,7 @@ mod tests {
             info_class: 37,
             flags: SMB2_RESTART_SCANS,
             file_index: 0,
-            file_id: [7; 16],
+            file_id: FileId::from_bytes([7; 16]),
             pattern: "*.txt".into(),
             output_buffer_length: 65536,
         };
@@ -152,7 +153,7 @@ mod tests {
             info_class: 1,
             flags: 0,
             file_index: 0,
-            file_id: [0; 16],
+            file_id: FileId::from_bytes([0; 16]),
             pattern: "abc".into(),
             output_buffer_length: 10,
         };

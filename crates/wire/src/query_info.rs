@@ -3,6 +3,7 @@
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// InfoType SMB2_0_INFO_FILE.
 pub const SMB2_0_INFO_FILE: u8 = 1;
@@ -36,7 +37,7 @@ pub struct QueryInfoRequest<'a> {
     /// Flags (`SL_*`).
     pub flags: u32,
     /// The 16-byte FileId.
-    pub file_id: [u8; 16],
+    pub file_id: FileId,
 }
 
 impl<'a> QueryInfoRequest<'a> {
@@ -55,7 +56,7 @@ impl<'a> QueryInfoRequest<'a> {
         let in_len = r.u32()? as usize;
         let additional_information = r.u32()?;
         let flags = r.u32()?;
-        let file_id = r.array::<16>()?;
+        let file_id = FileId::decode(&mut r)?;
         let input = if in_len == 0 {
             &[][..]
         } else {
@@ -89,7 +90,7 @@ impl<'a> QueryInfoRequest<'a> {
         };
         w.u16(off as u16).u16(0).u32(self.input.len() as u32);
         w.u32(self.additional_information).u32(self.flags);
-        w.bytes(&self.file_id);
+        w.bytes(&self.file_id.to_bytes());
         if self.input.is_empty() {
             w.u8(0);
         } else {
@@ -113,7 +114,7 @@ mod tests {
             input: &input,
             additional_information: 0,
             flags: SL_RESTART_SCAN,
-            file_id: [3; 16],
+            file_id: FileId::from_bytes([3; 16]),
         };
         let mut m = vec![0u8; HEADER_SIZE];
         m.extend_from_slice(&q.encode());

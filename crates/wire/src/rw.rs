@@ -2,6 +2,7 @@
 
 use crate::codec::{slice_at, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::FileId;
 
 /// READ flag (3.0.2+): read unbuffered.
 pub const READFLAG_READ_UNBUFFERED: u8 = 0x01;
@@ -33,10 +34,8 @@ pub struct ReadRequest<'a> {
     pub length: u32,
     /// Offset.
     pub offset: u64,
-    /// FileId persistent half.
-    pub file_id_persistent: u64,
-    /// FileId volatile half.
-    pub file_id_volatile: u64,
+    /// FileId.
+    pub file_id: FileId,
     /// MinimumCount.
     pub minimum_count: u32,
     /// Channel.
@@ -59,8 +58,7 @@ impl<'a> ReadRequest<'a> {
         let flags = r.u8()?;
         let length = r.u32()?;
         let offset = r.u64()?;
-        let file_id_persistent = r.u64()?;
-        let file_id_volatile = r.u64()?;
+        let file_id = FileId::decode(&mut r)?;
         let minimum_count = r.u32()?;
         let channel = r.u32()?;
         let remaining_bytes = r.u32()?;
@@ -79,8 +77,7 @@ impl<'a> ReadRequest<'a> {
             flags,
             length,
             offset,
-            file_id_persistent,
-            file_id_volatile,
+            file_id,
             minimum_count,
             channel,
             remaining_bytes,
@@ -98,8 +95,7 @@ impl<'a> ReadRequest<'a> {
             .u8(self.flags)
             .u32(self.length)
             .u64(self.offset)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile)
+            .bytes(&self.file_id.to_bytes())
             .u32(self.minimum_count)
             .u32(self.channel)
             .u32(self.remaining_bytes)
@@ -177,10 +173,8 @@ impl<'a> ReadResponse<'a> {
 pub struct WriteRequest<'a> {
     /// Offset.
     pub offset: u64,
-    /// FileId persistent half.
-    pub file_id_persistent: u64,
-    /// FileId volatile half.
-    pub file_id_volatile: u64,
+    /// FileId.
+    pub file_id: FileId,
     /// Channel.
     pub channel: u32,
     /// RemainingBytes.
@@ -210,8 +204,7 @@ impl<'a> WriteRequest<'a> {
         let data_off = r.u16()? as usize;
         let length = r.u32()?;
         let offset = r.u64()?;
-        let file_id_persistent = r.u64()?;
-        let file_id_volatile = r.u64()?;
+        let file_id = FileId::decode(&mut r)?;
         let channel = r.u32()?;
         let remaining_bytes = r.u32()?;
         let ci_off = r.u16()? as usize;
@@ -239,8 +232,7 @@ impl<'a> WriteRequest<'a> {
         };
         Ok(WriteRequest {
             offset,
-            file_id_persistent,
-            file_id_volatile,
+            file_id,
             channel,
             remaining_bytes,
             channel_info,
@@ -260,8 +252,7 @@ impl<'a> WriteRequest<'a> {
             .u16((HEADER_SIZE + WRITE_FIXED) as u16)
             .u32(self.data.len() as u32)
             .u64(self.offset)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile)
+            .bytes(&self.file_id.to_bytes())
             .u32(self.channel)
             .u32(self.remaining_bytes)
             .u16(ci_off)
@@ -315,8 +306,7 @@ impl WriteRequest<'_> {
             .u16((HEADER_SIZE + WRITE_FIXED) as u16)
             .u32(self.data.len() as u32)
             .u64(self.offset)
-            .u64(self.file_id_persistent)
-            .u64(self.file_id_volatile)
+            .bytes(&self.file_id.to_bytes())
             .u32(self.channel)
             .u32(self.remaining_bytes)
             .u16(ci_off)
@@ -347,8 +337,10 @@ mod tests {
         let q = ReadRequest {
             length: 4096,
             offset: 8192,
-            file_id_persistent: 1,
-            file_id_volatile: 2,
+            file_id: FileId {
+                persistent: 1,
+                volatile: 2,
+            },
             minimum_count: 5,
             ..Default::default()
         };
@@ -376,7 +368,10 @@ mod tests {
     fn write_request_bounds() {
         let q = WriteRequest {
             offset: 10,
-            file_id_volatile: 3,
+            file_id: FileId {
+                persistent: 0,
+                volatile: 3,
+            },
             flags: WRITEFLAG_WRITE_THROUGH,
             data: b"hello",
             length: 5,
@@ -458,8 +453,10 @@ mod encode_into_tests {
         for data in [&b""[..], &b"payload"[..]] {
             let req = WriteRequest {
                 offset: 7,
-                file_id_persistent: 1,
-                file_id_volatile: 2,
+                file_id: FileId {
+                    persistent: 1,
+                    volatile: 2,
+                },
                 flags: WRITEFLAG_WRITE_THROUGH,
                 length: data.len() as u32,
                 data,

@@ -9,6 +9,7 @@
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
 use crate::status::NtStatus;
+use crate::FileId;
 
 /// InfoType SMB2_0_INFO_FILE.
 pub const SMB2_0_INFO_FILE: u8 = 0x01;
@@ -97,7 +98,7 @@ pub struct SetInfoRequest<'a> {
     /// AdditionalInformation (security information bits for SMB2_0_INFO_SECURITY).
     pub additional_information: u32,
     /// The 16-byte FileId (persistent, volatile).
-    pub file_id: [u8; 16],
+    pub file_id: FileId,
     /// The Buffer, BufferOffset/BufferLength checked against the message.
     pub buffer: &'a [u8],
 }
@@ -118,7 +119,7 @@ impl<'a> SetInfoRequest<'a> {
         let off = r.u16()? as usize;
         r.skip(2)?;
         let additional_information = r.u32()?;
-        let file_id = r.array::<16>()?;
+        let file_id = FileId::decode(&mut r)?;
         let buffer = if len == 0 {
             &[][..]
         } else {
@@ -143,7 +144,7 @@ impl<'a> SetInfoRequest<'a> {
         w.u32(self.buffer.len() as u32);
         w.u16((HEADER_SIZE + FIXED_LEN) as u16).u16(0);
         w.u32(self.additional_information);
-        w.bytes(&self.file_id);
+        w.bytes(&self.file_id.to_bytes());
         if self.buffer.is_empty() {
             w.u8(0);
         } else {
@@ -429,7 +430,7 @@ mod tests {
             info_type: SMB2_0_INFO_FILE,
             info_class: FILE_BASIC_INFORMATION,
             additional_information: 0,
-            file_id: [7; 16],
+            file_id: FileId::from_bytes([7; 16]),
             buffer: &buf,
         };
         let m = msg_with(&req.encode());
@@ -447,7 +448,7 @@ mod tests {
             info_type: 1,
             info_class: 4,
             additional_information: 0,
-            file_id: [0; 16],
+            file_id: FileId::from_bytes([0; 16]),
             buffer: &[1, 2, 3, 4],
         };
         let mut body = req.encode();

@@ -15,16 +15,15 @@ use smbx_wire::change_notify::{
     WATCH_TREE,
 };
 use smbx_wire::AccessMask;
-use smbx_wire::{NtStatus, Reader};
+use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::notify::NotifyOutcome;
-use crate::state::FileId;
 
 /// Handles CHANGE_NOTIFY.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let r = ChangeNotifyRequest::decode(req.msg)?;
-    let id = FileId::decode(&mut Reader::new(&r.file_id))?;
+    let id = r.file_id;
     let open = ctx.lookup_open(id)?;
     let f = open.as_file().ok_or(NtStatus::INVALID_PARAMETER)?;
     if !f.is_dir {

@@ -9,7 +9,7 @@ use smbx_wire::close::{CloseRequest, CloseResponse, CLOSE_FLAG_POSTQUERY_ATTRIB}
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::{FileId, Open, OpenKind, ServerState};
+use crate::state::{Open, OpenKind, ServerState};
 
 /// Hook for other modules when an open goes away (explicit CLOSE). Oplock/lease
 /// release, byte-range lock release and pending CHANGE_NOTIFY cleanup belong here.
@@ -18,10 +18,7 @@ pub fn on_close(_server: &Arc<ServerState>, _open: &Arc<Open>) {}
 /// Handles CLOSE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let c = CloseRequest::decode(req.msg)?;
-    let open = ctx.lookup_open(FileId {
-        persistent: c.file_id_persistent,
-        volatile: c.file_id_volatile,
-    })?;
+    let open = ctx.lookup_open(c.file_id)?;
     if ctx.server.opens.remove(open.file_id).is_none() {
         return Err(NtStatus::FILE_CLOSED);
     }

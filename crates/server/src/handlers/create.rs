@@ -350,8 +350,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             create_action: CreateAction::Opened.as_u32(),
             allocation_size: 4096,
             file_attributes: FileAttributes::NORMAL.bits(),
-            file_id_persistent: open.file_id.persistent,
-            file_id_volatile: open.file_id.volatile,
+            file_id: open.file_id,
             ..Default::default()
         };
         return Ok(Response::ok(resp.encode()));
@@ -806,8 +805,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
     }
 
     let mut resp = response_from_info(&info, action.as_u32());
-    resp.file_id_persistent = open.file_id.persistent;
-    resp.file_id_volatile = open.file_id.volatile;
+    resp.file_id = open.file_id;
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
     // Oplock / lease grant (state/oplock.rs).
     if let Some(f) = open.as_file() {

@@ -5,15 +5,12 @@ use smbx_wire::AccessMask;
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::{FileId, OpenKind};
+use crate::state::OpenKind;
 
 /// Handles FLUSH.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let f = FlushRequest::decode(req.msg)?;
-    let open = ctx.lookup_open(FileId {
-        persistent: f.file_id_persistent,
-        volatile: f.file_id_volatile,
-    })?;
+    let open = ctx.lookup_open(f.file_id)?;
     let OpenKind::File(file) = &open.kind else {
         return Ok(Response::ok(encode_flush_response()));
     };

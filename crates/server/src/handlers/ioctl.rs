@@ -14,7 +14,7 @@ use smbx_wire::ioctl::{fsctl, IoctlRequest, IoctlResponse, SMB2_0_IOCTL_IS_FSCTL
 use smbx_wire::{AccessMask, NtStatus};
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::{FileId, FileOpen, Open};
+use crate::state::{FileOpen, Open};
 
 pub use netif::{local_interfaces, InterfaceOptions};
 
@@ -69,10 +69,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if io.flags != SMB2_0_IOCTL_IS_FSCTL {
         return Err(NtStatus::NOT_SUPPORTED);
     }
-    let file_id = FileId {
-        persistent: io.file_id_persistent,
-        volatile: io.file_id_volatile,
-    };
+    let file_id = io.file_id;
     let max_out = io.max_output_response as usize;
     let result = if is_connection_level(io.ctl_code) {
         // These name no open: any FileId but all-ones is INVALID_PARAMETER (as
@@ -98,8 +95,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     let body = IoctlResponse {
         ctl_code: io.ctl_code,
-        file_id_persistent: io.file_id_persistent,
-        file_id_volatile: io.file_id_volatile,
+        file_id: io.file_id,
         output,
     }
     .encode();

@@ -24,12 +24,12 @@ use smbx_wire::lock::{
 };
 use smbx_wire::negotiate::{CAP_MULTI_CHANNEL, DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
 use smbx_wire::AccessMask;
-use smbx_wire::{NtStatus, Reader};
+use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::file::SharedFile;
 use crate::state::locks::LockSequences;
-use crate::state::{FileId, FileOpen};
+use crate::state::FileOpen;
 
 /// Whether LOCK requests on `f` get lock sequence verification ([MS-SMB2] 3.3.5.14):
 /// never in 2.0.2; for durable opens; for every open of a 3.x connection whose
@@ -62,7 +62,7 @@ impl Sequence {
 /// Handles LOCK.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let r = LockRequest::decode(req.msg)?;
-    let id = FileId::decode(&mut Reader::new(&r.file_id))?;
+    let id = r.file_id;
     let open = ctx.lookup_open(id)?;
     let f = open.as_file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
     if f.is_dir {

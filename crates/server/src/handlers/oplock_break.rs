@@ -5,10 +5,9 @@ use std::sync::atomic::Ordering;
 
 use smbx_wire::negotiate::DIALECT_210;
 use smbx_wire::oplock::{break_ack_structure_size, LeaseBreakAck, OplockBreak, OPLOCK_LEVEL_LEASE};
-use smbx_wire::{NtStatus, Reader};
+use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::FileId;
 
 /// Handles an OPLOCK_BREAK acknowledgment.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
@@ -16,7 +15,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     match size {
         24 => {
             let ack = OplockBreak::decode(req.msg)?;
-            let id = FileId::decode(&mut Reader::new(&ack.file_id))?;
+            let id = ack.file_id;
             let open = ctx.lookup_open(id)?;
             let f = open.as_file().ok_or(NtStatus::INVALID_PARAMETER)?;
             if ack.oplock_level == OPLOCK_LEVEL_LEASE {

@@ -13,11 +13,10 @@ use smbx_wire::query_directory::{
     SMB2_RETURN_SINGLE_ENTRY,
 };
 use smbx_wire::AccessMask;
-use smbx_wire::{NtStatus, Reader};
+use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::open::DirCursor;
-use crate::state::FileId;
 
 /// Converts vfs metadata to a directory entry of the wire encoder.
 pub(crate) fn entry_info<'a>(e: &'a DirEntry, short: Option<&'a str>) -> DirEntryInfo<'a> {
@@ -40,7 +39,7 @@ pub(crate) fn entry_info<'a>(e: &'a DirEntry, short: Option<&'a str>) -> DirEntr
 /// Handles QUERY_DIRECTORY.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let q = QueryDirectoryRequest::decode(req.msg)?;
-    let id = FileId::decode(&mut Reader::new(&q.file_id))?;
+    let id = q.file_id;
     let open = ctx.lookup_open(id)?;
     let Some(f) = open.as_file() else {
         return Err(NtStatus::INVALID_PARAMETER);

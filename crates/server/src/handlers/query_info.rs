@@ -14,10 +14,10 @@ use smbx_wire::query_info::{
 };
 use smbx_wire::security_descriptor::SACL_SECURITY_INFORMATION;
 use smbx_wire::AccessMask;
-use smbx_wire::{NtStatus, Reader};
+use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::{FileId, FileOpen};
+use crate::state::FileOpen;
 
 /// STATUS_NO_MORE_EAS.
 const NO_MORE_EAS: NtStatus = NtStatus(0x8000_0012);
@@ -27,7 +27,7 @@ const FILE_ID_INFORMATION: u8 = 59;
 /// Handles QUERY_INFO.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let q = QueryInfoRequest::decode(req.msg)?;
-    let id = FileId::decode(&mut Reader::new(&q.file_id))?;
+    let id = q.file_id;
     let open = ctx.lookup_open(id)?;
     let max = q.output_buffer_length as usize;
     let max_trans = if ctx.dialect() <= smbx_wire::negotiate::DIALECT_202 {

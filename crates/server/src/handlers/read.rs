@@ -8,7 +8,7 @@ use smbx_wire::{AccessMask, NtStatus, HEADER_SIZE};
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::conn::writer::FileTail;
 use crate::metrics::Transport;
-use crate::state::{FileId, Open, OpenKind};
+use crate::state::{Open, OpenKind};
 
 /// STATUS_PIPE_EMPTY: a read found no data in the pipe.
 pub const STATUS_PIPE_EMPTY: NtStatus = NtStatus(0xC000_00D9);
@@ -81,10 +81,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             }
         }
     }
-    let open = ctx.lookup_open(FileId {
-        persistent: r.file_id_persistent,
-        volatile: r.file_id_volatile,
-    })?;
+    let open = ctx.lookup_open(r.file_id)?;
     let len = r.length as usize;
     match &open.kind {
         OpenKind::Pipe(_) if channel.is_some() => Err(NtStatus::INVALID_PARAMETER),

@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use smbx_vfs::BasicInfo;
-use smbx_wire::codec::Reader;
 use smbx_wire::set_info::{self as si, SetInfoRequest};
 use smbx_wire::FileAttributes;
 use smbx_wire::NtStatus;
@@ -22,14 +21,14 @@ use smbx_wire::{AccessMask, ShareAccess};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::file::FileKey;
-use crate::state::{acl, FileId, FileOpen, Open, ServerState};
+use crate::state::{acl, FileOpen, Open, ServerState};
 
 pub mod security;
 
 /// Handles SET_INFO.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let r = SetInfoRequest::decode(req.msg)?;
-    let fid = FileId::decode(&mut Reader::new(&r.file_id))?;
+    let fid = r.file_id;
     let open = ctx.lookup_open(fid)?;
     let read_only_tree = ctx.tree()?.read_only;
     let Some(file) = open.as_file() else {

@@ -6,7 +6,7 @@ use smbx_wire::{AccessMask, CreateOptions, FileAttributes, NtStatus};
 
 use super::read::{check_lock_conflict, max_write, BLOCKING_THRESHOLD};
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::{FileId, OpenKind};
+use crate::state::OpenKind;
 
 /// Largest file size a write may reach (Windows MAXFILESIZE: 16 TiB - 64 KiB); writes
 /// ending beyond it are INVALID_PARAMETER.
@@ -53,10 +53,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if channel.is_some() && !w.data.is_empty() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let open = ctx.lookup_open(FileId {
-        persistent: w.file_id_persistent,
-        volatile: w.file_id_volatile,
-    })?;
+    let open = ctx.lookup_open(w.file_id)?;
     match &open.kind {
         OpenKind::Pipe(_) if channel.is_some() => Err(NtStatus::INVALID_PARAMETER),
         OpenKind::Pipe(p) => {

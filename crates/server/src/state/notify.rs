@@ -16,13 +16,13 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
+use smbx_vfs::watch::{self, DirChange, DirWatcher, WatchEvent, WatchId};
 use smbx_wire::change_notify::{
     notify_entries_len, NotifyEntry, ACTION_ADDED, ACTION_MODIFIED, ACTION_REMOVED,
     ACTION_RENAMED_NEW_NAME, ACTION_RENAMED_OLD_NAME, CHANGE_ATTRIBUTES, CHANGE_CREATION,
     CHANGE_DIR_NAME, CHANGE_EA, CHANGE_FILE_NAME, CHANGE_LAST_ACCESS, CHANGE_LAST_WRITE,
     CHANGE_SECURITY, CHANGE_SIZE,
 };
-use smbx_vfs::watch::{self, DirChange, DirWatcher, WatchEvent, WatchId};
 use tokio::sync::Notify;
 
 /// Most bytes of FILE_NOTIFY_INFORMATION buffered per open between requests.
@@ -677,10 +677,7 @@ mod tests {
         n.record(ACTION_ADDED, CHANGE_FILE_NAME, "a");
         assert_eq!(n.ready(1), Some(NotifyOutcome::EnumDir));
         // A later, larger request still gets at most one byte.
-        assert_eq!(
-            n.arm(f.as_fd(), CHANGE_FILE_NAME, false, 4096, &sinks),
-            1
-        );
+        assert_eq!(n.arm(f.as_fd(), CHANGE_FILE_NAME, false, 4096, &sinks), 1);
         n.record(ACTION_ADDED, CHANGE_FILE_NAME, "b");
         assert_eq!(n.ready(1), Some(NotifyOutcome::EnumDir));
     }

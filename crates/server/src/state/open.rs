@@ -7,46 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use smbx_wire::codec::{Reader, WireError, Writer};
+
 use smbx_wire::NtStatus;
 use smbx_wire::{AccessMask, CreateOptions};
 
 use super::file::SharedFile;
 
-/// An SMB2_FILEID: persistent and volatile halves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct FileId {
-    /// Persistent part (survives durable reconnects).
-    pub persistent: u64,
-    /// Volatile part (unique per open on this server instance).
-    pub volatile: u64,
-}
-
-impl FileId {
-    /// The all-ones FileId that related compound members use for "the previous one".
-    pub const RELATED: FileId = FileId {
-        persistent: u64::MAX,
-        volatile: u64::MAX,
-    };
-
-    /// Reads the 16-byte wire form.
-    pub fn decode(r: &mut Reader<'_>) -> Result<FileId, WireError> {
-        Ok(FileId {
-            persistent: r.u64()?,
-            volatile: r.u64()?,
-        })
-    }
-
-    /// Writes the 16-byte wire form.
-    pub fn encode(&self, w: &mut Writer) {
-        w.u64(self.persistent).u64(self.volatile);
-    }
-
-    /// True for the all-ones "use the previous compound member's FileId" value.
-    pub fn is_related(&self) -> bool {
-        *self == FileId::RELATED
-    }
-}
+pub use smbx_wire::FileId;
 
 /// A file or directory open ([MS-SMB2] 3.3.1.10, [MS-FSA] 2.1.1.8). Shared through
 /// `Arc<Open>`, so everything that changes after CREATE is interior-mutable.

@@ -390,7 +390,7 @@ impl FileOplocks {
                 client_guid: None,
                 body: OplockBreak {
                     oplock_level: to,
-                    file_id: file_id_bytes(o.file_id),
+                    file_id: o.file_id,
                 }
                 .encode(),
             });
@@ -528,13 +528,6 @@ struct Conflict {
     sharing: bool,
     /// The open is a lease stat open ([`is_lease_stat_open`]): leases stay.
     lease_stat: bool,
-}
-
-fn file_id_bytes(id: FileId) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&id.persistent.to_le_bytes());
-    b[8..].copy_from_slice(&id.volatile.to_le_bytes());
-    b
 }
 
 /// Sends an unsolicited break notification on `conn_id` (MessageId all ones,
@@ -777,7 +770,7 @@ pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, wri
                     client_guid: None,
                     body: OplockBreak {
                         oplock_level: OPLOCK_LEVEL_NONE,
-                        file_id: file_id_bytes(o.file_id),
+                        file_id: o.file_id,
                     }
                     .encode(),
                 });

@@ -163,11 +163,8 @@ pub fn create_with(name: &str, oplock: u8, disposition: u32) -> Vec<u8> {
 }
 
 /// The FileId of a CREATE response, as requests carry it.
-pub fn file_id_bytes(r: &smbx_wire::create::CreateResponse) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&r.file_id_persistent.to_le_bytes());
-    b[8..].copy_from_slice(&r.file_id_volatile.to_le_bytes());
-    b
+pub fn file_id_of(r: &smbx_wire::create::CreateResponse) -> smbx_wire::FileId {
+    r.file_id
 }
 
 /// The body of a successful CREATE response.

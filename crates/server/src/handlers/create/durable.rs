@@ -194,8 +194,7 @@ pub async fn reconnect(
         allocation_size: if info.is_dir { 0 } else { info.allocation_size },
         end_of_file: if info.is_dir { 0 } else { info.size },
         file_attributes: info.attributes,
-        file_id_persistent: open.file_id.persistent,
-        file_id_volatile: open.file_id.volatile,
+        file_id: open.file_id,
         ..Default::default()
     };
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();

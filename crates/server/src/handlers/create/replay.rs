@@ -113,8 +113,7 @@ pub fn check(
         .adjust(&mut info, smbx_wire::time::now_filetime());
     let mut resp = super::response_from_info(&info, action);
     resp.oplock_level = oplock_level;
-    resp.file_id_persistent = id.persistent;
-    resp.file_id_volatile = id.volatile;
+    resp.file_id = id;
     if !out.is_empty() {
         let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();
         resp.contexts = encode_contexts(&refs);
