@@ -2,8 +2,101 @@
 //! create contexts `RqLs` ([MS-SMB2] 2.2.13.2.8, 2.2.13.2.10, 2.2.14.2.10, 2.2.14.2.11).
 
 use crate::codec::{Reader, WireError, Writer};
+use crate::flags::bit_flags;
 use crate::header::HEADER_SIZE;
 use crate::FileId;
+
+/// An oplock level: RequestedOplockLevel of a CREATE, OplockLevel of its response
+/// and of break notifications and acknowledgments ([MS-SMB2] 2.2.13, 2.2.14, 2.2.23.1,
+/// 2.2.24.1).
+///
+/// A newtype rather than a Rust enum so that a request's undefined value survives
+/// decoding and the server decides what it means (no oplock; an invalid
+/// acknowledgment). Levels are ordered by their wire values, which is also the order
+/// of caching they grant among NONE, II, EXCLUSIVE and BATCH.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct OplockLevel(pub u8);
+
+impl OplockLevel {
+    /// SMB2_OPLOCK_LEVEL_NONE: no oplock.
+    pub const NONE: OplockLevel = OplockLevel(0x00);
+    /// SMB2_OPLOCK_LEVEL_II: shared read caching.
+    pub const II: OplockLevel = OplockLevel(0x01);
+    /// SMB2_OPLOCK_LEVEL_EXCLUSIVE: read and write caching for the only open.
+    pub const EXCLUSIVE: OplockLevel = OplockLevel(0x08);
+    /// SMB2_OPLOCK_LEVEL_BATCH: exclusive plus handle caching.
+    pub const BATCH: OplockLevel = OplockLevel(0x09);
+    /// SMB2_OPLOCK_LEVEL_LEASE: the caching is described by a lease context instead.
+    pub const LEASE: OplockLevel = OplockLevel(0xFF);
+
+    /// The raw wire value.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// The specification's name of a defined level.
+    pub const fn name(self) -> Option<&'static str> {
+        Some(match self {
+            OplockLevel::NONE => "NONE",
+            OplockLevel::II => "II",
+            OplockLevel::EXCLUSIVE => "EXCLUSIVE",
+            OplockLevel::BATCH => "BATCH",
+            OplockLevel::LEASE => "LEASE",
+            _ => return None,
+        })
+    }
+
+    /// EXCLUSIVE or BATCH: the levels only the single open of a file holds.
+    pub const fn is_exclusive(self) -> bool {
+        matches!(self, OplockLevel::EXCLUSIVE | OplockLevel::BATCH)
+    }
+}
+
+impl core::fmt::Debug for OplockLevel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "OplockLevel::{n}"),
+            None => write!(f, "OplockLevel({:#04x})", self.0),
+        }
+    }
+}
+
+impl From<u8> for OplockLevel {
+    fn from(v: u8) -> OplockLevel {
+        OplockLevel(v)
+    }
+}
+
+impl From<OplockLevel> for u8 {
+    fn from(v: OplockLevel) -> u8 {
+        v.0
+    }
+}
+
+bit_flags! {
+    /// A lease state: the caching a lease grants ([MS-SMB2] 2.2.13.2.8 LeaseState,
+    /// 2.2.23.2, 2.2.24.2). The empty set is SMB2_LEASE_NONE.
+    pub struct LeaseState;
+    /// SMB2_LEASE_NONE.
+    const NONE = 0x00;
+    /// SMB2_LEASE_READ_CACHING.
+    const READ = 0x01;
+    /// SMB2_LEASE_HANDLE_CACHING.
+    const HANDLE = 0x02;
+    /// SMB2_LEASE_WRITE_CACHING.
+    const WRITE = 0x04;
+}
+
+impl LeaseState {
+    /// R | H.
+    pub const RH: LeaseState = LeaseState(0x03);
+    /// R | W.
+    pub const RW: LeaseState = LeaseState(0x05);
+    /// R | W | H.
+    pub const RWH: LeaseState = LeaseState(0x07);
+    /// H | W: the caching whose break needs an acknowledgment.
+    pub const HW: LeaseState = LeaseState(0x06);
+}
 
 /// SMB2_OPLOCK_LEVEL_NONE.
 pub const OPLOCK_LEVEL_NONE: u8 = 0x00;
@@ -263,6 +356,28 @@ mod tests {
         let mut m = vec![0u8; HEADER_SIZE];
         m.extend_from_slice(body);
         m
+    }
+
+    #[test]
+    fn oplock_levels_and_lease_states() {
+        assert_eq!(OplockLevel::from(0x09), OplockLevel::BATCH);
+        assert_eq!(u8::from(OplockLevel::LEASE), 0xFF);
+        assert!(OplockLevel::NONE < OplockLevel::II && OplockLevel::II < OplockLevel::BATCH);
+        assert!(OplockLevel::EXCLUSIVE.is_exclusive() && !OplockLevel::II.is_exclusive());
+        assert_eq!(format!("{:?}", OplockLevel::II), "OplockLevel::II");
+        assert_eq!(format!("{:?}", OplockLevel(3)), "OplockLevel(0x03)");
+        assert_eq!(OplockLevel(3).name(), None);
+        assert_eq!(LeaseState::READ | LeaseState::HANDLE, LeaseState::RH);
+        assert_eq!(
+            LeaseState::RWH.difference(LeaseState::WRITE),
+            LeaseState::RH
+        );
+        assert_eq!(LeaseState::HW, LeaseState::HANDLE | LeaseState::WRITE);
+        assert!(LeaseState::NONE.is_empty());
+        assert_eq!(
+            format!("{:?}", LeaseState::RW),
+            "LeaseState(0x00000005: READ | WRITE)"
+        );
     }
 
     #[test]
