@@ -174,7 +174,7 @@ pub struct OpenStatus {
 pub struct LeaseStatus {
     /// LeaseKey in hexadecimal (32 digits, wire byte order).
     pub key: String,
-    /// Lease state: letters R, H, W, or "NONE".
+    /// Lease state: letters R, W, H (in that order), or "NONE".
     pub state: String,
     /// Lease version (1 or 2).
     pub version: u8,
@@ -449,10 +449,10 @@ fn share_letters(s: ShareAccess) -> String {
     out
 }
 
-/// Lease state letters in the order Windows and Samba write them (R, H, W).
+/// Lease state letters in the order Samba's smbstatus writes them (R, W, H).
 pub fn lease_letters(state: u32) -> String {
     let mut out = String::new();
-    for (bit, c) in [(LEASE_READ, 'R'), (LEASE_HANDLE, 'H'), (LEASE_WRITE, 'W')] {
+    for (bit, c) in [(LEASE_READ, 'R'), (LEASE_WRITE, 'W'), (LEASE_HANDLE, 'H')] {
         if state & bit != 0 {
             out.push(c);
         }
@@ -475,8 +475,9 @@ mod tests {
     fn letters() {
         assert_eq!(
             lease_letters(LEASE_READ | LEASE_WRITE | LEASE_HANDLE),
-            "RHW"
+            "RWH"
         );
+        assert_eq!(lease_letters(LEASE_READ | LEASE_HANDLE), "RH");
         assert_eq!(lease_letters(LEASE_READ), "R");
         assert_eq!(lease_letters(0), "NONE");
         assert_eq!(share_letters(ShareAccess::ALL), "RWD");
