@@ -38,6 +38,7 @@ enum Setting {
     Deadtime(u32),
     UnauthTimeout(u32),
     MaxOpenFiles(u32),
+    OplockBreakTimeout(u32),
     RestrictAnonymous(u8),
     KerberosMethod(crate::KerberosMethod),
     DedicatedKeytab(PathBuf),
@@ -105,6 +106,7 @@ const UNSUPPORTED: &[&str] = &[
     "kernel oplocks",
     "oplocks",
     "level2 oplocks",
+    "oplock break wait time",
     "strict locking",
     "hosts allow",
     "hosts deny",
@@ -255,6 +257,9 @@ fn parse_setting(
         ),
         "unauthenticatedtimeout" => UnauthTimeout(parse_u32(v, 1, 3600)?),
         "maxopenfiles" => MaxOpenFiles(parse_u32(v, 1, u32::MAX)?),
+        "oplockbreaktimeout" => OplockBreakTimeout(
+            parse_u32(v, 1, 3_600_000).map_err(|a| format!("{a} (milliseconds)"))?,
+        ),
         "restrictanonymous" => RestrictAnonymous(parse_u32(v, 0, 2)? as u8),
         "kerberosmethod" => KerberosMethod(crate::kerberos::parse_kerberos_method(v)?),
         "dedicatedkeytabfile" => {
@@ -373,6 +378,7 @@ fn apply_global(
         Deadtime(v) => g.deadtime_secs = v,
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,
         MaxOpenFiles(v) => g.max_open_files = v,
+        OplockBreakTimeout(v) => g.oplock_break_timeout_ms = v,
         RestrictAnonymous(v) => g.restrict_anonymous = v,
         KerberosMethod(v) => g.kerberos_method = v,
         DedicatedKeytab(v) => g.dedicated_keytab_file = Some(v),

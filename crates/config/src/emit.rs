@@ -46,6 +46,11 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "netbios name", &g.netbios_name);
     kv(
         &mut o,
+        "oplock break timeout",
+        &g.oplock_break_timeout_ms.to_string(),
+    );
+    kv(
+        &mut o,
         "passdb backend",
         &format!("smbpasswd:{}", g.passdb_backend.display()),
     );
@@ -77,6 +82,11 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "smb direct", fmt_bool(g.smb_direct));
     kv(&mut o, "smb direct port", &g.smb_direct_port.to_string());
     kv(&mut o, "smb direct crc", fmt_bool(g.smb_direct_crc));
+    kv(
+        &mut o,
+        "smb direct provider",
+        crate::direct::fmt_smb_direct_provider(g.smb_direct_provider),
+    );
     let ports: Vec<String> = g.smb_ports.iter().map(u16::to_string).collect();
     kv(&mut o, "smb ports", &ports.join(" "));
     kv(&mut o, "smb2 max credits", &g.smb2_max_credits.to_string());

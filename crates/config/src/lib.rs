@@ -186,6 +186,11 @@ pub struct Global {
     /// `max open files`: opens one session (and one connection) may hold at once;
     /// more are refused with STATUS_TOO_MANY_OPENED_FILES (default 16384).
     pub max_open_files: u32,
+    /// `oplock break timeout` (smbx; milliseconds, default 35000): how long an open,
+    /// a rename or a write waits for a client to acknowledge an oplock or lease break
+    /// before the server breaks it unilaterally ([MS-SMB2] 3.3.2.1, 3.3.2.2). Samba's
+    /// `oplock break wait time` is another thing (a delay before sending a break).
+    pub oplock_break_timeout_ms: u32,
     /// `restrict anonymous` (Samba's): 0 = anonymous sessions allowed, 1 = allowed
     /// but refused share enumeration, 2 = anonymous sessions refused (default 0).
     pub restrict_anonymous: u8,
@@ -255,6 +260,7 @@ impl Default for Global {
             deadtime_secs: 10080 * 60,
             unauthenticated_timeout_secs: 60,
             max_open_files: 16384,
+            oplock_break_timeout_ms: 35_000,
             restrict_anonymous: 0,
             kerberos_method: KerberosMethod::SecretsOnly,
             dedicated_keytab_file: None,

@@ -434,6 +434,25 @@ fn control_socket() {
 }
 
 #[test]
+fn oplock_break_timeout() {
+    let c = Config::parse_str("[global]\n smb ports = 445\n", "a.conf").unwrap();
+    assert_eq!(c.global.oplock_break_timeout_ms, 35_000);
+    let c = Config::parse_str("[global]\n oplock break timeout = 1500\n", "b.conf").unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.global.oplock_break_timeout_ms, 1500);
+    assert!(c.to_smb_conf().contains("oplock break timeout = 1500"));
+    let again = Config::parse_str(&c.to_smb_conf(), "c.conf").unwrap();
+    assert_eq!(again.global, c.global);
+    let e = Config::parse_str("[global]\n\n oplock break timeout = 0\n", "d.conf").unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("d.conf", 3));
+    assert!(e.message.contains("milliseconds"), "{e}");
+    // Samba's option of a similar name means something else: warned, not taken.
+    let c = Config::parse_str("[global]\n oplock break wait time = 10\n", "e.conf").unwrap();
+    assert_eq!(c.global.oplock_break_timeout_ms, 35_000);
+    assert!(c.warnings.iter().any(|w| w.contains("not supported")), "{:?}", c.warnings);
+}
+
+#[test]
 fn kerberos_options() {
     use smbx_config::KerberosMethod;
     let c = Config::parse_str("[global]\n smb ports = 445\n", "a.conf").unwrap();

@@ -14,6 +14,8 @@
 //! - `respond`: response headers, compound padding, signing, sealing, async completion.
 //! - [`credits`]: the sequence window.
 //! - [`state`]: sessions, trees, opens (server-wide tables resolved by id).
+//! - [`breaks`]: delivery of oplock and lease breaks decided by `state::oplock`,
+//!   and the waits of CREATE and rename for their acknowledgments.
 //! - [`metrics`]: Prometheus counters fed by dispatch and the handlers, and the
 //!   opt-in `/metrics` endpoint (`metrics listen`).
 //! - [`handlers`]: one module per command.
@@ -21,6 +23,7 @@
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
+pub mod breaks;
 pub mod conn;
 pub mod control;
 pub mod credits;

@@ -45,14 +45,48 @@ fn state_never_imports_the_handlers() {
 
 #[test]
 fn state_reaches_connections_only_where_it_still_delivers() {
-    // Oplock and lease breaks and session teardown still hold connections; new code
-    // in state/ goes through them, not around them (issue 14 item 5 moves these
-    // behind a small delivery trait).
+    // Session teardown and the table of live connections still hold connections;
+    // new code in state/ goes through them, not around them. Oplock and lease breaks
+    // are delivered by crate::breaks (issue 14 item 3), so state/oplock/ is not here.
     let hits = state_files_naming(&["crate::conn", "conn::Connection"]);
     for h in &hits {
         assert!(
-            ["mod.rs", "oplock.rs", "session.rs"].contains(&h.as_str()),
+            ["mod.rs", "session.rs"].contains(&h.as_str()),
             "state/{h} reaches into the connection internals"
         );
+    }
+}
+
+#[test]
+fn the_oplock_core_has_no_io_and_no_server_state() {
+    // The rules of oplocks and leases take the state of one file and return
+    // decisions; sending, waiting and the server's tables live elsewhere.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/state/oplock");
+    let mut files = Vec::new();
+    for f in ["core.rs", "lease.rs"] {
+        files.push(root.join(f));
+    }
+    sources(&root.join("core"), &mut files);
+    assert!(
+        files.len() >= 3,
+        "found the core sources under {}",
+        root.display()
+    );
+    for p in &files {
+        let text = std::fs::read_to_string(p).expect("source is readable");
+        for needle in [
+            "tokio",
+            "ServerState",
+            "SharedFile",
+            "crate::",
+            "Mutex",
+            ".await",
+        ] {
+            assert!(
+                !text.contains(needle),
+                "{} names {needle}: the oplock core must stay without I/O and server state",
+                p.display()
+            );
+        }
     }
 }

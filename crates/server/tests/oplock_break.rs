@@ -304,3 +304,50 @@ async fn create_pending_across_tree_disconnect_leaves_no_open() {
     let again = exchange(&mut c1, Command::Create, &exclusive).await;
     assert_eq!(again.resp.status(), NtStatus::SUCCESS);
 }
+
+/// `oplock break timeout` bounds the wait for an acknowledgment: a holder that never
+/// acknowledges loses its oplock when it runs out, the waiting CREATE completes, and
+/// the late acknowledgment is refused (INVALID_OPLOCK_PROTOCOL: nothing is breaking).
+#[tokio::test]
+async fn configured_break_timeout_breaks_a_silent_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.global.oplock_break_timeout_ms = 200;
+    let srv = start(config).await;
+    let mut c1 = connect_share(&srv).await;
+    let mut c2 = connect_share(&srv).await;
+    let h1 = created(
+        &exchange(
+            &mut c1,
+            Command::Create,
+            &create_body("f", OPLOCK_LEVEL_BATCH),
+        )
+        .await
+        .resp,
+    );
+    assert_eq!(h1.oplock_level, OPLOCK_LEVEL_BATCH);
+    // c1 never answers the break; c2's CREATE completes once the timeout ran out
+    // (bounded here far above it: with the default 35 s this would fail).
+    let r2 = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        exchange(
+            &mut c2,
+            Command::Create,
+            &create_body("f", OPLOCK_LEVEL_BATCH),
+        ),
+    )
+    .await
+    .expect("the CREATE completes once the configured break timeout runs out");
+    assert_eq!(r2.resp.status(), NtStatus::SUCCESS);
+    assert_eq!(created(&r2.resp).oplock_level, OPLOCK_LEVEL_II);
+    let b = next_break(&mut c1).await;
+    assert_eq!(b.file_id, h1.file_id);
+    assert_eq!(b.oplock_level, OPLOCK_LEVEL_II);
+    let late = exchange(
+        &mut c1,
+        Command::OplockBreak,
+        &ack_body(b.file_id, OPLOCK_LEVEL_II),
+    )
+    .await;
+    assert_eq!(late.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);
+}

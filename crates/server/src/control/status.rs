@@ -385,7 +385,7 @@ fn file_id(o: &Open) -> String {
 
 fn open_row(o: &Open, f: &FileOpen, share: &str) -> OpenStatus {
     let lease = f.file.oplocks.lease_of(f.entry_id);
-    let level = f.file.oplocks.oplock_level(f.entry_id);
+    let level = f.file.oplocks.oplock_level(f.entry_id).bits();
     let oplock = match (&lease, level) {
         (Some(_), _) => "lease",
         (None, OPLOCK_LEVEL_II) => "level2",

@@ -9,6 +9,7 @@ use smbx_wire::create::{
     ctx as cname, encode_contexts, CreateContext, CreateRequest, CreateResponse,
     IMPERSONATION_DELEGATE, OPLOCK_LEVEL_LEASE, OPLOCK_LEVEL_NONE,
 };
+use smbx_wire::oplock::{LeaseState, OplockLevel};
 use smbx_wire::security_descriptor::SecurityDescriptor;
 use smbx_wire::NtStatus;
 use smbx_wire::{AccessMask, CreateDisposition, CreateOptions, FileAttributes, ShareAccess};
@@ -313,7 +314,10 @@ fn fadvise(h: &smbx_vfs::Handle, options: CreateOptions) {
 /// 2.0.2 gets none).
 fn oplock_request(ctx: &Ctx<'_>, level: u8, lease: Option<&[u8]>) -> oplock::OplockRequest {
     if level != OPLOCK_LEVEL_LEASE {
-        return oplock::OplockRequest { level, lease: None };
+        return oplock::OplockRequest {
+            level: OplockLevel(level),
+            lease: None,
+        };
     }
     let lease = if ctx.dialect() >= smbx_wire::negotiate::DIALECT_210 {
         lease.and_then(|d| smbx_wire::oplock::decode_lease_request(d).ok())
@@ -326,7 +330,7 @@ fn oplock_request(ctx: &Ctx<'_>, level: u8, lease: Option<&[u8]>) -> oplock::Opl
                 l.version = 1;
             }
             oplock::OplockRequest {
-                level,
+                level: OplockLevel::LEASE,
                 lease: Some(l),
             }
         }
@@ -445,7 +449,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if trailing_sep && !options.contains(CreateOptions::FILE_DIRECTORY_FILE) {
         check_trailing_sep(&vfs, &name, options, disposition)?;
     }
-    // Oplocks/leases (state/oplock.rs): the request, and who is asking.
+    // Oplocks/leases (state/oplock): the request, and who is asking.
     let oplock_req = oplock_request(ctx, cr.oplock_level, cx.lease);
     let requester = oplock::Requester {
         conn_id: ctx.conn.id,
@@ -617,7 +621,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
                 // Break conflicting oplocks/leases (and wait) before the share check.
                 if let Some(f) = files.get(&key) {
                     purge_disconnected(&server, &f, granted);
-                    oplock::break_conflicting(
+                    crate::breaks::break_conflicting(
                         &server,
                         &f,
                         &requester,
@@ -708,7 +712,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             // Break conflicting oplocks/leases (and wait) before the share check.
             if let Some(f) = files.get(&key) {
                 purge_disconnected(&server, &f, granted);
-                oplock::break_conflicting(
+                crate::breaks::break_conflicting(
                     &server,
                     &f,
                     &requester,
@@ -807,7 +811,7 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
     let mut resp = response_from_info(&info, action.as_u32());
     resp.file_id = open.file_id;
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
-    // Oplock / lease grant (state/oplock.rs).
+    // Oplock / lease grant (state/oplock).
     if let Some(f) = open.as_file() {
         let g = oplock::grant(
             &server,
@@ -818,17 +822,15 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             f.is_dir,
             &oplock_req,
         );
-        f.oplock_level
-            .store(g.level, std::sync::atomic::Ordering::Release);
-        resp.oplock_level = g.level;
+        resp.oplock_level = g.level.bits();
         if let Some(l) = g.lease {
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
         }
         // Durable handles only with a batch oplock or a handle-caching lease
         // ([MS-SMB2] 3.3.5.9.6, 3.3.5.9.10); never persistent (no CA shares).
-        let caching = g.level == smbx_wire::create::OPLOCK_LEVEL_BATCH
+        let caching = g.level == OplockLevel::BATCH
             || g.lease
-                .is_some_and(|l| l.lease_state & smbx_wire::oplock::LEASE_HANDLE != 0);
+                .is_some_and(|l| LeaseState(l.lease_state).contains(LeaseState::HANDLE));
         if let (Some(d), true, false) = (durable, caching, f.is_dir) {
             // 0 asks for the server's default; at most 300 s are granted (as Windows;
             // smb2.durable-v2-open.create-blob).

@@ -116,7 +116,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let blocking = r.locks.len() == 1 && r.locks[0].flags & LOCKFLAG_FAIL_IMMEDIATELY == 0;
     // Taking a byte-range lock breaks LEVEL_II oplocks (this open's too) and read
     // leases to NONE (smb2.oplock.brl1, brl3).
-    crate::state::oplock::break_level2(ctx.server, &file, owner).await;
+    crate::breaks::break_level2(ctx.server, &file, owner).await;
     match file.locks.try_lock_all(owner, &wanted) {
         Ok(()) => {
             if let Some(s) = &seq {

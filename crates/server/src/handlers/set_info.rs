@@ -60,7 +60,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 r.info_class,
                 si::FILE_END_OF_FILE_INFORMATION | si::FILE_ALLOCATION_INFORMATION
             ) {
-                crate::state::oplock::break_level2(ctx.server, &file.file, file.entry_id).await;
+                crate::breaks::break_level2(ctx.server, &file.file, file.entry_id).await;
             }
         }
         si::SMB2_0_INFO_FILESYSTEM => fs_info(file, r.info_class, r.buffer)?,
@@ -100,7 +100,7 @@ async fn rename_after_breaks(
     let server = ctx.server.clone();
     let mut fut = Box::pin(async move {
         let file = open.as_file().ok_or(NtStatus::INVALID_HANDLE)?;
-        crate::state::oplock::break_handle_caching(&server, &file.file, file.entry_id).await;
+        crate::breaks::break_handle_caching(&server, &file.file, file.entry_id).await;
         let env = Env {
             server: &server,
             open: &open,

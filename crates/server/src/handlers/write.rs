@@ -102,7 +102,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             };
             // A write breaks LEVEL_II oplocks / read leases of other opens to NONE
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited.
-            crate::state::oplock::break_level2(ctx.server, &f.file, f.entry_id).await;
+            crate::breaks::break_level2(ctx.server, &f.file, f.entry_id).await;
             let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
                 || f.create_options.contains(CreateOptions::FILE_WRITE_THROUGH);
             // Windows write-time semantics (state/file.rs WriteTimes).

@@ -3,7 +3,7 @@
 //! can see the opens of every connection.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -42,8 +42,6 @@ pub struct FileOpen {
     pub delete_on_close: AtomicBool,
     /// FilePositionInformation.CurrentByteOffset.
     pub position: AtomicU64,
-    /// Granted oplock level (SMB2_OPLOCK_LEVEL_*), owned by the oplock module.
-    pub oplock_level: AtomicU8,
     /// FileModeInformation bits changed through SET_INFO (initially from CreateOptions).
     pub mode: AtomicU32,
     /// CHANGE_NOTIFY state of a directory open (state/notify.rs).
@@ -132,7 +130,6 @@ impl FileOpen {
                 p.create_options & CreateOptions::FILE_DELETE_ON_CLOSE.bits() != 0,
             ),
             position: AtomicU64::new(0),
-            oplock_level: AtomicU8::new(0),
             mode: AtomicU32::new(p.create_options & MODE_BITS),
             notify: Default::default(),
             query: Mutex::new(Default::default()),

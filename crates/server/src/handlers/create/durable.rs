@@ -2,11 +2,11 @@
 //! whose connection broke reclaims a durable open (kept by
 //! [`crate::state::open::preserve_durable_opens_where`]) on a new connection and session.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use smbx_vfs::CreateAction;
-use smbx_wire::create::{ctx as cname, encode_contexts, CreateResponse, OPLOCK_LEVEL_LEASE};
+use smbx_wire::create::{ctx as cname, encode_contexts, CreateResponse};
+use smbx_wire::oplock::OplockLevel;
 use smbx_wire::NtStatus;
 
 use super::super::{Ctx, HandlerResult, Response};
@@ -136,7 +136,7 @@ pub async fn reconnect(
     }
     // A leased open is reclaimed with its lease key (and only then).
     let client_guid = ctx.conn.negotiate.lock().client_guid;
-    let had_lease = f.oplock_level.load(Ordering::Acquire) == OPLOCK_LEVEL_LEASE;
+    let had_lease = f.file.oplocks.granted_level(f.entry_id) == OplockLevel::LEASE;
     let lease = lease.and_then(|l| smbx_wire::oplock::decode_lease_request(l).ok());
     let lease_state = match (had_lease, lease) {
         (true, Some(l)) => Some((
@@ -200,12 +200,12 @@ pub async fn reconnect(
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
     match lease_state {
         Some((mut l, state)) => {
-            resp.oplock_level = OPLOCK_LEVEL_LEASE;
-            l.lease_state = state;
+            resp.oplock_level = OplockLevel::LEASE.bits();
+            l.lease_state = state.bits();
             l.lease_flags = 0;
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
         }
-        None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id),
+        None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id).bits(),
     }
     // A reclaim answers no durable context: none was requested (as Samba;
     // smb2.durable-open.reopen2-lease, smb2.durable-v2-open.reopen2: "no dh2q response

@@ -16,11 +16,11 @@
 //!   (smb2.replay.replay6).
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 
 use smbx_vfs::CreateAction;
-use smbx_wire::create::{ctx as cname, encode_contexts, OPLOCK_LEVEL_LEASE};
+use smbx_wire::create::{ctx as cname, encode_contexts};
 use smbx_wire::header::FLAGS_REPLAY_OPERATION;
+use smbx_wire::oplock::OplockLevel;
 use smbx_wire::NtStatus;
 
 use super::super::{Ctx, Response};
@@ -34,9 +34,6 @@ pub enum Check {
     /// A new CREATE: it holds the CreateGuid until it completes or fails.
     New(Reservation),
 }
-
-/// SMB2_OPLOCK_LEVEL_BATCH.
-const OPLOCK_LEVEL_BATCH: u8 = 0x09;
 
 /// Looks the DH2Q `create_guid` of this CREATE up in the replay cache.
 pub fn check(
@@ -70,12 +67,12 @@ pub fn check(
     }
     let f = open.as_file().ok_or(NtStatus::ACCESS_DENIED)?;
     let requested_lease = match lease {
-        Some(b) if requested_level == OPLOCK_LEVEL_LEASE => {
+        Some(b) if OplockLevel(requested_level) == OplockLevel::LEASE => {
             Some(smbx_wire::oplock::decode_lease_request(b)?)
         }
         _ => None,
     };
-    let leased = f.oplock_level.load(Ordering::Acquire) == OPLOCK_LEVEL_LEASE;
+    let leased = f.file.oplocks.granted_level(f.entry_id) == OplockLevel::LEASE;
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
     let oplock_level = match (leased, requested_lease) {
         (true, Some(req)) => {
@@ -88,10 +85,10 @@ pub fn check(
                 return Err(NtStatus::ACCESS_DENIED);
             }
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&cur)));
-            OPLOCK_LEVEL_LEASE
+            OplockLevel::LEASE
         }
         (true, None) | (false, Some(_)) => return Err(NtStatus::ACCESS_DENIED),
-        (false, None) => requested_level,
+        (false, None) => OplockLevel(requested_level),
     };
     let durable = f
         .durable
@@ -100,7 +97,7 @@ pub fn check(
         .filter(|d| d.v2)
         .map(|d| d.timeout_ms);
     if let Some(timeout_ms) = durable {
-        if oplock_level == OPLOCK_LEVEL_BATCH || oplock_level == OPLOCK_LEVEL_LEASE {
+        if oplock_level == OplockLevel::BATCH || oplock_level == OplockLevel::LEASE {
             let mut b = Vec::with_capacity(8);
             b.extend_from_slice(&timeout_ms.to_le_bytes());
             b.extend_from_slice(&0u32.to_le_bytes());
@@ -112,7 +109,7 @@ pub fn check(
         .times
         .adjust(&mut info, smbx_wire::time::now_filetime());
     let mut resp = super::response_from_info(&info, action);
-    resp.oplock_level = oplock_level;
+    resp.oplock_level = oplock_level.bits();
     resp.file_id = id;
     if !out.is_empty() {
         let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();
