@@ -428,6 +428,42 @@ impl CreateResponse {
     }
 }
 
+/// The data of the create contexts a server answers with ([MS-SMB2] 2.2.14.2); the
+/// lease context is [`crate::oplock::encode_lease_response`].
+pub mod response {
+    use crate::codec::Writer;
+    use crate::{AccessMask, NtStatus};
+
+    /// SMB2_CREATE_DURABLE_HANDLE_RESPONSE (`DHnQ`): 8 reserved bytes (2.2.14.2.3).
+    pub fn durable_v1() -> Vec<u8> {
+        vec![0; 8]
+    }
+
+    /// SMB2_CREATE_DURABLE_HANDLE_RESPONSE_V2 (`DH2Q`): Timeout in milliseconds and
+    /// Flags (2.2.14.2.12).
+    pub fn durable_v2(timeout_ms: u32, flags: u32) -> Vec<u8> {
+        let mut w = Writer::with_capacity(8);
+        w.u32(timeout_ms).u32(flags);
+        w.into_vec()
+    }
+
+    /// SMB2_CREATE_QUERY_MAXIMAL_ACCESS_RESPONSE (`MxAc`): QueryStatus and
+    /// MaximalAccess (2.2.14.2.5).
+    pub fn maximal_access(status: NtStatus, access: AccessMask) -> Vec<u8> {
+        let mut w = Writer::with_capacity(8);
+        w.u32(status.0).u32(access.bits());
+        w.into_vec()
+    }
+
+    /// SMB2_CREATE_QUERY_ON_DISK_ID response (`QFid`): DiskFileId, VolumeId and 16
+    /// reserved bytes (2.2.14.2.9).
+    pub fn on_disk_id(file_id: u64, volume_id: u64) -> Vec<u8> {
+        let mut w = Writer::with_capacity(32);
+        w.u64(file_id).u64(volume_id).u64(0).u64(0);
+        w.into_vec()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,6 +551,24 @@ mod tests {
         assert!(CreateRequest::decode(&m).is_err());
         // Short body.
         assert!(CreateRequest::decode(&msg(&b[..40])).is_err());
+    }
+
+    #[test]
+    fn context_responses() {
+        use crate::{AccessMask, NtStatus};
+        assert_eq!(response::durable_v1(), [0; 8]);
+        assert_eq!(
+            response::durable_v2(60_000, 0),
+            [0x60, 0xEA, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            response::maximal_access(NtStatus::SUCCESS, AccessMask(0x001F_01FF)),
+            [0, 0, 0, 0, 0xFF, 0x01, 0x1F, 0]
+        );
+        let q = response::on_disk_id(0x0102, 0x0304);
+        assert_eq!(q.len(), 32);
+        assert_eq!(&q[..16], &[2, 1, 0, 0, 0, 0, 0, 0, 4, 3, 0, 0, 0, 0, 0, 0]);
+        assert!(q[16..].iter().all(|b| *b == 0));
     }
 
     #[test]
