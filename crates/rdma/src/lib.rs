@@ -1,5 +1,8 @@
 //! smbx-rdma: the RDMA provider interface and its providers.
 //!
+//! Boundaries: owns RDMA providers; imports no other smbx crate (SMB Direct lives in
+//! smbx-direct, SMB2 in smbx-wire).
+//!
 //! * [`provider`] — the traits a provider implements ([`Provider`],
 //!   [`ProtectionDomain`], [`MemoryRegion`], [`QueuePair`], [`Listener`],
 //!   [`ConnectRequest`], [`Connecting`]), shaped after verbs/rdmacm.
@@ -8,6 +11,8 @@
 //! * [`cq`] — the [`CompletionQueue`] consumers await.
 //! * [`iwarp`] — the soft-iWARP provider: RFC 5044/6581 MPA, RFC 5041 DDP and
 //!   RFC 5040 RDMAP over tokio TCP, with a sans-IO core.
+//! * [`verbs`] — the rdma-core provider (libibverbs/librdmacm, loaded at run
+//!   time) for RDMA NICs and the kernel's siw and rxe.
 //!
 //! ```ignore
 //! use smbx_rdma::{iwarp::SoftIwarp, *};
@@ -28,6 +33,7 @@ pub mod error;
 pub mod iwarp;
 pub mod provider;
 pub mod types;
+pub mod verbs;
 
 pub use cq::CompletionQueue;
 pub use error::{RdmaError, Result};
