@@ -82,11 +82,6 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "smb direct", fmt_bool(g.smb_direct));
     kv(&mut o, "smb direct port", &g.smb_direct_port.to_string());
     kv(&mut o, "smb direct crc", fmt_bool(g.smb_direct_crc));
-    kv(
-        &mut o,
-        "smb direct provider",
-        crate::direct::fmt_smb_direct_provider(g.smb_direct_provider),
-    );
     let ports: Vec<String> = g.smb_ports.iter().map(u16::to_string).collect();
     kv(&mut o, "smb ports", &ports.join(" "));
     kv(&mut o, "smb2 max credits", &g.smb2_max_credits.to_string());
