@@ -388,7 +388,59 @@ impl Default for FileTable {
     }
 }
 
+/// A share-mode registration that a CREATE holds while it opens the file
+/// ([`FileTable::register_guarded`]): dropped before [`Registration::commit`], it is
+/// undone (the entry leaves the file's table), so no failure path unregisters by hand.
+#[must_use = "dropping a registration undoes it"]
+pub struct Registration {
+    file: Arc<SharedFile>,
+    entry_id: u64,
+    armed: bool,
+}
+
+impl Registration {
+    /// The file registered with.
+    pub fn file(&self) -> &Arc<SharedFile> {
+        &self.file
+    }
+
+    /// The entry's id in the file's table.
+    pub fn entry_id(&self) -> u64 {
+        self.entry_id
+    }
+
+    /// Keeps the registration: the caller (a `FileOpen`) owns the entry from now on
+    /// and removes it when it closes.
+    pub fn commit(mut self) -> (Arc<SharedFile>, u64) {
+        self.armed = false;
+        (self.file.clone(), self.entry_id)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.file.remove(self.entry_id);
+        }
+    }
+}
+
 impl FileTable {
+    /// [`FileTable::register`], held by a guard that undoes it unless committed.
+    pub fn register_guarded(
+        &self,
+        key: FileKey,
+        access: u32,
+        share_access: u32,
+    ) -> Result<Registration, NtStatus> {
+        let (file, entry_id) = self.register(key, access, share_access)?;
+        Ok(Registration {
+            file,
+            entry_id,
+            armed: true,
+        })
+    }
+
     /// Registers an open of `key` after checking delete-pending (DELETE_PENDING) and
     /// share access (SHARING_VIOLATION) against every existing open of the file.
     /// Returns the shared file and the new entry's id.
@@ -626,6 +678,27 @@ mod tests {
         // Other files are independent.
         t.register(key(2), AccessMask::FILE_WRITE_DATA.bits(), 0)
             .unwrap();
+    }
+
+    #[test]
+    fn a_registration_is_undone_unless_committed() {
+        let t = FileTable::default();
+        let w = AccessMask::FILE_WRITE_DATA.bits();
+        // Dropped: the entry leaves, so an exclusive open succeeds afterwards.
+        let r = t.register_guarded(key(1), w, 0).unwrap();
+        assert_eq!(r.file().open_count(), 1);
+        let file = r.file().clone();
+        drop(r);
+        assert_eq!(file.open_count(), 0);
+        // Committed: the entry stays and keeps others out until removed.
+        let (f, id) = t.register_guarded(key(1), w, 0).unwrap().commit();
+        assert_eq!(
+            t.register_guarded(key(1), w, 0).err(),
+            Some(NtStatus::SHARING_VIOLATION)
+        );
+        assert_eq!(f.open_count(), 1);
+        let _ = f.remove(id);
+        assert!(t.register_guarded(key(1), w, 0).is_ok());
     }
 
     #[test]
