@@ -1,5 +1,8 @@
 //! smbx-bench: a diskspd-style load generator for local files and smb:// targets.
 //!
+//! Boundaries: owns load generation and reports; imports the client (for smb://
+//! targets), never the server.
+//!
 //! ```text
 //! args::parse ─▶ Profile ─▶ target::open (LocalTarget | SmbTarget)
 //!                                │

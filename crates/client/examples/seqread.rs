@@ -41,7 +41,7 @@ async fn main() -> smbx_client::Result<()> {
     let secs = start.elapsed().as_secs_f64();
     f.close().await?;
     println!(
-        "{} bytes in {:.3} s: {:.1} MB/s ({} KiB reads, {} in flight, dialect {:#06x})",
+        "{} bytes in {:.3} s: {:.1} MB/s ({} KiB reads, {} in flight, dialect {})",
         total,
         secs,
         total as f64 / secs / 1e6,

@@ -14,8 +14,7 @@ use smbx_wire::codec::utf16le;
 use smbx_wire::ioctl::{fsctl, IoctlRequest, IoctlResponse, SMB2_0_IOCTL_IS_FSCTL};
 use smbx_wire::negotiate::{
     NegotiateContext, NegotiateRequest, NegotiateResponse, CAP_ENCRYPTION, CAP_LARGE_MTU,
-    DIALECT_202, DIALECT_300, DIALECT_302, DIALECT_311, HASH_SHA512, SECURITY_SIGNING_ENABLED,
-    SECURITY_SIGNING_REQUIRED,
+    HASH_SHA512, SECURITY_SIGNING_ENABLED, SECURITY_SIGNING_REQUIRED,
 };
 use smbx_wire::session::{
     SessionSetupRequest, SessionSetupResponse, SESSION_FLAG_ENCRYPT_DATA, SESSION_FLAG_IS_GUEST,
@@ -23,6 +22,7 @@ use smbx_wire::session::{
 };
 use smbx_wire::simple::{decode_simple, encode_simple};
 use smbx_wire::tree::{TreeConnectRequest, TreeConnectResponse, SHAREFLAG_ENCRYPT_DATA};
+use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus, Writer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use crate::conn::{Connection, Event, Request, Response, Route};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, Encryption, Signing, Transport};
-use crate::protect::{signing_algorithm, SessionSecurity};
+use crate::protect::SessionSecurity;
 use crate::tree::Tree;
 
 /// What the client's NEGOTIATE request offered.
@@ -39,14 +39,14 @@ pub(crate) struct Offered {
     pub security_mode: u16,
     pub capabilities: u32,
     pub client_guid: [u8; 16],
-    pub dialects: Vec<u16>,
+    pub dialects: Vec<Dialect>,
 }
 
 /// What NEGOTIATE settled.
 #[derive(Debug, Clone)]
 pub struct Negotiated {
     /// The dialect.
-    pub dialect: u16,
+    pub dialect: Dialect,
     /// The server's SecurityMode.
     pub security_mode: u16,
     /// The server's capabilities.
@@ -169,7 +169,7 @@ impl Client {
         let (negotiated, offered) = negotiate(&conn, &options, host).await?;
         conn.set_negotiated(
             negotiated.dialect,
-            negotiated.dialect != DIALECT_202 && negotiated.capabilities & CAP_LARGE_MTU != 0,
+            negotiated.dialect != Dialect::SMB2_0_2 && negotiated.capabilities & CAP_LARGE_MTU != 0,
         );
         Ok(Client {
             inner: Arc::new(ClientInner {
@@ -188,7 +188,7 @@ impl Client {
     }
 
     /// The dialect in use.
-    pub fn dialect(&self) -> u16 {
+    pub fn dialect(&self) -> Dialect {
         self.inner.negotiated.dialect
     }
 
@@ -366,7 +366,7 @@ impl Client {
             if must_encrypt && !sec.can_seal() {
                 return Err(Error::Protocol(format!(
                     "encryption is required but dialect {} negotiated no cipher",
-                    crate::options::dialect_name(n.dialect)
+                    n.dialect
                 )));
             }
             sec.encrypt = must_encrypt;
@@ -378,7 +378,7 @@ impl Client {
                         "bad signature on SESSION_SETUP response".into(),
                     ));
                 }
-            } else if sec.sign || n.dialect == DIALECT_311 {
+            } else if sec.sign || n.dialect == Dialect::SMB3_1_1 {
                 return Err(Error::Crypto("unsigned SESSION_SETUP response".into()));
             }
             sec
@@ -441,8 +441,8 @@ async fn negotiate(
     opts: &ClientOptions,
     host: &str,
 ) -> Result<(Negotiated, Offered)> {
-    let offers_311 = opts.dialects.contains(&DIALECT_311);
-    let offers_3 = opts.dialects.iter().any(|&d| d >= DIALECT_300);
+    let offers_311 = opts.dialects.contains(&Dialect::SMB3_1_1);
+    let offers_3 = opts.dialects.iter().any(|&d| d >= Dialect::SMB3_0);
     let mut contexts = Vec::new();
     if offers_311 {
         contexts.push(NegotiateContext::PreauthIntegrity {
@@ -501,7 +501,7 @@ async fn negotiate(
     let nr = NegotiateResponse::decode(&resp.msg)?;
     if !opts.dialects.contains(&nr.dialect) {
         return Err(Error::Protocol(format!(
-            "server chose dialect {:#06x}, which we did not offer",
+            "server chose dialect {}, which we did not offer",
             nr.dialect
         )));
     }
@@ -509,7 +509,7 @@ async fn negotiate(
     let mut cipher = None;
     let mut negotiated_alg = None;
     match nr.dialect {
-        DIALECT_311 => {
+        Dialect::SMB3_1_1 => {
             let mut h = PreauthHash::new();
             h.update(&sent.unwrap_or_default());
             h.update(&resp.msg);
@@ -560,12 +560,12 @@ async fn negotiate(
                 ));
             }
         }
-        DIALECT_300 | DIALECT_302 if nr.capabilities & CAP_ENCRYPTION != 0 => {
+        Dialect::SMB3_0 | Dialect::SMB3_0_2 if nr.capabilities & CAP_ENCRYPTION != 0 => {
             cipher = Some(CipherId::Aes128Ccm);
         }
         _ => {}
     }
-    let small = nr.dialect == DIALECT_202 || nr.capabilities & CAP_LARGE_MTU == 0;
+    let small = nr.dialect == Dialect::SMB2_0_2 || nr.capabilities & CAP_LARGE_MTU == 0;
     let cap = if small {
         65536
     } else {
@@ -580,7 +580,7 @@ async fn negotiate(
         max_write: nr.max_write_size.clamp(4096, cap),
         max_transact: nr.max_transact_size.clamp(4096, cap),
         cipher,
-        signing_algorithm: signing_algorithm(nr.dialect, negotiated_alg),
+        signing_algorithm: SigningAlgorithm::for_dialect(nr.dialect, negotiated_alg),
         preauth,
     };
     Ok((negotiated, offered))
@@ -665,7 +665,7 @@ impl Session {
         let req = TreeConnectRequest { flags: 0, path };
         // 3.1.1 signs every TREE_CONNECT: it protects the negotiation ([MS-SMB2] 3.2.4.1.1).
         let mut route = self.route(false);
-        route.force_sign = client.negotiated.dialect == DIALECT_311;
+        route.force_sign = client.negotiated.dialect == Dialect::SMB3_1_1;
         let resp = client
             .conn
             .call(Request::new(Command::TreeConnect, req.encode(), 0), &route)
@@ -680,7 +680,8 @@ impl Session {
         }
         let tree = Tree::new(self.clone(), resp.header.tree_id, encrypt, tc);
         let d = client.negotiated.dialect;
-        if (d == DIALECT_300 || d == DIALECT_302) && self.inner.security.signer.is_some() {
+        if (d == Dialect::SMB3_0 || d == Dialect::SMB3_0_2) && self.inner.security.signer.is_some()
+        {
             self.validate_negotiate(&tree).await?;
         }
         Ok(tree)
@@ -699,7 +700,7 @@ impl Session {
             .u16(o.security_mode)
             .u16(o.dialects.len() as u16);
         for d in &o.dialects {
-            input.u16(*d);
+            input.u16(d.as_u16());
         }
         let body = IoctlRequest {
             ctl_code: fsctl::VALIDATE_NEGOTIATE_INFO,
@@ -729,7 +730,7 @@ impl Session {
         if caps != n.capabilities
             || guid != n.server_guid
             || mode != n.security_mode
-            || dialect != n.dialect
+            || dialect != n.dialect.as_u16()
         {
             client.conn.close();
             return Err(Error::Crypto(

@@ -14,8 +14,8 @@ use smbx_wire::framing::{encode_frame_header, MAX_FRAME_LEN};
 use smbx_wire::header::{
     FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID,
 };
-use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::oplock::OplockBreak;
+use smbx_wire::Dialect;
 use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -289,8 +289,10 @@ impl Connection {
     }
 
     /// Records the negotiated dialect and whether multi-credit requests are allowed.
-    pub(crate) fn set_negotiated(&self, dialect: u16, large_mtu: bool) {
-        self.shared.dialect.store(dialect, Ordering::Relaxed);
+    pub(crate) fn set_negotiated(&self, dialect: Dialect, large_mtu: bool) {
+        self.shared
+            .dialect
+            .store(dialect.as_u16(), Ordering::Relaxed);
         self.shared.large_mtu.store(large_mtu, Ordering::Relaxed);
     }
 
@@ -352,7 +354,7 @@ impl Connection {
         }
         let sh = &self.shared;
         let large_mtu = sh.large_mtu.load(Ordering::Relaxed);
-        let dialect = sh.dialect.load(Ordering::Relaxed);
+        let dialect = Dialect::from_u16(sh.dialect.load(Ordering::Relaxed));
         let charges: Vec<u16> = reqs
             .iter()
             .map(|r| if large_mtu { r.charge.max(1) } else { 1 })
@@ -423,7 +425,7 @@ impl Connection {
                 flags |= FLAGS_RELATED_OPERATIONS;
             }
             let hdr = Header {
-                credit_charge: if dialect == DIALECT_202 || dialect == 0 {
+                credit_charge: if dialect == Dialect::SMB2_0_2 || dialect == Dialect::NONE {
                     0
                 } else {
                     charge
@@ -917,7 +919,7 @@ mod tests {
     #[tokio::test]
     async fn compound_split_and_credit_charges() {
         let (conn, mut srv) = pair().await;
-        conn.set_negotiated(0x0311, true);
+        conn.set_negotiated(Dialect::SMB3_1_1, true);
         let server = tokio::spawn(async move {
             // 1: one echo, granted 10 credits.
             let f = read_frame(&mut srv).await;

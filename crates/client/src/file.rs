@@ -34,8 +34,8 @@ pub use smbx_wire::FileId;
 
 /// The bodies of the handle-based requests.
 /// The RDMA channel to ask for: with remote invalidation from 3.0.2 on.
-fn rdma_channel(dialect: u16) -> u32 {
-    if dialect >= smbx_wire::negotiate::DIALECT_302 {
+fn rdma_channel(dialect: smbx_wire::Dialect) -> u32 {
+    if dialect >= smbx_wire::Dialect::SMB3_0_2 {
         CHANNEL_RDMA_V1_INVALIDATE
     } else {
         CHANNEL_RDMA_V1

@@ -1,5 +1,8 @@
 //! smbx-client: an async SMB2/3 client.
 //!
+//! Boundaries: owns the SMB client; imports smbx-wire, smbx-security and smbx-
+//! transport, never the server.
+//!
 //! ```no_run
 //! # async fn demo() -> smbx_client::Result<()> {
 //! use smbx_client::{Client, ClientOptions, OpenOptions};
@@ -47,10 +50,11 @@ pub use conn::{Connection, Event, Response};
 pub use error::{Error, Result};
 pub use file::{access, create_options, disposition, share, File, FileId, OpenOptions, ReadData};
 pub use info::{filetime_to_system, DirEntry, FileInfo, ATTR_DIRECTORY};
-pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport, ALL_DIALECTS};
+pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport};
 pub use reconnect::ReconnectingTree;
 pub use smbx_security::cipher::CipherId;
 pub use smbx_security::signing::SigningAlgorithm;
+pub use smbx_wire::Dialect;
 pub use smbx_wire::{
     AccessMask, CreateDisposition, CreateOptions, FileAttributes, NtStatus, ShareAccess,
 };

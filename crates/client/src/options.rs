@@ -4,16 +4,7 @@ use std::time::Duration;
 
 use smbx_security::cipher::CipherId;
 use smbx_security::signing::SigningAlgorithm;
-use smbx_wire::negotiate::{DIALECT_202, DIALECT_210, DIALECT_300, DIALECT_302, DIALECT_311};
-
-/// Every dialect the client speaks, oldest first.
-pub const ALL_DIALECTS: [u16; 5] = [
-    DIALECT_202,
-    DIALECT_210,
-    DIALECT_300,
-    DIALECT_302,
-    DIALECT_311,
-];
+use smbx_wire::Dialect;
 
 /// Whether to sign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,8 +84,8 @@ impl Transport {
 /// Options for [`crate::Client::connect`].
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
-    /// Dialects offered, any order (a subset of [`ALL_DIALECTS`]).
-    pub dialects: Vec<u16>,
+    /// Dialects offered, any order (a subset of [`Dialect::ALL`]).
+    pub dialects: Vec<Dialect>,
     /// Signing policy.
     pub signing: Signing,
     /// Encryption policy.
@@ -130,7 +121,7 @@ pub struct ClientOptions {
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
-            dialects: ALL_DIALECTS.to_vec(),
+            dialects: Dialect::ALL.to_vec(),
             signing: Signing::default(),
             encryption: Encryption::default(),
             ciphers: vec![
@@ -159,7 +150,7 @@ impl Default for ClientOptions {
 
 impl ClientOptions {
     /// Offers exactly one dialect.
-    pub fn with_dialect(mut self, dialect: u16) -> Self {
+    pub fn with_dialect(mut self, dialect: Dialect) -> Self {
         self.dialects = vec![dialect];
         self
     }
@@ -185,16 +176,14 @@ impl ClientOptions {
     }
 }
 
-pub use smbx_wire::negotiate::dialect_name;
-
 /// Parses "2.0.2", "2.1", "3.0", "3.0.2", "3.1.1" (also "202", "0x0311" forms).
-pub fn parse_dialect(s: &str) -> Option<u16> {
+pub fn parse_dialect(s: &str) -> Option<Dialect> {
     Some(match s.trim().to_ascii_lowercase().as_str() {
-        "2.0.2" | "202" | "0x0202" | "smb2_02" => DIALECT_202,
-        "2.1" | "2.1.0" | "210" | "0x0210" | "smb2_10" => DIALECT_210,
-        "3.0" | "3.0.0" | "300" | "0x0300" | "smb3_00" => DIALECT_300,
-        "3.0.2" | "302" | "0x0302" | "smb3_02" => DIALECT_302,
-        "3.1.1" | "311" | "0x0311" | "smb3_11" => DIALECT_311,
+        "2.0.2" | "202" | "0x0202" | "smb2_02" => Dialect::SMB2_0_2,
+        "2.1" | "2.1.0" | "210" | "0x0210" | "smb2_10" => Dialect::SMB2_1,
+        "3.0" | "3.0.0" | "300" | "0x0300" | "smb3_00" => Dialect::SMB3_0,
+        "3.0.2" | "302" | "0x0302" | "smb3_02" => Dialect::SMB3_0_2,
+        "3.1.1" | "311" | "0x0311" | "smb3_11" => Dialect::SMB3_1_1,
         _ => return None,
     })
 }
@@ -205,10 +194,10 @@ mod tests {
 
     #[test]
     fn dialect_names_round_trip() {
-        for d in ALL_DIALECTS {
-            assert_eq!(parse_dialect(dialect_name(d)), Some(d));
+        for d in Dialect::ALL {
+            assert_eq!(parse_dialect(d.name()), Some(d));
         }
-        assert_eq!(parse_dialect("SMB3_11"), Some(DIALECT_311));
+        assert_eq!(parse_dialect("SMB3_11"), Some(Dialect::SMB3_1_1));
         assert_eq!(parse_dialect("1.0"), None);
     }
 }

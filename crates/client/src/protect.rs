@@ -5,7 +5,6 @@ use smbx_security::cipher::{CipherId, Sealer};
 use smbx_security::keys::SessionKeys;
 use smbx_security::signing::{Signer, SigningAlgorithm};
 use smbx_security::transform::NonceSource;
-use smbx_wire::negotiate::{DIALECT_300, DIALECT_311};
 
 use crate::error::Result;
 
@@ -64,29 +63,18 @@ impl SessionSecurity {
     }
 }
 
-/// The signing algorithm of a dialect: HMAC-SHA256 for 2.x, AES-CMAC for 3.0/3.0.2, the
-/// negotiated one (default AES-CMAC) for 3.1.1.
-pub fn signing_algorithm(dialect: u16, negotiated: Option<SigningAlgorithm>) -> SigningAlgorithm {
-    if dialect < DIALECT_300 {
-        SigningAlgorithm::HmacSha256
-    } else if dialect == DIALECT_311 {
-        negotiated.unwrap_or(SigningAlgorithm::AesCmac)
-    } else {
-        SigningAlgorithm::AesCmac
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use smbx_security::keys::derive;
     use smbx_security::transform::{seal, unseal};
+    use smbx_wire::Dialect;
 
     #[test]
     fn client_keys_mirror_server_keys() {
         // The server seals with encrypt_s2c; a client built from the same keys unseals it.
         let keys = derive(
-            DIALECT_311,
+            Dialect::SMB3_1_1,
             &[7u8; 16],
             Some(&[1u8; 64]),
             Some(CipherId::Aes256Gcm),
@@ -107,22 +95,5 @@ mod tests {
         let sealed = seal(client.encryptor.as_ref().unwrap(), 9, &nonce, &msg).unwrap();
         assert_eq!(unseal(&server_dec, &sealed).unwrap(), msg);
         assert!(unseal(client.decryptor.as_ref().unwrap(), &sealed).is_err());
-    }
-
-    #[test]
-    fn algorithms_by_dialect() {
-        assert_eq!(
-            signing_algorithm(0x0202, None),
-            SigningAlgorithm::HmacSha256
-        );
-        assert_eq!(
-            signing_algorithm(0x0302, Some(SigningAlgorithm::AesGmac)),
-            SigningAlgorithm::AesCmac
-        );
-        assert_eq!(
-            signing_algorithm(0x0311, Some(SigningAlgorithm::AesGmac)),
-            SigningAlgorithm::AesGmac
-        );
-        assert_eq!(signing_algorithm(0x0311, None), SigningAlgorithm::AesCmac);
     }
 }

@@ -148,7 +148,7 @@ impl Tree {
     /// (SMB 3.x; not on sealed trees: their payload must be encrypted, which RDMA transfers of
     /// plaintext would bypass).
     pub(crate) fn rdma(&self) -> Option<&std::sync::Arc<dyn smbx_transport::DirectLink>> {
-        if self.is_encrypted() || self.dialect() < smbx_wire::negotiate::DIALECT_300 {
+        if self.is_encrypted() || self.dialect() < smbx_wire::Dialect::SMB3_0 {
             return None;
         }
         self.inner.session.inner.client.inner.conn.direct()
@@ -180,7 +180,7 @@ impl Tree {
     }
 
     /// The negotiated dialect.
-    pub(crate) fn dialect(&self) -> u16 {
+    pub(crate) fn dialect(&self) -> smbx_wire::Dialect {
         self.inner.session.inner.client.inner.negotiated.dialect
     }
     pub(crate) fn large_mtu(&self) -> bool {

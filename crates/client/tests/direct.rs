@@ -7,8 +7,9 @@ mod common;
 
 use common::{random_bytes, sha256, start_smbx_direct, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, Encryption, OpenOptions, Signing, Transport};
+use smbx_wire::Dialect;
 
-fn options(dialect: u16) -> ClientOptions {
+fn options(dialect: Dialect) -> ClientOptions {
     let mut o = ClientOptions::default().with_dialect(dialect);
     o.transport = Transport::Rdma;
     o
@@ -54,7 +55,11 @@ async fn every_smb3_dialect_signed_and_sealed() {
     let addr = format!("127.0.0.1:{port}");
     let dir = server.share_dir("share");
     let secret = server.share_dir("secret");
-    for (d, tag) in [(0x0300, "300"), (0x0302, "302"), (0x0311, "311")] {
+    for (d, tag) in [
+        (Dialect::SMB3_0, "300"),
+        (Dialect::SMB3_0_2, "302"),
+        (Dialect::SMB3_1_1, "311"),
+    ] {
         round_trip(&addr, options(d), "share", &format!("plain{tag}"), &dir).await;
         let signed = options(d).with_signing(Signing::Required);
         round_trip(&addr, signed, "share", &format!("signed{tag}"), &dir).await;
@@ -64,7 +69,7 @@ async fn every_smb3_dialect_signed_and_sealed() {
         round_trip(&addr, options(d), "secret", &format!("s{tag}"), &secret).await;
     }
     // All inline (threshold above every I/O size).
-    let mut inline = options(0x0311);
+    let mut inline = options(Dialect::SMB3_1_1);
     inline.rdma_threshold = usize::MAX;
     round_trip(&addr, inline, "share", "inline", &dir).await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
@@ -86,7 +91,7 @@ async fn tcp_still_served_next_to_smb_direct() {
     // server refuses them before), so 1 MiB+ I/O is split to fit one message.
     round_trip(
         &format!("127.0.0.1:{port}"),
-        options(0x0210),
+        options(Dialect::SMB2_1),
         "share",
         "smb21",
         &dir,

@@ -18,11 +18,12 @@ use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftMr, SoftQp};
 use smbx_rdma::*;
 use smbx_transport::BufferDescriptorV1;
 use smbx_wire::rw::{ReadRequest, WriteRequest, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
+use smbx_wire::Dialect;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn rdma_options() -> ClientOptions {
-    let mut o = ClientOptions::default().with_dialect(0x0311);
+    let mut o = ClientOptions::default().with_dialect(Dialect::SMB3_1_1);
     o.transport = Transport::Rdma;
     o
 }

@@ -22,6 +22,7 @@ mod common;
 
 use common::{sha256, start_smbx_direct, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, Encryption, OpenOptions, Signing, Transport};
+use smbx_wire::Dialect;
 
 const MAX_IO: usize = 8 << 20;
 /// The file the random I/O lands in (and the local model's size).
@@ -158,7 +159,7 @@ async fn random_io_plain_signed_sealed() {
     let addr = format!("127.0.0.1:{port}");
     let dir = server.share_dir("share");
     let rdma = || {
-        let mut o = ClientOptions::default().with_dialect(0x0311);
+        let mut o = ClientOptions::default().with_dialect(Dialect::SMB3_1_1);
         o.transport = Transport::Rdma;
         o
     };

@@ -25,6 +25,7 @@ use capture::{decode, num, relay, write_pcap_port, Log, Row};
 use common::{random_bytes, sha256, start_smbx_direct, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, OpenOptions, Transport};
 use smbx_transport::soft::Options as IwarpOptions;
+use smbx_wire::Dialect;
 use tokio::net::TcpListener;
 
 /// The SMB2 WRITE and READ sizes.
@@ -86,7 +87,7 @@ async fn run_session(
     let server_addr = format!("127.0.0.1:{direct_port}").parse().unwrap();
     let relay = tokio::spawn(relay(rl, server_addr, log.clone()));
 
-    let mut o = ClientOptions::default().with_dialect(0x0311);
+    let mut o = ClientOptions::default().with_dialect(Dialect::SMB3_1_1);
     o.transport = Transport::Rdma;
     o.iwarp = iwarp;
     let client = Client::connect(&relay_addr.to_string(), o)

@@ -13,8 +13,8 @@ enum Setting {
     Interfaces(Vec<String>),
     BindInterfacesOnly(bool),
     SmbPorts(Vec<u16>),
-    MinProtocol(u16),
-    MaxProtocol(u16),
+    MinProtocol(smbx_wire::Dialect),
+    MaxProtocol(smbx_wire::Dialect),
     PassdbBackend(PathBuf),
     MapToGuest(MapToGuest),
     GuestAccount(String),
@@ -190,9 +190,11 @@ fn parse_setting(
             }
             SmbPorts(ports)
         }
-        "serverminprotocol" | "minprotocol" => MinProtocol(parse_protocol(v, SMB2_02)?),
+        "serverminprotocol" | "minprotocol" => {
+            MinProtocol(parse_protocol(v, smbx_wire::Dialect::SMB2_0_2)?)
+        }
         "servermaxprotocol" | "maxprotocol" | "protocol" => {
-            MaxProtocol(parse_protocol(v, SMB3_11)?)
+            MaxProtocol(parse_protocol(v, smbx_wire::Dialect::SMB3_1_1)?)
         }
         "passdbbackend" => PassdbBackend(passdb(v)?),
         "maptoguest" => MapToGuest(parse_map_to_guest(v)?),

@@ -1,5 +1,8 @@
 //! smbx-config: the smb.conf parser.
 //!
+//! Boundaries: owns smb.conf parsing and the typed configuration; imports only smbx-
+//! wire (for protocol vocabulary such as dialects), never the server.
+//!
 //! Samba's syntax: `[section]` headers, `name = value` lines, `;`/`#`
 //! comment lines, trailing-`\` continuations, `include = FILE`. Option names
 //! match case-insensitively with spaces and underscores ignored. `[global]`
@@ -111,10 +114,10 @@ pub struct Global {
     pub bind_interfaces_only: bool,
     /// `smb ports` (default 445).
     pub smb_ports: Vec<u16>,
-    /// `server min protocol` as a dialect code (default SMB2_02).
-    pub server_min_protocol: u16,
-    /// `server max protocol` as a dialect code (default SMB3_11).
-    pub server_max_protocol: u16,
+    /// `server min protocol` (default SMB2_02).
+    pub server_min_protocol: smbx_wire::Dialect,
+    /// `server max protocol` (default SMB3_11).
+    pub server_max_protocol: smbx_wire::Dialect,
     /// `server signing`.
     pub server_signing: SigningSetting,
     /// `server smb encrypt` (also the default for shares).
@@ -227,8 +230,8 @@ impl Default for Global {
             interfaces: Vec::new(),
             bind_interfaces_only: false,
             smb_ports: vec![445],
-            server_min_protocol: values::SMB2_02,
-            server_max_protocol: values::SMB3_11,
+            server_min_protocol: smbx_wire::Dialect::SMB2_0_2,
+            server_max_protocol: smbx_wire::Dialect::SMB3_1_1,
             server_signing: SigningSetting::Auto,
             server_smb_encrypt: EncryptSetting::IfRequired,
             passdb_backend: PathBuf::from(DEFAULT_PASSDB_PATH),

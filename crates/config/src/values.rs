@@ -1,18 +1,9 @@
 //! Parsers for option values. Each returns `Err(accepted)` with a
 //! description of the accepted values; the caller adds file, line and option.
 
-use crate::{EncryptSetting, MapToGuest, SigningSetting};
+use smbx_wire::Dialect;
 
-/// Dialect code for SMB 2.0.2.
-pub const SMB2_02: u16 = 0x0202;
-/// Dialect code for SMB 2.1.
-pub const SMB2_10: u16 = 0x0210;
-/// Dialect code for SMB 3.0.
-pub const SMB3_00: u16 = 0x0300;
-/// Dialect code for SMB 3.0.2.
-pub const SMB3_02: u16 = 0x0302;
-/// Dialect code for SMB 3.1.1.
-pub const SMB3_11: u16 = 0x0311;
+use crate::{EncryptSetting, MapToGuest, SigningSetting};
 
 const BOOL_ACCEPTED: &str = "yes, no, true, false, 1, 0, on, off";
 
@@ -106,14 +97,14 @@ const PROTOCOL_ACCEPTED: &str =
     "SMB2_02, SMB2_10, SMB2 (= SMB2_10), SMB3_00, SMB3_02, SMB3_11, SMB3 (= SMB3_11), default";
 
 /// A protocol name as Samba spells it; `default` yields `default`.
-pub fn parse_protocol(v: &str, default: u16) -> Result<u16, String> {
+pub fn parse_protocol(v: &str, default: Dialect) -> Result<Dialect, String> {
     match v.to_ascii_uppercase().as_str() {
         "DEFAULT" => Ok(default),
-        "SMB2_02" => Ok(SMB2_02),
-        "SMB2_10" | "SMB2" => Ok(SMB2_10),
-        "SMB3_00" => Ok(SMB3_00),
-        "SMB3_02" => Ok(SMB3_02),
-        "SMB3_11" | "SMB3" => Ok(SMB3_11),
+        "SMB2_02" => Ok(Dialect::SMB2_0_2),
+        "SMB2_10" | "SMB2" => Ok(Dialect::SMB2_1),
+        "SMB3_00" => Ok(Dialect::SMB3_0),
+        "SMB3_02" => Ok(Dialect::SMB3_0_2),
+        "SMB3_11" | "SMB3" => Ok(Dialect::SMB3_1_1),
         "NT1" | "LANMAN1" | "LANMAN2" | "CORE" | "COREPLUS" | "CORE+" => Err(format!(
             "SMB1 is not supported; accepted values: {PROTOCOL_ACCEPTED}"
         )),
@@ -122,14 +113,14 @@ pub fn parse_protocol(v: &str, default: u16) -> Result<u16, String> {
 }
 
 /// Samba's name for a dialect code.
-pub fn fmt_protocol(d: u16) -> String {
+pub fn fmt_protocol(d: Dialect) -> String {
     match d {
-        SMB2_02 => "SMB2_02".into(),
-        SMB2_10 => "SMB2_10".into(),
-        SMB3_00 => "SMB3_00".into(),
-        SMB3_02 => "SMB3_02".into(),
-        SMB3_11 => "SMB3_11".into(),
-        other => format!("0x{other:04x}"),
+        Dialect::SMB2_0_2 => "SMB2_02".into(),
+        Dialect::SMB2_1 => "SMB2_10".into(),
+        Dialect::SMB3_0 => "SMB3_00".into(),
+        Dialect::SMB3_0_2 => "SMB3_02".into(),
+        Dialect::SMB3_1_1 => "SMB3_11".into(),
+        other => format!("0x{:04x}", other.as_u16()),
     }
 }
 
@@ -235,14 +226,17 @@ mod tests {
 
     #[test]
     fn protocols() {
-        assert_eq!(parse_protocol("smb2", 0), Ok(SMB2_10));
-        assert_eq!(parse_protocol("SMB3", 0), Ok(SMB3_11));
-        assert_eq!(parse_protocol("default", 7), Ok(7));
-        assert!(parse_protocol("NT1", 0)
+        assert_eq!(parse_protocol("smb2", Dialect::NONE), Ok(Dialect::SMB2_1));
+        assert_eq!(parse_protocol("SMB3", Dialect::NONE), Ok(Dialect::SMB3_1_1));
+        assert_eq!(
+            parse_protocol("default", Dialect::SMB3_0),
+            Ok(Dialect::SMB3_0)
+        );
+        assert!(parse_protocol("NT1", Dialect::NONE)
             .unwrap_err()
             .contains("SMB1 is not supported"));
-        for d in [SMB2_02, SMB2_10, SMB3_00, SMB3_02, SMB3_11] {
-            assert_eq!(parse_protocol(&fmt_protocol(d), 0), Ok(d));
+        for d in Dialect::ALL {
+            assert_eq!(parse_protocol(&fmt_protocol(d), Dialect::NONE), Ok(d));
         }
     }
 

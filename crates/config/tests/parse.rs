@@ -1,7 +1,7 @@
 use std::path::{Path, PathBuf};
 
-use smbx_config::values::{SMB2_10, SMB3_00, SMB3_02, SMB3_11};
 use smbx_config::{Config, EncryptSetting, MapToGuest, SigningSetting};
+use smbx_wire::Dialect;
 
 const REALISTIC: &str = r#"
 # smb.conf for a small office
@@ -64,8 +64,8 @@ fn parses_realistic_config() {
     assert_eq!(g.interfaces, vec!["lo", "eth0", "192.168.1.10/24"]);
     assert!(g.bind_interfaces_only);
     assert_eq!(g.smb_ports, vec![445, 4445]);
-    assert_eq!(g.server_min_protocol, SMB3_11);
-    assert_eq!(g.server_max_protocol, SMB3_11);
+    assert_eq!(g.server_min_protocol, Dialect::SMB3_1_1);
+    assert_eq!(g.server_max_protocol, Dialect::SMB3_1_1);
     assert_eq!(g.server_signing, SigningSetting::Mandatory);
     assert_eq!(g.server_smb_encrypt, EncryptSetting::Desired);
     assert_eq!(g.passdb_backend, PathBuf::from("/srv/smbx/smbpasswd"));
@@ -126,8 +126,8 @@ fn defaults() {
     let c = Config::parse_str("[s]\npath = /x\n", "d.conf").unwrap();
     let g = &c.global;
     assert_eq!(g.smb_ports, vec![445]);
-    assert_eq!(g.server_min_protocol, 0x0202);
-    assert_eq!(g.server_max_protocol, SMB3_11);
+    assert_eq!(g.server_min_protocol, Dialect::SMB2_0_2);
+    assert_eq!(g.server_max_protocol, Dialect::SMB3_1_1);
     assert_eq!(g.workgroup, "WORKGROUP");
     assert_eq!(g.smb2_max_credits, 8192);
     assert_eq!(g.max_open_files, 16384);
@@ -152,10 +152,10 @@ fn protocol_names_as_samba() {
         "p",
     )
     .unwrap();
-    assert_eq!(c.global.server_min_protocol, SMB2_10);
-    assert_eq!(c.global.server_max_protocol, SMB3_02);
+    assert_eq!(c.global.server_min_protocol, Dialect::SMB2_1);
+    assert_eq!(c.global.server_max_protocol, Dialect::SMB3_0_2);
     let c = Config::parse_str("[global]\nmax protocol = smb3_00\n", "p").unwrap();
-    assert_eq!(c.global.server_max_protocol, SMB3_00);
+    assert_eq!(c.global.server_max_protocol, Dialect::SMB3_0);
 }
 
 fn err(text: &str) -> smbx_config::ConfigError {
@@ -449,7 +449,11 @@ fn oplock_break_timeout() {
     // Samba's option of a similar name means something else: warned, not taken.
     let c = Config::parse_str("[global]\n oplock break wait time = 10\n", "e.conf").unwrap();
     assert_eq!(c.global.oplock_break_timeout_ms, 35_000);
-    assert!(c.warnings.iter().any(|w| w.contains("not supported")), "{:?}", c.warnings);
+    assert!(
+        c.warnings.iter().any(|w| w.contains("not supported")),
+        "{:?}",
+        c.warnings
+    );
 }
 
 #[test]

@@ -1,5 +1,8 @@
 //! MS-SMBD (SMB Direct): SMB3 over RDMA.
 //!
+//! Boundaries: owns MS-SMBD; imports smbx-wire and smbx-rdma only, never the transport,
+//! server or client.
+//!
 //! The protocol core is sans-IO: [`Connection`] takes received messages and
 //! the current time, and hands out messages to send, receives to post,
 //! events and deadlines. It implements negotiation for both roles, credit

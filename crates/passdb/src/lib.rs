@@ -1,5 +1,8 @@
 //! smbx-passdb: the password database in Samba's smbpasswd format.
 //!
+//! Boundaries: owns the smbpasswd file; imports only smbx-security (NT hashes), never
+//! the server.
+//!
 //! One user per line:
 //! `name:uid:LMHASH:NTHASH:[FLAGS      ]:LCT-XXXXXXXX:` where the hashes are
 //! 32 hex digits (or 32 `X` when absent — smbx never stores LM hashes), the

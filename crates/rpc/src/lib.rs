@@ -1,5 +1,8 @@
 //! smbx-rpc: the DCE/RPC named pipes on `IPC$` (`srvsvc`, `wkssvc`, `lsarpc`).
 //!
+//! Boundaries: owns the DCE/RPC pipes; imports only smbx-wire, never the server's
+//! state.
+//!
 //! Sans-IO: the server feeds the bytes a client writes to a pipe into [`Pipe::write`] and
 //! hands back what [`Pipe::read`] returns. Connection-oriented DCE/RPC (C706 chapter 12,
 //! [MS-RPCE]) with little-endian NDR 2.0 transfer syntax and no authentication.

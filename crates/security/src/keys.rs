@@ -2,17 +2,7 @@
 
 use crate::cipher::CipherId;
 use crate::kdf::smb3_kdf;
-
-/// SMB 2.0.2
-pub const DIALECT_202: u16 = 0x0202;
-/// SMB 2.1
-pub const DIALECT_210: u16 = 0x0210;
-/// SMB 3.0
-pub const DIALECT_300: u16 = 0x0300;
-/// SMB 3.0.2
-pub const DIALECT_302: u16 = 0x0302;
-/// SMB 3.1.1
-pub const DIALECT_311: u16 = 0x0311;
+use smbx_wire::Dialect;
 
 /// The keys of one session (or channel, for `signing`), server side.
 #[derive(Clone, PartialEq, Eq)]
@@ -48,20 +38,20 @@ fn key16(session_key: &[u8]) -> [u8; 16] {
 /// * 3.1.1: the 3.1.1 labels with `preauth_hash` as context (zeros if `None`). With a
 ///   256-bit cipher the encryption keys are 32 bytes, derived from the full session key.
 pub fn derive(
-    dialect: u16,
+    dialect: Dialect,
     session_key: &[u8],
     preauth_hash: Option<&[u8; 64]>,
     cipher: Option<CipherId>,
 ) -> SessionKeys {
     let sk = key16(session_key);
     match dialect {
-        DIALECT_300 | DIALECT_302 => SessionKeys {
+        Dialect::SMB3_0 | Dialect::SMB3_0_2 => SessionKeys {
             signing: smb3_kdf(&sk, b"SMB2AESCMAC\0", b"SmbSign\0", 128),
             decrypt_c2s: smb3_kdf(&sk, b"SMB2AESCCM\0", b"ServerIn \0", 128),
             encrypt_s2c: smb3_kdf(&sk, b"SMB2AESCCM\0", b"ServerOut\0", 128),
             application: smb3_kdf(&sk, b"SMB2APP\0", b"SmbRpc\0", 128),
         },
-        DIALECT_311 => {
+        Dialect::SMB3_1_1 => {
             let zero = [0u8; 64];
             let ctx: &[u8] = preauth_hash.map_or(&zero[..], |h| &h[..]);
             let (ekey, bits): (&[u8], u32) = match cipher {

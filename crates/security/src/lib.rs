@@ -1,5 +1,9 @@
 //! smbx-security: authentication and message protection for SMB2/3.
 //!
+//! Boundaries: owns authentication and message protection; imports only smbx-wire,
+//! never a transport, the server or the client, and does no socket I/O (Kerberos calls
+//! the system's GSSAPI library).
+//!
 //! * [`ntlm`]: NTLMSSP messages, NTLMv2 verification, session keys, MIC, and a client initiator.
 //! * [`spnego`]: the SPNEGO (RFC 4178 / MS-SPNG) DER tokens that wrap NTLMSSP.
 //! * [`auth`]: the server-side acceptor ([`auth::ServerAuth`]).

@@ -47,6 +47,22 @@ impl SigningAlgorithm {
         }
     }
 
+    /// The algorithm a dialect signs with: HMAC-SHA256 for 2.x, AES-CMAC for 3.0 and
+    /// 3.0.2, the negotiated one (AES-CMAC when none was) for 3.1.1 ([MS-SMB2]
+    /// 3.1.4.1).
+    pub fn for_dialect(
+        dialect: smbx_wire::Dialect,
+        negotiated: Option<SigningAlgorithm>,
+    ) -> SigningAlgorithm {
+        if !dialect.is_smb3() {
+            SigningAlgorithm::HmacSha256
+        } else if dialect.is_311() {
+            negotiated.unwrap_or(SigningAlgorithm::AesCmac)
+        } else {
+            SigningAlgorithm::AesCmac
+        }
+    }
+
     /// The name operators know it by (as Samba's smbstatus prints it).
     pub fn name(self) -> &'static str {
         match self {
@@ -207,4 +223,35 @@ fn gmac_nonce(msg: &[u8]) -> [u8; 12] {
     }
     n[8..].copy_from_slice(&tail.to_le_bytes());
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbx_wire::Dialect;
+
+    #[test]
+    fn algorithms_by_dialect() {
+        let gmac = Some(SigningAlgorithm::AesGmac);
+        assert_eq!(
+            SigningAlgorithm::for_dialect(Dialect::SMB2_0_2, None),
+            SigningAlgorithm::HmacSha256
+        );
+        assert_eq!(
+            SigningAlgorithm::for_dialect(Dialect::SMB2_1, gmac),
+            SigningAlgorithm::HmacSha256
+        );
+        assert_eq!(
+            SigningAlgorithm::for_dialect(Dialect::SMB3_0_2, gmac),
+            SigningAlgorithm::AesCmac
+        );
+        assert_eq!(
+            SigningAlgorithm::for_dialect(Dialect::SMB3_1_1, gmac),
+            SigningAlgorithm::AesGmac
+        );
+        assert_eq!(
+            SigningAlgorithm::for_dialect(Dialect::SMB3_1_1, None),
+            SigningAlgorithm::AesCmac
+        );
+    }
 }

@@ -6,11 +6,12 @@ mod common;
 use common::*;
 use smbx_security::cipher::{CipherId, Sealer};
 use smbx_security::kdf::smb3_kdf;
-use smbx_security::keys::{self, derive};
+use smbx_security::keys::derive;
 use smbx_security::preauth::PreauthHash;
 use smbx_security::signing::{aes_cmac, Signer, SigningAlgorithm};
 use smbx_security::transform::{self, NonceSource, TRANSFORM_HEADER_LEN};
 use smbx_security::CryptoError;
+use smbx_wire::Dialect;
 
 fn h(s: &str) -> String {
     s.to_ascii_lowercase()
@@ -24,7 +25,7 @@ fn preauth(s: &str) -> [u8; 64] {
 fn kdf_smb30_vectors() {
     // "SMB 2 and SMB 3 security in Windows 10" appendix, SMB 3.0 multichannel example.
     let sk = unhex("7CD451825D0450D235424E44BA6E78CC");
-    let k = derive(keys::DIALECT_300, &sk, None, None);
+    let k = derive(Dialect::SMB3_0, &sk, None, None);
     assert_eq!(
         hex::encode(&k.signing),
         h("0B7E9C5CAC36C0F6EA9AB275298CEDCE")
@@ -44,7 +45,7 @@ fn kdf_smb30_vectors() {
     );
     // second channel's signing key
     let k2 = derive(
-        keys::DIALECT_302,
+        Dialect::SMB3_0_2,
         &unhex("4E01A2B313BCF660CC250BEF021AEDE6"),
         None,
         None,
@@ -55,7 +56,7 @@ fn kdf_smb30_vectors() {
     );
     // "Encryption in SMB 3.0: a protocol perspective" example.
     let k3 = derive(
-        keys::DIALECT_300,
+        Dialect::SMB3_0,
         &unhex("B4546771B515F766A86735532DD6C4F0"),
         None,
         None,
@@ -88,7 +89,7 @@ fn kdf_smb311_vectors() {
     let sk = unhex(SESSION_KEY);
     let ctx = preauth(PREAUTH_FINAL);
     for c in [None, Some(CipherId::Aes128Gcm), Some(CipherId::Aes128Ccm)] {
-        let k = derive(keys::DIALECT_311, &sk, Some(&ctx), c);
+        let k = derive(Dialect::SMB3_1_1, &sk, Some(&ctx), c);
         assert_eq!(hex::encode(&k.signing), h(SIGNING_KEY_311));
         assert_eq!(hex::encode(&k.decrypt_c2s), h(ENCRYPTION_KEY_311));
         assert_eq!(hex::encode(&k.encrypt_s2c), h(DECRYPTION_KEY_311));
@@ -96,7 +97,7 @@ fn kdf_smb311_vectors() {
     }
     // 256-bit ciphers: 32-byte encryption keys (L = 256), signing key unchanged.
     let k = derive(
-        keys::DIALECT_311,
+        Dialect::SMB3_1_1,
         &sk,
         Some(&ctx),
         Some(CipherId::Aes256Gcm),
@@ -114,14 +115,14 @@ fn kdf_smb311_vectors() {
         "L is part of the input"
     );
     // A different preauth hash gives different keys.
-    let k0 = derive(keys::DIALECT_311, &sk, Some(&[0; 64]), None);
+    let k0 = derive(Dialect::SMB3_1_1, &sk, Some(&[0; 64]), None);
     assert_ne!(hex::encode(&k0.signing), h(SIGNING_KEY_311));
 }
 
 #[test]
 fn smb2_signing_key_is_session_key() {
     let sk = unhex(SESSION_KEY);
-    for d in [keys::DIALECT_202, keys::DIALECT_210] {
+    for d in [Dialect::SMB2_0_2, Dialect::SMB2_1] {
         let k = derive(d, &sk, None, None);
         assert_eq!(k.signing, sk);
         assert!(k.encrypt_s2c.is_empty() && k.decrypt_c2s.is_empty());
@@ -344,7 +345,7 @@ const CCM_SESSION_ID: u64 = 0x8e40014000011;
 #[test]
 fn ccm_transform_matches_windows_vector() {
     let keys = derive(
-        keys::DIALECT_300,
+        Dialect::SMB3_0,
         &unhex("B4546771B515F766A86735532DD6C4F0"),
         None,
         None,

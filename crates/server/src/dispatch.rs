@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
-use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
+use smbx_wire::Dialect;
 use smbx_wire::{smb1, Command, Header, NtStatus, HEADER_SIZE};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
@@ -76,7 +76,7 @@ pub(crate) async fn on_frame(
         return handlers::negotiate::smb1(conn, &frame).await;
     }
     let (plain, encrypted) = if proto == Some(&TRANSFORM_PROTOCOL_ID[..]) {
-        if conn.dialect() < DIALECT_300 {
+        if conn.dialect() < Dialect::SMB3_0 {
             return Flow::Disconnect("TRANSFORM before a 3.x dialect");
         }
         let unsealed = security::unseal(conn, &frame);
@@ -209,7 +209,7 @@ fn charge_credits(conn: &Connection, members: &[Member]) -> Result<(), &'static 
         if h.message_id == u64::MAX {
             return Err("MessageId 0xFFFFFFFFFFFFFFFF in a request");
         }
-        let charge = if dialect <= DIALECT_202 || dialect == DIALECT_WILDCARD {
+        let charge = if dialect <= Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD {
             1
         } else {
             h.credit_charge
@@ -362,11 +362,11 @@ async fn run_member(
     };
     let dialect = conn.dialect();
     if cmd == Command::Negotiate {
-        if dialect != 0 && dialect != DIALECT_WILDCARD {
+        if dialect != Dialect::NONE && dialect != Dialect::WILDCARD {
             info.disconnect = true;
             return (Err(NtStatus::INVALID_PARAMETER), info);
         }
-    } else if dialect == 0 || dialect == DIALECT_WILDCARD {
+    } else if dialect == Dialect::NONE || dialect == Dialect::WILDCARD {
         info.disconnect = true;
         return (Err(NtStatus::INVALID_PARAMETER), info);
     }
@@ -408,7 +408,7 @@ async fn run_member(
         info.tree_checked = Some(t.as_ref().map(|t| t.id));
         match t {
             Some(t) => {
-                if t.encrypt_data && !encrypted && dialect >= DIALECT_300 {
+                if t.encrypt_data && !encrypted && dialect >= Dialect::SMB3_0 {
                     return (Err(NtStatus::ACCESS_DENIED), info);
                 }
                 // Per-share mandatory signing (the signature itself was verified
@@ -518,7 +518,11 @@ fn check_session(
         }
         _ => {}
     }
-    if encrypt_data && !encrypted && cmd != Command::SessionSetup && conn.dialect() >= DIALECT_300 {
+    if encrypt_data
+        && !encrypted
+        && cmd != Command::SessionSetup
+        && conn.dialect() >= Dialect::SMB3_0
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if !encrypted {

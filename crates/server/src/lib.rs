@@ -1,5 +1,9 @@
 //! smbx-server: the SMB 2.0.2–3.1.1 file server core.
 //!
+//! Boundaries: owns the file server; imports wire, security, config, passdb, rpc, vfs
+//! and transport, never the client or bench. Inside, state/ never imports the handlers
+//! (tests/layering.rs).
+//!
 //! See `README.md` in this crate for the handler interface, how to go async, the
 //! state tables and how to add a command.
 //!

@@ -8,7 +8,7 @@ use futures_util::FutureExt;
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_wire::error::ErrorResponse;
 use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SERVER_TO_REDIR};
-use smbx_wire::negotiate::{DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
+use smbx_wire::Dialect;
 use smbx_wire::{Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
@@ -46,7 +46,7 @@ pub(crate) struct OutMember {
 
 fn credit_charge(conn: &Connection, hdr: &Header) -> u16 {
     let d = conn.dialect();
-    if d <= DIALECT_202 || d == DIALECT_WILDCARD {
+    if d <= Dialect::SMB2_0_2 || d == Dialect::WILDCARD {
         1
     } else {
         hdr.credit_charge.max(1)
@@ -132,7 +132,7 @@ pub(crate) fn build(
             .request(req.command, h.status, t.elapsed());
     }
     // Interim responses are signed only in 3.x.
-    let sign = sign && (completion.is_none() || conn.dialect() >= DIALECT_300);
+    let sign = sign && (completion.is_none() || conn.dialect() >= Dialect::SMB3_0);
     let bytes = if header_room && body.len() >= HEADER_SIZE {
         let mut w = Writer::with_capacity(HEADER_SIZE);
         h.encode(&mut w);
@@ -342,7 +342,7 @@ mod tests {
         let (tx, rx) = mpsc::channel(8);
         let a = "127.0.0.1:1".parse().unwrap();
         let c = Arc::new(Connection::new(1, state, a, a, tx));
-        c.negotiate.lock().dialect = 0x0311;
+        c.negotiate.lock().dialect = Dialect::SMB3_1_1;
         (c, rx)
     }
 

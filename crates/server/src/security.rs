@@ -9,7 +9,7 @@ use smbx_security::keys::SessionKeys;
 use smbx_security::preauth::PreauthHash;
 use smbx_security::signing::{Signer, SigningAlgorithm};
 use smbx_security::transform::{self, NonceSource, TRANSFORM_HEADER_LEN};
-use smbx_wire::negotiate::{DIALECT_300, DIALECT_302, DIALECT_311};
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use crate::conn::Connection;
@@ -99,26 +99,18 @@ impl SessionSecurity {
     }
 }
 
-/// The signing algorithm of a connection: HMAC-SHA256 for 2.x, AES-CMAC for 3.0/3.0.2,
-/// the negotiated one (default AES-CMAC) for 3.1.1.
-pub fn signing_algorithm(dialect: u16, negotiated: Option<u16>) -> SigningAlgorithm {
-    if dialect < DIALECT_300 {
-        SigningAlgorithm::HmacSha256
-    } else if dialect == DIALECT_311 {
-        negotiated
-            .and_then(SigningAlgorithm::from_wire)
-            .unwrap_or(SigningAlgorithm::AesCmac)
-    } else {
-        SigningAlgorithm::AesCmac
-    }
+/// The signing algorithm of a connection (see [`SigningAlgorithm::for_dialect`]);
+/// `negotiated` is the 3.1.1 SMB2_SIGNING_CAPABILITIES id chosen, if any.
+pub fn signing_algorithm(dialect: Dialect, negotiated: Option<u16>) -> SigningAlgorithm {
+    SigningAlgorithm::for_dialect(dialect, negotiated.and_then(SigningAlgorithm::from_wire))
 }
 
 /// The cipher of a connection, if encryption is possible on it.
 pub fn connection_cipher(conn: &Connection) -> Option<CipherId> {
     let n = conn.negotiate.lock();
     match n.dialect {
-        DIALECT_300 | DIALECT_302 if n.cipher != 0 => Some(CipherId::Aes128Ccm),
-        DIALECT_311 => CipherId::from_wire(n.cipher),
+        Dialect::SMB3_0 | Dialect::SMB3_0_2 if n.cipher != 0 => Some(CipherId::Aes128Ccm),
+        Dialect::SMB3_1_1 => CipherId::from_wire(n.cipher),
         _ => None,
     }
 }

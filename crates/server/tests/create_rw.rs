@@ -8,6 +8,7 @@ use common::*;
 use smbx_wire::close::{CloseRequest, CloseResponse, FlushRequest, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use smbx_wire::create::{ctx, encode_contexts, CreateRequestBuilder, CreateResponse};
 use smbx_wire::rw::{decode_write_response, ReadRequest, ReadResponse, WriteRequest};
+use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus, HEADER_SIZE};
 
 const ALL: u32 = 0x001F_01FF;
@@ -610,7 +611,7 @@ async fn ipc_pipes() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     c.session_setup("user", "pass").await;
     assert_eq!(c.tree_connect("IPC$").await.status(), NtStatus::SUCCESS);
     assert_eq!(
@@ -975,7 +976,7 @@ async fn guest_durable_open_is_bound_to_its_client() {
         async move {
             let mut c = Client::connect(addr).await;
             c.client_guid = [guid; 16];
-            c.negotiate(&[smbx_wire::negotiate::DIALECT_311]).await;
+            c.negotiate(&[smbx_wire::Dialect::SMB3_1_1]).await;
             assert_eq!(
                 c.session_setup("nobody-here", "x").await.status(),
                 NtStatus::SUCCESS

@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use smbx_wire::create::CreateRequestBuilder;
 use smbx_wire::ioctl::*;
+use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus, HEADER_SIZE};
 
 const ALL: u32 = 0x001F_01FF;
@@ -346,7 +347,7 @@ async fn pipe_transceive_on_ipc() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     assert_eq!(
         c.session_setup("user", "pass").await.status(),
         NtStatus::SUCCESS

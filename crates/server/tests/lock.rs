@@ -7,6 +7,7 @@ use common::*;
 use smbx_wire::lock::{
     LockElement, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY, LOCKFLAG_UNLOCK,
 };
+use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus};
 
 /// The FileId of a successful CREATE.
@@ -38,7 +39,7 @@ async fn logoff_completes_a_pending_lock() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
     for _ in 0..4 {
-        let mut c = connect_share_as(&srv, 0x311).await;
+        let mut c = connect_share_as(&srv, Dialect::SMB3_1_1).await;
         let h1 = fid(&c.request(Command::Create, &create_body("f", 0)).await);
         let h2 = fid(&c.request(Command::Create, &create_body("f", 0)).await);
         let r = c
@@ -105,7 +106,7 @@ async fn locks(c: &mut Client, h: smbx_wire::FileId, steps: &[(u32, u32)]) -> Ve
 async fn lock_sequence_replays_are_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect_share_as(&srv, 0x311).await;
+    let mut c = connect_share_as(&srv, Dialect::SMB3_1_1).await;
     let h = fid(&c.request(Command::Create, &create_body("seq", 0)).await);
     use NtStatus as S;
     // Bucket 0: no replay detection.
@@ -191,7 +192,7 @@ async fn lock_sequence_replays_are_ignored() {
 async fn smb202_has_no_lock_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
-    let mut c = connect_share_as(&srv, 0x202).await;
+    let mut c = connect_share_as(&srv, Dialect::SMB2_0_2).await;
     let h = fid(&c.request(Command::Create, &create_body("old", 0)).await);
     assert_eq!(
         locks(&mut c, h, &[(0x011, EXCL_NOW), (0x011, EXCL_NOW)]).await,

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use smbx_wire::negotiate::*;
+use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus};
 
 fn tmp() -> std::path::PathBuf {
@@ -14,11 +15,19 @@ fn tmp() -> std::path::PathBuf {
 async fn negotiate_311_with_contexts() {
     let srv = start(test_config(&tmp())).await;
     let mut c = Client::connect(srv.addr).await;
-    let (m, r) = c.negotiate(&[0x202, 0x210, 0x300, 0x302, 0x311]).await;
+    let (m, r) = c
+        .negotiate(&[
+            Dialect::SMB2_0_2,
+            Dialect::SMB2_1,
+            Dialect::SMB3_0,
+            Dialect::SMB3_0_2,
+            Dialect::SMB3_1_1,
+        ])
+        .await;
     assert_eq!(m.status(), NtStatus::SUCCESS);
     assert!(m.header.credits >= 1);
     let r = r.unwrap();
-    assert_eq!(r.dialect, DIALECT_311);
+    assert_eq!(r.dialect, Dialect::SMB3_1_1);
     assert_eq!(r.server_guid, srv.state.guid);
     assert!(r.capabilities & CAP_LARGE_MTU != 0);
     assert_eq!(r.capabilities & CAP_ENCRYPTION, 0);
@@ -40,12 +49,20 @@ async fn negotiate_311_with_contexts() {
 #[tokio::test]
 async fn negotiate_respects_max_protocol_and_300_encryption_cap() {
     let mut cfg = test_config(&tmp());
-    cfg.global.server_max_protocol = 0x0300;
+    cfg.global.server_max_protocol = Dialect::SMB3_0;
     let srv = start(cfg).await;
     let mut c = Client::connect(srv.addr).await;
-    let (_, r) = c.negotiate(&[0x202, 0x210, 0x300, 0x302, 0x311]).await;
+    let (_, r) = c
+        .negotiate(&[
+            Dialect::SMB2_0_2,
+            Dialect::SMB2_1,
+            Dialect::SMB3_0,
+            Dialect::SMB3_0_2,
+            Dialect::SMB3_1_1,
+        ])
+        .await;
     let r = r.unwrap();
-    assert_eq!(r.dialect, DIALECT_300);
+    assert_eq!(r.dialect, Dialect::SMB3_0);
     assert!(r.capabilities & CAP_ENCRYPTION != 0);
     assert!(r.contexts.is_empty());
 }
@@ -53,10 +70,10 @@ async fn negotiate_respects_max_protocol_and_300_encryption_cap() {
 #[tokio::test]
 async fn negotiate_without_common_dialect_fails() {
     let mut cfg = test_config(&tmp());
-    cfg.global.server_min_protocol = 0x0300;
+    cfg.global.server_min_protocol = Dialect::SMB3_0;
     let srv = start(cfg).await;
     let mut c = Client::connect(srv.addr).await;
-    let (m, _) = c.negotiate(&[0x202, 0x210]).await;
+    let (m, _) = c.negotiate(&[Dialect::SMB2_0_2, Dialect::SMB2_1]).await;
     assert_eq!(m.status(), NtStatus::NOT_SUPPORTED);
 }
 
@@ -65,7 +82,7 @@ async fn negotiate_311_without_preauth_is_invalid() {
     let srv = start(test_config(&tmp())).await;
     let mut c = Client::connect(srv.addr).await;
     let req = NegotiateRequest {
-        dialects: vec![0x311],
+        dialects: vec![Dialect::SMB3_1_1],
         contexts: vec![NegotiateContext::Encryption { ciphers: vec![2] }],
         ..Default::default()
     };
@@ -96,11 +113,13 @@ async fn smb1_negotiate_upgrades_to_wildcard_then_smb2() {
         .await;
     let m = c.recv().await.unwrap().remove(0);
     let r = NegotiateResponse::decode(&m.bytes).unwrap();
-    assert_eq!(r.dialect, DIALECT_WILDCARD);
+    assert_eq!(r.dialect, Dialect::WILDCARD);
     assert_eq!(m.header.message_id, 0);
     c.next_message_id = 1;
-    let (_, r) = c.negotiate(&[0x202, 0x210, 0x300]).await;
-    assert_eq!(r.unwrap().dialect, DIALECT_300);
+    let (_, r) = c
+        .negotiate(&[Dialect::SMB2_0_2, Dialect::SMB2_1, Dialect::SMB3_0])
+        .await;
+    assert_eq!(r.unwrap().dialect, Dialect::SMB3_0);
 }
 
 #[tokio::test]
@@ -111,7 +130,7 @@ async fn smb1_negotiate_202_only() {
         .await;
     let m = c.recv().await.unwrap().remove(0);
     let r = NegotiateResponse::decode(&m.bytes).unwrap();
-    assert_eq!(r.dialect, DIALECT_202);
+    assert_eq!(r.dialect, Dialect::SMB2_0_2);
     assert_eq!(r.max_read_size, 65536);
 }
 
@@ -127,7 +146,7 @@ async fn smb1_only_client_is_dropped() {
 async fn echo_and_credit_window() {
     let srv = start(test_config(&tmp())).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     let m = c.request(Command::Echo, &[4, 0, 0, 0]).await;
     assert_eq!(m.status(), NtStatus::SUCCESS);
     assert_eq!(m.body(), &[4, 0, 0, 0]);
@@ -142,7 +161,7 @@ async fn echo_and_credit_window() {
 async fn commands_need_a_session_and_garbage_is_survived() {
     let srv = start(test_config(&tmp())).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     let m = c
         .request(Command::TreeConnect, &[9, 0, 0, 0, 0, 0, 0, 0, 0])
         .await;
@@ -164,7 +183,7 @@ async fn commands_need_a_session_and_garbage_is_survived() {
     c.stream.write_all(&[1, 0, 0, 0]).await.unwrap();
     assert!(c.recv_frame().await.is_none());
     let mut c2 = Client::connect(srv.addr).await;
-    let (m, _) = c2.negotiate(&[0x202]).await;
+    let (m, _) = c2.negotiate(&[Dialect::SMB2_0_2]).await;
     assert_eq!(m.status(), NtStatus::SUCCESS);
 }
 
@@ -176,7 +195,10 @@ async fn max_connections_refuses_and_frees_slots() {
     cfg.global.max_connections = 1;
     let srv = start(cfg).await;
     let mut a = Client::connect(srv.addr).await;
-    assert_eq!(a.negotiate(&[0x311]).await.0.status(), NtStatus::SUCCESS);
+    assert_eq!(
+        a.negotiate(&[Dialect::SMB3_1_1]).await.0.status(),
+        NtStatus::SUCCESS
+    );
     let mut b = Client::connect(srv.addr).await;
     assert!(b.recv_frame().await.is_none(), "second connection refused");
     drop(a);
@@ -184,7 +206,7 @@ async fn max_connections_refuses_and_frees_slots() {
         let mut c = Client::connect(srv.addr).await;
         let h = c.header(Command::Negotiate);
         let req = NegotiateRequest {
-            dialects: vec![0x302],
+            dialects: vec![Dialect::SMB3_0_2],
             ..Default::default()
         };
         c.send_raw(&Client::message(&h, &req.encode())).await;

@@ -5,6 +5,7 @@ mod common;
 use common::*;
 use smbx_wire::session::*;
 use smbx_wire::tree::*;
+use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus};
 
 fn cfg() -> smbx_config::Config {
@@ -14,22 +15,22 @@ fn cfg() -> smbx_config::Config {
 #[tokio::test]
 async fn ntlm_logon_signing_tree_connect_logoff_all_dialects() {
     let srv = start(cfg()).await;
-    for d in [0x202u16, 0x210, 0x300, 0x302, 0x311] {
+    for d in Dialect::ALL {
         let mut c = Client::connect(srv.addr).await;
         c.negotiate(&[d]).await;
         let r = c.session_setup("user", "pass").await;
-        assert_eq!(r.status(), NtStatus::SUCCESS, "dialect {d:x}");
+        assert_eq!(r.status(), NtStatus::SUCCESS, "dialect {d}");
         let flags = SessionSetupResponse::decode(&r.bytes)
             .unwrap()
             .session_flags;
         assert_eq!(flags, 0);
-        if d >= 0x300 {
+        if d.is_smb3() {
             // The final response is signed, with the key the client derived.
-            assert!(r.header.is_signed(), "dialect {d:x}");
-            assert!(c.signer.as_ref().unwrap().verify(&r.bytes), "dialect {d:x}");
+            assert!(r.header.is_signed(), "dialect {d}");
+            assert!(c.signer.as_ref().unwrap().verify(&r.bytes), "dialect {d}");
         }
         let t = c.tree_connect("share").await;
-        assert_eq!(t.status(), NtStatus::SUCCESS, "dialect {d:x}");
+        assert_eq!(t.status(), NtStatus::SUCCESS, "dialect {d}");
         assert!(t.header.is_signed());
         assert!(c.signer.as_ref().unwrap().verify(&t.bytes));
         let tr = TreeConnectResponse::decode(&t.bytes).unwrap();
@@ -47,7 +48,7 @@ async fn ntlm_logon_signing_tree_connect_logoff_all_dialects() {
         m2[60] = 0xAA;
         c.send_raw(&m2).await;
         let r = c.recv().await.unwrap().remove(0);
-        assert_eq!(r.status(), NtStatus::ACCESS_DENIED, "dialect {d:x}");
+        assert_eq!(r.status(), NtStatus::ACCESS_DENIED, "dialect {d}");
         let r = c
             .request_signed(
                 Command::TreeConnect,
@@ -79,7 +80,7 @@ async fn ntlm_logon_signing_tree_connect_logoff_all_dialects() {
 async fn wrong_password_and_guest_mapping() {
     let srv = start(cfg()).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     let r = c.session_setup("user", "wrong").await;
     assert_eq!(r.status(), NtStatus::LOGON_FAILURE);
     assert!(srv.state.sessions.is_empty());
@@ -89,7 +90,7 @@ async fn wrong_password_and_guest_mapping() {
     g.shares[0].guest_ok = true;
     let srv = start(g).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     let r = c.session_setup("nobody-here", "x").await;
     assert_eq!(r.status(), NtStatus::SUCCESS);
     let flags = SessionSetupResponse::decode(&r.bytes)
@@ -104,7 +105,7 @@ async fn wrong_password_and_guest_mapping() {
 async fn anonymous_reaches_ipc_only() {
     let srv = start(cfg()).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     let r = c.session_setup("", "").await;
     assert_eq!(r.status(), NtStatus::SUCCESS);
     let flags = SessionSetupResponse::decode(&r.bytes)
@@ -129,7 +130,7 @@ async fn mandatory_signing_refuses_unsigned_requests() {
     g.global.server_signing = smbx_config::SigningSetting::Mandatory;
     let srv = start(g).await;
     let mut c = Client::connect(srv.addr).await;
-    let (_, n) = c.negotiate(&[0x311]).await;
+    let (_, n) = c.negotiate(&[Dialect::SMB3_1_1]).await;
     assert_eq!(n.unwrap().security_mode & 2, 2);
     assert_eq!(
         c.session_setup("user", "pass").await.status(),
@@ -148,7 +149,7 @@ async fn encryption_required_share_refuses_plain_clients() {
     g.shares[0].smb_encrypt = Some(smbx_config::EncryptSetting::Required);
     let srv = start(g).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x210]).await;
+    c.negotiate(&[Dialect::SMB2_1]).await;
     assert_eq!(
         c.session_setup("user", "pass").await.status(),
         NtStatus::SUCCESS
@@ -159,7 +160,7 @@ async fn encryption_required_share_refuses_plain_clients() {
     );
     // A 3.1.1 client that can encrypt gets the share flagged ENCRYPT_DATA.
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     assert_eq!(
         c.session_setup("user", "pass").await.status(),
         NtStatus::SUCCESS
@@ -196,7 +197,7 @@ async fn wait_sessions(srv: &TestServer, n: usize) {
 async fn multichannel_binding() {
     let srv = start(cfg()).await;
     let mut c1 = Client::connect(srv.addr).await;
-    c1.negotiate(&[0x311]).await;
+    c1.negotiate(&[Dialect::SMB3_1_1]).await;
     assert_eq!(
         c1.session_setup("user", "pass").await.status(),
         NtStatus::SUCCESS
@@ -208,7 +209,7 @@ async fn multichannel_binding() {
     // Refusals: no SessionId, an unsigned bind, a connection whose signing
     // algorithm is not the (GMAC) session's.
     let mut c2 = Client::connect(srv.addr).await;
-    c2.negotiate(&[0x311]).await;
+    c2.negotiate(&[Dialect::SMB3_1_1]).await;
     let bind = SessionSetupRequest {
         flags: SESSION_FLAG_BINDING,
         security_buffer: vec![1],
@@ -220,7 +221,7 @@ async fn multichannel_binding() {
     let r = c2.request(Command::SessionSetup, &bind.encode()).await;
     assert_eq!(r.status(), NtStatus::INVALID_PARAMETER);
     let mut old = Client::connect(srv.addr).await;
-    old.negotiate(&[0x210]).await;
+    old.negotiate(&[Dialect::SMB2_1]).await;
     old.session_id = sid;
     old.signer = Some(signer_of(&c1));
     let r = old
@@ -273,7 +274,7 @@ async fn multichannel_binding() {
 async fn binding_needs_the_same_user() {
     let srv = start_with_users(cfg(), &[("user", "pass"), ("other", "word")]).await;
     let mut c1 = Client::connect(srv.addr).await;
-    c1.negotiate(&[0x302]).await;
+    c1.negotiate(&[Dialect::SMB3_0_2]).await;
     assert_eq!(
         c1.session_setup("user", "pass").await.status(),
         NtStatus::SUCCESS
@@ -282,11 +283,11 @@ async fn binding_needs_the_same_user() {
     let signer = signer_of(&c1);
     // SMB 2.x has no multichannel.
     let mut old = Client::connect(srv.addr).await;
-    old.negotiate(&[0x210]).await;
+    old.negotiate(&[Dialect::SMB2_1]).await;
     let r = old.bind_session(sid, &signer, "user", "pass").await;
     assert_eq!(r.status(), NtStatus::REQUEST_NOT_ACCEPTED);
     let mut c2 = Client::connect(srv.addr).await;
-    c2.negotiate(&[0x302]).await;
+    c2.negotiate(&[Dialect::SMB3_0_2]).await;
     let r = c2.bind_session(sid, &signer, "other", "word").await;
     assert_eq!(r.status(), NtStatus::ACCESS_DENIED);
     let r = c2.bind_session(sid, &signer, "user", "wrong").await;
@@ -313,7 +314,7 @@ async fn binding_needs_the_same_user() {
 async fn reauthentication_keeps_the_session() {
     let srv = start(cfg()).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x302]).await;
+    c.negotiate(&[Dialect::SMB3_0_2]).await;
     assert_eq!(
         c.session_setup("user", "pass").await.status(),
         NtStatus::SUCCESS
@@ -342,7 +343,7 @@ async fn unauthenticated_connections_time_out() {
     g.global.unauthenticated_timeout_secs = 1;
     let srv = start(g).await;
     let mut c = Client::connect(srv.addr).await;
-    c.negotiate(&[0x311]).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
     // No SESSION_SETUP: the server drops the connection.
     assert!(c.recv_frame().await.is_none());
 }

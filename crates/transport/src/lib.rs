@@ -1,5 +1,9 @@
 //! SMB message transports for the server and the client.
 //!
+//! Boundaries: owns moving whole SMB2 messages (Direct TCP, SMB Direct) and the host's
+//! interface list; imports smbx-wire, smbx-direct and smbx-rdma, never the server or
+//! the client, which both build on it.
+//!
 //! Direct TCP (a 4-byte length prefix per message) is read by one
 //! [`tcp::FrameReader`] on both sides. This crate also holds SMB Direct as one
 //! object-safe interface, [`DirectLink`]: whole SMB2 messages in and out

@@ -1,5 +1,9 @@
 //! smbx-vfs: the storage interface of the smbx server and its local POSIX backend.
 //!
+//! Boundaries: owns every storage system call (paths, data, xattrs, ACL blobs, change
+//! watching, kernel copies); imports only smbx-wire, never the server, so the server
+//! reaches storage only through it.
+//!
 //! A [`Share`] serves one local directory. Every path-taking operation resolves names
 //! with `openat2(2)` relative to a directory descriptor of the share root opened once
 //! at [`Share::open`], with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`: no `..`, absolute

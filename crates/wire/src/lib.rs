@@ -1,6 +1,10 @@
 //! SMB2/3 wire formats: PDUs, FSCC information classes, NTSTATUS codes, negotiate and
 //! create contexts. Bytes in, typed values out, and back; no I/O.
 //!
+//! Boundaries: owns the SMB2/3 vocabulary (dialects, FileIds, access masks, statuses)
+//! and the PDUs; imports no other smbx crate and does no I/O: everything else builds on
+//! it.
+//!
 //! Every decoder checks every length and offset against its buffer and returns
 //! [`WireError`] instead of panicking.
 
@@ -13,6 +17,7 @@ pub mod close;
 pub mod codec;
 pub mod create;
 pub mod create_options;
+pub mod dialect;
 pub mod error;
 pub mod file_id;
 mod flags;
@@ -39,6 +44,7 @@ pub mod tree;
 pub use access::{AccessMask, ShareAccess};
 pub use codec::{Reader, WireError, Writer};
 pub use create_options::{CreateDisposition, CreateOptions};
+pub use dialect::Dialect;
 pub use file_id::FileId;
 pub use fscc::attributes::FileAttributes;
 pub use header::{Command, Header, HEADER_SIZE};

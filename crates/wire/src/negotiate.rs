@@ -7,31 +7,7 @@
 
 use crate::codec::{slice_at, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
-
-/// SMB 2.0.2.
-pub const DIALECT_202: u16 = 0x0202;
-/// SMB 2.1.
-pub const DIALECT_210: u16 = 0x0210;
-/// SMB 3.0.
-pub const DIALECT_300: u16 = 0x0300;
-/// SMB 3.0.2.
-pub const DIALECT_302: u16 = 0x0302;
-/// SMB 3.1.1.
-pub const DIALECT_311: u16 = 0x0311;
-/// The SMB2 wildcard revision answered to an SMB1 negotiate offering "SMB 2.???".
-pub const DIALECT_WILDCARD: u16 = 0x02FF;
-
-/// A dialect's conventional name, e.g. "3.1.1" ("unknown" for anything else).
-pub fn dialect_name(d: u16) -> &'static str {
-    match d {
-        DIALECT_202 => "2.0.2",
-        DIALECT_210 => "2.1",
-        DIALECT_300 => "3.0",
-        DIALECT_302 => "3.0.2",
-        DIALECT_311 => "3.1.1",
-        _ => "unknown",
-    }
-}
+use crate::Dialect;
 
 /// Security mode: signing enabled.
 pub const SECURITY_SIGNING_ENABLED: u16 = 0x0001;
@@ -328,7 +304,7 @@ pub struct NegotiateRequest {
     /// ClientGuid.
     pub client_guid: [u8; 16],
     /// Dialects offered.
-    pub dialects: Vec<u16>,
+    pub dialects: Vec<Dialect>,
     /// Negotiate contexts (only when 3.1.1 is offered).
     pub contexts: Vec<NegotiateContext>,
 }
@@ -355,10 +331,10 @@ impl NegotiateRequest {
         let ctx_offset = r.u32()? as usize;
         let ctx_count = r.u16()? as usize;
         r.u16()?;
-        let dialects: Vec<u16> = (0..dialect_count)
-            .map(|_| r.u16())
+        let dialects: Vec<Dialect> = (0..dialect_count)
+            .map(|_| r.u16().map(Dialect::from_u16))
             .collect::<Result<_, _>>()?;
-        let contexts = if dialects.contains(&DIALECT_311) && ctx_count > 0 {
+        let contexts = if dialects.contains(&Dialect::SMB3_1_1) && ctx_count > 0 {
             decode_contexts(msg, ctx_offset, ctx_count)?
         } else {
             Vec::new()
@@ -384,7 +360,7 @@ impl NegotiateRequest {
         let off_pos = w.len();
         w.u32(0).u16(self.contexts.len() as u16).u16(0);
         for d in &self.dialects {
-            w.u16(*d);
+            w.u16(d.as_u16());
         }
         if !self.contexts.is_empty() {
             w.align(8);
@@ -402,7 +378,7 @@ pub struct NegotiateResponse {
     /// SecurityMode.
     pub security_mode: u16,
     /// DialectRevision.
-    pub dialect: u16,
+    pub dialect: Dialect,
     /// ServerGuid.
     pub server_guid: [u8; 16],
     /// Capabilities.
@@ -430,8 +406,8 @@ impl NegotiateResponse {
         let sec_off = HEADER_SIZE + 64;
         w.u16(65)
             .u16(self.security_mode)
-            .u16(self.dialect)
-            .u16(if self.dialect == DIALECT_311 {
+            .u16(self.dialect.as_u16())
+            .u16(if self.dialect.is_311() {
                 self.contexts.len() as u16
             } else {
                 0
@@ -452,7 +428,7 @@ impl NegotiateResponse {
         let ctx_off_pos = w.len();
         w.u32(0);
         w.bytes(&self.security_buffer);
-        if self.dialect == DIALECT_311 && !self.contexts.is_empty() {
+        if self.dialect.is_311() && !self.contexts.is_empty() {
             w.align(8);
             w.patch_u32(ctx_off_pos, (HEADER_SIZE + w.len()) as u32);
             encode_contexts(&mut w, &self.contexts);
@@ -473,7 +449,7 @@ impl NegotiateResponse {
             return Err(WireError::Invalid("negotiate response StructureSize"));
         }
         let security_mode = r.u16()?;
-        let dialect = r.u16()?;
+        let dialect = Dialect::from_u16(r.u16()?);
         let ctx_count = r.u16()? as usize;
         let server_guid = r.guid()?;
         let capabilities = r.u32()?;
@@ -490,7 +466,7 @@ impl NegotiateResponse {
         } else {
             slice_at(msg, sec_off, sec_len)?.to_vec()
         };
-        let contexts = if dialect == DIALECT_311 && ctx_count > 0 {
+        let contexts = if dialect.is_311() && ctx_count > 0 {
             decode_contexts(msg, ctx_off, ctx_count)?
         } else {
             Vec::new()
@@ -533,7 +509,7 @@ mod tests {
             security_mode: 1,
             capabilities: 0x7f,
             client_guid: [3; 16],
-            dialects: vec![0x202, 0x210, 0x300, 0x302, 0x311],
+            dialects: Dialect::ALL.to_vec(),
             contexts: vec![
                 NegotiateContext::PreauthIntegrity {
                     hash_algorithms: vec![HASH_SHA512],
@@ -560,7 +536,7 @@ mod tests {
     fn response_round_trip() {
         let resp = NegotiateResponse {
             security_mode: 1,
-            dialect: DIALECT_311,
+            dialect: Dialect::SMB3_1_1,
             server_guid: [9; 16],
             capabilities: CAP_LARGE_MTU,
             max_transact_size: 1 << 23,
@@ -581,7 +557,7 @@ mod tests {
     #[test]
     fn hostile_offsets_are_errors() {
         let req = NegotiateRequest {
-            dialects: vec![0x311],
+            dialects: vec![Dialect::SMB3_1_1],
             contexts: vec![NegotiateContext::Encryption { ciphers: vec![1] }],
             ..Default::default()
         };

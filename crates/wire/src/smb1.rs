@@ -3,7 +3,7 @@
 
 use crate::codec::{Reader, WireError};
 use crate::header::SMB1_PROTOCOL_ID;
-use crate::negotiate::{DIALECT_202, DIALECT_WILDCARD};
+use crate::Dialect;
 
 /// SMB1 command code for NEGOTIATE.
 pub const SMB1_COM_NEGOTIATE: u8 = 0x72;
@@ -52,13 +52,16 @@ pub fn parse_negotiate(msg: &[u8]) -> Result<Vec<String>, WireError> {
 /// The SMB2 dialect revision to answer an SMB1 negotiate with: the wildcard 0x02FF
 /// when "SMB 2.???" is offered and the server supports 2.1 or later, 0x0202 when
 /// "SMB 2.002" is offered and allowed, otherwise `None` (SMB1 only: refuse).
-pub fn smb2_answer(dialects: &[String], min: u16, max: u16) -> Option<u16> {
+pub fn smb2_answer(dialects: &[String], min: Dialect, max: Dialect) -> Option<Dialect> {
     let has = |s: &str| dialects.iter().any(|d| d == s);
-    if has("SMB 2.???") && max >= 0x0210 {
-        return Some(DIALECT_WILDCARD);
+    if has("SMB 2.???") && max >= Dialect::SMB2_1 {
+        return Some(Dialect::WILDCARD);
     }
-    if (has("SMB 2.002") || has("SMB 2.???")) && min <= DIALECT_202 && max >= DIALECT_202 {
-        return Some(DIALECT_202);
+    if (has("SMB 2.002") || has("SMB 2.???"))
+        && min <= Dialect::SMB2_0_2
+        && max >= Dialect::SMB2_0_2
+    {
+        return Some(Dialect::SMB2_0_2);
     }
     None
 }
@@ -90,13 +93,22 @@ mod tests {
         assert!(is_smb1(&m));
         let d = parse_negotiate(&m).unwrap();
         assert_eq!(d.len(), 3);
-        assert_eq!(smb2_answer(&d, 0x202, 0x311), Some(DIALECT_WILDCARD));
-        assert_eq!(smb2_answer(&d, 0x202, 0x202), Some(DIALECT_202));
+        assert_eq!(
+            smb2_answer(&d, Dialect::SMB2_0_2, Dialect::SMB3_1_1),
+            Some(Dialect::WILDCARD)
+        );
+        assert_eq!(
+            smb2_answer(&d, Dialect::SMB2_0_2, Dialect::SMB2_0_2),
+            Some(Dialect::SMB2_0_2)
+        );
         let d = parse_negotiate(&smb1_negotiate(&["NT LM 0.12", "SMB 2.002"])).unwrap();
-        assert_eq!(smb2_answer(&d, 0x202, 0x311), Some(DIALECT_202));
-        assert_eq!(smb2_answer(&d, 0x300, 0x311), None);
+        assert_eq!(
+            smb2_answer(&d, Dialect::SMB2_0_2, Dialect::SMB3_1_1),
+            Some(Dialect::SMB2_0_2)
+        );
+        assert_eq!(smb2_answer(&d, Dialect::SMB3_0, Dialect::SMB3_1_1), None);
         let d = parse_negotiate(&smb1_negotiate(&["NT LM 0.12"])).unwrap();
-        assert_eq!(smb2_answer(&d, 0x202, 0x311), None);
+        assert_eq!(smb2_answer(&d, Dialect::SMB2_0_2, Dialect::SMB3_1_1), None);
     }
 
     #[test]

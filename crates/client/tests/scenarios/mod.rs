@@ -2,11 +2,11 @@
 //! the file operations, many requests in flight. `start(extra_global)` starts the server.
 
 use super::common::{random_bytes, sha256, Server, PASSWORD, USER};
-use smbx_client::options::dialect_name;
 use smbx_client::{
     CipherId, Client, ClientOptions, Encryption, Error, NtStatus, OpenOptions, Signing,
-    SigningAlgorithm, ALL_DIALECTS,
+    SigningAlgorithm,
 };
+use smbx_wire::Dialect;
 
 const MIB: usize = 1024 * 1024;
 
@@ -50,7 +50,7 @@ async fn round_trip(server: &Server, opts: ClientOptions, share: &str, size: usi
 
 pub async fn every_dialect_with_signing_required(start: fn(&str) -> Server) {
     let server = start("    server signing = mandatory");
-    for d in ALL_DIALECTS {
+    for d in Dialect::ALL {
         let opts = ClientOptions::default()
             .with_dialect(d)
             .with_signing(Signing::Required);
@@ -58,14 +58,14 @@ pub async fn every_dialect_with_signing_required(start: fn(&str) -> Server) {
         assert_eq!(client.dialect(), d);
         assert!(client.negotiated().server_requires_signing());
         let s = client.login(USER, PASSWORD, "").await.unwrap();
-        assert!(s.is_signed(), "{}: session not signed", dialect_name(d));
+        assert!(s.is_signed(), "{}: session not signed", d.name());
         s.echo().await.unwrap();
         round_trip(
             &server,
             opts,
             "share",
             3 * MIB + 12345,
-            &format!("signed {}", dialect_name(d)),
+            &format!("signed {}", d.name()),
         )
         .await;
     }
@@ -79,7 +79,7 @@ pub async fn every_311_signing_algorithm(start: fn(&str) -> Server) {
         SigningAlgorithm::HmacSha256,
     ] {
         let opts = ClientOptions::default()
-            .with_dialect(0x0311)
+            .with_dialect(Dialect::SMB3_1_1)
             .with_signing(Signing::Required)
             .with_signing_algorithms(&[alg]);
         let c = Client::connect(&server.addr(), opts.clone()).await.unwrap();
@@ -91,7 +91,7 @@ pub async fn every_311_signing_algorithm(start: fn(&str) -> Server) {
 pub async fn every_cipher_client_requested(start: fn(&str) -> Server) {
     let server = start("");
     // 3.0 and 3.0.2: AES-128-CCM only.
-    for d in [0x0300, 0x0302] {
+    for d in [Dialect::SMB3_0, Dialect::SMB3_0_2] {
         let opts = ClientOptions::default()
             .with_dialect(d)
             .with_encryption(Encryption::Required);
@@ -104,7 +104,7 @@ pub async fn every_cipher_client_requested(start: fn(&str) -> Server) {
             opts,
             "share",
             2 * MIB,
-            &format!("sealed {}", dialect_name(d)),
+            &format!("sealed {}", d.name()),
         )
         .await;
     }
@@ -115,7 +115,7 @@ pub async fn every_cipher_client_requested(start: fn(&str) -> Server) {
         CipherId::Aes256Gcm,
     ] {
         let opts = ClientOptions::default()
-            .with_dialect(0x0311)
+            .with_dialect(Dialect::SMB3_1_1)
             .with_encryption(Encryption::Required)
             .with_ciphers(&[cipher]);
         let c = Client::connect(&server.addr(), opts.clone()).await.unwrap();
@@ -133,7 +133,7 @@ pub async fn every_cipher_client_requested(start: fn(&str) -> Server) {
 
 pub async fn share_that_requires_encryption(start: fn(&str) -> Server) {
     let server = start("");
-    for d in [0x0300, 0x0302, 0x0311] {
+    for d in [Dialect::SMB3_0, Dialect::SMB3_0_2, Dialect::SMB3_1_1] {
         let opts = ClientOptions::default().with_dialect(d);
         let c = Client::connect(&server.addr(), opts.clone()).await.unwrap();
         let s = c.login(USER, PASSWORD, "").await.unwrap();
@@ -142,21 +142,21 @@ pub async fn share_that_requires_encryption(start: fn(&str) -> Server) {
         assert!(
             t.is_encrypted(),
             "{}: share did not ask for encryption",
-            dialect_name(d)
+            d.name()
         );
         round_trip(
             &server,
             opts,
             "secret",
             MIB,
-            &format!("secret {}", dialect_name(d)),
+            &format!("secret {}", d.name()),
         )
         .await;
     }
     // SMB 2.x cannot encrypt: Samba refuses the share.
     let c = Client::connect(
         &server.addr(),
-        ClientOptions::default().with_dialect(0x0210),
+        ClientOptions::default().with_dialect(Dialect::SMB2_1),
     )
     .await
     .unwrap();
@@ -170,7 +170,7 @@ pub async fn file_operations_and_errors(start: fn(&str) -> Server) {
     let c = Client::connect(&server.addr(), ClientOptions::default())
         .await
         .unwrap();
-    assert_eq!(c.dialect(), 0x0311);
+    assert_eq!(c.dialect(), Dialect::SMB3_1_1);
     c.echo().await.unwrap();
     // Wrong password: a typed error that prints the status name.
     let e = c.login(USER, "wrong", "").await.unwrap_err();
@@ -410,7 +410,7 @@ pub async fn reconnect_after_drop(start: fn(&str) -> Server) {
 /// 64 MiB round trip per dialect, signed and sealed (SHA-256 compared).
 pub async fn big_round_trip(start: fn(&str) -> Server) {
     let server = start("    server signing = mandatory");
-    for d in ALL_DIALECTS {
+    for d in Dialect::ALL {
         let opts = ClientOptions::default()
             .with_dialect(d)
             .with_signing(Signing::Required);
@@ -419,7 +419,7 @@ pub async fn big_round_trip(start: fn(&str) -> Server) {
             opts,
             "share",
             64 * MIB,
-            &format!("big signed {}", dialect_name(d)),
+            &format!("big signed {}", d.name()),
         )
         .await;
     }

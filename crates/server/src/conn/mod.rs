@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smbx_wire::Dialect;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::credits::CreditWindow;
@@ -22,7 +23,7 @@ use crate::state::ServerState;
 #[derive(Debug, Clone, Default)]
 pub struct NegotiateState {
     /// The dialect; 0 before NEGOTIATE, 0x02FF after an SMB1 wildcard answer.
-    pub dialect: u16,
+    pub dialect: Dialect,
     /// Client's Capabilities.
     pub client_capabilities: u32,
     /// Client's ClientGuid.
@@ -30,7 +31,7 @@ pub struct NegotiateState {
     /// Client's SecurityMode.
     pub client_security_mode: u16,
     /// Dialects the client offered.
-    pub client_dialects: Vec<u16>,
+    pub client_dialects: Vec<Dialect>,
     /// Capabilities the server answered.
     pub server_capabilities: u32,
     /// SecurityMode the server answered.
@@ -204,7 +205,7 @@ impl Connection {
     }
 
     /// The negotiated dialect (0 before NEGOTIATE).
-    pub fn dialect(&self) -> u16 {
+    pub fn dialect(&self) -> Dialect {
         self.negotiate.lock().dialect
     }
 

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use smbx_security::cipher::CipherId;
-use smbx_wire::negotiate::dialect_name;
 use smbx_wire::oplock::{
     LEASE_FLAG_BREAK_IN_PROGRESS, LEASE_HANDLE, LEASE_READ, LEASE_WRITE, OPLOCK_LEVEL_BATCH,
     OPLOCK_LEVEL_EXCLUSIVE, OPLOCK_LEVEL_II,
@@ -372,7 +371,7 @@ fn session_row(server: &ServerState, s: &Session) -> Option<SessionStatus> {
             .first()
             .map(|c| c.client.clone())
             .unwrap_or_default(),
-        dialect: dialect_name(s.dialect).into(),
+        dialect: s.dialect.name().into(),
         signing,
         encryption,
         channels,

@@ -11,6 +11,7 @@ use smbx_wire::create::{
 };
 use smbx_wire::oplock::{LeaseState, OplockLevel};
 use smbx_wire::security_descriptor::SecurityDescriptor;
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 use smbx_wire::{AccessMask, CreateDisposition, CreateOptions, FileAttributes, ShareAccess};
 
@@ -163,9 +164,12 @@ pub const DURABLE_DEFAULT_TIMEOUT_MS: u32 = 60_000;
 /// Longest durable handle timeout granted (ms; as Windows: 300 s).
 pub const DURABLE_MAX_TIMEOUT_MS: u32 = 300_000;
 
-fn scan_contexts<'a>(list: &[CreateContext<'a>], dialect: u16) -> Result<Contexts<'a>, NtStatus> {
+fn scan_contexts<'a>(
+    list: &[CreateContext<'a>],
+    dialect: Dialect,
+) -> Result<Contexts<'a>, NtStatus> {
     let mut c = Contexts::default();
-    let v2_ok = dialect >= smbx_wire::negotiate::DIALECT_300;
+    let v2_ok = dialect >= Dialect::SMB3_0;
     let (mut dhnc, mut dh2c) = (false, false);
     for x in list {
         match x.name {
@@ -319,14 +323,14 @@ fn oplock_request(ctx: &Ctx<'_>, level: u8, lease: Option<&[u8]>) -> oplock::Opl
             lease: None,
         };
     }
-    let lease = if ctx.dialect() >= smbx_wire::negotiate::DIALECT_210 {
+    let lease = if ctx.dialect() >= Dialect::SMB2_1 {
         lease.and_then(|d| smbx_wire::oplock::decode_lease_request(d).ok())
     } else {
         None
     };
     match lease {
         Some(mut l) => {
-            if ctx.dialect() < smbx_wire::negotiate::DIALECT_300 {
+            if ctx.dialect() < Dialect::SMB3_0 {
                 l.version = 1;
             }
             oplock::OplockRequest {

@@ -22,8 +22,9 @@ use smbx_wire::lock::{
     encode_lock_response, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY,
     LOCKFLAG_SHARED, LOCKFLAG_UNLOCK,
 };
-use smbx_wire::negotiate::{CAP_MULTI_CHANNEL, DIALECT_202, DIALECT_300, DIALECT_WILDCARD};
+use smbx_wire::negotiate::CAP_MULTI_CHANNEL;
 use smbx_wire::AccessMask;
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
@@ -37,13 +38,14 @@ use crate::state::FileOpen;
 /// it to resilient and persistent opens).
 fn verifies_lock_sequence(ctx: &Ctx<'_>, f: &FileOpen) -> bool {
     let dialect = ctx.dialect();
-    if dialect <= DIALECT_202 || dialect == DIALECT_WILDCARD {
+    if dialect <= Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD {
         return false;
     }
     if f.durable.lock().is_some() {
         return true;
     }
-    dialect >= DIALECT_300 && ctx.conn.negotiate.lock().server_capabilities & CAP_MULTI_CHANNEL != 0
+    dialect >= Dialect::SMB3_0
+        && ctx.conn.negotiate.lock().server_capabilities & CAP_MULTI_CHANNEL != 0
 }
 
 /// A LockSequence to remember once the request succeeds.

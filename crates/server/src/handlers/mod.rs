@@ -44,6 +44,7 @@ use std::sync::Arc;
 
 use smbx_config::Config;
 use smbx_wire::error::ErrorResponse;
+use smbx_wire::Dialect;
 use smbx_wire::{Command, Header, NtStatus, HEADER_SIZE};
 
 use crate::conn::writer::FileTail;
@@ -218,7 +219,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The negotiated dialect (0 before NEGOTIATE).
-    pub fn dialect(&self) -> u16 {
+    pub fn dialect(&self) -> Dialect {
         self.conn.dialect()
     }
 
@@ -267,7 +268,7 @@ impl<'a> Ctx<'a> {
         if Some(open.session_id) != sid || Some(open.tree_id) != tid {
             return Err(NtStatus::FILE_CLOSED);
         }
-        if self.dialect() >= smbx_wire::negotiate::DIALECT_300 {
+        if self.dialect() >= smbx_wire::Dialect::SMB3_0 {
             if let Some(f) = open.as_file() {
                 // ChannelSequence: the low half of the Status field of a 3.x request.
                 let csn = (self.header.status.0 & 0xFFFF) as u16;
@@ -293,7 +294,7 @@ impl<'a> Ctx<'a> {
     /// Checks that CreditCharge covers a payload of `len` bytes (READ/WRITE/IOCTL/
     /// QUERY_DIRECTORY...): `ceil(len / 64 KiB)` for dialects above 2.0.2.
     pub fn check_credit_charge(&self, len: usize) -> Result<(), NtStatus> {
-        if self.dialect() <= smbx_wire::negotiate::DIALECT_202 {
+        if self.dialect() <= smbx_wire::Dialect::SMB2_0_2 {
             return if len > 65536 {
                 Err(NtStatus::INVALID_PARAMETER)
             } else {

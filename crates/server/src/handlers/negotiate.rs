@@ -6,6 +6,7 @@ use std::sync::Arc;
 use smbx_config::{EncryptSetting, SigningSetting};
 use smbx_wire::header::{FLAGS_SERVER_TO_REDIR, HEADER_SIZE};
 use smbx_wire::negotiate::*;
+use smbx_wire::Dialect;
 use smbx_wire::{smb1, Command, Header, NtStatus, Writer};
 
 use super::{Ctx, HandlerResult, PreauthTarget, Request, Response};
@@ -15,15 +16,6 @@ use crate::security;
 
 /// STATUS_SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP.
 pub const STATUS_NO_PREAUTH_INTEGRITY_HASH_OVERLAP: NtStatus = NtStatus(0xC05D_0000);
-
-/// Dialects this server implements, lowest first.
-pub const SUPPORTED_DIALECTS: [u16; 5] = [
-    DIALECT_202,
-    DIALECT_210,
-    DIALECT_300,
-    DIALECT_302,
-    DIALECT_311,
-];
 
 /// Ciphers supported, any order (the client's order decides).
 const SUPPORTED_CIPHERS: [u16; 4] = [
@@ -37,24 +29,24 @@ const SUPPORTED_CIPHERS: [u16; 4] = [
 const SUPPORTED_SIGNING: [u16; 3] = [SIGNING_AES_GMAC, SIGNING_AES_CMAC, SIGNING_HMAC_SHA256];
 
 /// Picks the highest dialect both sides support within `[min, max]`.
-pub fn choose_dialect(offered: &[u16], min: u16, max: u16) -> Option<u16> {
+pub fn choose_dialect(offered: &[Dialect], min: Dialect, max: Dialect) -> Option<Dialect> {
     offered
         .iter()
         .copied()
-        .filter(|d| SUPPORTED_DIALECTS.contains(d) && *d >= min && *d <= max)
+        .filter(|d| d.is_known() && *d >= min && *d <= max)
         .max()
 }
 
 /// Capabilities and security mode for a dialect.
-fn server_caps(ctx_cfg: &smbx_config::Global, dialect: u16, client_caps: u32) -> u32 {
+fn server_caps(ctx_cfg: &smbx_config::Global, dialect: Dialect, client_caps: u32) -> u32 {
     let mut caps = 0;
-    if dialect >= DIALECT_210 {
+    if dialect >= Dialect::SMB2_1 {
         caps |= CAP_LEASING | CAP_LARGE_MTU;
     }
-    if dialect >= DIALECT_300 && ctx_cfg.server_multi_channel_support {
+    if dialect >= Dialect::SMB3_0 && ctx_cfg.server_multi_channel_support {
         caps |= CAP_MULTI_CHANNEL;
     }
-    if (dialect == DIALECT_300 || dialect == DIALECT_302)
+    if (dialect == Dialect::SMB3_0 || dialect == Dialect::SMB3_0_2)
         && client_caps & CAP_ENCRYPTION != 0
         && ctx_cfg.server_smb_encrypt != EncryptSetting::Off
     {
@@ -71,9 +63,9 @@ fn security_mode(g: &smbx_config::Global) -> u16 {
     }
 }
 
-fn base_response(conn: &Connection, dialect: u16, caps: u32) -> NegotiateResponse {
+fn base_response(conn: &Connection, dialect: Dialect, caps: u32) -> NegotiateResponse {
     let g = &conn.config.global;
-    let (max_t, max_r, max_w) = if dialect == DIALECT_202 || dialect == DIALECT_WILDCARD {
+    let (max_t, max_r, max_w) = if dialect == Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD {
         (65536, 65536, 65536)
     } else {
         (g.smb2_max_trans, g.smb2_max_read, g.smb2_max_write)
@@ -116,11 +108,11 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if caps & CAP_ENCRYPTION != 0 {
         state.cipher = CIPHER_AES128_CCM;
     }
-    if dialect == DIALECT_311 {
+    if dialect == Dialect::SMB3_1_1 {
         resp.contexts = negotiate_contexts(g, &neg.contexts, &mut state)?;
     }
     *ctx.conn.negotiate.lock() = state;
-    if dialect == DIALECT_311 {
+    if dialect == Dialect::SMB3_1_1 {
         security::preauth_negotiate_request(ctx.conn, req.msg);
         ctx.preauth_response = Some(PreauthTarget::Connection);
     }
@@ -194,7 +186,7 @@ fn negotiate_contexts(
 /// Answers an SMB1 multi-protocol NEGOTIATE with an SMB2 NEGOTIATE response
 /// (dialect 0x0202 or the wildcard 0x02FF), or drops the connection.
 pub(crate) async fn smb1(conn: &Arc<Connection>, frame: &[u8]) -> Flow {
-    if conn.dialect() != 0 {
+    if conn.dialect() != Dialect::NONE {
         return Flow::Disconnect("SMB1 after negotiate");
     }
     let Ok(dialects) = smb1::parse_negotiate(frame) else {
@@ -238,11 +230,31 @@ mod tests {
 
     #[test]
     fn dialect_choice_respects_bounds() {
-        let all = [0x202, 0x210, 0x300, 0x302, 0x311];
-        assert_eq!(choose_dialect(&all, 0x202, 0x311), Some(0x311));
-        assert_eq!(choose_dialect(&all, 0x202, 0x302), Some(0x302));
-        assert_eq!(choose_dialect(&[0x202, 0x210], 0x300, 0x311), None);
-        assert_eq!(choose_dialect(&[0x2ff, 0x222], 0x202, 0x311), None);
+        let all = Dialect::ALL;
+        assert_eq!(
+            choose_dialect(&all, Dialect::SMB2_0_2, Dialect::SMB3_1_1),
+            Some(Dialect::SMB3_1_1)
+        );
+        assert_eq!(
+            choose_dialect(&all, Dialect::SMB2_0_2, Dialect::SMB3_0_2),
+            Some(Dialect::SMB3_0_2)
+        );
+        assert_eq!(
+            choose_dialect(
+                &[Dialect::SMB2_0_2, Dialect::SMB2_1],
+                Dialect::SMB3_0,
+                Dialect::SMB3_1_1
+            ),
+            None
+        );
+        assert_eq!(
+            choose_dialect(
+                &[Dialect::WILDCARD, Dialect::from_u16(0x222)],
+                Dialect::SMB2_0_2,
+                Dialect::SMB3_1_1
+            ),
+            None
+        );
     }
 
     #[test]

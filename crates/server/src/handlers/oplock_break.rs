@@ -1,11 +1,10 @@
 //! SMB2 OPLOCK_BREAK acknowledgments ([MS-SMB2] 3.3.5.22): the oplock form (24 bytes,
 //! by FileId) and the lease form (36 bytes, by LeaseKey of this client).
 
-use smbx_wire::negotiate::DIALECT_210;
 use smbx_wire::oplock::{
     break_ack_structure_size, LeaseBreakAck, LeaseState, OplockBreak, OplockLevel,
 };
-use smbx_wire::NtStatus;
+use smbx_wire::{Dialect, NtStatus};
 
 use super::{Ctx, HandlerResult, Request, Response};
 
@@ -32,7 +31,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             ))
         }
         36 => {
-            if ctx.dialect() < DIALECT_210 {
+            if ctx.dialect() < Dialect::SMB2_1 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             let ack = LeaseBreakAck::decode(req.msg)?;

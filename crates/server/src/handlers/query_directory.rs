@@ -51,7 +51,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let max = q.output_buffer_length as usize;
-    let max_trans = if ctx.dialect() <= smbx_wire::negotiate::DIALECT_202 {
+    let max_trans = if ctx.dialect() <= smbx_wire::Dialect::SMB2_0_2 {
         65536
     } else {
         (ctx.config().global.smb2_max_trans as usize).max(65536)

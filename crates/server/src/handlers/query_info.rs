@@ -14,6 +14,7 @@ use smbx_wire::query_info::{
 };
 use smbx_wire::security_descriptor::SACL_SECURITY_INFORMATION;
 use smbx_wire::AccessMask;
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
@@ -30,7 +31,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let id = q.file_id;
     let open = ctx.lookup_open(id)?;
     let max = q.output_buffer_length as usize;
-    let max_trans = if ctx.dialect() <= smbx_wire::negotiate::DIALECT_202 {
+    let max_trans = if ctx.dialect() <= smbx_wire::Dialect::SMB2_0_2 {
         65536
     } else {
         (ctx.config().global.smb2_max_trans as usize).max(65536)
@@ -106,7 +107,7 @@ fn query_file(
     f: &FileOpen,
     q: &QueryInfoRequest<'_>,
     max: usize,
-    dialect: u16,
+    dialect: Dialect,
 ) -> Result<Answer, NtStatus> {
     let class = q.info_class;
     if class == file::FILE_FULL_EA_INFORMATION {
@@ -118,9 +119,7 @@ fn query_file(
         file::FILE_NAME_INFORMATION => return Err(NtStatus::INVALID_INFO_CLASS),
         c => file::min_size(c).ok_or(NtStatus::INVALID_INFO_CLASS)?,
     };
-    if class == file::FILE_NORMALIZED_NAME_INFORMATION
-        && dialect < smbx_wire::negotiate::DIALECT_311
-    {
+    if class == file::FILE_NORMALIZED_NAME_INFORMATION && dialect < smbx_wire::Dialect::SMB3_1_1 {
         return Err(NtStatus::NOT_SUPPORTED);
     }
     if matches!(

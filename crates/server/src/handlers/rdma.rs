@@ -5,8 +5,8 @@
 //! with Send with Invalidate of the first descriptor's token.
 
 use smbx_transport::{Access, BufferDescriptorV1};
-use smbx_wire::negotiate::{DIALECT_300, DIALECT_302};
 use smbx_wire::rw::{CHANNEL_NONE, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use std::sync::Arc;
@@ -38,9 +38,9 @@ pub fn decode(
     match channel {
         CHANNEL_NONE => return Ok(None),
         // Channels exist from SMB 3.0 on (the field is reserved before).
-        _ if ctx.dialect() < DIALECT_300 => return Err(NtStatus::INVALID_PARAMETER),
+        _ if ctx.dialect() < Dialect::SMB3_0 => return Err(NtStatus::INVALID_PARAMETER),
         CHANNEL_RDMA_V1 => {}
-        CHANNEL_RDMA_V1_INVALIDATE if ctx.dialect() >= DIALECT_302 => {}
+        CHANNEL_RDMA_V1_INVALIDATE if ctx.dialect() >= Dialect::SMB3_0_2 => {}
         _ => return Err(NtStatus::INVALID_PARAMETER),
     }
     let io = ctx.conn.direct().ok_or(NtStatus::INVALID_PARAMETER)?;

@@ -1,8 +1,8 @@
 //! SMB2 READ ([MS-SMB2] 3.3.5.12): file data read straight into the response body,
 //! pipe reads from the in-process RPC endpoint.
 
-use smbx_wire::negotiate::DIALECT_202;
 use smbx_wire::rw::{put_read_response_header, ReadRequest};
+use smbx_wire::Dialect;
 use smbx_wire::{AccessMask, NtStatus, HEADER_SIZE};
 
 use super::{Ctx, HandlerResult, Request, Response};
@@ -20,7 +20,7 @@ pub const ZERO_COPY_MIN: usize = 16 * 1024;
 
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
-    if ctx.dialect() <= DIALECT_202 {
+    if ctx.dialect() <= Dialect::SMB2_0_2 {
         65536
     } else {
         ctx.config().global.smb2_max_read
@@ -29,7 +29,7 @@ pub fn max_read(ctx: &Ctx<'_>) -> u32 {
 
 /// The negotiated MaxWriteSize.
 pub fn max_write(ctx: &Ctx<'_>) -> u32 {
-    if ctx.dialect() <= DIALECT_202 {
+    if ctx.dialect() <= Dialect::SMB2_0_2 {
         65536
     } else {
         ctx.config().global.smb2_max_write

@@ -7,8 +7,8 @@
 use smbx_security::auth::{AuthError, AuthStep, IdentityKind, ServerAuth};
 use smbx_security::keys;
 use smbx_security::signing::{Signer, SigningAlgorithm};
-use smbx_wire::negotiate::{DIALECT_300, DIALECT_311};
 use smbx_wire::session::*;
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use super::session_setup::{auth_status, reply};
@@ -52,7 +52,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
         if conn_alg == SigningAlgorithm::AesGmac && session_alg != conn_alg {
             return Err(NtStatus::NOT_SUPPORTED);
         }
-        if dialect < DIALECT_300 || !multichannel {
+        if dialect < Dialect::SMB3_0 || !multichannel {
             return Err(NtStatus::REQUEST_NOT_ACCEPTED);
         }
         // The request must be signed (its signature was checked with the session's key).
@@ -83,7 +83,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
     let step = {
         let mut st = session.state.lock();
         if !continuing {
-            let preauth = if dialect == DIALECT_311 {
+            let preauth = if dialect == Dialect::SMB3_1_1 {
                 Some(security::connection_preauth(ctx.conn)?)
             } else {
                 None
@@ -124,7 +124,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
     };
     match step {
         Ok(AuthStep::Continue(token)) => {
-            if dialect == DIALECT_311 {
+            if dialect == Dialect::SMB3_1_1 {
                 ctx.preauth_response = Some(PreauthTarget::Binding(session.id));
             }
             Ok(reply(NtStatus::MORE_PROCESSING_REQUIRED, 0, token))

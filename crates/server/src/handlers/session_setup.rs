@@ -8,8 +8,9 @@ use std::sync::Arc;
 use smbx_config::{EncryptSetting, SigningSetting};
 use smbx_security::auth::{AuthError, AuthStep, Identity, IdentityKind, ServerAuth};
 use smbx_security::keys;
-use smbx_wire::negotiate::{DIALECT_300, DIALECT_311, SECURITY_SIGNING_REQUIRED};
+use smbx_wire::negotiate::SECURITY_SIGNING_REQUIRED;
 use smbx_wire::session::*;
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, PreauthTarget, Request, Response};
@@ -24,7 +25,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     if ss.flags & SESSION_FLAG_BINDING != 0 {
         return super::session_bind::handle(ctx, req, &ss);
     }
-    let is_311 = dialect == DIALECT_311;
+    let is_311 = dialect == Dialect::SMB3_1_1;
 
     // Find or create the session.
     let (session, new) = if ctx.header.session_id == 0 {
@@ -217,7 +218,7 @@ fn complete(
     let client_requires = u16::from(ss.security_mode) & SECURITY_SIGNING_REQUIRED != 0;
     st.signing_required =
         has_key && (g.server_signing == SigningSetting::Mandatory || client_requires);
-    let can_encrypt = has_key && dialect >= DIALECT_300 && st.security.encryptor.is_some();
+    let can_encrypt = has_key && dialect >= Dialect::SMB3_0 && st.security.encryptor.is_some();
     st.encrypt_data = match g.server_smb_encrypt {
         EncryptSetting::Required => {
             if !can_encrypt {
@@ -231,7 +232,7 @@ fn complete(
         _ => false,
     };
     // 3.x signs the final response whenever there is a key; 2.x when signing is required.
-    ctx.sign_response = has_key && (dialect >= DIALECT_300 || st.signing_required);
+    ctx.sign_response = has_key && (dialect >= Dialect::SMB3_0 || st.signing_required);
     let flags = session_flags(&user, st.encrypt_data);
     st.user = Some(user);
     st.phase = SessionPhase::Valid;

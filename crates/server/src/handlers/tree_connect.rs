@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use smbx_config::{EncryptSetting, SigningSetting};
-use smbx_wire::negotiate::{CAP_ENCRYPTION, DIALECT_300, DIALECT_311};
+use smbx_wire::negotiate::CAP_ENCRYPTION;
 use smbx_wire::tree::*;
 use smbx_wire::AccessMask;
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use super::{Ctx, HandlerResult, Request, Response};
@@ -56,7 +57,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     // [MS-SMB2] 3.3.5.7: with 3.1.1 a session that can sign (neither guest nor anonymous)
     // must send TREE_CONNECT signed or encrypted. The spec says disconnect; like Samba we
     // refuse the request, which keeps the connection usable for a correct retry.
-    if ctx.dialect() == DIALECT_311
+    if ctx.dialect() == Dialect::SMB3_1_1
         && !user.guest
         && !user.anonymous
         && !ctx.encrypted
@@ -69,8 +70,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let dialect = ctx.dialect();
     let (client_can_encrypt, session_encrypts) = {
         let n = ctx.conn.negotiate.lock();
-        let can = dialect >= DIALECT_300
-            && if dialect == DIALECT_311 {
+        let can = dialect >= Dialect::SMB3_0
+            && if dialect == Dialect::SMB3_1_1 {
                 n.cipher != 0
             } else {
                 n.client_capabilities & CAP_ENCRYPTION != 0

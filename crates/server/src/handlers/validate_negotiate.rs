@@ -1,7 +1,7 @@
 //! FSCTL_VALIDATE_NEGOTIATE_INFO ([MS-SMB2] 3.3.5.15.12), for the IOCTL handler.
 
 use smbx_wire::codec::{Reader, Writer};
-use smbx_wire::negotiate::{DIALECT_300, DIALECT_302};
+use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
 use crate::conn::Connection;
@@ -11,11 +11,8 @@ use crate::conn::Connection;
 /// is closed (as the protocol requires) and ACCESS_DENIED returned.
 pub fn validate_negotiate_info(conn: &Connection, input: &[u8]) -> Result<Vec<u8>, NtStatus> {
     let n = conn.negotiate.lock().clone();
-    if n.dialect != DIALECT_300
-        && n.dialect != DIALECT_302
-        && n.dialect != 0x0210
-        && n.dialect != 0x0202
-    {
+    // 3.1.1 protects its negotiate with the preauthentication hash instead.
+    if !n.dialect.is_known() || n.dialect.is_311() {
         return Err(NtStatus::NOT_SUPPORTED);
     }
     let mut r = Reader::new(input);
@@ -24,8 +21,8 @@ pub fn validate_negotiate_info(conn: &Connection, input: &[u8]) -> Result<Vec<u8
         let guid = r.guid()?;
         let mode = r.u16()?;
         let count = r.u16()? as usize;
-        let dialects: Vec<u16> = (0..count.min(64))
-            .map(|_| r.u16())
+        let dialects: Vec<Dialect> = (0..count.min(64))
+            .map(|_| r.u16().map(Dialect::from_u16))
             .collect::<Result<_, _>>()?;
         Ok::<_, smbx_wire::WireError>((caps, guid, mode, count, dialects))
     })();
@@ -45,6 +42,6 @@ pub fn validate_negotiate_info(conn: &Connection, input: &[u8]) -> Result<Vec<u8
     w.u32(n.server_capabilities)
         .bytes(&conn.server.guid)
         .u16(n.server_security_mode)
-        .u16(n.dialect);
+        .u16(n.dialect.as_u16());
     Ok(w.into_vec())
 }

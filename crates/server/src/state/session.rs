@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smbx_wire::Dialect;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::tree::Tree;
@@ -80,7 +81,7 @@ pub struct Session {
     /// SessionId.
     pub id: u64,
     /// Dialect of the connection that created the session.
-    pub dialect: u16,
+    pub dialect: Dialect,
     /// Mutable state; never hold the lock across an `.await`.
     pub state: Mutex<SessionState>,
     /// Tree connects of this session.
@@ -178,7 +179,7 @@ impl SessionTable {
     /// bits (as Samba's): some clients keep them in 32-bit variables (smb2.session-id).
     pub fn create(
         &self,
-        dialect: u16,
+        dialect: Dialect,
         conn_id: u64,
         security: crate::security::SessionSecurity,
         logon: LogonSlot,

@@ -11,7 +11,7 @@ use smbx_server::Server;
 use smbx_wire::framing::{decode_frame_header, encode_frame_header};
 use smbx_wire::header::FLAGS_RELATED_OPERATIONS;
 use smbx_wire::negotiate::*;
-use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
+use smbx_wire::{Command, Dialect, Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -103,7 +103,7 @@ pub struct Client {
     /// Credits to request per message.
     pub credit_request: u16,
     /// Negotiated dialect.
-    pub dialect: u16,
+    pub dialect: Dialect,
     /// Signs requests once set (after SESSION_SETUP).
     pub signer: Option<smbx_security::signing::Signer>,
     /// Running preauth hash (3.1.1).
@@ -119,11 +119,11 @@ pub struct Client {
 /// Connects to `srv`, negotiates 3.1.1, logs on as `user`/`pass` and connects
 /// `share` (the usual start of a handler test).
 pub async fn connect_share(srv: &TestServer) -> Client {
-    connect_share_as(srv, DIALECT_311).await
+    connect_share_as(srv, Dialect::SMB3_1_1).await
 }
 
 /// [`connect_share`] with `dialect`.
-pub async fn connect_share_as(srv: &TestServer, dialect: u16) -> Client {
+pub async fn connect_share_as(srv: &TestServer, dialect: Dialect) -> Client {
     let mut c = Client::connect(srv.addr).await;
     c.negotiate(&[dialect]).await;
     assert_eq!(
@@ -184,7 +184,7 @@ impl Client {
             session_id: 0,
             tree_id: 0,
             credit_request: 64,
-            dialect: 0,
+            dialect: Dialect::NONE,
             signer: None,
             preauth: None,
             signing_alg: None,
@@ -308,7 +308,7 @@ impl Client {
                         .unwrap()
                         .session_flags;
                     if !user.is_empty() && session_flags & 3 == 0 {
-                        let cipher = if self.dialect >= DIALECT_300 {
+                        let cipher = if self.dialect >= Dialect::SMB3_0 {
                             Some(smbx_security::cipher::CipherId::Aes128Ccm)
                         } else {
                             None
@@ -319,7 +319,7 @@ impl Client {
                             pre.as_ref().map(|p| p.value()),
                             cipher,
                         );
-                        let alg = if self.dialect < DIALECT_300 {
+                        let alg = if self.dialect < Dialect::SMB3_0 {
                             smbx_security::signing::SigningAlgorithm::HmacSha256
                         } else {
                             self.signing_alg
@@ -421,7 +421,7 @@ impl Client {
     }
 
     /// NEGOTIATE offering `dialects` (3.1.1 adds preauth, encryption and signing contexts).
-    pub async fn negotiate(&mut self, dialects: &[u16]) -> (Msg, Option<NegotiateResponse>) {
+    pub async fn negotiate(&mut self, dialects: &[Dialect]) -> (Msg, Option<NegotiateResponse>) {
         let mut req = NegotiateRequest {
             security_mode: SECURITY_SIGNING_ENABLED,
             capabilities: CAP_LARGE_MTU | CAP_LEASING | CAP_ENCRYPTION,
@@ -429,7 +429,7 @@ impl Client {
             dialects: dialects.to_vec(),
             contexts: Vec::new(),
         };
-        if dialects.contains(&DIALECT_311) {
+        if dialects.contains(&Dialect::SMB3_1_1) {
             req.contexts = vec![
                 NegotiateContext::PreauthIntegrity {
                     hash_algorithms: vec![HASH_SHA512],
@@ -450,7 +450,7 @@ impl Client {
         let parsed = NegotiateResponse::decode(&m.bytes).ok();
         if let Some(p) = &parsed {
             self.dialect = p.dialect;
-            if p.dialect == DIALECT_311 {
+            if p.dialect == Dialect::SMB3_1_1 {
                 let mut h = smbx_security::preauth::PreauthHash::new();
                 h.update(&raw);
                 h.update(&m.bytes);
