@@ -88,10 +88,9 @@ fn fnv1a(b: &[u8]) -> u64 {
     })
 }
 
-/// The effective user id of this process: the owner of `/proc/self` (proc(5)),
-/// so no FFI is needed.
+/// The effective user id of this process.
 fn euid() -> u32 {
-    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+    smbx_vfs::process_ids().0
 }
 
 /// A claimed control socket, bound and not yet serving.
