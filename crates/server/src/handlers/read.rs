@@ -66,7 +66,7 @@ pub fn check_lock_conflict(
 
 /// Handles READ.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let r = ReadRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let r = ReadRequest::decode(req.msg)?;
     if r.length > max_read(ctx) {
         return Err(NtStatus::INVALID_PARAMETER);
     }

@@ -20,7 +20,7 @@ use crate::state::Session;
 
 /// Handles SESSION_SETUP.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let ss = SessionSetupRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let ss = SessionSetupRequest::decode(req.msg)?;
     let dialect = ctx.dialect();
     if ss.flags & SESSION_FLAG_BINDING != 0 {
         return super::session_bind::handle(ctx, req, &ss);

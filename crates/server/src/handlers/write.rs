@@ -36,7 +36,7 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
 
 /// Handles WRITE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let w = WriteRequest::decode(req.msg).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let w = WriteRequest::decode(req.msg)?;
     // Over an RDMA channel the data stays in the client's buffers: Length is 0 and
     // RemainingBytes says how much to RDMA-Read ([MS-SMB2] 2.2.21).
     let rdma_len = if w.channel == CHANNEL_NONE || !w.data.is_empty() {
