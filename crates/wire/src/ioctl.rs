@@ -473,6 +473,56 @@ pub fn encode_network_interfaces(ifs: &[NetworkInterface]) -> Vec<u8> {
     w.into_vec()
 }
 
+/// Decodes a NETWORK_INTERFACE_INFO chain ([MS-SMB2] 2.2.32.5), the output of
+/// FSCTL_QUERY_NETWORK_INTERFACE_INFO. Every entry must be whole (152 bytes) and
+/// each Next must move forward by at least one entry inside the buffer. Entries
+/// of an address family other than IPv4 and IPv6 are skipped.
+pub fn decode_network_interfaces(buf: &[u8]) -> Result<Vec<NetworkInterface>, WireError> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    // At most one entry per 152 bytes: the loop is bounded by the buffer.
+    loop {
+        let end = pos
+            .checked_add(NETWORK_INTERFACE_INFO_LEN)
+            .filter(|&e| e <= buf.len())
+            .ok_or(WireError::Invalid("NETWORK_INTERFACE_INFO entry truncated"))?;
+        let mut r = Reader::new(&buf[pos..end]);
+        let next = r.u32()? as usize;
+        let if_index = r.u32()?;
+        let capability = r.u32()?;
+        r.skip(4)?;
+        let link_speed = r.u64()?;
+        let family = r.u16()?;
+        let _port = r.u16()?;
+        let addr = match family {
+            0x0002 => Some(IfAddr::V4(r.array::<4>()?)),
+            0x0017 => {
+                r.skip(4)?;
+                let a = r.array::<16>()?;
+                Some(IfAddr::V6(a, r.u32()?))
+            }
+            _ => None,
+        };
+        if let Some(addr) = addr {
+            out.push(NetworkInterface {
+                if_index,
+                capability,
+                link_speed,
+                addr,
+            });
+        }
+        if next == 0 {
+            return Ok(out);
+        }
+        if next < NETWORK_INTERFACE_INFO_LEN {
+            return Err(WireError::Invalid("NETWORK_INTERFACE_INFO Next too small"));
+        }
+        pos = pos
+            .checked_add(next)
+            .ok_or(WireError::Invalid("NETWORK_INTERFACE_INFO Next overflows"))?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -611,6 +661,44 @@ mod tests {
         assert_eq!(&b[152..156], &0u32.to_le_bytes());
         assert_eq!(&b[152 + 24..152 + 26], &0x17u16.to_le_bytes());
         assert_eq!(&b[152 + 48..152 + 52], &3u32.to_le_bytes());
+    }
+
+    #[test]
+    fn network_interfaces_decode() {
+        let ifs = [
+            NetworkInterface {
+                if_index: 4,
+                capability: NETWORK_IF_RSS_CAPABLE | NETWORK_IF_RDMA_CAPABLE,
+                link_speed: 25_000_000_000,
+                addr: IfAddr::V4([10, 0, 0, 2]),
+            },
+            NetworkInterface {
+                if_index: 5,
+                capability: 0,
+                link_speed: 1_000_000_000,
+                addr: IfAddr::V6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 5),
+            },
+        ];
+        let b = encode_network_interfaces(&ifs);
+        assert_eq!(decode_network_interfaces(&b).unwrap(), ifs.to_vec());
+        // Truncated entries (a Next past the end), empty input.
+        assert!(decode_network_interfaces(&b[..152]).is_err());
+        assert!(decode_network_interfaces(&b[..303]).is_err());
+        assert!(decode_network_interfaces(&b[..100]).is_err());
+        assert!(decode_network_interfaces(&[]).is_err());
+        // Next pointing backwards into the entry, or past the end.
+        let mut bad = b.clone();
+        bad[0..4].copy_from_slice(&8u32.to_le_bytes());
+        assert!(decode_network_interfaces(&bad).is_err());
+        bad[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_network_interfaces(&bad).is_err());
+        // An unknown family is skipped, the chain goes on.
+        let mut other = b.clone();
+        other[24..26].copy_from_slice(&0x1234u16.to_le_bytes());
+        assert_eq!(
+            decode_network_interfaces(&other).unwrap(),
+            ifs[1..].to_vec()
+        );
     }
 
     #[test]
