@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use smbx_vfs::{CreateAction, Disposition, FileInfo};
+use smbx_wire::create::response as context_response;
 use smbx_wire::create::{
     ctx as cname, encode_contexts, CreateContext, CreateRequest, CreateResponse,
     IMPERSONATION_DELEGATE, OPLOCK_LEVEL_LEASE, OPLOCK_LEVEL_NONE,
@@ -19,9 +20,9 @@ use super::{pipe, Ctx, HandlerResult, Request, Response};
 
 mod durable;
 mod replay;
-use crate::state::file::FileKey;
+use crate::state::file::{FileKey, Registration};
 use crate::state::open::{FileOpen, FileOpenParams};
-use crate::state::{acl, oplock, FileId, OpenKind, ServerState, Tree};
+use crate::state::{acl, oplock, FileId, Open, OpenKind, ServerState, Tree};
 
 /// Rights that modify the file (data, attributes, EAs, delete, ACL, owner).
 pub const WRITE_RIGHTS: AccessMask = AccessMask(
@@ -557,202 +558,207 @@ fn purge_disconnected(server: &ServerState, f: &Arc<crate::state::file::SharedFi
     }
 }
 
-/// The open phase of CREATE: oplock breaks, share modes, the vfs open, registration
-/// and the response.
-async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
-    let OpenParams {
-        server,
-        tree,
-        vfs,
-        name,
-        vreq,
-        disposition,
-        mut granted,
-        maximum_allowed,
-        explicit_rights,
-        share_access,
-        options,
-        mxac,
-        qfid,
-        alloc,
-        ea,
-        oplock_req,
-        requester,
-        durable,
-        owner,
-        sd,
-        token,
-    } = p;
+/// The open phase of CREATE, in four steps: probe and break (an overwrite checks
+/// access and breaks oplocks before it truncates), open with checks (the vfs, the
+/// security descriptor), register (breaks, share modes, the open table) and grant and
+/// respond (oplock or lease, durable handle, response contexts). A share-mode
+/// registration is a [`Registration`]: every failure before the open exists undoes it
+/// by dropping it.
+async fn open_file(mut p: OpenParams) -> Result<(Response, FileId), NtStatus> {
     // What the access check compares with a stored descriptor: the rights asked for
     // explicitly (with MAXIMUM_ALLOWED too: smb2.acls.MXAC-NOT-GRANTED).
-    let desired_rights = if maximum_allowed {
-        granted & explicit_rights
+    let desired_rights = if p.maximum_allowed {
+        p.granted & p.explicit_rights
     } else {
-        granted
+        p.granted
     };
-    let files = &server.files;
-    let lease_key = oplock_req.lease.map(|l| l.lease_key);
+    let pre = probe_and_break(&p, desired_rights).await?;
+    check_lease_key(&p)?;
+    let Opened {
+        handle,
+        action,
+        sd_max,
+        info,
+        key,
+    } = open_with_checks(&mut p, desired_rights)?;
+    let registration = register(&p, pre, &key).await?;
+    let (open, info, handle) = install(&mut p, registration, handle, action, info)?;
+    grant_and_respond(p, &open, &info, &handle, sd_max, action)
+}
 
-    // Sharing is checked before a truncating disposition touches the file.
-    let mut pre = None;
-    if matches!(
-        disposition,
+/// A probe of `name` as it is: opens it without data access to see whether it
+/// exists and which file it is.
+fn probe(p: &OpenParams) -> Result<smbx_vfs::Handle, NtStatus> {
+    let req = smbx_vfs::CreateRequest {
+        disposition: Disposition::Open,
+        want_read: false,
+        want_write: false,
+        want_write_attributes: false,
+        maximum_allowed: false,
+        directory: false,
+        non_directory: false,
+        ..p.vreq
+    };
+    p.vfs.create(&p.name, &req).map(|(h, _)| h)
+}
+
+/// Step 1: sharing is checked before a truncating disposition touches the file. An
+/// existing file is checked against its stored descriptor (truncating needs
+/// FILE_WRITE_DATA: smb2.acls.OVERWRITE_READ_ONLY_FILE), the oplocks and leases it
+/// conflicts with are broken (and waited for), and the open is registered.
+async fn probe_and_break(
+    p: &OpenParams,
+    desired_rights: u32,
+) -> Result<Option<Registration>, NtStatus> {
+    if !matches!(
+        p.disposition,
         Disposition::Supersede | Disposition::Overwrite | Disposition::OverwriteIf
     ) {
-        let probe_req = smbx_vfs::CreateRequest {
-            disposition: Disposition::Open,
-            want_read: false,
-            want_write: false,
-            want_write_attributes: false,
-            maximum_allowed: false,
-            directory: false,
-            non_directory: false,
-            ..vreq
-        };
-        match vfs.create(&name, &probe_req) {
-            Ok((h, _)) => {
-                // Before anything is truncated; truncating needs FILE_WRITE_DATA
-                // (smb2.acls.OVERWRITE_READ_ONLY_FILE).
-                acl::check_stored_sd(
-                    &vfs,
-                    &name,
-                    &h,
-                    &token,
-                    desired_rights | AccessMask::FILE_WRITE_DATA.bits(),
-                )?;
-                let info = h.stat()?;
-                let key = key_of(&info, &h);
-                // Break conflicting oplocks/leases (and wait) before the share check.
-                if let Some(f) = files.get(&key) {
-                    purge_disconnected(&server, &f, granted);
-                    crate::breaks::break_conflicting(
-                        &server,
-                        &f,
-                        &requester,
-                        lease_key,
-                        granted,
-                        share_access,
-                        true,
-                    )
-                    .await;
-                }
-                pre = Some(files.register(key, granted, share_access)?);
-            }
-            Err(NtStatus::OBJECT_NAME_NOT_FOUND) => {}
-            Err(e) if disposition == Disposition::Overwrite => return Err(e),
-            Err(_) => {}
-        }
+        return Ok(None);
     }
-    // A lease key held on another file: INVALID_PARAMETER before anything is created
-    // (state/oplock.rs; added by the oplock engineer).
-    if oplock::lease_key_in_use(&server, &requester, &oplock_req) {
-        let probe = smbx_vfs::CreateRequest {
-            disposition: Disposition::Open,
-            want_read: false,
-            want_write: false,
-            want_write_attributes: false,
-            maximum_allowed: false,
-            directory: false,
-            non_directory: false,
-            ..vreq
-        };
-        let existing = vfs
-            .create(&name, &probe)
-            .ok()
-            .and_then(|(h, _)| h.stat().ok().map(|i| key_of(&i, &h)));
-        if let Err(e) = oplock::check_lease_key(&server, &requester, &oplock_req, existing.as_ref())
-        {
-            if let Some((f, id)) = pre {
-                f.remove(id);
-            }
-            return Err(e);
-        }
-    }
-    let created = vfs.create(&name, &vreq);
-    let (handle, action) = match created {
-        Ok(x) => x,
-        Err(e) => {
-            if let Some((f, id)) = pre {
-                f.remove(id);
-            }
-            return Err(e);
-        }
+    let h = match probe(p) {
+        Ok(h) => h,
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND) => return Ok(None),
+        Err(e) if p.disposition == Disposition::Overwrite => return Err(e),
+        Err(_) => return Ok(None),
     };
-    // NT security descriptors (state/acl.rs): an existing file's stored one decides
-    // access; a new file gets the SecD and/or what its parent passes on.
+    acl::check_stored_sd(
+        &p.vfs,
+        &p.name,
+        &h,
+        &p.token,
+        desired_rights | AccessMask::FILE_WRITE_DATA.bits(),
+    )?;
+    let info = h.stat()?;
+    let key = key_of(&info, &h);
+    break_before_share_check(p, &key, true).await;
+    p.server
+        .files
+        .register_guarded(key, p.granted, p.share_access)
+        .map(Some)
+}
+
+/// Breaks the oplocks and leases of the other opens of `key` that conflict with this
+/// one and waits for them (before the share check), after closing disconnected
+/// durable opens that could not acknowledge.
+async fn break_before_share_check(p: &OpenParams, key: &FileKey, overwrite: bool) {
+    if let Some(f) = p.server.files.get(key) {
+        purge_disconnected(&p.server, &f, p.granted);
+        crate::breaks::break_conflicting(
+            &p.server,
+            &f,
+            &p.requester,
+            p.oplock_req.lease.map(|l| l.lease_key),
+            p.granted,
+            p.share_access,
+            overwrite,
+        )
+        .await;
+    }
+}
+
+/// A lease key held on another file: INVALID_PARAMETER before anything is created
+/// (state/oplock).
+fn check_lease_key(p: &OpenParams) -> Result<(), NtStatus> {
+    if !oplock::lease_key_in_use(&p.server, &p.requester, &p.oplock_req) {
+        return Ok(());
+    }
+    let existing = probe(p)
+        .ok()
+        .and_then(|h| h.stat().ok().map(|i| key_of(&i, &h)));
+    oplock::check_lease_key(&p.server, &p.requester, &p.oplock_req, existing.as_ref())
+}
+
+/// What step 2 opened.
+struct Opened {
+    handle: smbx_vfs::Handle,
+    action: CreateAction,
+    /// The most a stored security descriptor grants (None: no descriptor decides).
+    sd_max: Option<u32>,
+    info: FileInfo,
+    key: FileKey,
+}
+
+/// Step 2: the vfs open, and NT security descriptors (state/acl.rs): an existing
+/// file's stored one decides access; a new file gets the SecD and/or what its parent
+/// passes on. MAXIMUM_ALLOWED is narrowed to what the descriptor grants.
+fn open_with_checks(p: &mut OpenParams, desired_rights: u32) -> Result<Opened, NtStatus> {
+    let (handle, action) = p.vfs.create(&p.name, &p.vreq)?;
     let sd_max = if action == CreateAction::Created {
-        let parent = acl::parent_sd(&vfs, &name).and_then(|(p, _)| p);
-        if sd.is_some() || parent.is_some() {
+        let parent = acl::parent_sd(&p.vfs, &p.name).and_then(|(p, _)| p);
+        if p.sd.is_some() || parent.is_some() {
             let info = handle.stat()?;
-            if let Some(new_sd) = acl::for_new_file(sd.as_ref(), parent.as_ref(), &info) {
+            if let Some(new_sd) = acl::for_new_file(p.sd.as_ref(), parent.as_ref(), &info) {
                 if let Err(e) = handle.set_nt_acl(Some(&new_sd.encode())) {
-                    tracing::debug!(path = %name, "cannot store the security descriptor: {e:?}");
+                    tracing::debug!(path = %p.name, "cannot store the security descriptor: {e:?}");
                 }
             }
         }
         None
     } else {
-        match acl::check_stored_sd(&vfs, &name, &handle, &token, desired_rights) {
-            Ok(m) => m,
-            Err(e) => {
-                if let Some((f, id)) = pre {
-                    f.remove(id);
-                }
-                return Err(e);
-            }
-        }
+        acl::check_stored_sd(&p.vfs, &p.name, &handle, &p.token, desired_rights)?
     };
-    if let (true, Some(m)) = (maximum_allowed, sd_max) {
-        granted &= m;
+    if let (true, Some(m)) = (p.maximum_allowed, sd_max) {
+        p.granted &= m;
     }
     let info = handle.stat()?;
     let key = key_of(&info, &handle);
-    let (file, entry_id) = match pre {
-        Some((f, id)) if f.key == key => (f, id),
+    Ok(Opened {
+        handle,
+        action,
+        sd_max,
+        info,
+        key,
+    })
+}
+
+/// Step 3a: the registration of the file that was opened: the one of step 1 if it is
+/// the same file, else a new one after breaking what conflicts.
+async fn register(
+    p: &OpenParams,
+    pre: Option<Registration>,
+    key: &FileKey,
+) -> Result<Registration, NtStatus> {
+    match pre {
+        Some(r) if &r.file().key == key => Ok(r),
         other => {
-            if let Some((f, id)) = other {
-                f.remove(id);
-            }
-            // Break conflicting oplocks/leases (and wait) before the share check.
-            if let Some(f) = files.get(&key) {
-                purge_disconnected(&server, &f, granted);
-                crate::breaks::break_conflicting(
-                    &server,
-                    &f,
-                    &requester,
-                    lease_key,
-                    granted,
-                    share_access,
-                    false,
-                )
-                .await;
-            }
-            match files.register(key.clone(), granted, share_access) {
-                Ok(x) => x,
-                Err(e) => {
-                    files.forget_if_unused(&key);
-                    return Err(e);
-                }
-            }
+            drop(other);
+            break_before_share_check(p, key, false).await;
+            let files = &p.server.files;
+            files
+                .register_guarded(key.clone(), p.granted, p.share_access)
+                .inspect_err(|_| files.forget_if_unused(key))
         }
-    };
-    // From here on the registration must be undone on failure: FileOpen does it.
-    if maximum_allowed && !handle.is_writable() && !handle.is_dir() {
-        granted &= !(AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits());
+    }
+}
+
+/// Step 3b: the open itself. The registration is committed into a `FileOpen`, which
+/// undoes it when it closes; create-time EAs and allocation are applied; the open joins
+/// the server's table unless its session or tree went away while it waited.
+fn install(
+    p: &mut OpenParams,
+    registration: Registration,
+    handle: smbx_vfs::Handle,
+    action: CreateAction,
+    info: FileInfo,
+) -> Result<(Arc<Open>, FileInfo, Arc<smbx_vfs::Handle>), NtStatus> {
+    if p.maximum_allowed && !handle.is_writable() && !handle.is_dir() {
+        p.granted &= !(AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits());
     }
     let handle = Arc::new(handle);
+    let (file, entry_id) = registration.commit();
     let fopen = FileOpen::new(FileOpenParams {
-        path: name.clone(),
+        path: p.name.clone(),
         handle: handle.clone(),
-        vfs: vfs.clone(),
-        access: granted,
-        share_access,
-        create_options: options.bits(),
+        vfs: p.vfs.clone(),
+        access: p.granted,
+        share_access: p.share_access,
+        create_options: p.options.bits(),
         file,
         entry_id,
     });
-    if options.contains(CreateOptions::FILE_DELETE_ON_CLOSE) {
-        match vfs.can_delete(&handle) {
+    if p.options.contains(CreateOptions::FILE_DELETE_ON_CLOSE) {
+        match p.vfs.can_delete(&handle) {
             Ok(()) | Err(NtStatus::DIRECTORY_NOT_EMPTY) => {}
             Err(e) => {
                 fopen
@@ -762,20 +768,20 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
             }
         }
     }
-    if let Some(ea) = &ea {
+    if let Some(ea) = &p.ea {
         if action != CreateAction::Opened {
             for (n, v) in parse_eas(ea)? {
                 handle.set_ea(&n, &v)?;
             }
         }
     }
-    if let Some(alloc) = alloc {
+    if let Some(alloc) = p.alloc {
         if action != CreateAction::Opened && !handle.is_dir() && alloc > 0 {
             let _ = handle.set_allocation(alloc);
         }
     }
-    fadvise(&handle, options);
-    let mut info = if ea.is_some() || alloc.is_some() {
+    fadvise(&handle, p.options);
+    let mut info = if p.ea.is_some() || p.alloc.is_some() {
         handle.stat()?
     } else {
         info
@@ -784,11 +790,11 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         .file
         .times
         .adjust(&mut info, smbx_wire::time::now_filetime());
-
+    let server = &p.server;
     let open = server.opens.insert(
-        requester.session_id,
-        tree.id,
-        requester.conn_id,
+        p.requester.session_id,
+        p.tree.id,
+        p.requester.conn_id,
         OpenKind::File(fopen),
         server.config().global.max_open_files,
     )?;
@@ -796,10 +802,10 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
     // (its last channel went away) or its tree was disconnected: their opens are
     // already closed, so this one is too. (The session or tree leaves its table
     // before its opens are removed, so one of the two always sees the other.)
-    let gone = match server.sessions.get(requester.session_id) {
+    let gone = match server.sessions.get(p.requester.session_id) {
         None => Some(NtStatus::USER_SESSION_DELETED),
-        Some(s) => match s.tree(tree.id) {
-            Some(t) if Arc::ptr_eq(&t, &tree) => None,
+        Some(s) => match s.tree(p.tree.id) {
+            Some(t) if Arc::ptr_eq(&t, &p.tree) => None,
             _ => Some(NtStatus::NETWORK_NAME_DELETED),
         },
     };
@@ -811,31 +817,43 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         }
         return Err(status);
     }
+    Ok((open, info, handle))
+}
 
-    let mut resp = response_from_info(&info, action.as_u32());
+/// Step 4: the oplock level or lease the open gets (state/oplock), a durable handle
+/// when it caches handles ([MS-SMB2] 3.3.5.9.6, 3.3.5.9.10), and the response with its
+/// create contexts (smbx_wire::create::response).
+fn grant_and_respond(
+    p: OpenParams,
+    open: &Open,
+    info: &FileInfo,
+    handle: &smbx_vfs::Handle,
+    sd_max: Option<u32>,
+    action: CreateAction,
+) -> Result<(Response, FileId), NtStatus> {
+    let mut resp = response_from_info(info, action.as_u32());
     resp.file_id = open.file_id;
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
-    // Oplock / lease grant (state/oplock).
     if let Some(f) = open.as_file() {
         let g = oplock::grant(
-            &server,
+            &p.server,
             &f.file,
-            &requester,
+            &p.requester,
             f.entry_id,
             open.file_id,
             f.is_dir,
-            &oplock_req,
+            &p.oplock_req,
         );
         resp.oplock_level = g.level.bits();
         if let Some(l) = g.lease {
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
         }
-        // Durable handles only with a batch oplock or a handle-caching lease
-        // ([MS-SMB2] 3.3.5.9.6, 3.3.5.9.10); never persistent (no CA shares).
+        // Durable handles only with a batch oplock or a handle-caching lease; never
+        // persistent (no CA shares).
         let caching = g.level == OplockLevel::BATCH
             || g.lease
                 .is_some_and(|l| LeaseState(l.lease_state).contains(LeaseState::HANDLE));
-        if let (Some(d), true, false) = (durable, caching, f.is_dir) {
+        if let (Some(d), true, false) = (p.durable, caching, f.is_dir) {
             // 0 asks for the server's default; at most 300 s are granted (as Windows;
             // smb2.durable-v2-open.create-blob).
             let timeout_ms = match d.timeout_ms {
@@ -846,24 +864,20 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
                 v2: d.v2,
                 timeout_ms,
                 create_guid: d.create_guid,
-                owner,
+                owner: p.owner,
             }));
             if d.v2 {
-                let mut b = Vec::with_capacity(8);
-                b.extend_from_slice(&timeout_ms.to_le_bytes());
-                b.extend_from_slice(&0u32.to_le_bytes());
-                out.push((cname::DH2Q, b));
+                out.push((cname::DH2Q, context_response::durable_v2(timeout_ms, 0)));
             } else {
-                out.push((cname::DHNQ, vec![0u8; 8]));
+                out.push((cname::DHNQ, context_response::durable_v1()));
             }
         }
     }
-    if mxac {
-        let mut d = Vec::with_capacity(8);
-        d.extend_from_slice(&0u32.to_le_bytes());
+    if p.mxac {
         // A READONLY file denies data writes to everyone (the attribute, not this
         // open's access, decides; smb2.acls.OWNER-RIGHTS queries with READ_CONTROL).
         let readonly = info.attributes & FileAttributes::READONLY.bits() != 0;
+        let tree = &p.tree;
         let max = if !readonly || handle.is_dir() || tree.read_only {
             tree.maximal_access
         } else {
@@ -872,14 +886,16 @@ async fn open_file(p: OpenParams) -> Result<(Response, FileId), NtStatus> {
         };
         // A stored descriptor limits it further (smb2.acls.OWNER-RIGHTS).
         let max = sd_max.map_or(max, |m| max & m);
-        d.extend_from_slice(&max.to_le_bytes());
-        out.push((cname::MXAC, d));
+        out.push((
+            cname::MXAC,
+            context_response::maximal_access(NtStatus::SUCCESS, AccessMask(max)),
+        ));
     }
-    if qfid {
-        let mut d = vec![0u8; 32];
-        d[0..8].copy_from_slice(&info.file_id.to_le_bytes());
-        d[8..16].copy_from_slice(&info.volume_id.to_le_bytes());
-        out.push((cname::QFID, d));
+    if p.qfid {
+        out.push((
+            cname::QFID,
+            context_response::on_disk_id(info.file_id, info.volume_id),
+        ));
     }
     if !out.is_empty() {
         let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();

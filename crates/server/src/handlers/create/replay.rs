@@ -98,10 +98,10 @@ pub fn check(
         .map(|d| d.timeout_ms);
     if let Some(timeout_ms) = durable {
         if oplock_level == OplockLevel::BATCH || oplock_level == OplockLevel::LEASE {
-            let mut b = Vec::with_capacity(8);
-            b.extend_from_slice(&timeout_ms.to_le_bytes());
-            b.extend_from_slice(&0u32.to_le_bytes());
-            out.push((cname::DH2Q, b));
+            out.push((
+                cname::DH2Q,
+                smbx_wire::create::response::durable_v2(timeout_ms, 0),
+            ));
         }
     }
     let mut info = f.stat()?;
