@@ -52,6 +52,7 @@ usage: smbx bench [flags] TARGET...
   --server-pid <pid>  also report the CPU time of this process (and its children)
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
   --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4096)
+  --multichannel <n>    smb:// targets bind up to n channels to their session (1..32)
   --sign[=gmac|cmac]    smb:// targets sign every message (SMB 3.1.1; default AES-GMAC)
   --seal[=aes-128-gcm|aes-128-ccm|aes-256-gcm|aes-256-ccm]
                         smb:// targets encrypt every message (default AES-128-GCM)
@@ -205,6 +206,14 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
                             v.unwrap_or("")
                         ))
                     })?;
+                }
+                "multichannel" => {
+                    let v = value("a channel count")?;
+                    let n = parse_u64(&v, "--multichannel", "a channel count")?;
+                    if !(1..=32).contains(&n) {
+                        return err(format!("--multichannel: {n} is outside 1..32"));
+                    }
+                    p.multichannel = Some(n as usize);
                 }
                 "rdma-threshold" => {
                     let v = value("a size")?;
@@ -663,6 +672,10 @@ mod tests {
         let p = parse_str("--server-pid=7 --engine=uring f").unwrap();
         assert_eq!(p.server_pid, Some(7));
         assert_eq!(p.engine, Engine::Uring);
+        let p = parse_str("--multichannel 3 f").unwrap();
+        assert_eq!(p.multichannel, Some(3));
+        assert!(parse_str("--multichannel 0 f").is_err());
+        assert!(parse_str("--multichannel 33 f").is_err());
         let p = parse_str("--transport rdma --rdma-threshold 65536 f").unwrap();
         assert_eq!(p.transport, Some(smbx_client::Transport::Rdma));
         assert_eq!(p.rdma_threshold, Some(65536));

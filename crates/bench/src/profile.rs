@@ -196,6 +196,9 @@ pub struct Profile {
     pub transport: Option<smbx_client::Transport>,
     /// `--rdma-threshold BYTES`: over SMB Direct, I/O larger than this moves by RDMA.
     pub rdma_threshold: Option<usize>,
+    /// `--multichannel N`: smb:// targets' sessions may use up to N channels
+    /// (a URL's `?multichannel=` takes precedence).
+    pub multichannel: Option<usize>,
     /// `--sign` / `--seal`: message protection on smb:// targets.
     pub protection: Protection,
     /// `--kerberos`: smb:// targets log on with Kerberos.
@@ -250,6 +253,7 @@ impl Default for Profile {
             engine: Engine::Auto,
             transport: None,
             rdma_threshold: None,
+            multichannel: None,
             protection: Protection::Default,
             kerberos: false,
             targets: Vec::new(),

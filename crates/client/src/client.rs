@@ -1,24 +1,26 @@
 //! `Client` (one connection: negotiate, echo) and `Session` (an authenticated user on it:
 //! SESSION_SETUP with SPNEGO/NTLMv2 or Kerberos, keys, LOGOFF, TREE_CONNECT).
 
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use smbx_security::cipher::CipherId;
 use smbx_security::kerberos::KerberosInitiator;
 use smbx_security::keys::derive;
 use smbx_security::ntlm::Initiator;
 use smbx_security::preauth::PreauthHash;
-use smbx_security::signing::SigningAlgorithm;
+use smbx_security::signing::{Signer, SigningAlgorithm};
 use smbx_security::spnego::{self, NegState, NegotiationToken};
 use smbx_wire::codec::utf16le;
 use smbx_wire::ioctl::{fsctl, IoctlRequest, IoctlResponse, SMB2_0_IOCTL_IS_FSCTL};
 use smbx_wire::negotiate::{
     NegotiateContext, NegotiateRequest, NegotiateResponse, CAP_ENCRYPTION, CAP_LARGE_MTU,
-    HASH_SHA512, SECURITY_SIGNING_ENABLED, SECURITY_SIGNING_REQUIRED,
+    CAP_MULTI_CHANNEL, HASH_SHA512, SECURITY_SIGNING_ENABLED, SECURITY_SIGNING_REQUIRED,
 };
 use smbx_wire::session::{
-    SessionSetupRequest, SessionSetupResponse, SESSION_FLAG_ENCRYPT_DATA, SESSION_FLAG_IS_GUEST,
-    SESSION_FLAG_IS_NULL,
+    SessionSetupRequest, SessionSetupResponse, SESSION_FLAG_BINDING, SESSION_FLAG_ENCRYPT_DATA,
+    SESSION_FLAG_IS_GUEST, SESSION_FLAG_IS_NULL,
 };
 use smbx_wire::simple::{decode_simple, encode_simple};
 use smbx_wire::tree::{TreeConnectRequest, TreeConnectResponse, SHAREFLAG_ENCRYPT_DATA};
@@ -27,6 +29,7 @@ use smbx_wire::{Command, NtStatus, Writer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use crate::channels::{Channel, ChannelSet, ChannelStats};
 use crate::conn::{Connection, Event, Request, Response, Route};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, Encryption, Signing, Transport};
@@ -81,6 +84,8 @@ pub(crate) struct ClientInner {
     pub offered: Offered,
     pub options: ClientOptions,
     pub host: String,
+    /// The server address of the connection (Direct TCP), for multichannel.
+    pub peer: OnceLock<SocketAddr>,
 }
 
 /// A connection to an SMB server, negotiated and ready for logons. Cheap to clone.
@@ -158,8 +163,13 @@ impl Client {
         host: &str,
         options: ClientOptions,
     ) -> Result<Client> {
+        let peer = stream.peer_addr().ok();
         let conn = Connection::start(stream, options.max_credits, options.timeout);
-        Client::start(conn, host, options).await
+        let client = Client::start(conn, host, options).await?;
+        if let Some(p) = peer {
+            let _ = client.inner.peer.set(p);
+        }
+        Ok(client)
     }
 
     async fn start(conn: Connection, host: &str, options: ClientOptions) -> Result<Client> {
@@ -178,6 +188,7 @@ impl Client {
                 offered,
                 options,
                 host: host.to_string(),
+                peer: OnceLock::new(),
             }),
         })
     }
@@ -221,7 +232,16 @@ impl Client {
     pub async fn login(&self, user: &str, password: &str, domain: &str) -> Result<Session> {
         let init = Initiator::new(user, password, domain)
             .with_workstation(&self.inner.options.workstation);
-        self.session_setup(init, false).await
+        let a = self.ntlm_legs(init, false, None).await?;
+        self.finish_setup(
+            a,
+            false,
+            Logon::Ntlm {
+                user: user.to_string(),
+                password: password.to_string(),
+                domain: domain.to_string(),
+            },
+        )
     }
 
     /// Logs on with Kerberos: a ticket for `cifs/<host>` (the host this client
@@ -241,7 +261,7 @@ impl Client {
             security_buffer: init.first_token(),
             ..Default::default()
         };
-        let (resp, sent) = self.setup_leg(req, 0).await?;
+        let (resp, sent) = self.setup_leg(req, 0, None).await?;
         if let Some(h) = preauth.as_mut() {
             h.update(&sent);
         }
@@ -256,7 +276,14 @@ impl Client {
         let session_key = init
             .finish(&setup.security_buffer)
             .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?;
-        self.finish_setup(resp, &setup, session_id, preauth, &session_key, false)
+        let a = Authenticated {
+            resp,
+            setup,
+            session_id,
+            preauth,
+            session_key,
+        };
+        self.finish_setup(a, false, Logon::Kerberos)
     }
 
     fn security_mode(&self) -> u8 {
@@ -270,21 +297,37 @@ impl Client {
 
     /// Logs on anonymously (a null session: no signing keys).
     pub async fn login_anonymous(&self) -> Result<Session> {
-        self.session_setup(Initiator::anonymous(), true).await
+        let a = self.ntlm_legs(Initiator::anonymous(), true, None).await?;
+        self.finish_setup(a, true, Logon::Anonymous)
     }
 
-    async fn session_setup(&self, mut init: Initiator, anonymous: bool) -> Result<Session> {
+    /// The two SESSION_SETUP legs of an NTLM logon (SPNEGO), or of binding this
+    /// connection to `bind` as a further channel ([MS-SMB2] 3.2.4.2.3: the
+    /// binding flag and the session's id, each leg signed with the session's key).
+    async fn ntlm_legs(
+        &self,
+        mut init: Initiator,
+        anonymous: bool,
+        bind: Option<&Session>,
+    ) -> Result<Authenticated> {
         let security_mode = self.security_mode();
         let mut preauth = self.inner.negotiated.preauth;
 
         // Leg 1: NegTokenInit carrying NTLM NEGOTIATE.
         let token = spnego::client_init_ntlm(&init.negotiate());
         let req = SessionSetupRequest {
+            flags: if bind.is_some() {
+                SESSION_FLAG_BINDING
+            } else {
+                0
+            },
             security_mode,
             security_buffer: token,
             ..Default::default()
         };
-        let (resp, sent) = self.setup_leg(req, 0).await?;
+        let (resp, sent) = self
+            .setup_leg(req, bind.map_or(0, |s| s.id()), bind)
+            .await?;
         if let Some(h) = preauth.as_mut() {
             h.update(&sent);
             h.update(&resp.msg);
@@ -309,11 +352,16 @@ impl Client {
                 .map(|s| s.sign_c2s(&spnego::ntlm_only_mech_types_der()).to_vec())
         };
         let req = SessionSetupRequest {
+            flags: if bind.is_some() {
+                SESSION_FLAG_BINDING
+            } else {
+                0
+            },
             security_mode,
             security_buffer: spnego::client_resp(&auth, mic.as_deref()),
             ..Default::default()
         };
-        let (resp, sent) = self.setup_leg(req, session_id).await?;
+        let (resp, sent) = self.setup_leg(req, session_id, bind).await?;
         if let Some(h) = preauth.as_mut() {
             h.update(&sent);
         }
@@ -326,20 +374,26 @@ impl Client {
                 ));
             }
         }
-        self.finish_setup(resp, &setup, session_id, preauth, &session_key, anonymous)
+        Ok(Authenticated {
+            resp,
+            setup,
+            session_id,
+            preauth,
+            session_key: session_key.to_vec(),
+        })
     }
 
     /// The end of every logon: keys from `session_key`, signing and encryption
     /// policy, the final response's signature, and the session registered.
-    fn finish_setup(
-        &self,
-        resp: Response,
-        setup: &SessionSetupResponse,
-        session_id: u64,
-        preauth: Option<PreauthHash>,
-        session_key: &[u8],
-        anonymous: bool,
-    ) -> Result<Session> {
+    fn finish_setup(&self, a: Authenticated, anonymous: bool, logon: Logon) -> Result<Session> {
+        let Authenticated {
+            resp,
+            setup,
+            session_id,
+            preauth,
+            session_key,
+        } = a;
+        let session_key = &session_key[..];
         let inner = &self.inner;
         let n = &inner.negotiated;
         let require_signing = inner.options.signing == Signing::Required;
@@ -385,24 +439,98 @@ impl Client {
         };
         let sec = Arc::new(sec);
         inner.conn.add_session(session_id, sec.clone());
+        let first = Channel::new(self.clone(), sec.clone(), inner.peer.get().copied(), 0);
         Ok(Session {
             inner: Arc::new(SessionInner {
                 client: self.clone(),
                 id: session_id,
                 flags,
                 security: sec,
+                channels: ChannelSet::new(first),
+                logon,
+                discovered: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// Binds this connection to `session` as a further channel ([MS-SMB2]
+    /// 3.2.4.2.3, 3.2.5.3.1): a new authentication as the same user, signed with
+    /// the session's key; the channel's signing key comes from that
+    /// authentication's session key (3.1.1: with this connection's binding
+    /// preauth hash) and must verify the final response. Returns the channel.
+    pub(crate) async fn bind(&self, session: &Session, speed: u64) -> Result<Channel> {
+        let first = session.inner.client.negotiated();
+        let n = &self.inner.negotiated;
+        if n.dialect != first.dialect || n.dialect < Dialect::SMB3_0 {
+            return Err(Error::Protocol(format!(
+                "channel negotiated {}, the session {}",
+                n.dialect, first.dialect
+            )));
+        }
+        if n.capabilities & CAP_MULTI_CHANNEL == 0 {
+            return Err(Error::Protocol(
+                "the server does not offer multichannel on this connection".into(),
+            ));
+        }
+        let init = match &session.inner.logon {
+            Logon::Ntlm {
+                user,
+                password,
+                domain,
+            } => Initiator::new(user, password, domain)
+                .with_workstation(&self.inner.options.workstation),
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "only NTLM sessions bind further channels".into(),
+                ))
+            }
+        };
+        let a = self.ntlm_legs(init, false, Some(session)).await?;
+        if a.session_id != session.id() {
+            return Err(Error::Protocol(
+                "binding answered for another session".into(),
+            ));
+        }
+        let keys = derive(
+            n.dialect,
+            &a.session_key,
+            a.preauth.as_ref().map(|h| h.value()),
+            None,
+        );
+        let signer = Signer::new(n.signing_algorithm, &keys.signing);
+        if !a.resp.header.is_signed() || !signer.verify(&a.resp.msg) {
+            return Err(Error::Crypto(
+                "the binding response is not signed with the channel's key".into(),
+            ));
+        }
+        let sec = Arc::new(session.inner.security.for_channel(signer));
+        self.inner.conn.add_session(session.id(), sec.clone());
+        Ok(Channel::new(
+            self.clone(),
+            sec,
+            self.inner.peer.get().copied(),
+            speed,
+        ))
     }
 
     async fn setup_leg(
         &self,
         req: SessionSetupRequest,
         session_id: u64,
+        bind: Option<&Session>,
     ) -> Result<(Response, Vec<u8>)> {
-        let route = Route {
-            session_id,
-            ..Default::default()
+        let route = match bind {
+            // Binding legs are signed with the session's key.
+            Some(s) => Route {
+                session_id,
+                security: Some(s.inner.security.clone()),
+                encrypt: false,
+                force_sign: true,
+            },
+            None => Route {
+                session_id,
+                ..Default::default()
+            },
         };
         let (mut v, sent) = self
             .inner
@@ -473,7 +601,13 @@ async fn negotiate(
                 0
             },
         capabilities: if offers_3 {
-            CAP_LARGE_MTU | CAP_ENCRYPTION
+            CAP_LARGE_MTU
+                | CAP_ENCRYPTION
+                | if opts.max_channels > 1 {
+                    CAP_MULTI_CHANNEL
+                } else {
+                    0
+                }
         } else {
             CAP_LARGE_MTU
         },
@@ -586,11 +720,36 @@ async fn negotiate(
     Ok((negotiated, offered))
 }
 
+/// The result of a logon's SESSION_SETUP legs, before keys.
+struct Authenticated {
+    resp: Response,
+    setup: SessionSetupResponse,
+    session_id: u64,
+    preauth: Option<PreauthHash>,
+    session_key: Vec<u8>,
+}
+
+/// How a session logged on: what a further channel authenticates with.
+pub(crate) enum Logon {
+    Ntlm {
+        user: String,
+        password: String,
+        domain: String,
+    },
+    Kerberos,
+    Anonymous,
+}
+
 pub(crate) struct SessionInner {
     pub client: Client,
     pub id: u64,
     pub flags: u16,
     pub security: Arc<SessionSecurity>,
+    /// Every channel, the logon's connection first.
+    pub channels: ChannelSet,
+    pub logon: Logon,
+    /// Set once the server's interfaces were asked for.
+    pub discovered: AtomicBool,
 }
 
 /// An authenticated session. Cheap to clone.
@@ -641,6 +800,106 @@ impl Session {
         }
     }
 
+    /// The route of a request on `channel`: signed with the channel's key.
+    pub(crate) fn route_on(&self, channel: &Channel, encrypt_tree: bool) -> Route {
+        Route {
+            security: Some(channel.security.clone()),
+            ..self.route(encrypt_tree)
+        }
+    }
+
+    /// The channel set (multichannel).
+    pub(crate) fn channels(&self) -> &ChannelSet {
+        &self.inner.channels
+    }
+
+    /// How many channels the session has (1 without multichannel).
+    pub fn channel_count(&self) -> usize {
+        self.inner.channels.len()
+    }
+
+    /// What each channel has carried, the logon's connection first.
+    pub fn channel_stats(&self) -> Vec<ChannelStats> {
+        self.inner.channels.stats()
+    }
+
+    /// Multichannel discovery and binding ([MS-SMB2] 3.2.4.20.x, 3.2.5.3.1): asks
+    /// the server for its interfaces (FSCTL_QUERY_NETWORK_INTERFACE_INFO on
+    /// `tree`), chooses up to `max_channels - 1` further addresses ([`plan`]),
+    /// connects to each that answers and binds it. Addresses that do not answer
+    /// or refuse the binding are skipped (logged); returns the channels added.
+    /// Over SMB Direct the session keeps its one channel in this version.
+    ///
+    /// [`plan`]: crate::channels::plan
+    pub async fn add_channels(&self, tree: &Tree) -> Result<usize> {
+        let client = &self.inner.client;
+        let opts = &client.inner.options;
+        let max = opts.max_channels;
+        let have = self.inner.channels.len();
+        if max <= have
+            || client.connection().direct().is_some()
+            || client.dialect() < Dialect::SMB3_0
+            || client.negotiated().capabilities & CAP_MULTI_CHANNEL == 0
+        {
+            return Ok(0);
+        }
+        let body = IoctlRequest {
+            ctl_code: fsctl::QUERY_NETWORK_INTERFACE_INFO,
+            file_id: smbx_wire::FileId::NO_FILE,
+            input: &[],
+            max_input_response: 0,
+            output: &[],
+            max_output_response: 64 * 1024,
+            flags: SMB2_0_IOCTL_IS_FSCTL,
+        }
+        .encode();
+        let resp = client
+            .connection()
+            .call(
+                Request::new(Command::Ioctl, body, tree.id()),
+                &self.route(tree.is_encrypted()),
+            )
+            .await?
+            .ok()?;
+        let out = IoctlResponse::decode(&resp.msg)?.output;
+        let ifs = smbx_wire::ioctl::decode_network_interfaces(&out)?;
+        let Some(peer) = client.inner.peer.get().copied() else {
+            return Ok(0);
+        };
+        // The first channel's speed is its interface's, when listed.
+        let first = self.inner.channels.first();
+        if let Some(ni) = ifs
+            .iter()
+            .find(|ni| crate::channels::interface_addr(ni, peer.port()).ip() == peer.ip())
+        {
+            first.set_speed(ni.link_speed);
+        }
+        let used = self.inner.channels.addrs();
+        let plan = crate::channels::plan(&ifs, peer.port(), &used, max - have);
+        let mut added = 0;
+        for (addr, speed) in plan {
+            match self.bind_one(addr, speed).await {
+                Ok(ch) => {
+                    self.inner.channels.push(ch);
+                    added += 1;
+                }
+                Err(e) => tracing::warn!("multichannel: {addr} not bound: {e}"),
+            }
+        }
+        Ok(added)
+    }
+
+    async fn bind_one(&self, addr: SocketAddr, speed: u64) -> Result<Channel> {
+        let opts = self.inner.client.inner.options.clone();
+        let stream =
+            tokio::time::timeout(std::time::Duration::from_secs(5), TcpStream::connect(addr))
+                .await
+                .map_err(|_| Error::Timeout)??;
+        let host = self.inner.client.inner.host.clone();
+        let c = Client::from_stream(stream, &host, opts).await?;
+        c.bind(self, speed).await
+    }
+
     /// ECHO on this session.
     pub async fn echo(&self) -> Result<()> {
         let r = self
@@ -683,6 +942,11 @@ impl Session {
         if (d == Dialect::SMB3_0 || d == Dialect::SMB3_0_2) && self.inner.security.signer.is_some()
         {
             self.validate_negotiate(&tree).await?;
+        }
+        if client.options.max_channels > 1 && !self.inner.discovered.swap(true, Ordering::AcqRel) {
+            if let Err(e) = self.add_channels(&tree).await {
+                tracing::warn!("multichannel: no further channels: {e}");
+            }
         }
         Ok(tree)
     }

@@ -25,6 +25,11 @@
 //! * [`File`]: an open handle; reads and writes at offsets, split to the server's limits
 //!   and sent concurrently within the credit window.
 //!
+//! * Multichannel: with [`ClientOptions::max_channels`] above 1, the first tree
+//!   connect asks the server for its interfaces and binds further connections to
+//!   the session; each request then goes to the channel with the fewest
+//!   outstanding bytes per unit of link speed ([`Session::channel_stats`]).
+//!
 //! * [`ReconnectingTree`]: a share that reconnects (connection, logon, tree) and retries
 //!   idempotent operations once when the connection drops.
 //!
@@ -33,6 +38,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod channels;
 mod client;
 mod conn;
 pub mod credits;
@@ -45,6 +51,7 @@ mod reconnect;
 mod tree;
 pub mod url;
 
+pub use channels::ChannelStats;
 pub use client::{Client, Negotiated, Session};
 pub use conn::{Connection, Event, Response};
 pub use error::{Error, Result};

@@ -116,6 +116,11 @@ pub struct ClientOptions {
     pub iwarp: smbx_transport::soft::Options,
     /// Kerberos or NTLM for [`crate::SmbUrl::open`] (and the commands built on it).
     pub kerberos: Kerberos,
+    /// Most channels (connections) one session may use: 1 (the default) is one
+    /// connection; more makes the session multichannel (SMB 3.x, a server with
+    /// multichannel support): at the first tree connect the client asks the server
+    /// for its interfaces and binds further connections to the session.
+    pub max_channels: usize,
 }
 
 impl Default for ClientOptions {
@@ -144,6 +149,7 @@ impl Default for ClientOptions {
             rdma_threshold: 4096,
             iwarp: smbx_transport::soft::Options::default(),
             kerberos: Kerberos::Off,
+            max_channels: 1,
         }
     }
 }
@@ -167,6 +173,11 @@ impl ClientOptions {
     /// Offers exactly these ciphers (3.1.1).
     pub fn with_ciphers(mut self, ciphers: &[CipherId]) -> Self {
         self.ciphers = ciphers.to_vec();
+        self
+    }
+    /// Lets a session use up to `n` channels (see [`ClientOptions::max_channels`]).
+    pub fn with_max_channels(mut self, n: usize) -> Self {
+        self.max_channels = n.max(1);
         self
     }
     /// Offers exactly these signing algorithms (3.1.1).

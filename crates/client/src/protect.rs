@@ -1,6 +1,8 @@
 //! Per-session message protection on the client side: signing requests, verifying
 //! responses, sealing requests and unsealing responses.
 
+use std::sync::Arc;
+
 use smbx_security::cipher::{CipherId, Sealer};
 use smbx_security::keys::SessionKeys;
 use smbx_security::signing::{Signer, SigningAlgorithm};
@@ -17,12 +19,12 @@ pub(crate) struct SessionSecurity {
     pub sign: bool,
     /// Seal every request of the session.
     pub encrypt: bool,
-    /// Client-to-server sealing key.
-    pub encryptor: Option<Sealer>,
+    /// Client-to-server sealing key (one per session, shared by its channels).
+    pub encryptor: Option<Arc<Sealer>>,
     /// Server-to-client unsealing key.
-    pub decryptor: Option<Sealer>,
-    /// Nonces for `encryptor`.
-    pub nonces: Option<NonceSource>,
+    pub decryptor: Option<Arc<Sealer>>,
+    /// Nonces for `encryptor`: shared by every channel, so none repeats under the key.
+    pub nonces: Option<Arc<NonceSource>>,
 }
 
 impl SessionSecurity {
@@ -49,12 +51,25 @@ impl SessionSecurity {
         s.signer = Some(Signer::new(alg, &keys.signing));
         if let Some(c) = cipher {
             if !keys.decrypt_c2s.is_empty() {
-                s.encryptor = Some(Sealer::new(c, &keys.decrypt_c2s)?);
-                s.decryptor = Some(Sealer::new(c, &keys.encrypt_s2c)?);
-                s.nonces = Some(NonceSource::new(c));
+                s.encryptor = Some(Arc::new(Sealer::new(c, &keys.decrypt_c2s)?));
+                s.decryptor = Some(Arc::new(Sealer::new(c, &keys.encrypt_s2c)?));
+                s.nonces = Some(Arc::new(NonceSource::new(c)));
             }
         }
         Ok(s)
+    }
+
+    /// The protection of a channel bound to this session ([MS-SMB2] 3.2.5.3.1):
+    /// its own signer, the session's policy, sealing keys and nonce source.
+    pub fn for_channel(&self, signer: Signer) -> SessionSecurity {
+        SessionSecurity {
+            signer: Some(signer),
+            sign: self.sign,
+            encrypt: self.encrypt,
+            encryptor: self.encryptor.clone(),
+            decryptor: self.decryptor.clone(),
+            nonces: self.nonces.clone(),
+        }
     }
 
     /// True if the session can seal (3.x with a cipher).

@@ -7,7 +7,7 @@ use smbx_wire::tree::TreeConnectResponse;
 use smbx_wire::{Command, NtStatus};
 
 use crate::client::Session;
-use crate::conn::{Request, Response};
+use crate::conn::{Request, Response, HEADROOM};
 use crate::credits::charge_for;
 use crate::error::{Error, Result};
 use crate::file::{
@@ -189,9 +189,41 @@ impl Tree {
 
     /// Sends one request on this tree.
     pub(crate) async fn call(&self, req: Request) -> Result<Response> {
-        let conn = &self.inner.session.inner.client.inner.conn;
-        conn.call(req, &self.inner.session.route(self.inner.encrypt))
-            .await
+        let mut v = self.compound_on_channel(vec![req]).await?;
+        v.pop().ok_or_else(|| Error::Protocol("no response".into()))
+    }
+
+    /// Sends requests (one compound) on the session's channel with the most room
+    /// (the logon's connection when it is SMB Direct: READs and WRITEs carry
+    /// descriptors registered with its link), counting them as outstanding there
+    /// until answered.
+    async fn compound_on_channel(&self, reqs: Vec<Request>) -> Result<Vec<Response>> {
+        let session = &self.inner.session;
+        let set = session.channels();
+        let sent: u64 = reqs
+            .iter()
+            .map(|r| {
+                let reserved = if r.headroom { HEADROOM } else { 0 };
+                r.body.len().saturating_sub(reserved) as u64
+            })
+            .sum();
+        // Credits stand for 64 KiB each: a READ's answer weighs what it asks for.
+        let weight = reqs
+            .iter()
+            .map(|r| (r.charge.max(1) as u64) * 65536)
+            .sum::<u64>()
+            .max(sent);
+        let ch = if self.rdma().is_some() {
+            set.first()
+        } else {
+            set.pick(weight)
+        };
+        let guard = ch.start(weight);
+        let route = session.route_on(&ch, self.inner.encrypt);
+        let (v, _) = ch.client.connection().send(reqs, &route, false).await?;
+        drop(guard);
+        ch.record(sent, v.iter().map(|r| r.msg.len() as u64).sum());
+        Ok(v)
     }
 
     /// Sends one request whose body (after the SMB2 header) the caller built,
@@ -207,11 +239,7 @@ impl Tree {
         for r in reqs.iter_mut().skip(1) {
             r.related = true;
         }
-        let conn = &self.inner.session.inner.client.inner.conn;
-        let (v, _) = conn
-            .send(reqs, &self.inner.session.route(self.inner.encrypt), false)
-            .await?;
-        Ok(v)
+        self.compound_on_channel(reqs).await
     }
 
     fn create_req(&self, req: CreateRequestBuilder) -> Request {

@@ -30,6 +30,8 @@ pub struct SmbUrl {
     pub transport: Option<crate::Transport>,
     /// `rdma_threshold=BYTES`: READs/WRITEs larger than this move by RDMA.
     pub rdma_threshold: Option<usize>,
+    /// `multichannel=N`: let the session use up to N channels (1 to 32).
+    pub multichannel: Option<usize>,
 }
 
 fn percent_decode(s: &str) -> Result<String> {
@@ -68,6 +70,7 @@ impl SmbUrl {
         };
         let mut transport = None;
         let mut rdma_threshold = None;
+        let mut multichannel = None;
         for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
             match kv.split_once('=') {
                 Some(("transport", v)) => {
@@ -80,6 +83,14 @@ impl SmbUrl {
                     rdma_threshold = Some(
                         v.parse()
                             .map_err(|_| bad("rdma_threshold must be a number"))?,
+                    )
+                }
+                Some(("multichannel", v)) => {
+                    multichannel = Some(
+                        v.parse::<usize>()
+                            .ok()
+                            .filter(|n| (1..=32).contains(n))
+                            .ok_or_else(|| bad("multichannel must be a number from 1 to 32"))?,
                     )
                 }
                 _ => return Err(bad(&format!("unknown URL parameter {kv:?}"))),
@@ -153,6 +164,7 @@ impl SmbUrl {
             path: rest.join("/"),
             transport,
             rdma_threshold,
+            multichannel,
         })
     }
 
@@ -183,6 +195,9 @@ impl SmbUrl {
         }
         if let Some(n) = self.rdma_threshold {
             options.rdma_threshold = n;
+        }
+        if let Some(n) = self.multichannel {
+            options.max_channels = n;
         }
         if !self.port_given {
             url.port = options.transport.default_port();
@@ -245,6 +260,16 @@ mod tests {
         assert_eq!(u.share.as_deref(), Some("share"));
         assert_eq!(u.path, "dir/f x.txt");
         assert_eq!(u.addr(), "host.example:4445");
+    }
+
+    #[test]
+    fn multichannel_query() {
+        let u = SmbUrl::parse("smb://h/share/f?multichannel=3").unwrap();
+        assert_eq!(u.multichannel, Some(3));
+        assert_eq!(SmbUrl::parse("smb://h/s").unwrap().multichannel, None);
+        for bad in ["0", "33", "x", ""] {
+            assert!(SmbUrl::parse(&format!("smb://h/s?multichannel={bad}")).is_err());
+        }
     }
 
     #[test]

@@ -110,6 +110,9 @@ impl SmbTarget {
             if let Some(n) = p.rdma_threshold {
                 options.rdma_threshold = n;
             }
+            if let Some(n) = p.multichannel {
+                options.max_channels = n;
+            }
             options = p.protection.apply(options);
             if p.kerberos {
                 options.kerberos = smbx_client::Kerberos::Required;

@@ -1,0 +1,336 @@
+//! Multichannel: a session's channels (connections bound to it), which of the
+//! server's interfaces to bind ([`plan`]), and where each request goes
+//! ([`ChannelSet::pick`]: the live channel with the fewest outstanding bytes per
+//! unit of link speed).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use smbx_wire::ioctl::{IfAddr, NetworkInterface, NETWORK_IF_RDMA_CAPABLE, NETWORK_IF_RSS_CAPABLE};
+
+use crate::client::Client;
+use crate::protect::SessionSecurity;
+
+/// Link speed assumed for a channel whose interface the server did not list (bit/s).
+const UNKNOWN_SPEED: u64 = 1_000_000_000;
+
+/// One channel of a session: a negotiated connection and its protection.
+pub(crate) struct Channel {
+    /// The connection (its own credits, MessageIds, pending table).
+    pub client: Client,
+    /// The channel's signer and the session's sealing keys.
+    pub security: Arc<SessionSecurity>,
+    /// The server address the connection goes to.
+    pub addr: Option<SocketAddr>,
+    /// Advertised link speed of the server interface (bit/s).
+    speed: AtomicU64,
+    /// Bytes of requests and expected responses now in flight.
+    outstanding: AtomicU64,
+    requests: AtomicU64,
+    bytes_sent: AtomicU64,
+    bytes_received: AtomicU64,
+}
+
+impl Channel {
+    pub(crate) fn new(
+        client: Client,
+        security: Arc<SessionSecurity>,
+        addr: Option<SocketAddr>,
+        speed: u64,
+    ) -> Channel {
+        Channel {
+            client,
+            security,
+            addr,
+            speed: AtomicU64::new(if speed == 0 { UNKNOWN_SPEED } else { speed }),
+            outstanding: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            bytes_received: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a request of `bytes` (sent plus expected back) as outstanding until
+    /// the returned guard drops.
+    pub(crate) fn start(self: &Arc<Self>, bytes: u64) -> InFlight {
+        self.outstanding.fetch_add(bytes, Ordering::Relaxed);
+        InFlight {
+            channel: self.clone(),
+            bytes,
+        }
+    }
+
+    /// Sets the link speed (bit/s) once the server's interface list names it.
+    pub(crate) fn set_speed(&self, speed: u64) {
+        if speed > 0 {
+            self.speed.store(speed, Ordering::Relaxed);
+        }
+    }
+
+    /// Records one finished request: what it sent and what came back.
+    pub(crate) fn record(&self, sent: u64, received: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(sent, Ordering::Relaxed);
+        self.bytes_received.fetch_add(received, Ordering::Relaxed);
+    }
+
+    fn is_live(&self) -> bool {
+        !self.client.connection().is_closed()
+    }
+
+    /// Outstanding bytes scaled by link speed: lower has more room.
+    fn load(&self, extra: u64) -> u128 {
+        let out = self
+            .outstanding
+            .load(Ordering::Relaxed)
+            .saturating_add(extra) as u128;
+        // Bytes per Mbit/s of link: a link ten times faster takes ten times the bytes.
+        out * 1_000_000 / (self.speed.load(Ordering::Relaxed).max(1) as u128)
+    }
+
+    fn stats(&self) -> ChannelStats {
+        ChannelStats {
+            addr: self.addr,
+            link_speed: self.speed.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
+            bytes_received: self.bytes_received.load(Ordering::Relaxed),
+            live: self.is_live(),
+        }
+    }
+}
+
+/// A request's bytes counted as outstanding on its channel until dropped.
+pub(crate) struct InFlight {
+    channel: Arc<Channel>,
+    bytes: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.channel
+            .outstanding
+            .fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// What one channel has carried (for reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelStats {
+    /// The server address of the channel's connection, when known.
+    pub addr: Option<SocketAddr>,
+    /// The advertised link speed of the server interface (bit/s).
+    pub link_speed: u64,
+    /// Requests (compounds count once) that completed on the channel.
+    pub requests: u64,
+    /// Bytes of requests sent (bodies after the SMB2 header).
+    pub bytes_sent: u64,
+    /// Bytes of responses received (whole messages).
+    pub bytes_received: u64,
+    /// False once the connection has failed or closed.
+    pub live: bool,
+}
+
+/// The channels of one session; the first is the connection it logged on over.
+pub(crate) struct ChannelSet {
+    list: RwLock<Vec<Arc<Channel>>>,
+}
+
+impl ChannelSet {
+    pub(crate) fn new(first: Channel) -> ChannelSet {
+        ChannelSet {
+            list: RwLock::new(vec![Arc::new(first)]),
+        }
+    }
+
+    /// The channel the session was established on.
+    pub(crate) fn first(&self) -> Arc<Channel> {
+        self.list.read().expect("channels lock")[0].clone()
+    }
+
+    pub(crate) fn push(&self, ch: Channel) {
+        self.list.write().expect("channels lock").push(Arc::new(ch));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.read().expect("channels lock").len()
+    }
+
+    /// The server addresses channels already go to.
+    pub(crate) fn addrs(&self) -> Vec<SocketAddr> {
+        let list = self.list.read().expect("channels lock");
+        list.iter().filter_map(|c| c.addr).collect()
+    }
+
+    /// The live channel with the most room for a request of `bytes`: least
+    /// outstanding bytes per unit of link speed (ties go to the earlier
+    /// channel). The first channel when none is live (its error is the one the
+    /// caller sees).
+    pub(crate) fn pick(&self, bytes: u64) -> Arc<Channel> {
+        let list = self.list.read().expect("channels lock");
+        list.iter()
+            .filter(|c| c.is_live())
+            .min_by_key(|c| c.load(bytes))
+            .unwrap_or(&list[0])
+            .clone()
+    }
+
+    pub(crate) fn stats(&self) -> Vec<ChannelStats> {
+        let list = self.list.read().expect("channels lock");
+        list.iter().map(|c| c.stats()).collect()
+    }
+}
+
+/// The socket address of an interface entry on `port` (IPv6 with its scope).
+pub fn interface_addr(ni: &NetworkInterface, port: u16) -> SocketAddr {
+    match ni.addr {
+        IfAddr::V4(a) => SocketAddr::new(IpAddr::V4(Ipv4Addr::from(a)), port),
+        IfAddr::V6(a, scope) => SocketAddr::V6(std::net::SocketAddrV6::new(
+            Ipv6Addr::from(a),
+            port,
+            0,
+            scope,
+        )),
+    }
+}
+
+/// True if a client could try to connect to this address at all.
+fn usable(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => !(a.is_unspecified() || a.is_multicast() || a.is_broadcast()),
+        IpAddr::V6(a) => !(a.is_unspecified() || a.is_multicast()),
+    }
+}
+
+/// The server's interfaces in the order Windows prefers them: RDMA-capable
+/// first, then RSS-capable, then by link speed (fastest first); the server's
+/// own order breaks ties.
+pub fn rank_interfaces(ifs: &[NetworkInterface]) -> Vec<NetworkInterface> {
+    let mut v: Vec<NetworkInterface> = ifs.to_vec();
+    v.sort_by_key(|ni| {
+        (
+            ni.capability & NETWORK_IF_RDMA_CAPABLE == 0,
+            ni.capability & NETWORK_IF_RSS_CAPABLE == 0,
+            std::cmp::Reverse(ni.link_speed),
+        )
+    });
+    v
+}
+
+/// Which addresses to bind `want` more channels to, best first: each ranked
+/// interface not already used (`used`), then further connections to
+/// RSS-capable interfaces (Windows opens several per RSS interface), round
+/// robin, until `want` are planned. Unusable addresses (unspecified, multicast)
+/// are left out. Each entry is the address and its interface's link speed.
+pub fn plan(
+    ifs: &[NetworkInterface],
+    port: u16,
+    used: &[SocketAddr],
+    want: usize,
+) -> Vec<(SocketAddr, u64)> {
+    let mut ranked: Vec<(SocketAddr, NetworkInterface)> = Vec::new();
+    for ni in rank_interfaces(ifs) {
+        let sa = interface_addr(&ni, port);
+        // The same address listed twice counts once.
+        if usable(sa.ip()) && !ranked.iter().any(|(a, _)| *a == sa) {
+            ranked.push((sa, ni));
+        }
+    }
+    let mut out: Vec<(SocketAddr, u64)> = Vec::new();
+    for (sa, ni) in &ranked {
+        if out.len() >= want {
+            return out;
+        }
+        if !used.contains(sa) {
+            out.push((*sa, ni.link_speed));
+        }
+    }
+    let rss: Vec<&(SocketAddr, NetworkInterface)> = ranked
+        .iter()
+        .filter(|(_, ni)| ni.capability & NETWORK_IF_RSS_CAPABLE != 0)
+        .collect();
+    // Bounded: `want` more entries at most.
+    for (sa, ni) in rss
+        .iter()
+        .cycle()
+        .take(if rss.is_empty() { 0 } else { want })
+    {
+        if out.len() >= want {
+            break;
+        }
+        out.push((*sa, ni.link_speed));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ni(last: u8, capability: u32, gbit: u64) -> NetworkInterface {
+        NetworkInterface {
+            if_index: last as u32,
+            capability,
+            link_speed: gbit * 1_000_000_000,
+            addr: IfAddr::V4([10, 0, 0, last]),
+        }
+    }
+
+    fn sa(last: u8) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, last], 445))
+    }
+
+    #[test]
+    fn ranking_is_rdma_then_rss_then_speed() {
+        let ifs = [
+            ni(1, 0, 100),
+            ni(2, NETWORK_IF_RSS_CAPABLE, 1),
+            ni(3, NETWORK_IF_RDMA_CAPABLE, 10),
+            ni(4, NETWORK_IF_RSS_CAPABLE, 25),
+            ni(5, 0, 40),
+        ];
+        let order: Vec<u32> = rank_interfaces(&ifs).iter().map(|n| n.if_index).collect();
+        assert_eq!(order, vec![3, 4, 2, 1, 5]);
+    }
+
+    #[test]
+    fn plan_skips_used_and_unusable_and_stops_at_want() {
+        let mut ifs = vec![ni(1, 0, 10), ni(2, 0, 1), ni(3, 0, 5)];
+        ifs.push(NetworkInterface {
+            addr: IfAddr::V4([0, 0, 0, 0]),
+            ..ni(9, NETWORK_IF_RDMA_CAPABLE, 100)
+        });
+        let p = plan(&ifs, 445, &[sa(1)], 5);
+        assert_eq!(
+            p,
+            vec![(sa(3), 5_000_000_000), (sa(2), 1_000_000_000)],
+            "no RSS interface: one channel per address"
+        );
+        assert_eq!(plan(&ifs, 445, &[sa(1)], 1), vec![(sa(3), 5_000_000_000)]);
+        assert!(plan(&ifs, 445, &[sa(1)], 0).is_empty());
+        assert!(plan(&[], 445, &[], 3).is_empty());
+    }
+
+    #[test]
+    fn plan_adds_connections_to_rss_interfaces() {
+        let ifs = [ni(1, NETWORK_IF_RSS_CAPABLE, 10), ni(2, 0, 10)];
+        let p = plan(&ifs, 445, &[sa(1)], 3);
+        assert_eq!(
+            p.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
+            vec![sa(2), sa(1), sa(1)]
+        );
+    }
+
+    #[test]
+    fn ipv6_scope_survives() {
+        let n = NetworkInterface {
+            addr: IfAddr::V6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 7),
+            ..ni(1, 0, 1)
+        };
+        match interface_addr(&n, 445) {
+            SocketAddr::V6(v6) => assert_eq!((v6.scope_id(), v6.port()), (7, 445)),
+            other => panic!("{other}"),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Multichannel against real servers (smbx and Samba's smbd): a session binds a
+//! second connection to the server's second address and one file's writes and
+//! reads go over both channels, checksums right.
+//!
+//! The servers need two addresses of their own: each test creates a network
+//! namespace whose loopback carries 127.0.0.1 and 127.0.0.2 and runs itself
+//! again inside it (`ip netns exec`), so nothing outside the namespace changes.
+//! It needs root (as the other server tests, which add a unix user).
+
+mod common;
+
+use std::process::Command;
+
+use common::{PASSWORD, USER};
+use futures_util::future::try_join_all;
+use smbx_client::{Client, ClientOptions, OpenOptions, Session};
+
+/// Set in the copy of the test that runs inside the namespace.
+const INNER: &str = "SMBX_MULTICHANNEL_NETNS";
+
+/// Runs test `name` of this binary in a fresh network namespace with two
+/// loopback addresses; returns true when the caller is that inner run (and
+/// should do the work), false after the inner run passed.
+fn in_netns(name: &str) -> bool {
+    if std::env::var_os(INNER).is_some() {
+        return true;
+    }
+    let ns = format!("smbxmc{}{}", std::process::id(), name.len());
+    let ip = |args: &[&str]| {
+        let st = Command::new("ip").args(args).status().expect("run ip");
+        assert!(st.success(), "ip {args:?} failed");
+    };
+    ip(&["netns", "add", &ns]);
+    let run = std::panic::catch_unwind(|| {
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        ip(&["-n", &ns, "addr", "add", "127.0.0.2/8", "dev", "lo"]);
+        Command::new("ip")
+            .args(["netns", "exec", &ns])
+            .arg(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(INNER, "1")
+            .output()
+            .expect("run the test in the namespace")
+    });
+    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+    let out = run.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "inside the namespace:\n{text}");
+    eprintln!("inside the namespace:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the inner run did not run the test:\n{text}"
+    );
+    false
+}
+
+/// Writes and reads back 8 MiB in 64 KiB pieces, all at once, then checks the
+/// checksum; returns the session for the caller to inspect.
+async fn spread_io(addr: &str) -> Session {
+    let opts = ClientOptions::default().with_max_channels(2);
+    let client = Client::connect(addr, opts).await.expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree");
+    assert_eq!(
+        session.channel_count(),
+        2,
+        "the session should have bound the server's second address: {:?}",
+        session.channel_stats()
+    );
+    let data = common::random_bytes(8 << 20);
+    let f = tree
+        .open("mc.bin", &OpenOptions::create_truncate())
+        .await
+        .expect("open");
+    let piece = 64 * 1024;
+    let writes = data
+        .chunks(piece)
+        .enumerate()
+        .map(|(i, c)| f.write_at((i * piece) as u64, c));
+    try_join_all(writes).await.expect("writes");
+    let reads = (0..data.len() / piece).map(|i| f.read_at((i * piece) as u64, piece));
+    let back: Vec<u8> = try_join_all(reads).await.expect("reads").concat();
+    assert_eq!(common::sha256(&back), common::sha256(&data));
+    f.close().await.expect("close");
+    session
+}
+
+/// Both channels carried writes and reads: each sent and received at least a
+/// quarter of what one channel alone would have.
+fn assert_both_carried(session: &Session) {
+    let stats = session.channel_stats();
+    eprintln!("channels: {stats:?}");
+    assert_eq!(stats.len(), 2);
+    let addrs: Vec<String> = stats
+        .iter()
+        .map(|s| s.addr.expect("channel address").ip().to_string())
+        .collect();
+    assert_eq!(addrs, vec!["127.0.0.1", "127.0.0.2"], "{stats:?}");
+    for s in &stats {
+        assert!(s.live, "{stats:?}");
+        assert!(
+            s.bytes_sent >= 1 << 20 && s.bytes_received >= 1 << 20,
+            "a channel carried too little of the 8 MiB written and read: {stats:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smbx_binds_second_address_and_spreads_io() {
+    if !in_netns("smbx_binds_second_address_and_spreads_io") {
+        return;
+    }
+    let server = common::start_smbx(
+        "    interfaces = 127.0.0.1 127.0.0.2\n    server multi channel support = yes\n",
+    );
+    let session = spread_io(&server.addr()).await;
+    let disk = std::fs::read(server.share_dir("share").join("mc.bin")).unwrap();
+    assert_eq!(disk.len(), 8 << 20);
+    assert_both_carried(&session);
+
+    // The server lists the session with both channels, one per address.
+    let conf = server.root.path().join("smb.conf");
+    let out = Command::new(common::smbx_bin())
+        .args(["status", "--json", "--config"])
+        .arg(&conf)
+        .output()
+        .expect("smbx status");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "smbx status: {text}");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("status JSON");
+    let sessions = json["sessions"].as_array().expect("sessions");
+    let me = sessions
+        .iter()
+        .find(|s| s["session_id"].as_u64() == Some(session.id()))
+        .unwrap_or_else(|| panic!("session {:#x} not listed: {text}", session.id()));
+    let mut locals: Vec<String> = me["channels"]
+        .as_array()
+        .expect("channels")
+        .iter()
+        .map(|c| {
+            let l = c["local"].as_str().unwrap_or_default();
+            l.rsplit_once(':').map_or(l, |(ip, _)| ip).to_string()
+        })
+        .collect();
+    locals.sort();
+    assert_eq!(locals, vec!["127.0.0.1", "127.0.0.2"], "{text}");
+    session.logoff().await.expect("logoff");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samba_binds_second_address_and_spreads_io() {
+    if !in_netns("samba_binds_second_address_and_spreads_io") {
+        return;
+    }
+    let server = common::start_samba(
+        "    server multi channel support = yes\n    interfaces = \"127.0.0.1;speed=1000000000,capability=RSS\" \"127.0.0.2;speed=1000000000,capability=RSS\"\n",
+    );
+    let session = spread_io(&server.addr()).await;
+    let disk = std::fs::read(server.share_dir("share").join("mc.bin")).unwrap();
+    assert_eq!(disk.len(), 8 << 20);
+    assert_both_carried(&session);
+    session.logoff().await.expect("logoff");
+}
