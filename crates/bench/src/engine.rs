@@ -56,6 +56,9 @@ pub struct TargetInfo {
     pub region: Region,
     /// "io_uring", "psync" or "smb".
     pub engine: &'static str,
+    /// An SMB session's channels at the end of the run (what each carried since
+    /// the target was opened, warm-up included); empty for local files.
+    pub channels: Vec<smbx_client::ChannelStats>,
 }
 
 /// The outcome of a run.
@@ -119,7 +122,7 @@ pub fn region_of(p: &Profile, name: &str, size: u64) -> Result<Region, BenchErro
 
 /// Runs the profile against opened targets (in the profile's order).
 pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchError> {
-    let infos = targets
+    let mut infos = targets
         .iter()
         .map(|t| {
             Ok(TargetInfo {
@@ -127,6 +130,7 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
                 size: t.size(),
                 region: region_of(p, t.name(), t.size())?,
                 engine: t.engine(),
+                channels: Vec::new(),
             })
         })
         .collect::<Result<Vec<_>, BenchError>>()?;
@@ -199,6 +203,9 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
     })?;
     if let Some(msg) = shared.error.lock().ok().and_then(|mut e| e.take()) {
         return Err(BenchError::Other(msg));
+    }
+    for (info, t) in infos.iter_mut().zip(targets) {
+        info.channels = t.channels();
     }
     Ok(RunResult {
         threads,

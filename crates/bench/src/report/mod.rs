@@ -143,6 +143,25 @@ pub struct TargetReport {
     /// Figures.
     #[serde(flatten)]
     pub io: IoSummary,
+    /// smb:// targets: what each channel of the session carried (multichannel;
+    /// since the target was opened, warm-up included). Absent for local files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<ChannelReport>,
+}
+
+/// One channel of an SMB session.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChannelReport {
+    /// The server address (ip:port), if known.
+    pub address: Option<String>,
+    /// Advertised link speed of the server's interface (bit/s).
+    pub link_speed: u64,
+    /// Requests completed on the channel (I/Os and the rest).
+    pub ios: u64,
+    /// Bytes sent plus bytes received.
+    pub bytes: u64,
+    /// False once the connection failed.
+    pub live: bool,
 }
 
 /// One thread's figures on one target.
@@ -317,6 +336,17 @@ impl Report {
                 region_len: info.region.len,
                 threads: target_threads[i].clone(),
                 io: IoSummary::of(&per_target[i], secs, ims, complete),
+                channels: info
+                    .channels
+                    .iter()
+                    .map(|c| ChannelReport {
+                        address: c.addr.map(|a| a.to_string()),
+                        link_speed: c.link_speed,
+                        ios: c.requests,
+                        bytes: c.bytes_sent.saturating_add(c.bytes_received),
+                        live: c.live,
+                    })
+                    .collect(),
             })
             .collect();
         let cpu = &r.cpu;

@@ -186,6 +186,17 @@ pub fn render(r: &Report) -> String {
             };
         }
         let _ = writeln!(o, "\t\tthreads per file: {}", p.threads_on_target());
+        for (i, c) in t.channels.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "\t\tchannel {i}: {} ({} Mbit/s){}: {} I/Os, {} bytes",
+                c.address.as_deref().unwrap_or("?"),
+                c.link_speed / 1_000_000,
+                if c.live { "" } else { ", failed" },
+                c.ios,
+                c.bytes
+            );
+        }
     }
     o.push_str("\nSystem information:\n\n");
     let _ = writeln!(o, "\tcomputer name: {}", r.system.hostname);

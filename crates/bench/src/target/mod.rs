@@ -112,6 +112,11 @@ pub trait Target: Send + Sync {
     fn engine(&self) -> &'static str;
     /// Opens a queue for one worker thread.
     fn queue(&self, cfg: &QueueConfig) -> Result<Box<dyn IoQueue>, BenchError>;
+    /// What each channel of an SMB session carried so far (multichannel); none
+    /// for local files.
+    fn channels(&self) -> Vec<smbx_client::ChannelStats> {
+        Vec::new()
+    }
 }
 
 /// Opens a target by name: an smb:// URL or a local path. Creates it first with `-c`.

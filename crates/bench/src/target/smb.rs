@@ -188,6 +188,13 @@ impl Target for SmbTarget {
     fn size(&self) -> u64 {
         self.size
     }
+    fn channels(&self) -> Vec<smbx_client::ChannelStats> {
+        self.file
+            .as_ref()
+            .map(|f| f.tree().session().channel_stats())
+            .unwrap_or_default()
+    }
+
     fn engine(&self) -> &'static str {
         "smb"
     }
