@@ -26,7 +26,7 @@ pub struct TestServer {
 /// A configuration that listens on 127.0.0.1:0 with a `share` disk share at `dir`.
 pub fn test_config(dir: &std::path::Path) -> Config {
     let mut c = Config::default();
-    c.global.interfaces = vec!["127.0.0.1".into()];
+    c.global.interfaces = vec![std::net::Ipv4Addr::LOCALHOST.into()];
     c.global.bind_interfaces_only = true;
     c.global.smb_ports = vec![0];
     c.global.netbios_name = "SMBXTEST".into();
