@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
     after_help = "More commands (each has --help):\n  \
                   smbx demo                           TCP against SMB Direct on this machine, no configuration\n  \
                   smbx bench [diskspd flags] TARGET   load generator (smbx bench sweep: a matrix with charts)\n  \
+                  smbx rdma [--json]                  the RDMA devices, ports and addresses smbx sees\n  \
                   smbx ls|stat|get|put|cat|rm|mkdir|rmdir|mv smb://[user@]host[:port]/share/path"
 )]
 pub struct Cli {

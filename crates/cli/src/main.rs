@@ -8,6 +8,7 @@ mod control;
 mod demo;
 mod error;
 mod logging;
+mod rdma;
 mod reload;
 mod rlimit;
 mod sd_notify;
@@ -27,6 +28,9 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("bench") {
         return bench::main(&argv[2..]);
+    }
+    if argv.get(1).map(String::as_str) == Some("rdma") {
+        return rdma::main(&argv[2..]);
     }
     if argv.get(1).map(String::as_str) == Some("demo") {
         return demo::main(&argv[2..]);

@@ -143,9 +143,13 @@ impl Client {
                     .await?
                     .next()
                     .ok_or_else(|| Error::InvalidArgument(format!("cannot resolve {target}")))?;
-                let link = smbx_transport::soft::connect(
+                // Verbs where the route to the server has an RDMA device
+                // ($SMBX_RDMA_PROVIDER=auto|soft|verbs), else soft-iWARP.
+                let link = smbx_transport::verbs::connect(
                     sa,
+                    smbx_transport::verbs::ProviderChoice::from_env(),
                     options.iwarp.clone(),
+                    smbx_transport::verbs::Options::default(),
                     smbx_transport::DirectConfig::default(),
                 )
                 .await

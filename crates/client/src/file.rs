@@ -33,9 +33,10 @@ pub(crate) const INFO_BUFFER: u32 = 4096;
 pub use smbx_wire::FileId;
 
 /// The bodies of the handle-based requests.
-/// The RDMA channel to ask for: with remote invalidation from 3.0.2 on.
-fn rdma_channel(dialect: smbx_wire::Dialect) -> u32 {
-    if dialect >= smbx_wire::Dialect::SMB3_0_2 {
+/// The RDMA channel to ask for: with remote invalidation from 3.0.2 on, where
+/// the link's registrations can be invalidated by the peer.
+fn rdma_channel(dialect: smbx_wire::Dialect, link: &dyn DirectLink) -> u32 {
+    if dialect >= smbx_wire::Dialect::SMB3_0_2 && link.remote_invalidation() {
         CHANNEL_RDMA_V1_INVALIDATE
     } else {
         CHANNEL_RDMA_V1
@@ -309,7 +310,7 @@ impl OpenOptions {
                     (false, false, false) => disposition::OPEN,
                 });
         CreateRequestBuilder {
-            oplock_level: smbx_wire::oplock::OplockLevel::NONE,
+            oplock_level: 0,
             impersonation_level: 2,
             desired_access: desired,
             file_attributes: self.attributes,
@@ -455,12 +456,13 @@ impl File {
                 let desc = reg
                     .descriptor(0, len as u32)
                     .ok_or_else(|| Error::InvalidArgument("read larger than its buffer".into()))?;
-                Some((reg, desc.encode()))
+                let channel = rdma_channel(self.tree.dialect(), link.as_ref());
+                Some((reg, desc.encode(), channel))
             }
             None => None,
         };
         let (channel, channel_info) = match &rdma {
-            Some((_, desc)) => (rdma_channel(self.tree.dialect()), &desc[..]),
+            Some((_, desc, channel)) => (*channel, &desc[..]),
             None => (0, &[][..]),
         };
         let body = ReadRequest {
@@ -481,7 +483,7 @@ impl File {
         }
         let resp = resp.ok()?;
         let r = ReadResponse::decode(&resp.msg)?;
-        if let Some((reg, _)) = rdma {
+        if let Some((reg, _, _)) = rdma {
             // The data arrived by RDMA; DataRemaining says how much.
             let n = r.data_remaining as usize;
             if !r.data.is_empty() || n > len {
@@ -587,7 +589,7 @@ impl File {
         let body = WriteRequest {
             offset,
             file_id: self.id,
-            channel: rdma_channel(self.tree.dialect()),
+            channel: rdma_channel(self.tree.dialect(), link.as_ref()),
             remaining_bytes: data.len() as u32,
             channel_info: &desc,
             ..Default::default()

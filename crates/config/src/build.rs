@@ -10,7 +10,7 @@ use crate::{Config, ConfigError, EncryptSetting, Global, MapToGuest, ShareConfig
 /// A parsed option value, before it is applied to global or share settings.
 enum Setting {
     // Server-wide only.
-    Interfaces(Vec<crate::Interface>),
+    Interfaces(Vec<String>),
     BindInterfacesOnly(bool),
     SmbPorts(Vec<u16>),
     MinProtocol(smbx_wire::Dialect),
@@ -34,6 +34,7 @@ enum Setting {
     SmbDirect(bool),
     SmbDirectPort(u16),
     SmbDirectCrc(bool),
+    SmbDirectProvider(crate::SmbDirectProvider),
     MetricsListen(Option<std::net::SocketAddr>),
     Deadtime(u32),
     UnauthTimeout(u32),
@@ -177,7 +178,7 @@ fn parse_setting(
 ) -> Result<Setting, String> {
     use Setting::*;
     Ok(match key {
-        "interfaces" => Interfaces(crate::interfaces::parse_interfaces(v)?),
+        "interfaces" => Interfaces(parse_list(v)),
         "bindinterfacesonly" => BindInterfacesOnly(parse_bool(v)?),
         "smbports" => {
             let ports = parse_list(v)
@@ -246,6 +247,7 @@ fn parse_setting(
         "smbdirect" => SmbDirect(parse_bool(v)?),
         "smbdirectport" => SmbDirectPort(port(v)?),
         "smbdirectcrc" => SmbDirectCrc(parse_bool(v)?),
+        "smbdirectprovider" => SmbDirectProvider(crate::direct::parse_smb_direct_provider(v)?),
         "metricslisten" => MetricsListen(parse_listen(v)?),
         "controlsocket" => {
             let p = PathBuf::from(v);
@@ -376,6 +378,7 @@ fn apply_global(
         SmbDirect(v) => g.smb_direct = v,
         SmbDirectPort(v) => g.smb_direct_port = v,
         SmbDirectCrc(v) => g.smb_direct_crc = v,
+        SmbDirectProvider(v) => g.smb_direct_provider = v,
         MetricsListen(v) => g.metrics_listen = v,
         Deadtime(v) => g.deadtime_secs = v,
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,

@@ -23,11 +23,7 @@ pub fn emit(c: &Config) -> String {
     }
     kv(&mut o, "deadtime", &(g.deadtime_secs / 60).to_string());
     kv(&mut o, "guest account", &g.guest_account);
-    kv(
-        &mut o,
-        "interfaces",
-        &crate::interfaces::fmt_interfaces(&g.interfaces),
-    );
+    kv(&mut o, "interfaces", &fmt_list(&g.interfaces));
     if let Some(f) = &g.log_file {
         kv(&mut o, "log file", &f.display().to_string());
     }
@@ -86,6 +82,11 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "smb direct", fmt_bool(g.smb_direct));
     kv(&mut o, "smb direct port", &g.smb_direct_port.to_string());
     kv(&mut o, "smb direct crc", fmt_bool(g.smb_direct_crc));
+    kv(
+        &mut o,
+        "smb direct provider",
+        crate::direct::fmt_smb_direct_provider(g.smb_direct_provider),
+    );
     let ports: Vec<String> = g.smb_ports.iter().map(u16::to_string).collect();
     kv(&mut o, "smb ports", &ports.join(" "));
     kv(&mut o, "smb2 max credits", &g.smb2_max_credits.to_string());

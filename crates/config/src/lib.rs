@@ -15,8 +15,8 @@
 #![warn(missing_docs)]
 
 mod build;
+pub mod direct;
 mod emit;
-pub mod interfaces;
 pub mod kerberos;
 mod lexer;
 pub mod values;
@@ -24,7 +24,7 @@ pub mod values;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use interfaces::{Interface, InterfaceCaps, InterfaceTarget};
+pub use direct::SmbDirectProvider;
 pub use kerberos::{KerberosMethod, UsernameMap};
 pub use lexer::MAX_INCLUDE_DEPTH;
 
@@ -110,10 +110,8 @@ pub enum MapToGuest {
 /// `guest_ok`, ... ) are the defaults every share starts from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Global {
-    /// `interfaces`: the interfaces, addresses and networks to bind (with
-    /// `bind interfaces only`) and to advertise to multichannel clients, each with
-    /// Samba's `;speed=...,capability=...` options ([`interfaces`]).
-    pub interfaces: Vec<Interface>,
+    /// `interfaces`: interface names or addresses to listen on.
+    pub interfaces: Vec<String>,
     /// `bind interfaces only`.
     pub bind_interfaces_only: bool,
     /// `smb ports` (default 445).
@@ -182,6 +180,9 @@ pub struct Global {
     /// connections. With `no` the server follows the initiator (CRC only when it
     /// asks, as MPA requires).
     pub smb_direct_crc: bool,
+    /// `smb direct provider` (smbx; default auto): rdma-core verbs where an
+    /// address has an RDMA device, soft-iWARP elsewhere; or one of them only.
+    pub smb_direct_provider: SmbDirectProvider,
     /// `metrics listen` (smbx; default unset = off): the address of the Prometheus
     /// endpoint (`http://ADDR/metrics`), such as `127.0.0.1:9445`.
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -263,6 +264,7 @@ impl Default for Global {
             smb_direct: false,
             smb_direct_port: 5445,
             smb_direct_crc: false,
+            smb_direct_provider: SmbDirectProvider::Auto,
             metrics_listen: None,
             deadtime_secs: 10080 * 60,
             unauthenticated_timeout_secs: 60,

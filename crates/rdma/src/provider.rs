@@ -111,6 +111,13 @@ pub trait ProtectionDomain: Clone + Send + Sync + 'static {
     fn alloc(&self, len: usize, access: Access) -> Result<Self::Mr> {
         self.register(vec![0; len], access)
     }
+    /// Whether a peer may invalidate our regions' STags (Send with
+    /// Invalidate). Verbs regions registered from user space cannot be
+    /// (only fast-register MRs and memory windows can), so consumers ask
+    /// peers for plain Sends there.
+    fn remote_invalidation(&self) -> bool {
+        true
+    }
 }
 
 /// A connected (or connecting) reliable queue pair.

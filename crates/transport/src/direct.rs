@@ -77,6 +77,12 @@ pub trait DirectLink: Send + Sync + 'static {
     fn close(&self) -> BoxFuture<'_, ()>;
     /// True once the connection is over.
     fn is_closed(&self) -> bool;
+    /// Whether the peer may invalidate our registrations with Send with
+    /// Invalidate (SMB2_CHANNEL_RDMA_V1_INVALIDATE); false on rdma-core
+    /// verbs, whose user-space registrations cannot be remotely invalidated.
+    fn remote_invalidation(&self) -> bool {
+        true
+    }
 }
 
 /// A region of provider `M`, as a [`RegisteredBuf`].
@@ -221,5 +227,9 @@ impl<P: Provider> DirectLink for Link<P> {
 
     fn is_closed(&self) -> bool {
         self.conn.is_closed()
+    }
+
+    fn remote_invalidation(&self) -> bool {
+        self.pd.remote_invalidation()
     }
 }

@@ -21,6 +21,7 @@ pub mod netif;
 pub mod pool;
 pub mod soft;
 pub mod tcp;
+pub mod verbs;
 
 pub use direct::{DirectLink, Link, RegisteredBuf};
 pub use pool::BufPool;

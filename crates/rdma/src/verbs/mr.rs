@@ -186,6 +186,12 @@ impl VerbsPd {
 impl ProtectionDomain for VerbsPd {
     type Mr = VerbsMr;
 
+    fn remote_invalidation(&self) -> bool {
+        // ibv_reg_mr regions: a peer's Send with Invalidate of one is a
+        // remote operation error on RoCE/IB devices.
+        false
+    }
+
     fn register(&self, buf: Vec<u8>, access: Access) -> Result<VerbsMr> {
         if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
             return Err(RdmaError::InvalidRequest(
