@@ -109,7 +109,7 @@ pub fn load(
         config.global.smb_ports = vec![port];
     }
     if let Some(addr) = listen {
-        config.global.interfaces = vec![addr.to_string()];
+        config.global.interfaces = vec![addr.into()];
         config.global.bind_interfaces_only = true;
     }
     Ok(config)

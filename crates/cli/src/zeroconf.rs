@@ -87,7 +87,7 @@ pub fn prepare(
 
     let listen = listen.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
     let global = Global {
-        interfaces: vec![listen.to_string()],
+        interfaces: vec![listen.into()],
         bind_interfaces_only: true,
         smb_ports: vec![port.unwrap_or(ZERO_CONFIG_PORT)],
         passdb_backend: passdb,

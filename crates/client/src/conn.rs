@@ -1038,7 +1038,7 @@ mod tests {
         .await;
         match events.recv().await.unwrap() {
             Event::OplockBreak(b) => {
-                assert_eq!(b.oplock_level, 1);
+                assert_eq!(b.oplock_level, smbx_wire::oplock::OplockLevel::II);
                 assert_eq!(b.file_id.volatile, 6);
             }
             other => panic!("unexpected {other:?}"),

@@ -310,7 +310,7 @@ impl OpenOptions {
                     (false, false, false) => disposition::OPEN,
                 });
         CreateRequestBuilder {
-            oplock_level: 0,
+            oplock_level: smbx_wire::oplock::OplockLevel::NONE,
             impersonation_level: 2,
             desired_access: desired,
             file_attributes: self.attributes,

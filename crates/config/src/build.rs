@@ -10,7 +10,7 @@ use crate::{Config, ConfigError, EncryptSetting, Global, MapToGuest, ShareConfig
 /// A parsed option value, before it is applied to global or share settings.
 enum Setting {
     // Server-wide only.
-    Interfaces(Vec<String>),
+    Interfaces(Vec<crate::Interface>),
     BindInterfacesOnly(bool),
     SmbPorts(Vec<u16>),
     MinProtocol(smbx_wire::Dialect),
@@ -178,7 +178,7 @@ fn parse_setting(
 ) -> Result<Setting, String> {
     use Setting::*;
     Ok(match key {
-        "interfaces" => Interfaces(parse_list(v)),
+        "interfaces" => Interfaces(crate::interfaces::parse_interfaces(v)?),
         "bindinterfacesonly" => BindInterfacesOnly(parse_bool(v)?),
         "smbports" => {
             let ports = parse_list(v)

@@ -23,7 +23,11 @@ pub fn emit(c: &Config) -> String {
     }
     kv(&mut o, "deadtime", &(g.deadtime_secs / 60).to_string());
     kv(&mut o, "guest account", &g.guest_account);
-    kv(&mut o, "interfaces", &fmt_list(&g.interfaces));
+    kv(
+        &mut o,
+        "interfaces",
+        &crate::interfaces::fmt_interfaces(&g.interfaces),
+    );
     if let Some(f) = &g.log_file {
         kv(&mut o, "log file", &f.display().to_string());
     }

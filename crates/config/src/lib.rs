@@ -17,6 +17,7 @@
 mod build;
 pub mod direct;
 mod emit;
+pub mod interfaces;
 pub mod kerberos;
 mod lexer;
 pub mod values;
@@ -25,6 +26,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use direct::SmbDirectProvider;
+pub use interfaces::{Interface, InterfaceCaps, InterfaceTarget};
 pub use kerberos::{KerberosMethod, UsernameMap};
 pub use lexer::MAX_INCLUDE_DEPTH;
 
@@ -110,8 +112,10 @@ pub enum MapToGuest {
 /// `guest_ok`, ... ) are the defaults every share starts from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Global {
-    /// `interfaces`: interface names or addresses to listen on.
-    pub interfaces: Vec<String>,
+    /// `interfaces`: the interfaces, addresses and networks to bind (with
+    /// `bind interfaces only`) and to advertise to multichannel clients, each with
+    /// Samba's `;speed=...,capability=...` options ([`interfaces`]).
+    pub interfaces: Vec<Interface>,
     /// `bind interfaces only`.
     pub bind_interfaces_only: bool,
     /// `smb ports` (default 445).

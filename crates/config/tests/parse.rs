@@ -61,7 +61,8 @@ fn parses_realistic_config() {
     let g = &c.global;
     assert_eq!(g.workgroup, "OFFICE");
     assert_eq!(g.netbios_name, "FILESRV");
-    assert_eq!(g.interfaces, vec!["lo", "eth0", "192.168.1.10/24"]);
+    let interfaces: Vec<String> = g.interfaces.iter().map(|i| i.to_string()).collect();
+    assert_eq!(interfaces, vec!["lo", "eth0", "192.168.1.10/24"]);
     assert!(g.bind_interfaces_only);
     assert_eq!(g.smb_ports, vec![445, 4445]);
     assert_eq!(g.server_min_protocol, Dialect::SMB3_1_1);

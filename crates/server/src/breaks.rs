@@ -30,7 +30,7 @@ pub fn break_timeout(server: &ServerState) -> Duration {
 pub fn encode(b: &Break) -> Vec<u8> {
     match *b {
         Break::Oplock { file_id, to, .. } => OplockBreak {
-            oplock_level: to.bits(),
+            oplock_level: to,
             file_id,
         }
         .encode(),
@@ -49,8 +49,8 @@ pub fn encode(b: &Break) -> Vec<u8> {
                 0
             },
             lease_key: key,
-            current_lease_state: from.bits(),
-            new_lease_state: to.bits(),
+            current_lease_state: from,
+            new_lease_state: to,
         }
         .encode(),
     }

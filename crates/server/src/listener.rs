@@ -31,22 +31,55 @@ pub fn bind_addresses(config: &Config) -> Vec<SocketAddr> {
     } else {
         g.smb_ports.clone()
     };
-    let mut ips: Vec<IpAddr> = Vec::new();
+    let mut ips: Vec<SocketAddr> = Vec::new();
     if g.bind_interfaces_only && !g.interfaces.is_empty() {
-        for i in &g.interfaces {
-            match parse_interface(i) {
-                Some(ip) if !ips.contains(&ip) => ips.push(ip),
-                Some(_) => {}
-                None => tracing::warn!(interface = %i, "cannot resolve interface; skipping"),
+        ips = interface_addresses(&g.interfaces, &smbx_transport::netif::local_addresses());
+    }
+    if ips.is_empty() {
+        ips.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    }
+    ips.iter()
+        .flat_map(|ip| {
+            ports.iter().map(move |p| {
+                let mut a = *ip;
+                a.set_port(*p);
+                a
+            })
+        })
+        .collect()
+}
+
+/// The addresses `interfaces` names, as Samba binds them with `bind interfaces
+/// only`: an address as written; an interface name or a network, the host's
+/// addresses it selects (IPv6 ones with their scope). Entries that select
+/// nothing are logged and skipped.
+fn interface_addresses(
+    entries: &[smbx_config::Interface],
+    host: &[smbx_transport::netif::LocalAddress],
+) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    for e in entries {
+        let found: Vec<SocketAddr> = match e.target {
+            smbx_config::InterfaceTarget::Address(ip) => vec![SocketAddr::new(ip, 0)],
+            _ => host
+                .iter()
+                .filter(|a| e.selects(&a.name, a.addr))
+                .map(|a| match a.addr {
+                    IpAddr::V6(v6) => std::net::SocketAddrV6::new(v6, 0, 0, a.scope).into(),
+                    ip => SocketAddr::new(ip, 0),
+                })
+                .collect(),
+        };
+        if found.is_empty() {
+            tracing::warn!(interface = %e, "interface selects no address of this host; skipping");
+        }
+        for a in found {
+            if !out.contains(&a) {
+                out.push(a);
             }
         }
     }
-    if ips.is_empty() {
-        ips.push(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-    }
-    ips.iter()
-        .flat_map(|ip| ports.iter().map(move |p| SocketAddr::new(*ip, *p)))
-        .collect()
+    out
 }
 
 /// The SMB Direct (soft-iWARP) addresses: the TCP listening addresses with
@@ -72,19 +105,6 @@ fn provider_choice(p: smbx_config::SmbDirectProvider) -> ProviderChoice {
         smbx_config::SmbDirectProvider::Soft => ProviderChoice::Soft,
         smbx_config::SmbDirectProvider::Verbs => ProviderChoice::Verbs,
     }
-}
-
-/// Interprets an `interfaces` entry: an address, an address/prefix, or `lo`.
-fn parse_interface(s: &str) -> Option<IpAddr> {
-    let s = s.trim();
-    if s.eq_ignore_ascii_case("lo") || s.eq_ignore_ascii_case("localhost") {
-        return Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    }
-    let addr = s.split('/').next()?;
-    addr.trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok()
 }
 
 impl Server {
@@ -131,6 +151,7 @@ impl Server {
         for l in &direct {
             tracing::info!(addr = %l.local_addr(), provider = %l.describe(), "listening for SMB Direct");
         }
+        state.set_direct_listening(direct.iter().map(|l| l.local_addr()).collect());
         Ok(Server {
             state,
             listeners,
@@ -424,9 +445,39 @@ mod tests {
         c.global.smb_ports = vec![445, 139];
         assert_eq!(bind_addresses(&c).len(), 2);
         c.global.bind_interfaces_only = true;
-        c.global.interfaces = vec!["127.0.0.1/8".into(), "lo".into(), "eth9".into()];
+        c.global.interfaces =
+            smbx_config::interfaces::parse_interfaces("127.0.0.1/8 \"127.0.0.1;speed=5\" eth9")
+                .unwrap();
         c.global.smb_ports = vec![0];
         let a = bind_addresses(&c);
         assert_eq!(a, vec!["127.0.0.1:0".parse().unwrap()]);
+    }
+
+    #[test]
+    fn interface_names_and_networks_bind_the_host_addresses() {
+        let host = |name: &str, addr: &str, scope: u32| smbx_transport::netif::LocalAddress {
+            name: name.into(),
+            index: 2,
+            addr: addr.parse().unwrap(),
+            scope,
+            loopback: false,
+        };
+        let host = vec![
+            host("eth0", "192.168.1.20", 0),
+            host("eth0", "fe80::1", 2),
+            host("eth1", "10.0.0.5", 0),
+        ];
+        let entries = smbx_config::interfaces::parse_interfaces(
+            "\"eth0;speed=10000000000,capability=RSS\" 10.0.0.0/8 10.0.0.5 eth9 192.0.2.7",
+        )
+        .unwrap();
+        let got = interface_addresses(&entries, &host);
+        let want: Vec<SocketAddr> = vec![
+            "192.168.1.20:0".parse().unwrap(),
+            std::net::SocketAddrV6::new("fe80::1".parse().unwrap(), 0, 0, 2).into(),
+            "10.0.0.5:0".parse().unwrap(),
+            "192.0.2.7:0".parse().unwrap(),
+        ];
+        assert_eq!(got, want);
     }
 }

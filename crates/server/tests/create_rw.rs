@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use smbx_wire::close::{CloseRequest, CloseResponse, FlushRequest, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use smbx_wire::create::{ctx, encode_contexts, CreateRequestBuilder, CreateResponse};
+use smbx_wire::oplock::OplockLevel;
 use smbx_wire::rw::{decode_write_response, ReadRequest, ReadResponse, WriteRequest};
 use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus, HEADER_SIZE};
@@ -768,7 +769,7 @@ async fn durable_handle_grant() {
             .map(|x| x.name.to_vec())
             .collect()
     };
-    let req = |name: &str, oplock: u8, contexts: Vec<u8>| CreateRequestBuilder {
+    let req = |name: &str, oplock: OplockLevel, contexts: Vec<u8>| CreateRequestBuilder {
         oplock_level: oplock,
         impersonation_level: 2,
         desired_access: smbx_wire::AccessMask(ALL),
@@ -781,7 +782,11 @@ async fn durable_handle_grant() {
     // No oplock: no durable handle.
     let o = create_full(
         &mut c,
-        req("a", 0, encode_contexts(&[(ctx::DHNQ, &[0; 16])])),
+        req(
+            "a",
+            OplockLevel::NONE,
+            encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
+        ),
     )
     .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
@@ -790,7 +795,11 @@ async fn durable_handle_grant() {
     // Batch oplock: DHnQ answered.
     let o = create_full(
         &mut c,
-        req("b", 9, encode_contexts(&[(ctx::DHNQ, &[0; 16])])),
+        req(
+            "b",
+            OplockLevel::BATCH,
+            encode_contexts(&[(ctx::DHNQ, &[0; 16])]),
+        ),
     )
     .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
@@ -799,7 +808,11 @@ async fn durable_handle_grant() {
     // DH2Q: timeout 0 gets the default; the response carries it.
     let o = create_full(
         &mut c,
-        req("c", 9, encode_contexts(&[(ctx::DH2Q, &[7; 32])])),
+        req(
+            "c",
+            OplockLevel::BATCH,
+            encode_contexts(&[(ctx::DH2Q, &[7; 32])]),
+        ),
     )
     .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
@@ -814,12 +827,16 @@ async fn durable_handle_grant() {
     // Malformed, or both versions at once: INVALID_PARAMETER.
     let o = create_full(
         &mut c,
-        req("d", 9, encode_contexts(&[(ctx::DHNQ, &[0; 3])])),
+        req(
+            "d",
+            OplockLevel::BATCH,
+            encode_contexts(&[(ctx::DHNQ, &[0; 3])]),
+        ),
     )
     .await;
     assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
     let both = encode_contexts(&[(ctx::DHNQ, &[0; 16]), (ctx::DH2Q, &[0; 32])]);
-    let o = create_full(&mut c, req("e", 9, both)).await;
+    let o = create_full(&mut c, req("e", OplockLevel::BATCH, both)).await;
     assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
 }
 
@@ -827,7 +844,7 @@ async fn durable_handle_grant() {
 /// handle (DHnQ).
 fn durable_request(name: &str) -> CreateRequestBuilder {
     CreateRequestBuilder {
-        oplock_level: 9,
+        oplock_level: OplockLevel::BATCH,
         impersonation_level: 2,
         desired_access: smbx_wire::AccessMask(ALL),
         share_access: smbx_wire::ShareAccess(7),
@@ -880,7 +897,7 @@ async fn durable_reconnect() {
     let o = got.expect("durable open reclaimed");
     assert_eq!(o.fid(), fid);
     let r = o.resp.as_ref().unwrap();
-    assert_eq!(r.oplock_level, 9);
+    assert_eq!(r.oplock_level, OplockLevel::BATCH);
     assert_eq!(r.create_action, 1);
     let (st, data) = read(&mut b, fid, 0, 4, 0).await;
     assert_eq!((st, data.as_slice()), (NtStatus::SUCCESS, &b"kept"[..]));
@@ -904,7 +921,7 @@ async fn create_replay_until_the_open_is_used() {
     let mut dh2q = [0u8; 32];
     dh2q[16..].copy_from_slice(&[0x42; 16]);
     let body = CreateRequestBuilder {
-        oplock_level: 0,
+        oplock_level: OplockLevel::NONE,
         impersonation_level: 2,
         desired_access: smbx_wire::AccessMask(ALL),
         share_access: smbx_wire::ShareAccess(7),

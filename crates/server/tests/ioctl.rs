@@ -15,7 +15,7 @@ const READ_ATTR: u32 = 0x80;
 
 async fn create(c: &mut Client, name: &str, access: u32) -> (u64, u64) {
     let body = CreateRequestBuilder {
-        oplock_level: 0,
+        oplock_level: smbx_wire::oplock::OplockLevel::NONE,
         impersonation_level: 2,
         desired_access: smbx_wire::AccessMask(access),
         file_attributes: smbx_wire::FileAttributes(0x80),

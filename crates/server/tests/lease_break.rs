@@ -10,17 +10,16 @@ use std::collections::HashMap;
 use common::*;
 use smbx_wire::create::{encode_contexts, CreateRequestBuilder};
 use smbx_wire::oplock::{
-    encode_lease_response, LeaseBreakAck, LeaseBreakNotification, LeaseContext,
-    LEASE_BREAK_ACK_REQUIRED, LEASE_CONTEXT_NAME, LEASE_HANDLE, LEASE_NONE, LEASE_READ,
-    LEASE_WRITE, OPLOCK_LEVEL_LEASE, OPLOCK_LEVEL_NONE,
+    encode_lease_response, LeaseBreakAck, LeaseBreakNotification, LeaseContext, LeaseState,
+    OplockLevel, LEASE_BREAK_ACK_REQUIRED, LEASE_CONTEXT_NAME,
 };
 use smbx_wire::set_info::{FileRenameInfo, SetInfoRequest};
 use smbx_wire::{Command, NtStatus};
 
 const ALL: u32 = 0x001F_01FF;
 const GENERIC_READ: u32 = 0x8000_0000;
-const RH: u32 = LEASE_READ | LEASE_HANDLE;
-const RWH: u32 = LEASE_READ | LEASE_WRITE | LEASE_HANDLE;
+const RH: LeaseState = LeaseState::RH;
+const RWH: LeaseState = LeaseState::RWH;
 /// FILE_OPEN, FILE_OPEN_IF, FILE_OVERWRITE.
 const OPEN: u32 = 1;
 const OPEN_IF: u32 = 3;
@@ -81,7 +80,7 @@ impl Inbox {
 async fn leased(
     name: &str,
     key: u8,
-    state: u32,
+    state: LeaseState,
 ) -> (
     tempfile::TempDir,
     TestServer,
@@ -110,7 +109,7 @@ async fn send(c: &mut Client, cmd: Command, body: &[u8]) -> u64 {
     mid
 }
 
-fn lease_create(name: &str, access: u32, disposition: u32, key: u8, state: u32) -> Vec<u8> {
+fn lease_create(name: &str, access: u32, disposition: u32, key: u8, state: LeaseState) -> Vec<u8> {
     let lease = encode_lease_response(&LeaseContext {
         version: 1,
         lease_key: [key; 16],
@@ -118,7 +117,7 @@ fn lease_create(name: &str, access: u32, disposition: u32, key: u8, state: u32) 
         ..Default::default()
     });
     CreateRequestBuilder {
-        oplock_level: OPLOCK_LEVEL_LEASE,
+        oplock_level: OplockLevel::LEASE,
         impersonation_level: 2,
         desired_access: smbx_wire::AccessMask(access),
         file_attributes: smbx_wire::FileAttributes(0x80),
@@ -131,7 +130,7 @@ fn lease_create(name: &str, access: u32, disposition: u32, key: u8, state: u32) 
     .encode()
 }
 
-fn lease_ack(key: u8, state: u32) -> Vec<u8> {
+fn lease_ack(key: u8, state: LeaseState) -> Vec<u8> {
     LeaseBreakAck {
         flags: 0,
         lease_key: [key; 16],
@@ -141,12 +140,12 @@ fn lease_ack(key: u8, state: u32) -> Vec<u8> {
     .encode()
 }
 
-fn acked_state(m: &Msg) -> u32 {
+fn acked_state(m: &Msg) -> LeaseState {
     assert_eq!(m.status(), NtStatus::SUCCESS);
     LeaseBreakAck::decode(&m.bytes).unwrap().lease_state
 }
 
-fn check_break(n: &LeaseBreakNotification, key: u8, from: u32, to: u32, ack: bool) {
+fn check_break(n: &LeaseBreakNotification, key: u8, from: LeaseState, to: LeaseState, ack: bool) {
     assert_eq!(n.lease_key, [key; 16]);
     assert_eq!((n.current_lease_state, n.new_lease_state), (from, to));
     let flags = if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 };
@@ -159,12 +158,12 @@ fn check_break(n: &LeaseBreakNotification, key: u8, from: u32, to: u32, ack: boo
 #[tokio::test]
 async fn break_in_progress_continues_step_by_step() {
     let (_dir, _srv, mut c, mut inbox, r) = leased("f", 1, RWH).await;
-    assert_eq!(r.oplock_level, OPLOCK_LEVEL_LEASE);
+    assert_eq!(r.oplock_level, OplockLevel::LEASE);
 
     let open2 = send(
         &mut c,
         Command::Create,
-        &create_with("f", OPLOCK_LEVEL_NONE, OPEN),
+        &create_with("f", OplockLevel::NONE, OPEN),
     )
     .await;
     let b = inbox.breaks(&mut c, 1).await;
@@ -172,21 +171,29 @@ async fn break_in_progress_continues_step_by_step() {
     let open3 = send(
         &mut c,
         Command::Create,
-        &create_with("f", OPLOCK_LEVEL_NONE, OVERWRITE),
+        &create_with("f", OplockLevel::NONE, OVERWRITE),
     )
     .await;
 
     let ack = send(&mut c, Command::OplockBreak, &lease_ack(1, RH)).await;
     assert_eq!(acked_state(&inbox.response(&mut c, ack).await), RH);
     let b = inbox.breaks(&mut c, 1).await;
-    check_break(&b[0], 1, RH, LEASE_READ, true);
+    check_break(&b[0], 1, RH, LeaseState::READ, true);
     assert!(!inbox.responses.contains_key(&open2));
     assert!(!inbox.responses.contains_key(&open3));
 
-    let ack = send(&mut c, Command::OplockBreak, &lease_ack(1, LEASE_READ)).await;
-    assert_eq!(acked_state(&inbox.response(&mut c, ack).await), LEASE_READ);
+    let ack = send(
+        &mut c,
+        Command::OplockBreak,
+        &lease_ack(1, LeaseState::READ),
+    )
+    .await;
+    assert_eq!(
+        acked_state(&inbox.response(&mut c, ack).await),
+        LeaseState::READ
+    );
     let b = inbox.breaks(&mut c, 1).await;
-    check_break(&b[0], 1, LEASE_READ, LEASE_NONE, false);
+    check_break(&b[0], 1, LeaseState::READ, LeaseState::NONE, false);
 
     created(&inbox.response(&mut c, open2).await);
     let r3 = created(&inbox.response(&mut c, open3).await);
@@ -207,7 +214,7 @@ async fn rename_waits_for_handle_caching_to_go() {
     .await;
     assert_eq!(
         created(&inbox.response(&mut c, mid).await).oplock_level,
-        OPLOCK_LEVEL_LEASE
+        OplockLevel::LEASE
     );
 
     let fid = file_id_of(&h1);
@@ -227,13 +234,13 @@ async fn rename_waits_for_handle_caching_to_go() {
     .encode();
     let rename_mid = send(&mut c, Command::SetInfo, &body).await;
     let b = inbox.breaks(&mut c, 1).await;
-    check_break(&b[0], 2, RH, LEASE_READ, true);
+    check_break(&b[0], 2, RH, LeaseState::READ, true);
 
     // Not renamed yet; the rename went async.
     let mid = send(
         &mut c,
         Command::Create,
-        &create_with("dst", OPLOCK_LEVEL_NONE, OPEN),
+        &create_with("dst", OplockLevel::NONE, OPEN),
     )
     .await;
     assert_eq!(
@@ -243,8 +250,16 @@ async fn rename_waits_for_handle_caching_to_go() {
     assert!(!inbox.responses.contains_key(&rename_mid));
     assert!(inbox.interim.contains(&rename_mid));
 
-    let ack = send(&mut c, Command::OplockBreak, &lease_ack(2, LEASE_READ)).await;
-    assert_eq!(acked_state(&inbox.response(&mut c, ack).await), LEASE_READ);
+    let ack = send(
+        &mut c,
+        Command::OplockBreak,
+        &lease_ack(2, LeaseState::READ),
+    )
+    .await;
+    assert_eq!(
+        acked_state(&inbox.response(&mut c, ack).await),
+        LeaseState::READ
+    );
     assert_eq!(
         inbox.response(&mut c, rename_mid).await.status(),
         NtStatus::SUCCESS

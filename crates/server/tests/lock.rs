@@ -7,6 +7,7 @@ use common::*;
 use smbx_wire::lock::{
     LockElement, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY, LOCKFLAG_UNLOCK,
 };
+use smbx_wire::oplock::OplockLevel;
 use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus};
 
@@ -40,8 +41,12 @@ async fn logoff_completes_a_pending_lock() {
     let srv = start(test_config(dir.path())).await;
     for _ in 0..4 {
         let mut c = connect_share_as(&srv, Dialect::SMB3_1_1).await;
-        let h1 = fid(&c.request(Command::Create, &create_body("f", 0)).await);
-        let h2 = fid(&c.request(Command::Create, &create_body("f", 0)).await);
+        let h1 = fid(&c
+            .request(Command::Create, &create_body("f", OplockLevel::NONE))
+            .await);
+        let h2 = fid(&c
+            .request(Command::Create, &create_body("f", OplockLevel::NONE))
+            .await);
         let r = c
             .request(Command::Lock, &lock(h1, 0, LOCKFLAG_EXCLUSIVE))
             .await;
@@ -107,7 +112,9 @@ async fn lock_sequence_replays_are_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
     let mut c = connect_share_as(&srv, Dialect::SMB3_1_1).await;
-    let h = fid(&c.request(Command::Create, &create_body("seq", 0)).await);
+    let h = fid(&c
+        .request(Command::Create, &create_body("seq", OplockLevel::NONE))
+        .await);
     use NtStatus as S;
     // Bucket 0: no replay detection.
     assert_eq!(
@@ -193,7 +200,9 @@ async fn smb202_has_no_lock_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let srv = start(test_config(dir.path())).await;
     let mut c = connect_share_as(&srv, Dialect::SMB2_0_2).await;
-    let h = fid(&c.request(Command::Create, &create_body("old", 0)).await);
+    let h = fid(&c
+        .request(Command::Create, &create_body("old", OplockLevel::NONE))
+        .await);
     assert_eq!(
         locks(&mut c, h, &[(0x011, EXCL_NOW), (0x011, EXCL_NOW)]).await,
         [NtStatus::SUCCESS, NtStatus::LOCK_NOT_GRANTED]

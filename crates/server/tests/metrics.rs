@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::*;
+use smbx_wire::oplock::OplockLevel;
 use smbx_wire::rw::{ReadRequest, WriteRequest};
 use smbx_wire::{Command, NtStatus};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -95,9 +96,14 @@ async fn counts_the_requests_a_client_sent() {
     assert_eq!(get(&before, "smbx_opens"), 0.0);
 
     let mut c = connect_share(&srv).await;
-    let missing = c.request(Command::Create, &create_with("nope", 0, 1)).await;
+    let missing = c
+        .request(Command::Create, &create_with("nope", OplockLevel::NONE, 1))
+        .await;
     assert_eq!(missing.status(), NtStatus::OBJECT_NAME_NOT_FOUND);
-    let f = created(&c.request(Command::Create, &create_body("f", 0)).await);
+    let f = created(
+        &c.request(Command::Create, &create_body("f", OplockLevel::NONE))
+            .await,
+    );
     let (p, v) = (f.file_id.persistent, f.file_id.volatile);
     let data = vec![0x5a; 1000];
     for i in 0..3u64 {
@@ -290,10 +296,12 @@ async fn async_operations_count_their_final_status() {
     let addr = endpoint(&srv).await;
     let mut c = connect_share(&srv).await;
     let h1 = file_id_of(&created(
-        &c.request(Command::Create, &create_body("f", 0)).await,
+        &c.request(Command::Create, &create_body("f", OplockLevel::NONE))
+            .await,
     ));
     let h2 = file_id_of(&created(
-        &c.request(Command::Create, &create_body("f", 0)).await,
+        &c.request(Command::Create, &create_body("f", OplockLevel::NONE))
+            .await,
     ));
     assert_eq!(
         c.request(Command::Lock, &lock(h1)).await.status(),

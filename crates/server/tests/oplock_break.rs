@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use smbx_wire::create::{CreateRequestBuilder, CreateResponse};
 use smbx_wire::lock::{LockElement, LockRequest, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY};
-use smbx_wire::oplock::{OplockBreak, OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_II, OPLOCK_LEVEL_NONE};
+use smbx_wire::oplock::{OplockBreak, OplockLevel};
 use smbx_wire::rw::WriteRequest;
 use smbx_wire::{Command, NtStatus};
 
@@ -51,7 +51,7 @@ async fn next_break(c: &mut Client) -> OplockBreak {
     }
 }
 
-fn ack_body(fid: smbx_wire::FileId, level: u8) -> Vec<u8> {
+fn ack_body(fid: smbx_wire::FileId, level: OplockLevel) -> Vec<u8> {
     OplockBreak {
         oplock_level: level,
         file_id: fid,
@@ -79,37 +79,42 @@ async fn batch_break_names_the_holder() {
     let mut c1 = connect_share(&srv).await;
     let mut c2 = connect_share(&srv).await;
     // Another open first, so the holder's FileId is not the first one handed out.
-    let other = exchange(&mut c1, Command::Create, &create_body("other", 0)).await;
+    let other = exchange(
+        &mut c1,
+        Command::Create,
+        &create_body("other", OplockLevel::NONE),
+    )
+    .await;
     created(&other.resp);
     let h1 = created(
         &exchange(
             &mut c1,
             Command::Create,
-            &create_body("f", OPLOCK_LEVEL_BATCH),
+            &create_body("f", OplockLevel::BATCH),
         )
         .await
         .resp,
     );
-    assert_eq!(h1.oplock_level, OPLOCK_LEVEL_BATCH);
+    assert_eq!(h1.oplock_level, OplockLevel::BATCH);
     assert_ne!(h1.file_id.volatile, 0);
 
     // c2's CREATE waits for c1's acknowledgment: send it, then serve c1.
     let h = c2.header(Command::Create);
     let mid = h.message_id;
-    c2.send_raw(&Client::message(&h, &create_body("f", OPLOCK_LEVEL_BATCH)))
+    c2.send_raw(&Client::message(&h, &create_body("f", OplockLevel::BATCH)))
         .await;
     let b = next_break(&mut c1).await;
     assert_eq!(b.file_id, file_id_of(&h1));
-    assert_eq!(b.oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(b.oplock_level, OplockLevel::II);
     let ack = exchange(
         &mut c1,
         Command::OplockBreak,
-        &ack_body(b.file_id, OPLOCK_LEVEL_II),
+        &ack_body(b.file_id, OplockLevel::II),
     )
     .await;
     assert_eq!(ack.resp.status(), NtStatus::SUCCESS);
     let a = OplockBreak::decode(&ack.resp.bytes).unwrap();
-    assert_eq!(a.oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(a.oplock_level, OplockLevel::II);
     assert_eq!(a.file_id, file_id_of(&h1));
     // c2's CREATE completes (maybe after an interim STATUS_PENDING) with LEVEL_II.
     let r2 = loop {
@@ -120,13 +125,13 @@ async fn batch_break_names_the_holder() {
         }
     };
     let h2 = created(&r2);
-    assert_eq!(h2.oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(h2.oplock_level, OplockLevel::II);
 
     // Acknowledging again (no break in progress) is a protocol error.
     let again = exchange(
         &mut c1,
         Command::OplockBreak,
-        &ack_body(b.file_id, OPLOCK_LEVEL_II),
+        &ack_body(b.file_id, OplockLevel::II),
     )
     .await;
     assert_eq!(again.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);
@@ -136,10 +141,10 @@ async fn batch_break_names_the_holder() {
     assert_eq!(w.resp.status(), NtStatus::SUCCESS);
     assert_eq!(w.breaks.len(), 1);
     assert_eq!(w.breaks[0].file_id, file_id_of(&h2));
-    assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
+    assert_eq!(w.breaks[0].oplock_level, OplockLevel::NONE);
     let b1 = next_break(&mut c1).await;
     assert_eq!(b1.file_id, file_id_of(&h1));
-    assert_eq!(b1.oplock_level, OPLOCK_LEVEL_NONE);
+    assert_eq!(b1.oplock_level, OplockLevel::NONE);
 }
 
 /// A write breaks the writer's own LEVEL_II oplock to NONE without asking for an
@@ -150,20 +155,20 @@ async fn level2_ack_is_a_protocol_error() {
     let srv = start(test_config(dir.path())).await;
     let mut c = connect_share(&srv).await;
     let h = created(
-        &exchange(&mut c, Command::Create, &create_body("g", OPLOCK_LEVEL_II))
+        &exchange(&mut c, Command::Create, &create_body("g", OplockLevel::II))
             .await
             .resp,
     );
-    assert_eq!(h.oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(h.oplock_level, OplockLevel::II);
     let w = exchange(&mut c, Command::Write, &write_body(&h, b"abc")).await;
     assert_eq!(w.resp.status(), NtStatus::SUCCESS);
     assert_eq!(w.breaks.len(), 1);
     assert_eq!(w.breaks[0].file_id, file_id_of(&h));
-    assert_eq!(w.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
+    assert_eq!(w.breaks[0].oplock_level, OplockLevel::NONE);
     let ack = exchange(
         &mut c,
         Command::OplockBreak,
-        &ack_body(file_id_of(&h), OPLOCK_LEVEL_NONE),
+        &ack_body(file_id_of(&h), OplockLevel::NONE),
     )
     .await;
     assert_eq!(ack.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);
@@ -180,11 +185,11 @@ async fn lock_breaks_level2() {
     let srv = start(test_config(dir.path())).await;
     let mut c = connect_share(&srv).await;
     let h = created(
-        &exchange(&mut c, Command::Create, &create_body("l", OPLOCK_LEVEL_II))
+        &exchange(&mut c, Command::Create, &create_body("l", OplockLevel::II))
             .await
             .resp,
     );
-    assert_eq!(h.oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(h.oplock_level, OplockLevel::II);
     let body = LockRequest {
         lock_sequence_number: 0,
         lock_sequence_index: 0,
@@ -199,7 +204,7 @@ async fn lock_breaks_level2() {
     let l = exchange(&mut c, Command::Lock, &body).await;
     assert_eq!(l.resp.status(), NtStatus::SUCCESS);
     assert_eq!(l.breaks.len(), 1);
-    assert_eq!(l.breaks[0].oplock_level, OPLOCK_LEVEL_NONE);
+    assert_eq!(l.breaks[0].oplock_level, OplockLevel::NONE);
     assert_eq!(l.breaks[0].file_id, file_id_of(&h));
 }
 
@@ -213,14 +218,14 @@ async fn stat_open_breaks_nothing() {
         &exchange(
             &mut c,
             Command::Create,
-            &create_body("s", OPLOCK_LEVEL_BATCH),
+            &create_body("s", OplockLevel::BATCH),
         )
         .await
         .resp,
     );
-    assert_eq!(h.oplock_level, OPLOCK_LEVEL_BATCH);
+    assert_eq!(h.oplock_level, OplockLevel::BATCH);
     let stat = CreateRequestBuilder {
-        oplock_level: OPLOCK_LEVEL_BATCH,
+        oplock_level: OplockLevel::BATCH,
         impersonation_level: 2,
         desired_access: smbx_wire::AccessMask(0x0010_0180),
         share_access: smbx_wire::ShareAccess(7),
@@ -231,7 +236,7 @@ async fn stat_open_breaks_nothing() {
     .encode();
     let s = exchange(&mut c, Command::Create, &stat).await;
     assert!(s.breaks.is_empty());
-    assert_eq!(created(&s.resp).oplock_level, OPLOCK_LEVEL_NONE);
+    assert_eq!(created(&s.resp).oplock_level, OplockLevel::NONE);
 }
 
 /// A CREATE waiting on an oplock break whose tree is disconnected meanwhile
@@ -247,17 +252,17 @@ async fn create_pending_across_tree_disconnect_leaves_no_open() {
         &exchange(
             &mut c1,
             Command::Create,
-            &create_body("f", OPLOCK_LEVEL_BATCH),
+            &create_body("f", OplockLevel::BATCH),
         )
         .await
         .resp,
     );
-    assert_eq!(h1.oplock_level, OPLOCK_LEVEL_BATCH);
+    assert_eq!(h1.oplock_level, OplockLevel::BATCH);
 
     // c2's CREATE waits for c1's acknowledgment and goes async.
     let h = c2.header(Command::Create);
     let mid = h.message_id;
-    c2.send_raw(&Client::message(&h, &create_body("f", OPLOCK_LEVEL_NONE)))
+    c2.send_raw(&Client::message(&h, &create_body("f", OplockLevel::NONE)))
         .await;
     let interim = c2.recv().await.unwrap().remove(0);
     assert_eq!(interim.header.message_id, mid);
@@ -320,12 +325,12 @@ async fn configured_break_timeout_breaks_a_silent_holder() {
         &exchange(
             &mut c1,
             Command::Create,
-            &create_body("f", OPLOCK_LEVEL_BATCH),
+            &create_body("f", OplockLevel::BATCH),
         )
         .await
         .resp,
     );
-    assert_eq!(h1.oplock_level, OPLOCK_LEVEL_BATCH);
+    assert_eq!(h1.oplock_level, OplockLevel::BATCH);
     // c1 never answers the break; c2's CREATE completes once the timeout ran out
     // (bounded here far above it: with the default 35 s this would fail).
     let r2 = tokio::time::timeout(
@@ -333,20 +338,20 @@ async fn configured_break_timeout_breaks_a_silent_holder() {
         exchange(
             &mut c2,
             Command::Create,
-            &create_body("f", OPLOCK_LEVEL_BATCH),
+            &create_body("f", OplockLevel::BATCH),
         ),
     )
     .await
     .expect("the CREATE completes once the configured break timeout runs out");
     assert_eq!(r2.resp.status(), NtStatus::SUCCESS);
-    assert_eq!(created(&r2.resp).oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(created(&r2.resp).oplock_level, OplockLevel::II);
     let b = next_break(&mut c1).await;
     assert_eq!(b.file_id, h1.file_id);
-    assert_eq!(b.oplock_level, OPLOCK_LEVEL_II);
+    assert_eq!(b.oplock_level, OplockLevel::II);
     let late = exchange(
         &mut c1,
         Command::OplockBreak,
-        &ack_body(b.file_id, OPLOCK_LEVEL_II),
+        &ack_body(b.file_id, OplockLevel::II),
     )
     .await;
     assert_eq!(late.resp.status(), NtStatus::INVALID_OPLOCK_PROTOCOL);

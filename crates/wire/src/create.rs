@@ -3,6 +3,7 @@
 
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::oplock::OplockLevel;
 use crate::FileId;
 use crate::{AccessMask, CreateDisposition, CreateOptions, FileAttributes, ShareAccess};
 
@@ -14,17 +15,6 @@ const RESP_FIXED: usize = 88;
 pub const MAX_NAME_BYTES: usize = 65534;
 /// Most create contexts accepted in one request.
 pub const MAX_CONTEXTS: usize = 64;
-
-/// Oplock level none.
-pub const OPLOCK_LEVEL_NONE: u8 = 0x00;
-/// Oplock level II.
-pub const OPLOCK_LEVEL_II: u8 = 0x01;
-/// Oplock level exclusive.
-pub const OPLOCK_LEVEL_EXCLUSIVE: u8 = 0x08;
-/// Oplock level batch.
-pub const OPLOCK_LEVEL_BATCH: u8 = 0x09;
-/// "Oplock level" lease.
-pub const OPLOCK_LEVEL_LEASE: u8 = 0xFF;
 
 /// Impersonation level: Anonymous.
 pub const IMPERSONATION_ANONYMOUS: u32 = 0;
@@ -168,7 +158,7 @@ pub struct CreateRequest<'a> {
     /// SecurityFlags (reserved).
     pub security_flags: u8,
     /// RequestedOplockLevel.
-    pub oplock_level: u8,
+    pub oplock_level: OplockLevel,
     /// ImpersonationLevel.
     pub impersonation_level: u32,
     /// SmbCreateFlags (reserved).
@@ -202,7 +192,7 @@ impl<'a> CreateRequest<'a> {
             return Err(WireError::Invalid("CREATE body too short"));
         }
         let security_flags = r.u8()?;
-        let oplock_level = r.u8()?;
+        let oplock_level = OplockLevel(r.u8()?);
         let impersonation_level = r.u32()?;
         let smb_create_flags = r.u64()?;
         r.u64()?;
@@ -269,7 +259,7 @@ impl<'a> CreateRequest<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct CreateRequestBuilder {
     /// RequestedOplockLevel.
-    pub oplock_level: u8,
+    pub oplock_level: OplockLevel,
     /// ImpersonationLevel.
     pub impersonation_level: u32,
     /// DesiredAccess.
@@ -296,7 +286,7 @@ impl CreateRequestBuilder {
         let mut w = Writer::new();
         w.u16(57)
             .u8(0)
-            .u8(self.oplock_level)
+            .u8(self.oplock_level.bits())
             .u32(self.impersonation_level)
             .u64(0)
             .u64(0)
@@ -328,7 +318,7 @@ impl CreateRequestBuilder {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CreateResponse {
     /// OplockLevel granted.
-    pub oplock_level: u8,
+    pub oplock_level: OplockLevel,
     /// Flags (SMB2_CREATE_FLAG_REPARSEPOINT).
     pub flags: u8,
     /// CreateAction.
@@ -363,7 +353,7 @@ impl CreateResponse {
             (HEADER_SIZE + RESP_FIXED, self.contexts.len())
         };
         w.u16(89)
-            .u8(self.oplock_level)
+            .u8(self.oplock_level.bits())
             .u8(self.flags)
             .u32(self.create_action)
             .u64(self.creation_time)
@@ -392,7 +382,7 @@ impl CreateResponse {
         if r.u16()? != 89 {
             return Err(WireError::Invalid("StructureSize is not 89"));
         }
-        let oplock_level = r.u8()?;
+        let oplock_level = OplockLevel(r.u8()?);
         let flags = r.u8()?;
         let create_action = r.u32()?;
         let creation_time = r.u64()?;
@@ -574,7 +564,7 @@ mod tests {
     #[test]
     fn response_roundtrip() {
         let resp = CreateResponse {
-            oplock_level: 0,
+            oplock_level: OplockLevel::NONE,
             create_action: 2,
             end_of_file: 5,
             file_attributes: 0x20,

@@ -98,26 +98,6 @@ impl LeaseState {
     pub const HW: LeaseState = LeaseState(0x06);
 }
 
-/// SMB2_OPLOCK_LEVEL_NONE.
-pub const OPLOCK_LEVEL_NONE: u8 = 0x00;
-/// SMB2_OPLOCK_LEVEL_II.
-pub const OPLOCK_LEVEL_II: u8 = 0x01;
-/// SMB2_OPLOCK_LEVEL_EXCLUSIVE.
-pub const OPLOCK_LEVEL_EXCLUSIVE: u8 = 0x08;
-/// SMB2_OPLOCK_LEVEL_BATCH.
-pub const OPLOCK_LEVEL_BATCH: u8 = 0x09;
-/// SMB2_OPLOCK_LEVEL_LEASE.
-pub const OPLOCK_LEVEL_LEASE: u8 = 0xFF;
-
-/// SMB2_LEASE_NONE.
-pub const LEASE_NONE: u32 = 0;
-/// SMB2_LEASE_READ_CACHING.
-pub const LEASE_READ: u32 = 0x01;
-/// SMB2_LEASE_HANDLE_CACHING.
-pub const LEASE_HANDLE: u32 = 0x02;
-/// SMB2_LEASE_WRITE_CACHING.
-pub const LEASE_WRITE: u32 = 0x04;
-
 /// SMB2_NOTIFY_BREAK_LEASE_FLAG_ACK_REQUIRED.
 pub const LEASE_BREAK_ACK_REQUIRED: u32 = 0x01;
 /// SMB2_LEASE_FLAG_BREAK_IN_PROGRESS (lease context).
@@ -136,8 +116,8 @@ pub const LEASE_V2_SIZE: usize = 52;
 /// 24-byte layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OplockBreak {
-    /// `OPLOCK_LEVEL_*`.
-    pub oplock_level: u8,
+    /// The oplock level (of a notification: the most the holder may keep).
+    pub oplock_level: OplockLevel,
     /// The raw 16-byte FileId.
     pub file_id: FileId,
 }
@@ -150,7 +130,7 @@ impl OplockBreak {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(Self::SIZE);
         w.u16(24)
-            .u8(self.oplock_level)
+            .u8(self.oplock_level.bits())
             .u8(0)
             .u32(0)
             .bytes(&self.file_id.to_bytes());
@@ -164,7 +144,7 @@ impl OplockBreak {
         if r.u16()? != 24 {
             return Err(WireError::Invalid("oplock break StructureSize is not 24"));
         }
-        let oplock_level = r.u8()?;
+        let oplock_level = OplockLevel(r.u8()?);
         r.u8()?;
         r.u32()?;
         let file_id = FileId::decode(&mut r)?;
@@ -193,9 +173,9 @@ pub struct LeaseBreakNotification {
     /// The lease key.
     pub lease_key: [u8; 16],
     /// Lease state before the break.
-    pub current_lease_state: u32,
+    pub current_lease_state: LeaseState,
     /// Lease state to break to.
-    pub new_lease_state: u32,
+    pub new_lease_state: LeaseState,
 }
 
 impl LeaseBreakNotification {
@@ -206,8 +186,8 @@ impl LeaseBreakNotification {
             .u16(self.new_epoch)
             .u32(self.flags)
             .bytes(&self.lease_key)
-            .u32(self.current_lease_state)
-            .u32(self.new_lease_state)
+            .u32(self.current_lease_state.bits())
+            .u32(self.new_lease_state.bits())
             .u32(0)
             .u32(0)
             .u32(0);
@@ -224,8 +204,8 @@ impl LeaseBreakNotification {
         let new_epoch = r.u16()?;
         let flags = r.u32()?;
         let lease_key = r.array::<16>()?;
-        let current_lease_state = r.u32()?;
-        let new_lease_state = r.u32()?;
+        let current_lease_state = LeaseState(r.u32()?);
+        let new_lease_state = LeaseState(r.u32()?);
         r.skip(12)?;
         Ok(LeaseBreakNotification {
             new_epoch,
@@ -245,7 +225,7 @@ pub struct LeaseBreakAck {
     /// The lease key.
     pub lease_key: [u8; 16],
     /// The lease state acknowledged / granted.
-    pub lease_state: u32,
+    pub lease_state: LeaseState,
     /// Duration (0).
     pub lease_duration: u64,
 }
@@ -261,7 +241,7 @@ impl LeaseBreakAck {
             .u16(0)
             .u32(self.flags)
             .bytes(&self.lease_key)
-            .u32(self.lease_state)
+            .u32(self.lease_state.bits())
             .u64(self.lease_duration);
         w.into_vec()
     }
@@ -278,7 +258,7 @@ impl LeaseBreakAck {
         r.u16()?;
         let flags = r.u32()?;
         let lease_key = r.array::<16>()?;
-        let lease_state = r.u32()?;
+        let lease_state = LeaseState(r.u32()?);
         let lease_duration = r.u64()?;
         Ok(LeaseBreakAck {
             flags,
@@ -296,8 +276,8 @@ pub struct LeaseContext {
     pub version: u8,
     /// The client's lease key.
     pub lease_key: [u8; 16],
-    /// Requested / granted `LEASE_*` bits.
-    pub lease_state: u32,
+    /// Requested / granted caching.
+    pub lease_state: LeaseState,
     /// `LEASE_FLAG_*`.
     pub lease_flags: u32,
     /// Parent directory lease key (v2, when `LEASE_FLAG_PARENT_LEASE_KEY_SET`).
@@ -318,7 +298,7 @@ pub fn decode_lease_request(data: &[u8]) -> Result<LeaseContext, WireError> {
     };
     let mut r = Reader::new(data);
     let lease_key = r.array::<16>()?;
-    let lease_state = r.u32()?;
+    let lease_state = LeaseState(r.u32()?);
     let lease_flags = r.u32()?;
     r.u64()?;
     let mut c = LeaseContext {
@@ -339,7 +319,7 @@ pub fn decode_lease_request(data: &[u8]) -> Result<LeaseContext, WireError> {
 pub fn encode_lease_response(c: &LeaseContext) -> Vec<u8> {
     let mut w = Writer::with_capacity(LEASE_V2_SIZE);
     w.bytes(&c.lease_key)
-        .u32(c.lease_state)
+        .u32(c.lease_state.bits())
         .u32(c.lease_flags)
         .u64(0);
     if c.version >= 2 {
@@ -383,7 +363,7 @@ mod tests {
     #[test]
     fn oplock_break_round_trip() {
         let b = OplockBreak {
-            oplock_level: OPLOCK_LEVEL_II,
+            oplock_level: OplockLevel::II,
             file_id: FileId::from_bytes([7; 16]),
         };
         let e = b.encode();
@@ -399,8 +379,8 @@ mod tests {
             new_epoch: 3,
             flags: LEASE_BREAK_ACK_REQUIRED,
             lease_key: [1; 16],
-            current_lease_state: LEASE_READ | LEASE_WRITE,
-            new_lease_state: LEASE_READ,
+            current_lease_state: LeaseState::RW,
+            new_lease_state: LeaseState::READ,
         };
         let e = n.encode();
         assert_eq!(e.len(), 44);
@@ -408,7 +388,7 @@ mod tests {
         let a = LeaseBreakAck {
             flags: 0,
             lease_key: [2; 16],
-            lease_state: LEASE_READ,
+            lease_state: LeaseState::READ,
             lease_duration: 0,
         };
         let e = a.encode();
@@ -422,7 +402,7 @@ mod tests {
         let v1 = LeaseContext {
             version: 1,
             lease_key: [5; 16],
-            lease_state: LEASE_READ | LEASE_HANDLE,
+            lease_state: LeaseState::RH,
             ..Default::default()
         };
         let e = encode_lease_response(&v1);
@@ -431,7 +411,7 @@ mod tests {
         let v2 = LeaseContext {
             version: 2,
             lease_key: [5; 16],
-            lease_state: LEASE_READ,
+            lease_state: LeaseState::READ,
             lease_flags: LEASE_FLAG_PARENT_LEASE_KEY_SET,
             parent_lease_key: [6; 16],
             epoch: 9,

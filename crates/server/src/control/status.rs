@@ -8,10 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use smbx_security::cipher::CipherId;
-use smbx_wire::oplock::{
-    LEASE_FLAG_BREAK_IN_PROGRESS, LEASE_HANDLE, LEASE_READ, LEASE_WRITE, OPLOCK_LEVEL_BATCH,
-    OPLOCK_LEVEL_EXCLUSIVE, OPLOCK_LEVEL_II,
-};
+use smbx_wire::oplock::{LeaseState, OplockLevel, LEASE_FLAG_BREAK_IN_PROGRESS};
 use smbx_wire::{AccessMask, ShareAccess};
 
 use crate::state::session::SessionPhase;
@@ -384,12 +381,12 @@ fn file_id(o: &Open) -> String {
 
 fn open_row(o: &Open, f: &FileOpen, share: &str) -> OpenStatus {
     let lease = f.file.oplocks.lease_of(f.entry_id);
-    let level = f.file.oplocks.oplock_level(f.entry_id).bits();
+    let level = f.file.oplocks.oplock_level(f.entry_id);
     let oplock = match (&lease, level) {
         (Some(_), _) => "lease",
-        (None, OPLOCK_LEVEL_II) => "level2",
-        (None, OPLOCK_LEVEL_EXCLUSIVE) => "exclusive",
-        (None, OPLOCK_LEVEL_BATCH) => "batch",
+        (None, OplockLevel::II) => "level2",
+        (None, OplockLevel::EXCLUSIVE) => "exclusive",
+        (None, OplockLevel::BATCH) => "batch",
         (None, _) => "none",
     };
     let durable = f.durable.lock().as_ref().map(|d| DurableStatus {
@@ -449,10 +446,14 @@ fn share_letters(s: ShareAccess) -> String {
 }
 
 /// Lease state letters in the order Samba's smbstatus writes them (R, W, H).
-pub fn lease_letters(state: u32) -> String {
+pub fn lease_letters(state: LeaseState) -> String {
     let mut out = String::new();
-    for (bit, c) in [(LEASE_READ, 'R'), (LEASE_WRITE, 'W'), (LEASE_HANDLE, 'H')] {
-        if state & bit != 0 {
+    for (bit, c) in [
+        (LeaseState::READ, 'R'),
+        (LeaseState::WRITE, 'W'),
+        (LeaseState::HANDLE, 'H'),
+    ] {
+        if state.contains(bit) {
             out.push(c);
         }
     }
@@ -472,13 +473,10 @@ mod tests {
 
     #[test]
     fn letters() {
-        assert_eq!(
-            lease_letters(LEASE_READ | LEASE_WRITE | LEASE_HANDLE),
-            "RWH"
-        );
-        assert_eq!(lease_letters(LEASE_READ | LEASE_HANDLE), "RH");
-        assert_eq!(lease_letters(LEASE_READ), "R");
-        assert_eq!(lease_letters(0), "NONE");
+        assert_eq!(lease_letters(LeaseState::RWH), "RWH");
+        assert_eq!(lease_letters(LeaseState::RH), "RH");
+        assert_eq!(lease_letters(LeaseState::READ), "R");
+        assert_eq!(lease_letters(LeaseState::NONE), "NONE");
         assert_eq!(share_letters(ShareAccess::ALL), "RWD");
         assert_eq!(share_letters(ShareAccess::FILE_SHARE_READ), "R");
         assert_eq!(share_letters(ShareAccess(0)), "NONE");

@@ -8,7 +8,7 @@ use smbx_vfs::{CreateAction, Disposition, FileInfo};
 use smbx_wire::create::response as context_response;
 use smbx_wire::create::{
     ctx as cname, encode_contexts, CreateContext, CreateRequest, CreateResponse,
-    IMPERSONATION_DELEGATE, OPLOCK_LEVEL_LEASE, OPLOCK_LEVEL_NONE,
+    IMPERSONATION_DELEGATE,
 };
 use smbx_wire::oplock::{LeaseState, OplockLevel};
 use smbx_wire::security_descriptor::SecurityDescriptor;
@@ -282,7 +282,7 @@ fn parse_eas(buf: &[u8]) -> Result<Vec<(String, Vec<u8>)>, NtStatus> {
 
 fn response_from_info(info: &FileInfo, action: u32) -> CreateResponse {
     CreateResponse {
-        oplock_level: OPLOCK_LEVEL_NONE,
+        oplock_level: OplockLevel::NONE,
         flags: 0,
         create_action: action,
         creation_time: info.creation_time,
@@ -317,12 +317,13 @@ fn fadvise(h: &smbx_vfs::Handle, options: CreateOptions) {
 /// The oplock / lease the CREATE asks for: a lease only with a valid `RqLs` context
 /// on 2.1+, otherwise the plain oplock level (a lease request without context or on
 /// 2.0.2 gets none).
-fn oplock_request(ctx: &Ctx<'_>, level: u8, lease: Option<&[u8]>) -> oplock::OplockRequest {
-    if level != OPLOCK_LEVEL_LEASE {
-        return oplock::OplockRequest {
-            level: OplockLevel(level),
-            lease: None,
-        };
+fn oplock_request(
+    ctx: &Ctx<'_>,
+    level: OplockLevel,
+    lease: Option<&[u8]>,
+) -> oplock::OplockRequest {
+    if level != OplockLevel::LEASE {
+        return oplock::OplockRequest { level, lease: None };
     }
     let lease = if ctx.dialect() >= Dialect::SMB2_1 {
         lease.and_then(|d| smbx_wire::oplock::decode_lease_request(d).ok())
@@ -844,7 +845,7 @@ fn grant_and_respond(
             f.is_dir,
             &p.oplock_req,
         );
-        resp.oplock_level = g.level.bits();
+        resp.oplock_level = g.level;
         if let Some(l) = g.lease {
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
         }
@@ -852,7 +853,7 @@ fn grant_and_respond(
         // persistent (no CA shares).
         let caching = g.level == OplockLevel::BATCH
             || g.lease
-                .is_some_and(|l| LeaseState(l.lease_state).contains(LeaseState::HANDLE));
+                .is_some_and(|l| l.lease_state.contains(LeaseState::HANDLE));
         if let (Some(d), true, false) = (p.durable, caching, f.is_dir) {
             // 0 asks for the server's default; at most 300 s are granted (as Windows;
             // smb2.durable-v2-open.create-blob).

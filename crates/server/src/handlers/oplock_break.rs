@@ -1,9 +1,7 @@
 //! SMB2 OPLOCK_BREAK acknowledgments ([MS-SMB2] 3.3.5.22): the oplock form (24 bytes,
 //! by FileId) and the lease form (36 bytes, by LeaseKey of this client).
 
-use smbx_wire::oplock::{
-    break_ack_structure_size, LeaseBreakAck, LeaseState, OplockBreak, OplockLevel,
-};
+use smbx_wire::oplock::{break_ack_structure_size, LeaseBreakAck, OplockBreak, OplockLevel};
 use smbx_wire::{Dialect, NtStatus};
 
 use super::{Ctx, HandlerResult, Request, Response};
@@ -17,14 +15,14 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             let id = ack.file_id;
             let open = ctx.lookup_open(id)?;
             let f = open.as_file().ok_or(NtStatus::INVALID_PARAMETER)?;
-            let requested = OplockLevel(ack.oplock_level);
+            let requested = ack.oplock_level;
             if requested == OplockLevel::LEASE {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             let level = f.file.oplocks.ack_oplock(f.entry_id, requested)?;
             Ok(Response::ok(
                 OplockBreak {
-                    oplock_level: level.bits(),
+                    oplock_level: level,
                     file_id: ack.file_id,
                 }
                 .encode(),
@@ -46,13 +44,13 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 &file,
                 guid,
                 ack.lease_key,
-                LeaseState(ack.lease_state),
+                ack.lease_state,
             )?;
             Ok(Response::ok(
                 LeaseBreakAck {
                     flags: 0,
                     lease_key: ack.lease_key,
-                    lease_state: state.bits(),
+                    lease_state: state,
                     lease_duration: 0,
                 }
                 .encode(),

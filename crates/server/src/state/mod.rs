@@ -63,6 +63,10 @@ pub struct ServerState {
     pub metrics: crate::metrics::Metrics,
     /// Set when a graceful shutdown begins ([`crate::Server::run_until`]).
     pub shutdown: crate::shutdown::Shutdown,
+    /// The addresses the SMB Direct listeners are bound to, set once they are
+    /// ([`ServerState::set_direct_listening`]); FSCTL_QUERY_NETWORK_INTERFACE_INFO
+    /// advertises these addresses RDMA_CAPABLE.
+    direct_listening: std::sync::OnceLock<Vec<std::net::SocketAddr>>,
     next_conn_id: AtomicU64,
 }
 
@@ -113,8 +117,19 @@ impl ServerState {
             frames: Arc::new(smbx_transport::BufPool::new(FRAME_POOL_PER_CLASS)),
             metrics: crate::metrics::Metrics::default(),
             shutdown: crate::shutdown::Shutdown::default(),
+            direct_listening: std::sync::OnceLock::new(),
             next_conn_id: AtomicU64::new(1),
         }
+    }
+
+    /// Records where SMB Direct listens (the first call wins; the listener makes it).
+    pub fn set_direct_listening(&self, addrs: Vec<std::net::SocketAddr>) {
+        let _ = self.direct_listening.set(addrs);
+    }
+
+    /// The addresses SMB Direct listens on (empty without SMB Direct).
+    pub fn direct_listening(&self) -> Vec<std::net::SocketAddr> {
+        self.direct_listening.get().cloned().unwrap_or_default()
     }
 
     /// Allocates a connection id.

@@ -26,7 +26,7 @@ pub struct TestServer {
 /// A configuration that listens on 127.0.0.1:0 with a `share` disk share at `dir`.
 pub fn test_config(dir: &std::path::Path) -> Config {
     let mut c = Config::default();
-    c.global.interfaces = vec!["127.0.0.1".into()];
+    c.global.interfaces = vec![std::net::Ipv4Addr::LOCALHOST.into()];
     c.global.bind_interfaces_only = true;
     c.global.smb_ports = vec![0];
     c.global.netbios_name = "SMBXTEST".into();
@@ -143,12 +143,16 @@ pub async fn start_with_client(dir: &std::path::Path) -> (TestServer, Client) {
 
 /// A CREATE body for `name`: full access, all sharing, FILE_OPEN_IF, asking for
 /// oplock level `oplock`.
-pub fn create_body(name: &str, oplock: u8) -> Vec<u8> {
+pub fn create_body(name: &str, oplock: smbx_wire::oplock::OplockLevel) -> Vec<u8> {
     create_with(name, oplock, 3)
 }
 
 /// [`create_body`] with CreateDisposition `disposition`.
-pub fn create_with(name: &str, oplock: u8, disposition: u32) -> Vec<u8> {
+pub fn create_with(
+    name: &str,
+    oplock: smbx_wire::oplock::OplockLevel,
+    disposition: u32,
+) -> Vec<u8> {
     smbx_wire::create::CreateRequestBuilder {
         oplock_level: oplock,
         impersonation_level: 2,

@@ -200,12 +200,12 @@ pub async fn reconnect(
     let mut out: Vec<(&[u8], Vec<u8>)> = Vec::new();
     match lease_state {
         Some((mut l, state)) => {
-            resp.oplock_level = OplockLevel::LEASE.bits();
-            l.lease_state = state.bits();
+            resp.oplock_level = OplockLevel::LEASE;
+            l.lease_state = state;
             l.lease_flags = 0;
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
         }
-        None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id).bits(),
+        None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id),
     }
     // A reclaim answers no durable context: none was requested (as Samba;
     // smb2.durable-open.reopen2-lease, smb2.durable-v2-open.reopen2: "no dh2q response

@@ -39,7 +39,7 @@ pub enum Check {
 pub fn check(
     ctx: &Ctx<'_>,
     create_guid: [u8; 16],
-    requested_level: u8,
+    requested_level: OplockLevel,
     lease: Option<&[u8]>,
 ) -> Result<Check, NtStatus> {
     let server = ctx.server.clone();
@@ -67,7 +67,7 @@ pub fn check(
     }
     let f = open.as_file().ok_or(NtStatus::ACCESS_DENIED)?;
     let requested_lease = match lease {
-        Some(b) if OplockLevel(requested_level) == OplockLevel::LEASE => {
+        Some(b) if requested_level == OplockLevel::LEASE => {
             Some(smbx_wire::oplock::decode_lease_request(b)?)
         }
         _ => None,
@@ -88,7 +88,7 @@ pub fn check(
             OplockLevel::LEASE
         }
         (true, None) | (false, Some(_)) => return Err(NtStatus::ACCESS_DENIED),
-        (false, None) => OplockLevel(requested_level),
+        (false, None) => requested_level,
     };
     let durable = f
         .durable
@@ -109,7 +109,7 @@ pub fn check(
         .times
         .adjust(&mut info, smbx_wire::time::now_filetime());
     let mut resp = super::response_from_info(&info, action);
-    resp.oplock_level = oplock_level.bits();
+    resp.oplock_level = oplock_level;
     resp.file_id = id;
     if !out.is_empty() {
         let refs: Vec<(&[u8], &[u8])> = out.iter().map(|(n, d)| (*n, d.as_slice())).collect();

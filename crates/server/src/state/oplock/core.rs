@@ -229,7 +229,7 @@ impl Holders {
         Some(LeaseContext {
             version: l.version,
             lease_key: l.key,
-            lease_state: l.status.current().bits(),
+            lease_state: l.status.current(),
             lease_flags: if l.status.is_breaking() {
                 LEASE_FLAG_BREAK_IN_PROGRESS
             } else {
@@ -563,7 +563,7 @@ impl Holders {
         opens: &[OpenAccess],
         lease_others: usize,
     ) -> (Grant, Option<LeaseId>) {
-        let want = valid_lease_state(LeaseState(ctx.lease_state));
+        let want = valid_lease_state(ctx.lease_state);
         let strong_oplock = self.oplocks.iter().any(|o| o.level.is_exclusive());
         let no_oplocks = self.oplocks.is_empty();
         let parent_flag = ctx.lease_flags & LEASE_FLAG_PARENT_LEASE_KEY_SET;
@@ -602,7 +602,7 @@ impl Holders {
             let resp = LeaseContext {
                 version: l.version,
                 lease_key: l.key,
-                lease_state: l.status.current().bits(),
+                lease_state: l.status.current(),
                 lease_flags: flags | parent_flag,
                 parent_lease_key: l.parent_key,
                 epoch: l.epoch,
@@ -645,7 +645,7 @@ impl Holders {
         let resp = LeaseContext {
             version: ctx.version,
             lease_key: ctx.lease_key,
-            lease_state: state.bits(),
+            lease_state: state,
             lease_flags: parent_flag,
             parent_lease_key: ctx.parent_lease_key,
             epoch,

@@ -203,7 +203,7 @@ fn sharing_conflict_breaks_handle_caching_only() {
     let l = h.lease_of(1).unwrap();
     assert_eq!(l.lease_flags, LEASE_FLAG_BREAK_IN_PROGRESS);
     assert_eq!(l.epoch, 2);
-    assert_eq!(l.lease_state, RWH.bits());
+    assert_eq!(l.lease_state, RWH);
     // A lease stat open breaks nothing.
     let _ = h.ack_lease([1; 16], [9; 16], LeaseState::RW).unwrap();
     let stat = Conflict {
@@ -234,7 +234,7 @@ fn conflicts_during_a_break_continue_it_step_by_step() {
     assert_eq!(acked, RH);
     assert_eq!(lease_break(&d.breaks[0]), (RH, R, 2, true));
     let l = h.lease_of(1).unwrap();
-    assert_eq!(l.lease_state, RH.bits());
+    assert_eq!(l.lease_state, RH);
     assert_eq!(l.lease_flags, LEASE_FLAG_BREAK_IN_PROGRESS);
     // Both waiting opens keep waiting while the lease is breaking.
     assert!(h.start_breaks(&REQ, None, Conflict::default(), false).wait);
@@ -347,7 +347,7 @@ fn lease_request(key: u8, state: LeaseState, version: u8) -> OplockRequest {
         lease: Some(LeaseContext {
             version,
             lease_key: [key; 16],
-            lease_state: state.bits(),
+            lease_state: state,
             ..LeaseContext::default()
         }),
     }
@@ -403,7 +403,7 @@ fn grants_of_leases() {
     );
     let l = g.lease.unwrap();
     assert_eq!(g.level, OplockLevel::LEASE);
-    assert_eq!((l.lease_state, l.epoch, l.version), (RWH.bits(), 1, 2));
+    assert_eq!((l.lease_state, l.epoch, l.version), (RWH, 1, 2));
     assert_eq!(new, Some(([2; 16], [4; 16])));
     // A second open with the same key joins the lease (no new index entry).
     let two = opens(&[(1, RW_ACCESS), (2, RW_ACCESS)]);
@@ -415,7 +415,7 @@ fn grants_of_leases() {
         &lease_request(4, RWH, 2),
         &two,
     );
-    assert_eq!(g.lease.unwrap().lease_state, RWH.bits());
+    assert_eq!(g.lease.unwrap().lease_state, RWH);
     assert_eq!(new, None);
     // Another key next to other opens gets no W.
     let three = opens(&[(1, RW_ACCESS), (2, RW_ACCESS), (3, RW_ACCESS)]);
@@ -428,7 +428,7 @@ fn grants_of_leases() {
         &three,
     );
     let l = g.lease.unwrap();
-    assert_eq!((l.lease_state, l.epoch, l.version), (RH.bits(), 0, 1));
+    assert_eq!((l.lease_state, l.epoch, l.version), (RH, 0, 1));
     // An upgrade to a strict superset without W is granted next to others.
     let mut u = Holders::default();
     let _ = u.grant(
@@ -448,7 +448,7 @@ fn grants_of_leases() {
         &two,
     );
     let l = g.lease.unwrap();
-    assert_eq!((l.lease_state, l.epoch), (RH.bits(), 2));
+    assert_eq!((l.lease_state, l.epoch), (RH, 2));
     // ... but not to W while another open (4) is not in the lease.
     let four = opens(&[
         (1, RW_ACCESS),
@@ -464,7 +464,7 @@ fn grants_of_leases() {
         &lease_request(6, RWH, 2),
         &four,
     );
-    assert_eq!(g.lease.unwrap().lease_state, RH.bits());
+    assert_eq!(g.lease.unwrap().lease_state, RH);
     // When every open of the file is in the lease, W is granted too.
     let (g, _) = u.grant(
         &REQ,
@@ -475,7 +475,7 @@ fn grants_of_leases() {
         &three,
     );
     let l = g.lease.unwrap();
-    assert_eq!((l.lease_state, l.epoch), (RWH.bits(), 3));
+    assert_eq!((l.lease_state, l.epoch), (RWH, 3));
     // Releasing every open of a lease forgets it.
     let _ = u.release(1);
     let _ = u.release(2);
