@@ -1,0 +1,84 @@
+# In the RDMA test guest, driven by tests/guest/siw_interop.sh on the host:
+# smbx on rdma-core verbs over the kernel's soft-iWARP (siw) on eth0.
+#  1. server (verbs, siw0) and client (verbs) in the guest;
+#  2. the host's smbx client on smbx's soft-iWARP reaches this server through a
+#     forwarded port (kernel siw <-> smbx soft-iWARP on the wire);
+#  3. this guest's verbs client puts and gets to the host's smbx server on
+#     soft-iWARP (10.0.2.2, port in host.env).
+set -u
+. /test/host.env
+fails=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+
+rdma link add siw0 type siw netdev eth0 || { echo "FAIL rdma link add"; exit 1; }
+mkdir -p /srv/share
+cat >/srv/smb.conf <<CONF
+[global]
+    smb ports = 4445
+    smb direct = yes
+    smb direct provider = verbs
+    passdb backend = smbpasswd:/srv/smbpasswd
+    map to guest = never
+[share]
+    path = /srv/share
+    read only = no
+CONF
+echo secret | smbx user add --config /srv/smb.conf --stdin alice >/dev/null || fail "user add"
+smbx rdma | grep -q "siw0.*iWARP.*5445" && pass "smbx rdma names siw0 iWARP 5445" || fail "smbx rdma names siw0"
+RUST_LOG=info smbx serve --config /srv/smb.conf >/tmp/server.log 2>&1 &
+i=0
+while ! grep -q "listening for SMB Direct" /tmp/server.log; do
+    i=$((i + 1)); [ $i -gt 100 ] && break; sleep 0.2
+done
+grep "listening" /tmp/server.log
+grep -q "SMB Direct addr=10.0.2.15:5445 provider=verbs (siw0, iWARP)" /tmp/server.log \
+    && pass "server listens through verbs on siw0:5445" || fail "server listens through verbs on siw0:5445"
+
+export SMBX_PASSWORD=secret SMBX_RDMA_PROVIDER=verbs
+dd if=/dev/urandom of=/tmp/src bs=1k count=2500 2>/dev/null
+want=$(sha256sum /tmp/src | cut -d' ' -f1)
+for d in 3.0 3.1.1; do
+    for mode in "" --sign --encrypt; do
+        name="verbs/siw guest client -> guest server $d ${mode:-plain}"
+        rm -f /tmp/back
+        if smbx put --transport rdma --dialect $d $mode /tmp/src "smb://alice@10.0.2.15/share/g-$d$mode" \
+            && smbx get --transport rdma --dialect $d $mode "smb://alice@10.0.2.15/share/g-$d$mode" /tmp/back \
+            && [ "$(sha256sum /tmp/back | cut -d' ' -f1)" = "$want" ]; then
+            pass "$name"
+        else
+            fail "$name"
+        fi
+    done
+done
+
+# 2. the host's turn: it writes from-host and from-host.sha256, then host-done.
+echo "READY-FOR-HOST"
+i=0
+while [ ! -e /srv/share/host-done ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && break; sleep 0.5
+done
+if [ -e /srv/share/host-done ] && [ "$(sha256sum /srv/share/from-host | cut -d' ' -f1)" = "$(cat /srv/share/from-host.sha256)" ]; then
+    pass "host soft-iWARP client -> guest verbs/siw server (file on disk)"
+else
+    fail "host soft-iWARP client -> guest verbs/siw server (file on disk)"
+fi
+
+# 3. guest verbs/siw client -> host smbx server on soft-iWARP.
+for d in 3.0.2 3.1.1; do
+    for mode in "" --encrypt; do
+        name="verbs/siw guest client -> host soft-iWARP server $d ${mode:-plain}"
+        rm -f /tmp/back
+        if smbx put --transport rdma --dialect $d $mode /tmp/src "smb://alice@10.0.2.2:$HOST_DIRECT_PORT/share/from-guest-$d$mode" \
+            && smbx get --transport rdma --dialect $d $mode "smb://alice@10.0.2.2:$HOST_DIRECT_PORT/share/from-guest-$d$mode" /tmp/back \
+            && [ "$(sha256sum /tmp/back | cut -d' ' -f1)" = "$want" ]; then
+            pass "$name"
+        else
+            fail "$name"
+        fi
+    done
+done
+echo "$want" >/tmp/want
+grep -i "panic" /tmp/server.log | head
+echo "failures: $fails"
+[ $fails -eq 0 ]
