@@ -19,14 +19,19 @@ PY_PACKAGES+=(gssapi)
 # every tree connect to smbd fails (BAD_NETWORK_NAME); a Recommends of samba, so
 # --no-install-recommends leaves it out.
 APT_PACKAGES+=(samba-vfs-modules)
+# SMB Direct through rdma-core (tests/guest, scripts/guest): qemu boots the guest kernel
+# with siw/rxe (TCG), cpio packs its initramfs (whose packages scripts/guest/initramfs.sh
+# fetches with apt-get download), rdma-core's libraries for smbx on the host.
+APT_PACKAGES+=(qemu-system-x86 cpio libibverbs1 librdmacm1 ibverbs-providers)
 
 have_all_tools() {
     local t
     for t in smbd smbclient smbtorture smbpasswd tshark fio setfattr dpkg-shlibdeps objcopy debootstrap \
-        krb5kdc kdb5_util kadmin.local kinit kvno krb5-config; do
+        krb5kdc kdb5_util kadmin.local kinit kvno krb5-config qemu-system-x86_64 cpio; do
         command -v "$t" >/dev/null 2>&1 || return 1
     done
     dpkg -s samba-vfs-modules >/dev/null 2>&1 || return 1
+    dpkg -s ibverbs-providers librdmacm1 >/dev/null 2>&1 || return 1
 }
 
 if have_all_tools; then
