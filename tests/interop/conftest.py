@@ -67,14 +67,16 @@ def vm_rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def smbx_conf(root: Path, port: int, map_to_guest: str = "bad user", extra_global: str = "") -> str:
+def smbx_conf(
+    root: Path, port: int, map_to_guest: str = "bad user", extra_global: str = "", interfaces: str = "127.0.0.1"
+) -> str:
     """smb.conf for smbx: only the options the product spec names, plus
-    ``extra_global`` (lines for [global])."""
+    ``extra_global`` (lines for [global]); ``interfaces``: that option's value."""
     return f"""[global]
 {extra_global}
     netbios name = {NETBIOS_NAME}
     smb ports = {port}
-    interfaces = 127.0.0.1
+    interfaces = {interfaces}
     bind interfaces only = yes
     passdb backend = smbpasswd:{root}/smbpasswd
     map to guest = {map_to_guest}
@@ -99,14 +101,14 @@ def smbx_conf(root: Path, port: int, map_to_guest: str = "bad user", extra_globa
 """
 
 
-def samba_conf(root: Path, port: int, map_to_guest: str = "bad user") -> str:
+def samba_conf(root: Path, port: int, map_to_guest: str = "bad user", interfaces: str = "127.0.0.1") -> str:
     """An smb.conf for Samba's smbd equivalent to :func:`smbx_conf`."""
     return f"""[global]
     netbios name = {NETBIOS_NAME}
     workgroup = WORKGROUP
     server role = standalone server
     smb ports = {port}
-    interfaces = 127.0.0.1
+    interfaces = {interfaces}
     bind interfaces only = yes
     disable netbios = yes
     server min protocol = SMB2_02
@@ -252,6 +254,7 @@ def start_smbx(
     map_to_guest: str = "bad user",
     extra_global: str = "",
     users: tuple = ((USER, PASSWORD),),
+    interfaces: str = "127.0.0.1",
 ) -> Server:
     """Start ``smbx serve`` with its own smb.conf (``extra_global``: more [global]
     lines) and user database (``users``: (name, password) pairs)."""
@@ -261,7 +264,7 @@ def start_smbx(
     root = _make_root("smbx-interop-")
     port = free_port()
     conf = root / "smb.conf"
-    conf.write_text(smbx_conf(root, port, map_to_guest, extra_global))
+    conf.write_text(smbx_conf(root, port, map_to_guest, extra_global, interfaces))
     for name, password in users:
         add = subprocess.run(
             [str(binary), "user", "add", "--config", str(conf), "--stdin", name],
@@ -297,14 +300,14 @@ def start_smbx(
     return server
 
 
-def start_samba(map_to_guest: str = "bad user") -> Server:
+def start_samba(map_to_guest: str = "bad user", interfaces: str = "127.0.0.1") -> Server:
     """Start Samba's smbd with an equivalent smb.conf."""
     if shutil.which("smbd") is None:
         pytest.fail("smbd not installed (apt-get install samba)")
     root = _make_root("samba-interop-")
     port = free_port()
     conf = root / "smb.conf"
-    conf.write_text(samba_conf(root, port, map_to_guest))
+    conf.write_text(samba_conf(root, port, map_to_guest, interfaces))
     add = subprocess.run(
         ["smbpasswd", "-c", str(conf), "-a", "-s", USER],
         input=f"{PASSWORD}\n{PASSWORD}\n",
