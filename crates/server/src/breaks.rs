@@ -6,8 +6,14 @@
 //! The rules live in the core; this module only sends and waits. It is the one place
 //! where the oplock state meets connections, so `state/` never names them.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
 use smbx_wire::header::FLAGS_SERVER_TO_REDIR;
 use smbx_wire::oplock::{
@@ -24,6 +30,69 @@ use crate::state::ServerState;
 /// `oplock break timeout` in force now.
 pub fn break_timeout(server: &ServerState) -> Duration {
     Duration::from_millis(u64::from(server.config().global.oplock_break_timeout_ms))
+}
+
+/// The signal an operation gives its handler when it starts to wait for break
+/// acknowledgments: the handler then answers STATUS_PENDING and lets the operation
+/// finish asynchronously, so the connection keeps reading (the acknowledgment may come
+/// on that very connection). The explicit form of "go async when the break waits".
+#[derive(Default)]
+pub struct GoingAsync(Mutex<Option<oneshot::Sender<()>>>);
+
+impl GoingAsync {
+    /// A signal and the receiver the handler waits on with [`until_waiting`].
+    pub fn channel() -> (GoingAsync, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        (GoingAsync(Mutex::new(Some(tx))), rx)
+    }
+
+    /// No handler listens (the operation is awaited inline, e.g. inside a compound).
+    pub fn none() -> GoingAsync {
+        GoingAsync::default()
+    }
+
+    /// The operation waits now (only the first call tells).
+    fn now(&self) {
+        if let Some(tx) = self.0.lock().take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// How an operation that may wait for break acknowledgments started.
+pub enum Started<F: Future> {
+    /// It completed without waiting.
+    Done(F::Output),
+    /// It waits for acknowledgments: the handler goes async with it.
+    Waiting(Pin<Box<F>>),
+}
+
+/// Runs `fut` until it completes or signals through `waiting` ([`GoingAsync`]) that
+/// it waits for break acknowledgments.
+pub async fn until_waiting<F: Future>(
+    mut fut: Pin<Box<F>>,
+    waiting: oneshot::Receiver<()>,
+) -> Started<F> {
+    let mut waiting = Some(waiting);
+    let done = std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        if let Some(rx) = waiting.as_mut() {
+            match Pin::new(rx).poll(cx) {
+                Poll::Ready(Ok(())) => return Poll::Ready(None),
+                // Dropped unsent: the operation ends without waiting.
+                Poll::Ready(Err(_)) => waiting = None,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await;
+    match done {
+        Some(out) => Started::Done(out),
+        None => Started::Waiting(fut),
+    }
 }
 
 /// The message body of a break notification.
@@ -162,7 +231,9 @@ pub fn acknowledge_lease_break(
 /// The first step of CREATE: breaks the oplocks and leases of other opens of `file`
 /// that conflict with a new open (`access`, `share_access`, overwriting or not, with
 /// `lease_key` if it asks for a lease) and waits for the acknowledgments (or
-/// [`break_timeout`], after which the holders are broken unilaterally).
+/// [`break_timeout`], after which the holders are broken unilaterally). It tells
+/// `going_async` before it first waits.
+#[allow(clippy::too_many_arguments)]
 pub async fn break_conflicting(
     server: &Arc<ServerState>,
     file: &Arc<SharedFile>,
@@ -171,6 +242,7 @@ pub async fn break_conflicting(
     access: u32,
     share_access: u32,
     overwrite: bool,
+    going_async: &GoingAsync,
 ) {
     // A stat open breaks nothing; nor does an open that will fail on a delete-pending
     // file (smb2.oplock.statopen1, batch8, exclusive4, doc).
@@ -208,6 +280,7 @@ pub async fn break_conflicting(
         if !d.wait {
             return;
         }
+        going_async.now();
         if tokio::time::timeout_at(deadline, n).await.is_err() {
             let _ = file.oplocks.decide(|h| h.force_breaks());
             return;
@@ -221,10 +294,12 @@ pub async fn break_conflicting(
 /// to change under them), and the rename waits for the acknowledgments, or
 /// [`break_timeout`] after which the holders are broken unilaterally
 /// (smb2.lease.rename_wait, v2_rename). The lease of `entry_id` itself is not broken.
+/// It tells `going_async` before it first waits.
 pub async fn break_handle_caching(
     server: &Arc<ServerState>,
     file: &Arc<SharedFile>,
     entry_id: u64,
+    going_async: &GoingAsync,
 ) {
     let deadline = tokio::time::Instant::now() + break_timeout(server);
     loop {
@@ -236,6 +311,7 @@ pub async fn break_handle_caching(
         if !d.wait {
             return;
         }
+        going_async.now();
         if tokio::time::timeout_at(deadline, n).await.is_err() {
             let _ = file.oplocks.decide(|h| h.force_breaks());
             return;
@@ -248,4 +324,38 @@ pub async fn break_handle_caching(
 pub async fn break_level2(server: &Arc<ServerState>, file: &Arc<SharedFile>, writer_entry: u64) {
     let d = file.oplocks.decide(|h| h.break_level2(writer_entry));
     send_all(server, d.breaks).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_operation_goes_async_exactly_when_it_says_it_waits() {
+        // Completes without waiting: done, the signal never sent.
+        let (g, rx) = GoingAsync::channel();
+        let fut = Box::pin(async move {
+            let _keep = g;
+            tokio::task::yield_now().await;
+            7
+        });
+        assert!(matches!(until_waiting(fut, rx).await, Started::Done(7)));
+        // Says it waits, then waits for something that comes later: handed back
+        // unfinished, and it still completes when awaited.
+        let (g, rx) = GoingAsync::channel();
+        let (ack_tx, ack_rx) = oneshot::channel::<u32>();
+        let fut = Box::pin(async move {
+            g.now();
+            g.now(); // a second wait tells nothing more
+            ack_rx.await.unwrap()
+        });
+        let Started::Waiting(fut) = until_waiting(fut, rx).await else {
+            panic!("an operation that waits is handed back");
+        };
+        ack_tx.send(9).unwrap();
+        assert_eq!(fut.await, 9);
+        // Nobody listening: awaited inline.
+        let g = GoingAsync::none();
+        g.now();
+    }
 }

@@ -1,7 +1,6 @@
 //! SMB2 CREATE ([MS-SMB2] 3.3.5.9, [MS-FSA] 2.1.5.1): files, directories and streams on
 //! disk shares through `smbx_vfs`, named pipes on `IPC$`.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use smbx_vfs::{CreateAction, Disposition, FileInfo};
@@ -20,6 +19,7 @@ use super::{pipe, Ctx, HandlerResult, Request, Response};
 
 mod durable;
 mod replay;
+use crate::breaks::{until_waiting, GoingAsync, Started};
 use crate::state::file::{FileKey, Registration};
 use crate::state::open::{FileOpen, FileOpenParams};
 use crate::state::{acl, oplock, FileId, Open, OpenKind, ServerState, Tree};
@@ -462,6 +462,12 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         session_id: ctx.session()?.id,
         client_guid: ctx.conn.negotiate.lock().client_guid,
     };
+    let (going_async, waiting) = if ctx.last_in_compound {
+        let (g, rx) = GoingAsync::channel();
+        (g, Some(rx))
+    } else {
+        (GoingAsync::none(), None)
+    };
     let p = OpenParams {
         server: ctx.server.clone(),
         tree,
@@ -484,38 +490,33 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         owner: durable::owner_of(ctx)?,
         sd,
         token,
+        going_async,
     };
-    // Opening may wait for other opens' oplock/lease break acknowledgments. The first
-    // poll runs inline; if it has to wait and this is the last member of its compound
-    // the CREATE goes async (interim STATUS_PENDING), so the connection keeps reading
-    // (the acknowledgment may come on this very connection).
+    // Opening may wait for other opens' oplock/lease break acknowledgments. It runs
+    // inline until it completes or says it waits (GoingAsync); a CREATE that waits and
+    // is the last member of its compound goes async (interim STATUS_PENDING), so the
+    // connection keeps reading (the acknowledgment may come on this very connection).
     let csn = (ctx.header.status.0 & 0xFFFF) as u16;
-    let mut fut = Box::pin(replay::track(
+    let fut = Box::pin(replay::track(
         open_file(p),
         reservation,
         ctx.server.clone(),
         csn,
     ));
-    if ctx.last_in_compound {
-        let waker = futures_util::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
-        match fut.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(r) => {
-                let (resp, id) = r?;
-                ctx.set_file_id(id);
-                Ok(resp)
-            }
-            std::task::Poll::Pending => {
-                Ok(Response::pending(
+    let done = match waiting {
+        Some(waiting) => match until_waiting(fut, waiting).await {
+            Started::Done(r) => r,
+            Started::Waiting(fut) => {
+                return Ok(Response::pending(
                     async move { fut.await.map(|(resp, _)| resp) },
-                ))
+                ));
             }
-        }
-    } else {
-        let (resp, id) = fut.await?;
-        ctx.set_file_id(id);
-        Ok(resp)
-    }
+        },
+        None => fut.await,
+    };
+    let (resp, id) = done?;
+    ctx.set_file_id(id);
+    Ok(resp)
 }
 
 /// Everything the open phase of CREATE needs, owned (it may run as an async
@@ -545,6 +546,8 @@ struct OpenParams {
     sd: Option<SecurityDescriptor>,
     /// Whom the access check of a stored descriptor is for.
     token: acl::Token,
+    /// Tells the handler when the open starts to wait for break acknowledgments.
+    going_async: GoingAsync,
 }
 
 /// A new open (other than an attribute-only one) would break the oplocks / leases of
@@ -653,6 +656,7 @@ async fn break_before_share_check(p: &OpenParams, key: &FileKey, overwrite: bool
             p.granted,
             p.share_access,
             overwrite,
+            &p.going_async,
         )
         .await;
     }

@@ -20,6 +20,7 @@ use smbx_wire::NtStatus;
 use smbx_wire::{AccessMask, ShareAccess};
 
 use super::{Ctx, HandlerResult, Request, Response};
+use crate::breaks::{until_waiting, GoingAsync, Started};
 use crate::state::file::FileKey;
 use crate::state::{acl, FileOpen, Open, ServerState};
 
@@ -87,7 +88,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
 
 /// FileRenameInformation through `open`: the other leases on the file give up
 /// handle caching first and the rename waits for their acknowledgments
-/// (state/oplock.rs `break_handle_caching`). When it has to wait and this is the last
+/// (`crate::breaks::break_handle_caching`). When it has to wait and this is the last
 /// member of its compound, the SET_INFO goes async (interim STATUS_PENDING, can be
 /// cancelled) so the connection keeps reading: the acknowledgment may come on this
 /// very connection (smb2.lease.rename_wait).
@@ -98,9 +99,15 @@ async fn rename_after_breaks(
     buf: Vec<u8>,
 ) -> HandlerResult {
     let server = ctx.server.clone();
-    let mut fut = Box::pin(async move {
+    let (going_async, waiting) = if ctx.last_in_compound {
+        let (g, rx) = GoingAsync::channel();
+        (g, Some(rx))
+    } else {
+        (GoingAsync::none(), None)
+    };
+    let fut = Box::pin(async move {
         let file = open.as_file().ok_or(NtStatus::INVALID_HANDLE)?;
-        crate::breaks::break_handle_caching(&server, &file.file, file.entry_id).await;
+        crate::breaks::break_handle_caching(&server, &file.file, file.entry_id, &going_async).await;
         let env = Env {
             server: &server,
             open: &open,
@@ -110,14 +117,12 @@ async fn rename_after_breaks(
         env.file_info(si::FILE_RENAME_INFORMATION, &buf)?;
         Ok(Response::ok(si::encode_response()))
     });
-    if !ctx.last_in_compound {
+    let Some(waiting) = waiting else {
         return fut.await;
-    }
-    let waker = futures_util::task::noop_waker();
-    let mut cx = std::task::Context::from_waker(&waker);
-    match std::future::Future::poll(fut.as_mut(), &mut cx) {
-        std::task::Poll::Ready(r) => r,
-        std::task::Poll::Pending => Ok(Response::pending(fut)),
+    };
+    match until_waiting(fut, waiting).await {
+        Started::Done(r) => r,
+        Started::Waiting(fut) => Ok(Response::pending(fut)),
     }
 }
 
