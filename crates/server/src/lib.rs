@@ -25,8 +25,8 @@
 //! - [`handlers`]: one module per command.
 //! - `security`: the seam to smbx-security (keys, signing, sealing, preauth).
 
-#![warn(missing_docs)]
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 pub mod breaks;
 pub mod conn;
 pub mod control;
