@@ -147,9 +147,7 @@ impl Server {
             DirectConfig::default(),
         )
         .await
-        .map_err(|e| {
-            io::Error::other(format!("cannot listen for SMB Direct on {addrs:?}: {e}"))
-        })?;
+        .map_err(|e| io::Error::other(format!("cannot listen for SMB Direct on {addrs:?}: {e}")))?;
         for l in &direct {
             tracing::info!(addr = %l.local_addr(), provider = %l.describe(), "listening for SMB Direct");
         }
