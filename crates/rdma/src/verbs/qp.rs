@@ -255,6 +255,13 @@ impl Conn {
         }
     }
 
+    /// Takes slot `i` back (its request completed or was never posted) and frees it.
+    fn free_slot(st: &mut St, i: u32) -> Option<Slot> {
+        let slot = st.slots.get_mut(i as usize)?.take()?;
+        st.free.push(i);
+        Some(slot)
+    }
+
     fn alloc_slot(st: &mut St, s: Slot) -> u32 {
         match st.free.pop() {
             Some(i) => {
@@ -336,9 +343,7 @@ impl Conn {
     }
 
     fn complete(&self, st: &mut St, wc: &IbvWc) -> Option<Completion> {
-        let i = usize::try_from(wc.wr_id).ok()?;
-        let slot = st.slots.get_mut(i)?.take()?;
-        st.free.push(i as u32);
+        let slot = Conn::free_slot(st, u32::try_from(wc.wr_id).ok()?)?;
         if slot.kind == WcOpcode::Recv {
             st.recv_out = st.recv_out.saturating_sub(1);
         } else {
@@ -760,8 +765,7 @@ impl QueuePair for VerbsQp {
             }
         };
         if rc != 0 {
-            st.slots[slot as usize] = None;
-            st.free.push(slot);
+            Conn::free_slot(&mut st, slot);
             return Err(RdmaError::Io(std::io::Error::from_raw_os_error(rc)));
         }
         st.send_out += 1;
@@ -808,8 +812,7 @@ impl QueuePair for VerbsQp {
             }
         };
         if rc != 0 {
-            st.slots[slot as usize] = None;
-            st.free.push(slot);
+            Conn::free_slot(&mut st, slot);
             return Err(RdmaError::Io(std::io::Error::from_raw_os_error(rc)));
         }
         st.recv_out += 1;
