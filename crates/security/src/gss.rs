@@ -212,6 +212,19 @@ fn empty_buffer() -> BufferDesc {
     }
 }
 
+/// The result of one accept or init call: its output token (released either way),
+/// then the error, or the step and whether the exchange is complete.
+fn step(major: OmUint32, minor: OmUint32, out: BufferDesc) -> Result<Step, GssError> {
+    let output = take_buffer(out);
+    if is_error(major) {
+        return Err(error(major, minor));
+    }
+    Ok(Step {
+        output,
+        complete: major & GSS_S_CONTINUE_NEEDED == 0,
+    })
+}
+
 /// Copies a buffer GSSAPI allocated and releases it.
 fn take_buffer(mut b: BufferDesc) -> Vec<u8> {
     let out = if b.value.is_null() || b.length == 0 {
@@ -488,14 +501,7 @@ impl Context {
                 ptr::null_mut(),
             )
         };
-        let output = take_buffer(out);
-        if is_error(major) {
-            return Err(error(major, minor));
-        }
-        Ok(Step {
-            output,
-            complete: major & GSS_S_CONTINUE_NEEDED == 0,
-        })
+        step(major, minor, out)
     }
 
     /// Produces the initiator's next token (`server_token` is `None` at first).
@@ -539,14 +545,7 @@ impl Context {
                 ptr::null_mut(),
             )
         };
-        let output = take_buffer(out);
-        if is_error(major) {
-            return Err(error(major, minor));
-        }
-        Ok(Step {
-            output,
-            complete: major & GSS_S_CONTINUE_NEEDED == 0,
-        })
+        step(major, minor, out)
     }
 
     fn established(&self) -> Result<Handle, GssError> {
