@@ -23,7 +23,9 @@ use smbx_wire::{Command, Header, NtStatus, Writer};
 
 use crate::conn::Connection;
 use crate::state::file::SharedFile;
-use crate::state::oplock::{is_lease_stat_open, is_stat_open, Break, Conflict, Requester};
+use crate::state::oplock::{
+    is_lease_stat_open, is_stat_open, Break, Conflict, Decision, Requester,
+};
 use crate::state::ServerState;
 
 /// How long a CREATE or a rename waits for break acknowledgments: the configuration's
@@ -254,38 +256,21 @@ pub async fn break_conflicting(
     // (it is told BREAK_IN_PROGRESS; smb2.lease.breaking1). Every change of the
     // oplock state (an acknowledgment, a close) makes the open look again, as a
     // retried open would ([MS-SMB2] 3.3.5.9: the CREATE stays pending meanwhile).
-    let deadline = tokio::time::Instant::now() + break_timeout(server);
-    let mut first = true;
-    loop {
-        let n = file.oplocks.changed();
-        tokio::pin!(n);
-        n.as_mut().enable();
+    let decide = |first| {
         let conflict = Conflict {
             overwrite,
             sharing: file.check_share(access, share_access, None).is_err(),
             lease_stat,
         };
-        let d = file
-            .oplocks
-            .decide(|h| h.start_breaks(new, lease_key, conflict, first));
-        first = false;
-        let sent = !d.breaks.is_empty();
-        send_all(server, d.breaks).await;
-        if sent {
-            // A holder whose connection went away meanwhile cannot acknowledge: its
-            // durable open is closed rather than waited for (see
-            // OpenTable::preserve_durable).
-            server.opens.purge_disconnected_of(file);
-        }
-        if !d.wait {
-            return;
-        }
-        going_async.now();
-        if tokio::time::timeout_at(deadline, n).await.is_err() {
-            let _ = file.oplocks.decide(|h| h.force_breaks());
-            return;
-        }
-    }
+        file.oplocks
+            .decide(|h| h.start_breaks(new, lease_key, conflict, first))
+    };
+    // A holder whose connection went away meanwhile cannot acknowledge: its durable
+    // open is closed rather than waited for (see OpenTable::preserve_durable).
+    let sent = || {
+        server.opens.purge_disconnected_of(file);
+    };
+    break_until_settled(server, file, going_async, decide, sent).await;
 }
 
 /// A rename of `file` through open `entry_id` ([MS-FSA] 2.1.5.14.11 with the
@@ -301,13 +286,35 @@ pub async fn break_handle_caching(
     entry_id: u64,
     going_async: &GoingAsync,
 ) {
+    let decide = |_| file.oplocks.decide(|h| h.break_handles_except(entry_id));
+    break_until_settled(server, file, going_async, decide, || {}).await;
+}
+
+/// Drives one operation's breaks: `decide` (told whether it is the first time) says
+/// what to send, `sent` runs when any break went out, and while the decision says to
+/// wait, the operation waits for the next change of the file's oplock state and asks
+/// again — until [`break_timeout`], when the holders are broken unilaterally. Tells
+/// `going_async` before it first waits.
+async fn break_until_settled(
+    server: &Arc<ServerState>,
+    file: &Arc<SharedFile>,
+    going_async: &GoingAsync,
+    mut decide: impl FnMut(bool) -> Decision,
+    mut sent: impl FnMut(),
+) {
     let deadline = tokio::time::Instant::now() + break_timeout(server);
+    let mut first = true;
     loop {
         let n = file.oplocks.changed();
         tokio::pin!(n);
         n.as_mut().enable();
-        let d = file.oplocks.decide(|h| h.break_handles_except(entry_id));
+        let d = decide(first);
+        first = false;
+        let any = !d.breaks.is_empty();
         send_all(server, d.breaks).await;
+        if any {
+            sent();
+        }
         if !d.wait {
             return;
         }
