@@ -1,14 +1,14 @@
 //! SMB2 SET_INFO request and response ([MS-SMB2] 2.2.39, 2.2.40) and the decoders of
 //! the information classes a client may set ([MS-FSCC] 2.4, 2.5).
 //!
-//! Each info-class decoder takes the request's Buffer and returns the NTSTATUS a
-//! Windows server answers for a malformed buffer: INFO_LENGTH_MISMATCH when it is
-//! shorter than the fixed structure, INVALID_PARAMETER when an embedded length does
-//! not fit, EA_LIST_INCONSISTENT for a malformed EA list.
+//! Each info-class decoder takes the request's Buffer and returns an [`InfoError`]
+//! saying what failed: the buffer is shorter than the fixed structure, a value or an
+//! embedded length is not acceptable, a name does not decode, an EA list entry is
+//! malformed. The server maps each to the status [MS-FSA] asks for.
 
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
+pub use crate::fscc::ea::{EaListError, FullEa, FILE_NEED_EA};
 use crate::header::HEADER_SIZE;
-use crate::status::NtStatus;
 use crate::FileId;
 
 /// InfoType SMB2_0_INFO_FILE.
@@ -81,9 +81,6 @@ pub const FILE_SYNCHRONOUS_IO_ALERT: u32 = 0x0000_0010;
 pub const FILE_SYNCHRONOUS_IO_NONALERT: u32 = 0x0000_0020;
 /// FileModeInformation bit FILE_DELETE_ON_CLOSE.
 pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
-
-/// FULL_EA_INFORMATION flag FILE_NEED_EA.
-pub const FILE_NEED_EA: u8 = 0x80;
 
 /// The fixed part of the request body (StructureSize 33 counts one Buffer byte).
 const FIXED_LEN: usize = 32;
@@ -159,15 +156,89 @@ pub fn encode_response() -> Vec<u8> {
     vec![2, 0]
 }
 
-fn need(buf: &[u8], n: usize) -> Result<Reader<'_>, NtStatus> {
+/// Why an information-class buffer of SET_INFO did not decode, naming the class and
+/// the field. [MS-FSA] gives each kind its status: INFO_LENGTH_MISMATCH for
+/// [`InfoError::TooShort`], INVALID_PARAMETER for a bad value or length,
+/// EA_LIST_INCONSISTENT and INVALID_EA_NAME for EA lists.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InfoError {
+    /// The buffer is shorter than the class's fixed structure.
+    #[error("{class}: buffer of {got} bytes, the structure needs {needed}")]
+    TooShort {
+        /// The information class.
+        class: &'static str,
+        /// Bytes the fixed structure needs.
+        needed: usize,
+        /// Bytes the buffer holds.
+        got: usize,
+    },
+    /// A field holds a value the class does not define.
+    #[error("{class}: {field} {value:#x} is not a defined value")]
+    BadValue {
+        /// The information class.
+        class: &'static str,
+        /// The field.
+        field: &'static str,
+        /// The value sent.
+        value: u64,
+    },
+    /// An embedded length is zero, odd, or runs past the buffer.
+    #[error("{class}: {field} {len} does not fit a buffer of {buffer} bytes")]
+    BadLength {
+        /// The information class.
+        class: &'static str,
+        /// The length field.
+        field: &'static str,
+        /// Its value.
+        len: usize,
+        /// The buffer's length.
+        buffer: usize,
+    },
+    /// A FileName is not valid UTF-16LE.
+    #[error("{class}: FileName is not valid UTF-16")]
+    BadName {
+        /// The information class.
+        class: &'static str,
+    },
+    /// A FILE_FULL_EA_INFORMATION list entry is malformed.
+    #[error(transparent)]
+    EaList(#[from] EaListError),
+    /// An EA name NTFS refuses.
+    #[error("EA name {name:?}: {why}")]
+    BadEaName {
+        /// The name as sent (lossily decoded).
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+}
+
+const BASIC: &str = "FileBasicInformation";
+const RENAME: &str = "FileRenameInformation";
+const NAME: &str = "FileNameInformation";
+
+fn need<'b>(class: &'static str, buf: &'b [u8], n: usize) -> Result<Reader<'b>, InfoError> {
     if buf.len() < n {
-        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+        return Err(InfoError::TooShort {
+            class,
+            needed: n,
+            got: buf.len(),
+        });
     }
     Ok(Reader::new(buf))
 }
 
-fn rd<T>(v: Result<T, WireError>) -> Result<T, NtStatus> {
-    v.map_err(|_| NtStatus::INFO_LENGTH_MISMATCH)
+/// A read inside a length already checked by [`need`]: cannot fail, but if it did
+/// it would be a short buffer.
+fn rd<T>(class: &'static str, n: usize, v: Result<T, WireError>) -> Result<T, InfoError> {
+    v.map_err(|e| InfoError::TooShort {
+        class,
+        needed: n,
+        got: match e {
+            WireError::Truncated { offset, .. } => offset,
+            WireError::Invalid(_) => 0,
+        },
+    })
 }
 
 /// One time field of FILE_BASIC_INFORMATION ([MS-FSCC] 2.4.7, [MS-FSA] 2.1.5.14.2).
@@ -184,13 +255,18 @@ pub enum TimeField {
 }
 
 impl TimeField {
-    /// Interprets the raw 64-bit value; other negative values are INVALID_PARAMETER.
-    pub fn from_raw(v: u64) -> Result<TimeField, NtStatus> {
+    /// Interprets the raw 64-bit value; other negative values are
+    /// [`InfoError::BadValue`].
+    pub fn from_raw(v: u64) -> Result<TimeField, InfoError> {
         match v as i64 {
             0 => Ok(TimeField::Unchanged),
             -1 => Ok(TimeField::Freeze),
             -2 => Ok(TimeField::Thaw),
-            x if x < 0 => Err(NtStatus::INVALID_PARAMETER),
+            x if x < 0 => Err(InfoError::BadValue {
+                class: BASIC,
+                field: "time",
+                value: v,
+            }),
             _ => Ok(TimeField::Set(v)),
         }
     }
@@ -221,13 +297,13 @@ pub struct FileBasicInfo {
 
 impl FileBasicInfo {
     /// Decodes 40 bytes (36 are accepted: the trailing Reserved field is optional).
-    pub fn decode(buf: &[u8]) -> Result<Self, NtStatus> {
-        let mut r = need(buf, 36)?;
-        let creation = TimeField::from_raw(rd(r.u64())?)?;
-        let last_access = TimeField::from_raw(rd(r.u64())?)?;
-        let last_write = TimeField::from_raw(rd(r.u64())?)?;
-        let change = TimeField::from_raw(rd(r.u64())?)?;
-        let attributes = rd(r.u32())?;
+    pub fn decode(buf: &[u8]) -> Result<Self, InfoError> {
+        let mut r = need(BASIC, buf, 36)?;
+        let creation = TimeField::from_raw(rd(BASIC, 36, r.u64())?)?;
+        let last_access = TimeField::from_raw(rd(BASIC, 36, r.u64())?)?;
+        let last_write = TimeField::from_raw(rd(BASIC, 36, r.u64())?)?;
+        let change = TimeField::from_raw(rd(BASIC, 36, r.u64())?)?;
+        let attributes = rd(BASIC, 36, r.u32())?;
         Ok(FileBasicInfo {
             creation,
             last_access,
@@ -261,19 +337,26 @@ pub struct FileRenameInfo {
 }
 
 impl FileRenameInfo {
-    /// Decodes; buffers shorter than 20 bytes are INFO_LENGTH_MISMATCH, an empty or
-    /// overlong FileNameLength or a malformed name is INVALID_PARAMETER.
-    pub fn decode(buf: &[u8]) -> Result<Self, NtStatus> {
-        let mut r = need(buf, 20)?;
-        let replace_if_exists = rd(r.u8())? != 0;
-        rd(r.skip(7))?;
-        let root_directory = rd(r.u64())?;
-        let len = rd(r.u32())? as usize;
+    /// Decodes; buffers shorter than 20 bytes are [`InfoError::TooShort`], an empty,
+    /// odd or overlong FileNameLength is [`InfoError::BadLength`], a name that is not
+    /// UTF-16 [`InfoError::BadName`].
+    pub fn decode(buf: &[u8]) -> Result<Self, InfoError> {
+        let mut r = need(RENAME, buf, 20)?;
+        let replace_if_exists = rd(RENAME, 20, r.u8())? != 0;
+        rd(RENAME, 20, r.skip(7))?;
+        let root_directory = rd(RENAME, 20, r.u64())?;
+        let len = rd(RENAME, 20, r.u32())? as usize;
+        let bad_len = InfoError::BadLength {
+            class: RENAME,
+            field: "FileNameLength",
+            len,
+            buffer: buf.len(),
+        };
         if len == 0 || !len.is_multiple_of(2) {
-            return Err(NtStatus::INVALID_PARAMETER);
+            return Err(bad_len);
         }
-        let name = r.bytes(len).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-        let file_name = from_utf16le(name).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+        let name = r.bytes(len).map_err(|_| bad_len)?;
+        let file_name = from_utf16le(name).map_err(|_| InfoError::BadName { class: RENAME })?;
         Ok(FileRenameInfo {
             replace_if_exists,
             root_directory,
@@ -293,121 +376,88 @@ impl FileRenameInfo {
 }
 
 /// FILE_DISPOSITION_INFORMATION: DeletePending (1 byte).
-pub fn decode_disposition(buf: &[u8]) -> Result<bool, NtStatus> {
-    let mut r = need(buf, 1)?;
-    Ok(rd(r.u8())? != 0)
+pub fn decode_disposition(buf: &[u8]) -> Result<bool, InfoError> {
+    const C: &str = "FileDispositionInformation";
+    let mut r = need(C, buf, 1)?;
+    Ok(rd(C, 1, r.u8())? != 0)
 }
 
 /// FILE_DISPOSITION_INFORMATION_EX: Flags (4 bytes); undefined bits are
-/// INVALID_PARAMETER.
-pub fn decode_disposition_ex(buf: &[u8]) -> Result<u32, NtStatus> {
-    let mut r = need(buf, 4)?;
-    let flags = rd(r.u32())?;
+/// [`InfoError::BadValue`].
+pub fn decode_disposition_ex(buf: &[u8]) -> Result<u32, InfoError> {
+    const C: &str = "FileDispositionInformationEx";
+    let mut r = need(C, buf, 4)?;
+    let flags = rd(C, 4, r.u32())?;
     if flags & !FILE_DISPOSITION_VALID_FLAGS != 0 {
-        return Err(NtStatus::INVALID_PARAMETER);
+        return Err(InfoError::BadValue {
+            class: C,
+            field: "Flags",
+            value: flags.into(),
+        });
     }
     Ok(flags)
 }
 
 /// A structure holding one u64 (position, allocation size, end of file, valid data
 /// length).
-pub fn decode_u64(buf: &[u8]) -> Result<u64, NtStatus> {
-    let mut r = need(buf, 8)?;
-    rd(r.u64())
+pub fn decode_u64(buf: &[u8]) -> Result<u64, InfoError> {
+    const C: &str = "an 8-byte information class";
+    let mut r = need(C, buf, 8)?;
+    rd(C, 8, r.u64())
 }
 
 /// FILE_MODE_INFORMATION: Mode (4 bytes).
-pub fn decode_mode(buf: &[u8]) -> Result<u32, NtStatus> {
-    let mut r = need(buf, 4)?;
-    rd(r.u32())
+pub fn decode_mode(buf: &[u8]) -> Result<u32, InfoError> {
+    const C: &str = "FileModeInformation";
+    let mut r = need(C, buf, 4)?;
+    rd(C, 4, r.u32())
 }
 
-/// FILE_NAME_INFORMATION (used by FileShortNameInformation): the name.
-pub fn decode_file_name(buf: &[u8]) -> Result<String, NtStatus> {
-    let mut r = need(buf, 4)?;
-    let len = rd(r.u32())? as usize;
-    let name = r.bytes(len).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    from_utf16le(name).map_err(|_| NtStatus::INVALID_PARAMETER)
+/// FILE_NAME_INFORMATION (used by FileShortNameInformation): the name. A
+/// FileNameLength past the buffer is [`InfoError::BadLength`], a name that is not
+/// UTF-16 [`InfoError::BadName`].
+pub fn decode_file_name(buf: &[u8]) -> Result<String, InfoError> {
+    let mut r = need(NAME, buf, 4)?;
+    let len = rd(NAME, 4, r.u32())? as usize;
+    let name = r.bytes(len).map_err(|_| InfoError::BadLength {
+        class: NAME,
+        field: "FileNameLength",
+        len,
+        buffer: buf.len(),
+    })?;
+    from_utf16le(name).map_err(|_| InfoError::BadName { class: NAME })
 }
 
-/// One FILE_FULL_EA_INFORMATION entry ([MS-FSCC] 2.4.15).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FullEa {
-    /// Flags (FILE_NEED_EA or 0).
-    pub flags: u8,
-    /// EaName as sent (bytes, without the terminating NUL).
-    pub name: Vec<u8>,
-    /// EaValue (empty = delete the EA).
-    pub value: Vec<u8>,
-}
-
-/// Decodes a FILE_FULL_EA_INFORMATION list. Every entry must fit the buffer, have a
-/// NUL after its name, and (except the last) a NextEntryOffset that is a multiple of
-/// 4 covering the entry; otherwise EA_LIST_INCONSISTENT. Entries are bounded by the
-/// buffer, so allocation is bounded by its length.
-pub fn decode_full_ea_list(buf: &[u8]) -> Result<Vec<FullEa>, NtStatus> {
-    if buf.len() < 8 {
-        return Err(NtStatus::INFO_LENGTH_MISMATCH);
-    }
-    let bad = NtStatus::EA_LIST_INCONSISTENT;
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    loop {
-        let entry = buf.get(pos..).ok_or(bad)?;
-        let mut r = Reader::new(entry);
-        let next = r.u32().map_err(|_| bad)? as usize;
-        let flags = r.u8().map_err(|_| bad)?;
-        let name_len = r.u8().map_err(|_| bad)? as usize;
-        let value_len = r.u16().map_err(|_| bad)? as usize;
-        let name = r.bytes(name_len).map_err(|_| bad)?.to_vec();
-        if r.u8().map_err(|_| bad)? != 0 {
-            return Err(bad);
-        }
-        let value = r.bytes(value_len).map_err(|_| bad)?.to_vec();
-        let used = r.pos();
-        out.push(FullEa { flags, name, value });
-        if next == 0 {
-            break;
-        }
-        if !next.is_multiple_of(4) || next < used {
-            return Err(bad);
-        }
-        pos = pos.checked_add(next).ok_or(bad)?;
-        if pos >= buf.len() {
-            return Err(bad);
-        }
-    }
-    Ok(out)
+/// Decodes a FILE_FULL_EA_INFORMATION list ([`crate::fscc::ea::decode_full_list`]):
+/// a buffer shorter than one entry header (8 bytes) is [`InfoError::TooShort`], a
+/// malformed entry [`InfoError::EaList`].
+pub fn decode_full_ea_list(buf: &[u8]) -> Result<Vec<FullEa>, InfoError> {
+    need("FileFullEaInformation", buf, 8)?;
+    Ok(crate::fscc::ea::decode_full_list(buf)?)
 }
 
 /// Encodes a FILE_FULL_EA_INFORMATION list (entries padded to 4 bytes).
 pub fn encode_full_ea_list(eas: &[FullEa]) -> Vec<u8> {
-    let mut w = Writer::new();
-    for (i, ea) in eas.iter().enumerate() {
-        let start = w.len();
-        w.u32(0).u8(ea.flags).u8(ea.name.len() as u8);
-        w.u16(ea.value.len() as u16);
-        w.bytes(&ea.name).u8(0).bytes(&ea.value);
-        if i + 1 < eas.len() {
-            while !(w.len() - start).is_multiple_of(4) {
-                w.u8(0);
-            }
-            let next = (w.len() - start) as u32;
-            w.patch_u32(start, next);
-        }
-    }
-    w.into_vec()
+    crate::fscc::ea::encode_full_list(eas)
 }
 
 /// Validates an EA name as NTFS does: 1..=255 ASCII characters, none of them control
-/// characters or `" * + , / : ; < = > ? [ \ ] |`. Returns INVALID_EA_NAME otherwise.
-pub fn validate_ea_name(name: &[u8]) -> Result<(), NtStatus> {
+/// characters or `" * + , / : ; < = > ? [ \ ] |`. Returns [`InfoError::BadEaName`]
+/// otherwise.
+pub fn validate_ea_name(name: &[u8]) -> Result<(), InfoError> {
+    let bad = |why| InfoError::BadEaName {
+        name: String::from_utf8_lossy(name).into_owned(),
+        why,
+    };
     if name.is_empty() {
-        return Err(NtStatus::INVALID_EA_NAME);
+        return Err(bad("empty"));
     }
     for &c in name {
-        if !(0x20..0x7f).contains(&c) || b"\"*+,/:;<=>?[\\]|".contains(&c) {
-            return Err(NtStatus::INVALID_EA_NAME);
+        if !(0x20..0x7f).contains(&c) {
+            return Err(bad("not printable ASCII"));
+        }
+        if b"\"*+,/:;<=>?[\\]|".contains(&c) {
+            return Err(bad("a character NTFS forbids"));
         }
     }
     Ok(())
@@ -482,12 +532,25 @@ mod tests {
         assert_eq!(TimeField::from_raw(u64::MAX - 1), Ok(TimeField::Thaw));
         assert_eq!(
             TimeField::from_raw(u64::MAX - 2),
-            Err(NtStatus::INVALID_PARAMETER)
+            Err(InfoError::BadValue {
+                class: "FileBasicInformation",
+                field: "time",
+                value: u64::MAX - 2
+            })
         );
         assert_eq!(TimeField::from_raw(5).unwrap().value(), Some(5));
+        let e = FileBasicInfo::decode(&[0; 35]).unwrap_err();
         assert_eq!(
-            FileBasicInfo::decode(&[0; 35]),
-            Err(NtStatus::INFO_LENGTH_MISMATCH)
+            e,
+            InfoError::TooShort {
+                class: "FileBasicInformation",
+                needed: 36,
+                got: 35
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "FileBasicInformation: buffer of 35 bytes, the structure needs 36"
         );
     }
 
@@ -500,44 +563,85 @@ mod tests {
         };
         let b = ri.encode();
         assert_eq!(FileRenameInfo::decode(&b).unwrap(), ri);
-        assert_eq!(
+        assert!(matches!(
             FileRenameInfo::decode(&b[..19]),
-            Err(NtStatus::INFO_LENGTH_MISMATCH)
-        );
-        assert_eq!(
+            Err(InfoError::TooShort {
+                needed: 20,
+                got: 19,
+                ..
+            })
+        ));
+        assert!(matches!(
             FileRenameInfo::decode(&b[..b.len() - 2]),
-            Err(NtStatus::INVALID_PARAMETER)
-        );
+            Err(InfoError::BadLength {
+                len: 22,
+                buffer: 40,
+                ..
+            })
+        ));
         let mut huge = b.clone();
         huge[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(
+        assert!(matches!(
             FileRenameInfo::decode(&huge),
-            Err(NtStatus::INVALID_PARAMETER)
-        );
+            Err(InfoError::BadLength {
+                field: "FileNameLength",
+                ..
+            })
+        ));
         let mut empty = b.clone();
         empty[16..20].copy_from_slice(&0u32.to_le_bytes());
-        assert_eq!(
+        assert!(matches!(
             FileRenameInfo::decode(&empty),
-            Err(NtStatus::INVALID_PARAMETER)
+            Err(InfoError::BadLength { len: 0, .. })
+        ));
+        // An unpaired surrogate.
+        let mut lone = b.clone();
+        lone[20..22].copy_from_slice(&0xD800u16.to_le_bytes());
+        assert_eq!(
+            FileRenameInfo::decode(&lone),
+            Err(InfoError::BadName {
+                class: "FileRenameInformation"
+            })
         );
     }
 
     #[test]
     fn small_classes() {
         assert_eq!(decode_disposition(&[1]), Ok(true));
-        assert_eq!(decode_disposition(&[]), Err(NtStatus::INFO_LENGTH_MISMATCH));
+        assert!(matches!(
+            decode_disposition(&[]),
+            Err(InfoError::TooShort {
+                needed: 1,
+                got: 0,
+                ..
+            })
+        ));
         assert_eq!(decode_disposition_ex(&[0x11, 0, 0, 0]), Ok(0x11));
-        assert_eq!(
+        assert!(matches!(
             decode_disposition_ex(&[0, 1, 0, 0]),
-            Err(NtStatus::INVALID_PARAMETER)
-        );
+            Err(InfoError::BadValue { value: 0x100, .. })
+        ));
         assert_eq!(decode_u64(&7u64.to_le_bytes()), Ok(7));
-        assert_eq!(decode_u64(&[0; 7]), Err(NtStatus::INFO_LENGTH_MISMATCH));
+        assert!(matches!(
+            decode_u64(&[0; 7]),
+            Err(InfoError::TooShort {
+                needed: 8,
+                got: 7,
+                ..
+            })
+        ));
         assert_eq!(decode_mode(&[2, 0, 0, 0]), Ok(2));
         let mut n = 4u32.to_le_bytes().to_vec();
         n.extend_from_slice(&crate::codec::utf16le("AB"));
         assert_eq!(decode_file_name(&n).unwrap(), "AB");
-        assert_eq!(decode_file_name(&n[..6]), Err(NtStatus::INVALID_PARAMETER));
+        assert!(matches!(
+            decode_file_name(&n[..6]),
+            Err(InfoError::BadLength {
+                len: 4,
+                buffer: 6,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -565,22 +669,39 @@ mod tests {
         bad[8 + 5] = b'x';
         assert_eq!(
             decode_full_ea_list(&bad),
-            Err(NtStatus::EA_LIST_INCONSISTENT)
+            Err(InfoError::EaList(EaListError {
+                index: 0,
+                offset: 0,
+                what: "EaName not NUL-terminated"
+            }))
         );
+        assert!(matches!(
+            decode_full_ea_list(&b[..7]),
+            Err(InfoError::TooShort { needed: 8, .. })
+        ));
         // NextEntryOffset not aligned / pointing inside the entry / past the end.
         for next in [3u32, 4, 0x1000, u32::MAX] {
             let mut bad = b.clone();
             bad[0..4].copy_from_slice(&next.to_le_bytes());
-            assert!(decode_full_ea_list(&bad).is_err(), "{next}");
+            assert!(
+                matches!(decode_full_ea_list(&bad), Err(InfoError::EaList(_))),
+                "{next}"
+            );
         }
     }
 
     #[test]
     fn ea_names() {
         assert!(validate_ea_name(b"USER.ATTR_1").is_ok());
-        assert_eq!(validate_ea_name(b""), Err(NtStatus::INVALID_EA_NAME));
+        assert!(matches!(
+            validate_ea_name(b""),
+            Err(InfoError::BadEaName { why: "empty", .. })
+        ));
         for bad in [&b"a*b"[..], b"a\\b", b"a:b", b"a\x01", b"a\xc3"] {
-            assert_eq!(validate_ea_name(bad), Err(NtStatus::INVALID_EA_NAME));
+            assert!(matches!(
+                validate_ea_name(bad),
+                Err(InfoError::BadEaName { .. })
+            ));
         }
     }
 }

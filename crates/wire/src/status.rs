@@ -403,6 +403,19 @@ impl From<crate::WireError> for NtStatus {
     }
 }
 
+impl NtStatus {
+    /// For a request part whose decode failure has its own status (a security
+    /// descriptor, a name): the conversion to `status`, logging what failed at debug
+    /// level as the `From<WireError>` conversion does. Use as
+    /// `.map_err(NtStatus::malformed(NtStatus::INVALID_SECURITY_DESCR))`.
+    pub fn malformed(status: NtStatus) -> impl Fn(crate::WireError) -> NtStatus {
+        move |e| {
+            tracing::debug!(error = %e, status = %status, "malformed request");
+            status
+        }
+    }
+}
+
 impl From<std::io::Error> for NtStatus {
     fn from(e: std::io::Error) -> Self {
         NtStatus::from_errno(e.raw_os_error().unwrap_or(0))

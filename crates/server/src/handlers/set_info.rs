@@ -126,6 +126,21 @@ async fn rename_after_breaks(
     }
 }
 
+/// The status [MS-FSA] 2.1.5.14 gives an information buffer that does not decode;
+/// what failed (class, field, entry and offset) is logged at debug level.
+fn info_status(e: si::InfoError) -> NtStatus {
+    tracing::debug!(error = %e, "SET_INFO buffer does not decode");
+    match e {
+        si::InfoError::TooShort { .. } => NtStatus::INFO_LENGTH_MISMATCH,
+        si::InfoError::BadValue { .. } | si::InfoError::BadLength { .. } => {
+            NtStatus::INVALID_PARAMETER
+        }
+        si::InfoError::BadName { .. } => NtStatus::OBJECT_NAME_INVALID,
+        si::InfoError::EaList(_) => NtStatus::EA_LIST_INCONSISTENT,
+        si::InfoError::BadEaName { .. } => NtStatus::INVALID_EA_NAME,
+    }
+}
+
 /// What one SET_INFO on a file open works with.
 struct Env<'a> {
     server: &'a Arc<ServerState>,
@@ -153,29 +168,29 @@ impl Env<'_> {
         let f = self.file;
         match class {
             si::FILE_BASIC_INFORMATION => {
-                let b = si::FileBasicInfo::decode(buf)?;
+                let b = si::FileBasicInfo::decode(buf).map_err(info_status)?;
                 require(f, AccessMask::FILE_WRITE_ATTRIBUTES)?;
                 self.writable()?;
                 set_basic(f, &b)
             }
             si::FILE_RENAME_INFORMATION => {
-                let ri = si::FileRenameInfo::decode(buf)?;
+                let ri = si::FileRenameInfo::decode(buf).map_err(info_status)?;
                 self.rename(&ri)
             }
             si::FILE_LINK_INFORMATION => {
-                let li = si::FileRenameInfo::decode(buf)?;
+                let li = si::FileRenameInfo::decode(buf).map_err(info_status)?;
                 self.link(&li)
             }
             si::FILE_DISPOSITION_INFORMATION => {
-                let delete = si::decode_disposition(buf)?;
+                let delete = si::decode_disposition(buf).map_err(info_status)?;
                 self.disposition(delete, false)
             }
             si::FILE_DISPOSITION_INFORMATION_EX => {
-                let flags = si::decode_disposition_ex(buf)?;
+                let flags = si::decode_disposition_ex(buf).map_err(info_status)?;
                 self.disposition_ex(flags)
             }
             si::FILE_POSITION_INFORMATION => {
-                let pos = si::decode_u64(buf)?;
+                let pos = si::decode_u64(buf).map_err(info_status)?;
                 if pos > i64::MAX as u64 {
                     return Err(NtStatus::INVALID_PARAMETER);
                 }
@@ -187,17 +202,17 @@ impl Env<'_> {
                 Ok(())
             }
             si::FILE_MODE_INFORMATION => {
-                let mode = si::decode_mode(buf)?;
+                let mode = si::decode_mode(buf).map_err(info_status)?;
                 set_mode(f, mode)
             }
             si::FILE_FULL_EA_INFORMATION => {
-                let eas = si::decode_full_ea_list(buf)?;
+                let eas = si::decode_full_ea_list(buf).map_err(info_status)?;
                 require(f, AccessMask::FILE_WRITE_EA)?;
                 self.writable()?;
                 set_eas(f, &eas)
             }
             si::FILE_ALLOCATION_INFORMATION => {
-                let size = si::decode_u64(buf)?;
+                let size = si::decode_u64(buf).map_err(info_status)?;
                 require(f, AccessMask::FILE_WRITE_DATA)?;
                 self.writable()?;
                 if f.handle.is_dir() {
@@ -206,7 +221,7 @@ impl Env<'_> {
                 f.handle.set_allocation(size)
             }
             si::FILE_END_OF_FILE_INFORMATION => {
-                let size = si::decode_u64(buf)?;
+                let size = si::decode_u64(buf).map_err(info_status)?;
                 require(f, AccessMask::FILE_WRITE_DATA)?;
                 self.writable()?;
                 if f.handle.is_dir() {
@@ -218,7 +233,7 @@ impl Env<'_> {
                 Ok(())
             }
             si::FILE_VALID_DATA_LENGTH_INFORMATION => {
-                let vdl = si::decode_u64(buf)?;
+                let vdl = si::decode_u64(buf).map_err(info_status)?;
                 require(
                     f,
                     AccessMask::FILE_WRITE_DATA | AccessMask::FILE_APPEND_DATA,
@@ -235,7 +250,12 @@ impl Env<'_> {
                 Ok(())
             }
             si::FILE_SHORT_NAME_INFORMATION => {
-                si::decode_file_name(buf)?;
+                si::decode_file_name(buf).map_err(|e| match e {
+                    // Unlike a rename target, a short name that does not decode is
+                    // a bad parameter.
+                    si::InfoError::BadName { .. } => NtStatus::INVALID_PARAMETER,
+                    e => info_status(e),
+                })?;
                 // Short names are generated, never stored: they cannot be set.
                 Err(NtStatus::NOT_SUPPORTED)
             }
@@ -535,7 +555,7 @@ fn set_eas(f: &FileOpen, eas: &[si::FullEa]) -> Result<(), NtStatus> {
     }
     let mut names = Vec::with_capacity(eas.len());
     for ea in eas {
-        si::validate_ea_name(&ea.name)?;
+        si::validate_ea_name(&ea.name).map_err(info_status)?;
         let name = String::from_utf8(ea.name.clone()).map_err(|_| NtStatus::INVALID_EA_NAME)?;
         names.push(name);
     }

@@ -14,12 +14,27 @@ pub const FILE_NEED_EA: u8 = 0x80;
 /// One EA as carried on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FullEa {
-    /// Flags (FILE_NEED_EA).
+    /// Flags (FILE_NEED_EA or 0).
     pub flags: u8,
-    /// Name (ASCII, at most 255 bytes).
-    pub name: String,
-    /// Value (at most 65535 bytes).
+    /// EaName as sent (at most 255 bytes, without the terminating NUL). Which names
+    /// are acceptable is the receiver's to say (see
+    /// [`crate::set_info::validate_ea_name`]).
+    pub name: Vec<u8>,
+    /// EaValue (at most 65535 bytes; empty deletes the EA when set).
     pub value: Vec<u8>,
+}
+
+/// Why a FILE_FULL_EA_INFORMATION list did not decode: which entry, where it starts
+/// in the buffer, and what was wrong with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("FILE_FULL_EA_INFORMATION entry {index} at offset {offset}: {what}")]
+pub struct EaListError {
+    /// The entry's position in the list (0-based).
+    pub index: usize,
+    /// Its offset from the start of the buffer.
+    pub offset: usize,
+    /// What failed.
+    pub what: &'static str,
 }
 
 /// Unpadded size of one FILE_FULL_EA_INFORMATION entry.
@@ -42,7 +57,12 @@ pub fn ea_list_size<'a>(eas: impl IntoIterator<Item = (&'a str, usize)>) -> u32 
 /// Encodes one entry (no padding, NextEntryOffset 0). Names longer than 255 bytes or
 /// values longer than 65535 bytes are truncated to fit their length fields.
 pub fn encode_entry(flags: u8, name: &str, value: &[u8]) -> Vec<u8> {
-    let name = &name.as_bytes()[..name.len().min(255)];
+    encode_entry_bytes(flags, name.as_bytes(), value)
+}
+
+/// [`encode_entry`] for a name given as bytes.
+fn encode_entry_bytes(flags: u8, name: &[u8], value: &[u8]) -> Vec<u8> {
+    let name = &name[..name.len().min(255)];
     let value = &value[..value.len().min(65535)];
     let mut w = Writer::with_capacity(entry_size(name.len(), value.len()));
     w.u32(0)
@@ -72,44 +92,54 @@ pub fn chain(entries: &[Vec<u8>]) -> Vec<u8> {
     w.into_vec()
 }
 
-/// Decodes a FILE_FULL_EA_INFORMATION list (SET_INFO, CREATE EA buffers). Every
-/// NextEntryOffset, name and value length is checked against the buffer; names must be
-/// NUL-terminated ASCII; at most `buf.len() / 8` entries are produced.
-pub fn decode_full_list(buf: &[u8]) -> Result<Vec<FullEa>, WireError> {
+/// Encodes a FILE_FULL_EA_INFORMATION list (entries padded to 4 bytes).
+pub fn encode_full_list(eas: &[FullEa]) -> Vec<u8> {
+    let entries: Vec<Vec<u8>> = eas
+        .iter()
+        .map(|e| encode_entry_bytes(e.flags, &e.name, &e.value))
+        .collect();
+    chain(&entries)
+}
+
+/// Decodes a FILE_FULL_EA_INFORMATION list (SET_INFO, the CREATE `ExtA` context).
+/// Every entry must fit the buffer and have a NUL after its name; every
+/// NextEntryOffset but the last must be a multiple of 4 covering its entry and point
+/// inside the buffer. Entries are bounded by the buffer, so allocation is bounded by
+/// its length. Names are returned as sent: the receiver validates them.
+pub fn decode_full_list(buf: &[u8]) -> Result<Vec<FullEa>, EaListError> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     loop {
-        let entry = buf
-            .get(pos..)
-            .ok_or(WireError::Invalid("EA entry offset"))?;
+        let fail = |what| EaListError {
+            index: out.len(),
+            offset: pos,
+            what,
+        };
+        let entry = buf.get(pos..).ok_or_else(|| fail("offset past the end"))?;
         let mut r = Reader::new(entry);
-        let next = r.u32()? as usize;
-        let flags = r.u8()?;
-        let name_len = r.u8()? as usize;
-        let value_len = r.u16()? as usize;
-        let name = r.bytes(name_len)?;
-        if r.u8()? != 0 {
-            return Err(WireError::Invalid("EA name not NUL-terminated"));
+        let truncated = |_: WireError| fail("truncated");
+        let next = r.u32().map_err(truncated)? as usize;
+        let flags = r.u8().map_err(truncated)?;
+        let name_len = r.u8().map_err(truncated)? as usize;
+        let value_len = r.u16().map_err(truncated)? as usize;
+        let name = r.bytes(name_len).map_err(truncated)?.to_vec();
+        if r.u8().map_err(truncated)? != 0 {
+            return Err(fail("EaName not NUL-terminated"));
         }
-        let value = r.bytes(value_len)?;
-        if !name.is_ascii() || name.contains(&0) {
-            return Err(WireError::Invalid("EA name not ASCII"));
+        let value = r.bytes(value_len).map_err(truncated)?.to_vec();
+        let used = r.pos();
+        if next != 0 && (!next.is_multiple_of(4) || next < used) {
+            return Err(fail("NextEntryOffset unaligned or inside the entry"));
         }
-        out.push(FullEa {
-            flags,
-            name: String::from_utf8_lossy(name).into_owned(),
-            value: value.to_vec(),
-        });
-        if next == 0 {
-            return Ok(out);
+        let following = pos.checked_add(next).filter(|&p| p < buf.len());
+        if next != 0 && following.is_none() {
+            return Err(fail("NextEntryOffset past the end"));
         }
-        if next < r.pos() || !next.is_multiple_of(4) {
-            return Err(WireError::Invalid("EA NextEntryOffset"));
+        out.push(FullEa { flags, name, value });
+        match following {
+            Some(p) if next != 0 => pos = p,
+            _ => return Ok(out),
         }
-        pos = pos
-            .checked_add(next)
-            .filter(|&p| p < buf.len())
-            .ok_or(WireError::Invalid("EA NextEntryOffset past the end"))?;
     }
 }
 
@@ -158,7 +188,7 @@ mod tests {
         assert_eq!(l.len(), 30);
         let d = decode_full_list(&l).unwrap();
         assert_eq!(d.len(), 2);
-        assert_eq!(d[0].name, "EAONE");
+        assert_eq!(d[0].name, b"EAONE");
         assert_eq!(d[0].value, b"VALUE1");
         assert_eq!(d[1].flags, 0x80);
         assert_eq!(ea_list_size([("EAONE", 6), ("B", 0)]), 20 + 12);
@@ -184,7 +214,34 @@ mod tests {
         assert!(decode_full_list(&bad).is_err());
         let mut bad = l.clone();
         bad[13] = 1; // name terminator
-        assert!(decode_full_list(&bad).is_err());
+        assert_eq!(
+            decode_full_list(&bad),
+            Err(EaListError {
+                index: 0,
+                offset: 0,
+                what: "EaName not NUL-terminated"
+            })
+        );
+        // The second entry's failure names it and its offset.
+        let mut bad = l.clone();
+        bad[20 + 5] = 200; // EaNameLength past the end
+        assert_eq!(
+            decode_full_list(&bad),
+            Err(EaListError {
+                index: 1,
+                offset: 20,
+                what: "truncated"
+            })
+        );
+        // A NextEntryOffset pointing back at itself cannot loop: it is inside the entry.
+        let mut bad = l.clone();
+        bad[0..4].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(decode_full_list(&bad).unwrap().len(), 1);
+        assert_eq!(encode_full_list(&d_of(&l)), l);
+    }
+
+    fn d_of(l: &[u8]) -> Vec<FullEa> {
+        decode_full_list(l).unwrap()
     }
 
     #[test]

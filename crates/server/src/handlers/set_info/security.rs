@@ -78,7 +78,8 @@ pub fn set_security(
     if read_only_tree {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let mut sd = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    let mut sd = SecurityDescriptor::decode(buf)
+        .map_err(NtStatus::malformed(NtStatus::INVALID_SECURITY_DESCR))?;
     sd.control = acl::canonical_dacl_control(sd.control);
     let st = f.handle.stat()?;
     let mut uid = None;
