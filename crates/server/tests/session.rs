@@ -310,6 +310,42 @@ async fn binding_needs_the_same_user() {
     assert_eq!(r.status(), NtStatus::USER_SESSION_DELETED);
 }
 
+/// A session has at most 32 channels (the first included); one more bind is refused
+/// with STATUS_INSUFFICIENT_RESOURCES and the session lives on (as Windows and Samba:
+/// smb2.multichannel.generic.num_channels).
+#[tokio::test]
+async fn the_33rd_channel_is_refused_with_insufficient_resources() {
+    let srv = start(cfg()).await;
+    let mut c1 = Client::connect(srv.addr).await;
+    c1.negotiate(&[Dialect::SMB3_0_2]).await;
+    assert_eq!(
+        c1.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    let sid = c1.session_id;
+    let signer = signer_of(&c1);
+    let mut channels = Vec::new();
+    for i in 1..32 {
+        let mut c = Client::connect(srv.addr).await;
+        c.negotiate(&[Dialect::SMB3_0_2]).await;
+        let r = c.bind_session(sid, &signer, "user", "pass").await;
+        assert_eq!(r.status(), NtStatus::SUCCESS, "channel {i}");
+        channels.push(c);
+    }
+    let mut extra = Client::connect(srv.addr).await;
+    extra.negotiate(&[Dialect::SMB3_0_2]).await;
+    let r = extra.bind_session(sid, &signer, "user", "pass").await;
+    assert_eq!(r.status(), NtStatus::INSUFFICIENT_RESOURCES);
+    // The session and its channels are untouched.
+    assert_eq!(c1.tree_connect("share").await.status(), NtStatus::SUCCESS);
+    let last = channels.last_mut().unwrap();
+    last.tree_id = c1.tree_id;
+    let r = last
+        .request_signed(Command::TreeDisconnect, &[4, 0, 0, 0])
+        .await;
+    assert_eq!(r.status(), NtStatus::SUCCESS);
+}
+
 #[tokio::test]
 async fn reauthentication_keeps_the_session() {
     let srv = start(cfg()).await;

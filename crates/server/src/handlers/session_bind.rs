@@ -16,7 +16,9 @@ use super::{Ctx, HandlerResult, PreauthTarget, Request};
 use crate::security::{self, Channel};
 use crate::state::session::SessionPhase;
 
-/// Most channels one session may have (as Windows).
+/// Most channels one session may have (as Windows); one more binding is refused
+/// with STATUS_INSUFFICIENT_RESOURCES, as Windows and Samba do
+/// (smb2.multichannel.generic.num_channels).
 pub const MAX_CHANNELS: usize = 32;
 
 /// Handles a binding SESSION_SETUP leg.
@@ -71,7 +73,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
                     return Err(NtStatus::NOT_SUPPORTED);
                 }
                 if sec.channels.len() >= MAX_CHANNELS {
-                    return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+                    return Err(NtStatus::INSUFFICIENT_RESOURCES);
                 }
                 false
             }
