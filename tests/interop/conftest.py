@@ -152,14 +152,14 @@ def samba_conf(root: Path, port: int, map_to_guest: str = "bad user", interfaces
 """
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> None:
-    """Return once 127.0.0.1:port accepts; fail if ``proc`` exits first."""
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S, host: str = "127.0.0.1") -> None:
+    """Return once host:port (default 127.0.0.1) accepts; fail if ``proc`` exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with status {proc.returncode} before listening")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 return
         except OSError:
             time.sleep(0.05)
@@ -255,9 +255,12 @@ def start_smbx(
     extra_global: str = "",
     users: tuple = ((USER, PASSWORD),),
     interfaces: str = "127.0.0.1",
+    netns: str | None = None,
+    wait_host: str = "127.0.0.1",
 ) -> Server:
     """Start ``smbx serve`` with its own smb.conf (``extra_global``: more [global]
-    lines) and user database (``users``: (name, password) pairs)."""
+    lines) and user database (``users``: (name, password) pairs); ``netns``: run it
+    in that network namespace (``ip netns exec``), reached on ``wait_host``."""
     binary = smbx_bin()
     if not binary.exists():
         pytest.fail(f"smbx binary not found at {binary}: run `cargo build --release -p smbx-cli` or set SMBX_BIN")
@@ -281,7 +284,7 @@ def start_smbx(
     env = dict(os.environ)
     env.setdefault("RUST_BACKTRACE", "1")
     proc = subprocess.Popen(
-        [str(binary), "serve", "--config", str(conf)],
+        (["ip", "netns", "exec", netns] if netns else []) + [str(binary), "serve", "--config", str(conf)],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -291,7 +294,7 @@ def start_smbx(
     log.close()
     server = Server("smbx", root, port, conf, proc, log_path)
     try:
-        wait_for_port(port, proc)
+        wait_for_port(port, proc, host=wait_host)
     except RuntimeError as e:
         server.stop()
         out = server.log_text()
@@ -300,8 +303,11 @@ def start_smbx(
     return server
 
 
-def start_samba(map_to_guest: str = "bad user", interfaces: str = "127.0.0.1") -> Server:
-    """Start Samba's smbd with an equivalent smb.conf."""
+def start_samba(
+    map_to_guest: str = "bad user", interfaces: str = "127.0.0.1", netns: str | None = None, wait_host: str = "127.0.0.1"
+) -> Server:
+    """Start Samba's smbd with an equivalent smb.conf (``netns``, ``wait_host``: as
+    :func:`start_smbx`)."""
     if shutil.which("smbd") is None:
         pytest.fail("smbd not installed (apt-get install samba)")
     root = _make_root("samba-interop-")
@@ -322,7 +328,8 @@ def start_samba(map_to_guest: str = "bad user", interfaces: str = "127.0.0.1") -
     log = open(log_path, "wb")
     # Own session: on SIGTERM smbd signals its whole process group.
     proc = subprocess.Popen(
-        ["smbd", "--foreground", "--no-process-group", "--debug-stdout", "-s", str(conf)],
+        (["ip", "netns", "exec", netns] if netns else [])
+        + ["smbd", "--foreground", "--no-process-group", "--debug-stdout", "-s", str(conf)],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -331,7 +338,7 @@ def start_samba(map_to_guest: str = "bad user", interfaces: str = "127.0.0.1") -
     log.close()
     server = Server("samba", root, port, conf, proc, log_path)
     try:
-        wait_for_port(port, proc)
+        wait_for_port(port, proc, host=wait_host)
     except RuntimeError as e:
         server.stop()
         out = server.log_text()
