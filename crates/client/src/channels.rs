@@ -4,23 +4,40 @@
 //! unit of link speed).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use smbx_wire::ioctl::{IfAddr, NetworkInterface, NETWORK_IF_RDMA_CAPABLE, NETWORK_IF_RSS_CAPABLE};
+use tokio::sync::mpsc;
 
 use crate::client::Client;
+use crate::conn::Event;
 use crate::protect::SessionSecurity;
 
 /// Link speed assumed for a channel whose interface the server did not list (bit/s).
 const UNKNOWN_SPEED: u64 = 1_000_000_000;
 
-/// One channel of a session: a negotiated connection and its protection.
-pub(crate) struct Channel {
+/// The connection a channel runs over now, and its protection (its own signing
+/// key, the session's sealing keys). Replaced when the channel is re-established.
+#[derive(Clone)]
+pub(crate) struct Link {
     /// The connection (its own credits, MessageIds, pending table).
     pub client: Client,
     /// The channel's signer and the session's sealing keys.
     pub security: Arc<SessionSecurity>,
+}
+
+impl Link {
+    /// True if `other` is this same connection.
+    pub(crate) fn same(&self, other: &Link) -> bool {
+        Arc::ptr_eq(&self.client.inner, &other.client.inner)
+    }
+}
+
+/// One channel of a session: a negotiated connection bound to it (replaced by
+/// a new one when it fails and its address answers again) and what it carried.
+pub(crate) struct Channel {
+    link: RwLock<Link>,
     /// The server address the connection goes to.
     pub addr: Option<SocketAddr>,
     /// Advertised link speed of the server interface (bit/s).
@@ -30,25 +47,34 @@ pub(crate) struct Channel {
     requests: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
+    /// Requests this channel carried again after the channel they were first
+    /// sent on failed (or the server asked for a replay).
+    replayed: AtomicU64,
+    /// Times the channel was re-established after failing.
+    reconnects: AtomicU64,
+    /// Set from the failure until a new connection is bound in its place.
+    down: AtomicBool,
 }
 
 impl Channel {
-    pub(crate) fn new(
-        client: Client,
-        security: Arc<SessionSecurity>,
-        addr: Option<SocketAddr>,
-        speed: u64,
-    ) -> Channel {
+    pub(crate) fn new(link: Link, addr: Option<SocketAddr>, speed: u64) -> Channel {
         Channel {
-            client,
-            security,
+            link: RwLock::new(link),
             addr,
             speed: AtomicU64::new(if speed == 0 { UNKNOWN_SPEED } else { speed }),
             outstanding: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             bytes_received: AtomicU64::new(0),
+            replayed: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
+            down: AtomicBool::new(false),
         }
+    }
+
+    /// The connection the channel runs over now.
+    pub(crate) fn link(&self) -> Link {
+        self.link.read().expect("channel lock").clone()
     }
 
     /// Counts a request of `bytes` (sent plus expected back) as outstanding until
@@ -68,15 +94,46 @@ impl Channel {
         }
     }
 
-    /// Records one finished request: what it sent and what came back.
-    pub(crate) fn record(&self, sent: u64, received: u64) {
+    /// Records one finished request: what it sent and what came back, and
+    /// whether it was a replay of a request first sent elsewhere.
+    pub(crate) fn record(&self, sent: u64, received: u64, replay: bool) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.bytes_sent.fetch_add(sent, Ordering::Relaxed);
         self.bytes_received.fetch_add(received, Ordering::Relaxed);
+        if replay {
+            self.replayed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
-    fn is_live(&self) -> bool {
-        !self.client.connection().is_closed()
+    /// Marks `failed` (this channel's connection as a caller saw it) as dead:
+    /// its requests fail (their callers replay them), but its socket stays
+    /// open until a new connection replaces it ([`Channel::restore`]), so the
+    /// server does not drop the session if this was its last live channel.
+    /// True for the first caller to report this connection's failure (who then
+    /// advances the session's ChannelSequence and starts the re-establishment);
+    /// false if it was already reported or replaced.
+    pub(crate) fn fail(&self, failed: &Link) -> bool {
+        let now = self.link();
+        if !now.same(failed) {
+            return false;
+        }
+        now.client
+            .connection()
+            .fail_requests("the channel stopped answering");
+        !self.down.swap(true, Ordering::AcqRel)
+    }
+
+    /// Puts a newly bound connection in place of the failed one, and closes
+    /// the failed one.
+    pub(crate) fn restore(&self, link: Link) {
+        let old = std::mem::replace(&mut *self.link.write().expect("channel lock"), link);
+        old.client.connection().close();
+        self.reconnects.fetch_add(1, Ordering::Relaxed);
+        self.down.store(false, Ordering::Release);
+    }
+
+    pub(crate) fn is_live(&self) -> bool {
+        !self.down.load(Ordering::Acquire) && !self.link().client.connection().is_closed()
     }
 
     /// Outstanding bytes scaled by link speed: lower has more room.
@@ -96,6 +153,8 @@ impl Channel {
             requests: self.requests.load(Ordering::Relaxed),
             bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
+            replayed: self.replayed.load(Ordering::Relaxed),
+            reconnects: self.reconnects.load(Ordering::Relaxed),
             live: self.is_live(),
         }
     }
@@ -128,19 +187,34 @@ pub struct ChannelStats {
     pub bytes_sent: u64,
     /// Bytes of responses received (whole messages).
     pub bytes_received: u64,
-    /// False once the connection has failed or closed.
+    /// Requests (compounds count once) the channel carried again, with
+    /// SMB2_FLAGS_REPLAY_OPERATION, after the channel they were first sent on
+    /// failed or the server answered STATUS_FILE_NOT_AVAILABLE.
+    pub replayed: u64,
+    /// Times the channel was re-established (bound again) after it failed.
+    pub reconnects: u64,
+    /// False while the channel is down (failed and not yet re-established).
     pub live: bool,
 }
 
 /// The channels of one session; the first is the connection it logged on over.
 pub(crate) struct ChannelSet {
     list: RwLock<Vec<Arc<Channel>>>,
+    /// Session.ChannelSequence ([MS-SMB2] 3.2.4.1): advanced at each channel
+    /// failure, sent in every 3.x request of the session.
+    sequence: AtomicU16,
+    /// The first connection's event queue: further channels forward their
+    /// oplock and lease breaks here.
+    events: mpsc::Sender<Event>,
 }
 
 impl ChannelSet {
     pub(crate) fn new(first: Channel) -> ChannelSet {
+        let events = first.link().client.connection().event_sender();
         ChannelSet {
             list: RwLock::new(vec![Arc::new(first)]),
+            sequence: AtomicU16::new(0),
+            events,
         }
     }
 
@@ -157,10 +231,48 @@ impl ChannelSet {
         self.list.read().expect("channels lock").len()
     }
 
+    /// Every channel, the first first.
+    pub(crate) fn all(&self) -> Vec<Arc<Channel>> {
+        self.list.read().expect("channels lock").clone()
+    }
+
+    /// The ChannelSequence requests carry now.
+    pub(crate) fn sequence(&self) -> u16 {
+        self.sequence.load(Ordering::Acquire)
+    }
+
+    /// Advances the ChannelSequence (a channel failed).
+    pub(crate) fn advance_sequence(&self) {
+        self.sequence.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Forwards `client`'s unsolicited messages (a further channel's oplock
+    /// and lease breaks) into the session's first connection's event queue,
+    /// until that channel's connection goes away.
+    pub(crate) fn forward_events(&self, client: &Client) {
+        let Some(mut rx) = client.connection().take_events() else {
+            return;
+        };
+        let tx = self.events.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                if tx.send(ev).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
     /// The server addresses channels already go to.
     pub(crate) fn addrs(&self) -> Vec<SocketAddr> {
         let list = self.list.read().expect("channels lock");
         list.iter().filter_map(|c| c.addr).collect()
+    }
+
+    /// True if some channel is live.
+    pub(crate) fn any_live(&self) -> bool {
+        let list = self.list.read().expect("channels lock");
+        list.iter().any(|c| c.is_live())
     }
 
     /// The live channel with the most room for a request of `bytes`: least

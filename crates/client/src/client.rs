@@ -29,7 +29,7 @@ use smbx_wire::{Command, NtStatus, Writer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use crate::channels::{Channel, ChannelSet, ChannelStats};
+use crate::channels::{Channel, ChannelSet, ChannelStats, Link};
 use crate::conn::{Connection, Event, Request, Response, Route};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, Encryption, Signing, Transport};
@@ -443,7 +443,14 @@ impl Client {
         };
         let sec = Arc::new(sec);
         inner.conn.add_session(session_id, sec.clone());
-        let first = Channel::new(self.clone(), sec.clone(), inner.peer.get().copied(), 0);
+        let first = Channel::new(
+            Link {
+                client: self.clone(),
+                security: sec.clone(),
+            },
+            inner.peer.get().copied(),
+            0,
+        );
         Ok(Session {
             inner: Arc::new(SessionInner {
                 client: self.clone(),
@@ -461,8 +468,9 @@ impl Client {
     /// 3.2.4.2.3, 3.2.5.3.1): a new authentication as the same user, signed with
     /// the session's key; the channel's signing key comes from that
     /// authentication's session key (3.1.1: with this connection's binding
-    /// preauth hash) and must verify the final response. Returns the channel.
-    pub(crate) async fn bind(&self, session: &Session, speed: u64) -> Result<Channel> {
+    /// preauth hash) and must verify the final response. Returns the channel's
+    /// connection and protection.
+    pub(crate) async fn bind(&self, session: &Session) -> Result<Link> {
         let first = session.inner.client.negotiated();
         let n = &self.inner.negotiated;
         if n.dialect != first.dialect || n.dialect < Dialect::SMB3_0 {
@@ -509,12 +517,12 @@ impl Client {
         }
         let sec = Arc::new(session.inner.security.for_channel(signer));
         self.inner.conn.add_session(session.id(), sec.clone());
-        Ok(Channel::new(
-            self.clone(),
-            sec,
-            self.inner.peer.get().copied(),
-            speed,
-        ))
+        // Breaks the server sends on this channel reach the session's events.
+        session.inner.channels.forward_events(self);
+        Ok(Link {
+            client: self.clone(),
+            security: sec,
+        })
     }
 
     async fn setup_leg(
@@ -804,10 +812,11 @@ impl Session {
         }
     }
 
-    /// The route of a request on `channel`: signed with the channel's key.
-    pub(crate) fn route_on(&self, channel: &Channel, encrypt_tree: bool) -> Route {
+    /// The route of a request on a channel's connection: signed with the
+    /// channel's key.
+    pub(crate) fn route_on(&self, link: &Link, encrypt_tree: bool) -> Route {
         Route {
-            security: Some(channel.security.clone()),
+            security: Some(link.security.clone()),
             ..self.route(encrypt_tree)
         }
     }
@@ -882,9 +891,11 @@ impl Session {
         let plan = crate::channels::plan(&ifs, peer.port(), &used, max - have);
         let mut added = 0;
         for (addr, speed) in plan {
-            match self.bind_one(addr, speed).await {
-                Ok(ch) => {
-                    self.inner.channels.push(ch);
+            match self.bind_one(addr).await {
+                Ok(link) => {
+                    self.inner
+                        .channels
+                        .push(Channel::new(link, Some(addr), speed));
                     added += 1;
                 }
                 Err(e) => tracing::warn!("multichannel: {addr} not bound: {e}"),
@@ -893,7 +904,8 @@ impl Session {
         Ok(added)
     }
 
-    async fn bind_one(&self, addr: SocketAddr, speed: u64) -> Result<Channel> {
+    /// Connects to `addr`, negotiates and binds the connection to this session.
+    pub(crate) async fn bind_one(&self, addr: SocketAddr) -> Result<Link> {
         let opts = self.inner.client.inner.options.clone();
         let stream =
             tokio::time::timeout(std::time::Duration::from_secs(5), TcpStream::connect(addr))
@@ -901,19 +913,24 @@ impl Session {
                 .map_err(|_| Error::Timeout)??;
         let host = self.inner.client.inner.host.clone();
         let c = Client::from_stream(stream, &host, opts).await?;
-        c.bind(self, speed).await
+        c.bind(self).await
+    }
+
+    /// A live channel's connection (the logon's while it lives): for requests
+    /// that are not spread (ECHO, TREE_CONNECT, LOGOFF).
+    pub(crate) fn live_link(&self) -> Link {
+        self.inner.channels.pick(0).link()
     }
 
     /// ECHO on this session.
     pub async fn echo(&self) -> Result<()> {
-        let r = self
-            .inner
+        let link = self.live_link();
+        let r = link
             .client
-            .inner
-            .conn
+            .connection()
             .call(
                 Request::new(Command::Echo, encode_simple(), 0),
-                &self.route(false),
+                &self.route_on(&link, false),
             )
             .await?
             .ok()?;
@@ -927,10 +944,13 @@ impl Session {
         let path = format!("\\\\{}\\{}", client.host, share.trim_matches(['\\', '/']));
         let req = TreeConnectRequest { flags: 0, path };
         // 3.1.1 signs every TREE_CONNECT: it protects the negotiation ([MS-SMB2] 3.2.4.1.1).
-        let mut route = self.route(false);
+        // On a live channel: the logon's connection may have failed over.
+        let link = self.live_link();
+        let mut route = self.route_on(&link, false);
         route.force_sign = client.negotiated.dialect == Dialect::SMB3_1_1;
-        let resp = client
-            .conn
+        let resp = link
+            .client
+            .connection()
             .call(Request::new(Command::TreeConnect, req.encode(), 0), &route)
             .await?
             .ok()?;
@@ -945,7 +965,7 @@ impl Session {
         let d = client.negotiated.dialect;
         if (d == Dialect::SMB3_0 || d == Dialect::SMB3_0_2) && self.inner.security.signer.is_some()
         {
-            self.validate_negotiate(&tree).await?;
+            self.validate_negotiate(&tree, &link).await?;
         }
         if client.options.max_channels > 1 && !self.inner.discovered.swap(true, Ordering::AcqRel) {
             if let Err(e) = self.add_channels(&tree).await {
@@ -957,9 +977,9 @@ impl Session {
 
     /// FSCTL_VALIDATE_NEGOTIATE_INFO (3.0 / 3.0.2): asks the server, over a signed
     /// request, what it negotiated, and fails the connection on any difference (a
-    /// downgrade by someone in the middle).
-    async fn validate_negotiate(&self, tree: &Tree) -> Result<()> {
-        let client = &self.inner.client.inner;
+    /// downgrade by someone in the middle). Asked on `link`, about its connection.
+    async fn validate_negotiate(&self, tree: &Tree, link: &Link) -> Result<()> {
+        let client = &link.client.inner;
         let o = &client.offered;
         let mut input = Writer::new();
         input
@@ -980,7 +1000,7 @@ impl Session {
             flags: SMB2_0_IOCTL_IS_FSCTL,
         }
         .encode();
-        let mut route = self.route(tree.is_encrypted());
+        let mut route = self.route_on(link, tree.is_encrypted());
         route.force_sign = true;
         let resp = client
             .conn
@@ -1010,14 +1030,18 @@ impl Session {
 
     /// LOGOFF. The session's trees and files become unusable.
     pub async fn logoff(&self) -> Result<()> {
-        let conn = &self.inner.client.inner.conn;
-        let r = conn
+        let link = self.live_link();
+        let r = link
+            .client
+            .connection()
             .call(
                 Request::new(Command::Logoff, encode_simple(), 0),
-                &self.route(false),
+                &self.route_on(&link, false),
             )
             .await;
-        conn.remove_session(self.inner.id);
+        for ch in self.inner.channels.all() {
+            ch.link().client.connection().remove_session(self.inner.id);
+        }
         r?.ok()?;
         Ok(())
     }

@@ -12,7 +12,8 @@ use smbx_transport::tcp::FrameReader;
 use smbx_transport::DirectLink;
 use smbx_wire::framing::{encode_frame_header, MAX_FRAME_LEN};
 use smbx_wire::header::{
-    FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID,
+    FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_REPLAY_OPERATION, FLAGS_SIGNED,
+    TRANSFORM_PROTOCOL_ID,
 };
 use smbx_wire::oplock::OplockBreak;
 use smbx_wire::Dialect;
@@ -34,7 +35,7 @@ const UNSOLICITED_ID: u64 = u64::MAX;
 const EVENT_QUEUE: usize = 256;
 
 /// One request of a (possibly compound) send.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Request {
     /// The command.
     pub command: Command,
@@ -49,6 +50,12 @@ pub(crate) struct Request {
     /// True if `body` starts with [`HEADROOM`] reserved bytes, so that a lone request can
     /// become its frame without another copy.
     pub headroom: bool,
+    /// Send with SMB2_FLAGS_REPLAY_OPERATION (3.x): a request resent after its
+    /// channel failed (multichannel failover, channels.rs).
+    pub replay: bool,
+    /// ChannelSequence (3.x), carried in the low half of the header's Status
+    /// field: the session's count of channel failures ([MS-SMB2] 3.2.4.1).
+    pub channel_sequence: u16,
 }
 
 /// Bytes reserved before a body built with [`body_writer`]: frame header, TRANSFORM_HEADER
@@ -74,6 +81,8 @@ impl Request {
             charge: 1,
             related: false,
             headroom: false,
+            replay: false,
+            channel_sequence: 0,
         }
     }
 
@@ -325,6 +334,13 @@ impl Connection {
         self.events.lock().expect("events lock").take()
     }
 
+    /// Where this connection's unsolicited messages go: a further channel of a
+    /// session forwards its oplock and lease breaks into the first channel's
+    /// queue, so [`Connection::take_events`] there sees every channel's.
+    pub(crate) fn event_sender(&self) -> mpsc::Sender<Event> {
+        self.shared.events.clone()
+    }
+
     /// Credits currently granted and unused.
     pub fn credits_available(&self) -> usize {
         self.shared.credits.available_permits()
@@ -424,13 +440,17 @@ impl Connection {
             if req.related {
                 flags |= FLAGS_RELATED_OPERATIONS;
             }
+            let smb3 = dialect.is_smb3();
+            if req.replay && smb3 {
+                flags |= FLAGS_REPLAY_OPERATION;
+            }
             let hdr = Header {
                 credit_charge: if dialect == Dialect::SMB2_0_2 || dialect == Dialect::NONE {
                     0
                 } else {
                     charge
                 },
-                status: NtStatus(0),
+                status: NtStatus(if smb3 { req.channel_sequence as u32 } else { 0 }),
                 command: req.command as u16,
                 credits: if i == 0 { ask } else { charge },
                 flags,
@@ -609,6 +629,15 @@ impl Connection {
     pub(crate) async fn call(&self, req: Request, route: &Route) -> Result<Response> {
         let (mut v, _) = self.send(vec![req], route, false).await?;
         v.pop().ok_or_else(|| Error::Protocol("no response".into()))
+    }
+
+    /// Fails every pending request (and any later one) with `why`, but keeps the
+    /// socket open and its tasks running: a multichannel session's channel that
+    /// stopped answering is given up this way, so that the server does not see
+    /// the connection end (and end the session with its last channel) before a
+    /// new channel is bound; dropping the `Connection` closes it.
+    pub(crate) fn fail_requests(&self, why: &str) {
+        self.shared.close(why);
     }
 
     /// Closes the connection: pending requests fail, tasks stop.

@@ -43,6 +43,7 @@ mod client;
 mod conn;
 pub mod credits;
 mod error;
+mod failover;
 mod file;
 pub mod info;
 pub mod options;

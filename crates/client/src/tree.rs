@@ -7,7 +7,7 @@ use smbx_wire::tree::TreeConnectResponse;
 use smbx_wire::{Command, NtStatus};
 
 use crate::client::Session;
-use crate::conn::{Request, Response, HEADROOM};
+use crate::conn::{Request, Response};
 use crate::credits::charge_for;
 use crate::error::{Error, Result};
 use crate::file::{
@@ -195,35 +195,11 @@ impl Tree {
 
     /// Sends requests (one compound) on the session's channel with the most room
     /// (the logon's connection when it is SMB Direct: READs and WRITEs carry
-    /// descriptors registered with its link), counting them as outstanding there
-    /// until answered.
+    /// descriptors registered with its link), replayed on another channel if
+    /// that one fails ([`crate::failover`]).
     async fn compound_on_channel(&self, reqs: Vec<Request>) -> Result<Vec<Response>> {
-        let session = &self.inner.session;
-        let set = session.channels();
-        let sent: u64 = reqs
-            .iter()
-            .map(|r| {
-                let reserved = if r.headroom { HEADROOM } else { 0 };
-                r.body.len().saturating_sub(reserved) as u64
-            })
-            .sum();
-        // Credits stand for 64 KiB each: a READ's answer weighs what it asks for.
-        let weight = reqs
-            .iter()
-            .map(|r| (r.charge.max(1) as u64) * 65536)
-            .sum::<u64>()
-            .max(sent);
-        let ch = if self.rdma().is_some() {
-            set.first()
-        } else {
-            set.pick(weight)
-        };
-        let guard = ch.start(weight);
-        let route = session.route_on(&ch, self.inner.encrypt);
-        let (v, _) = ch.client.connection().send(reqs, &route, false).await?;
-        drop(guard);
-        ch.record(sent, v.iter().map(|r| r.msg.len() as u64).sum());
-        Ok(v)
+        let pin_first = self.rdma().is_some();
+        crate::failover::send(&self.inner.session, reqs, self.inner.encrypt, pin_first).await
     }
 
     /// Sends one request whose body (after the SMB2 header) the caller built,

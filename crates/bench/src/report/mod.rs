@@ -160,7 +160,12 @@ pub struct ChannelReport {
     pub ios: u64,
     /// Bytes sent plus bytes received.
     pub bytes: u64,
-    /// False once the connection failed.
+    /// Requests the channel carried again after the channel they were first
+    /// sent on failed (multichannel failover).
+    pub replayed: u64,
+    /// Times the channel was re-established after failing.
+    pub reconnects: u64,
+    /// False while the channel is down (failed, not yet re-established).
     pub live: bool,
 }
 
@@ -344,6 +349,8 @@ impl Report {
                         link_speed: c.link_speed,
                         ios: c.requests,
                         bytes: c.bytes_sent.saturating_add(c.bytes_received),
+                        replayed: c.replayed,
+                        reconnects: c.reconnects,
                         live: c.live,
                     })
                     .collect(),

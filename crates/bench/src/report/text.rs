@@ -189,12 +189,14 @@ pub fn render(r: &Report) -> String {
         for (i, c) in t.channels.iter().enumerate() {
             let _ = writeln!(
                 o,
-                "\t\tchannel {i}: {} ({} Mbit/s){}: {} I/Os, {} bytes",
+                "\t\tchannel {i}: {} ({} Mbit/s){}: {} I/Os, {} bytes, {} replayed, {} reconnects",
                 c.address.as_deref().unwrap_or("?"),
                 c.link_speed / 1_000_000,
                 if c.live { "" } else { ", failed" },
                 c.ios,
-                c.bytes
+                c.bytes,
+                c.replayed,
+                c.reconnects
             );
         }
     }

@@ -1,0 +1,242 @@
+//! Multichannel failover ([MS-SMB2] 3.2.4.1, 3.2.5.1): a session's requests
+//! survive the loss of a channel.
+//!
+//! Every request of a multichannel session goes out through [`send`]: on the
+//! live channel with the most room, carrying the session's ChannelSequence.
+//! When its channel fails under it (the connection closes, or a response does
+//! not come within the timeout) the channel is closed and marked down, the
+//! session's ChannelSequence advances, and the request is sent again on
+//! another live channel with SMB2_FLAGS_REPLAY_OPERATION: the server either
+//! recognises the operation or runs it, and an older request still in the
+//! server from the dead channel is refused rather than applied after it
+//! (3.3.5.2.10). A STATUS_FILE_NOT_AVAILABLE answer (the server saw a newer
+//! ChannelSequence on the open) is replayed the same way. The failed channel
+//! is re-established in the background ([`spawn_rebind`]): its address is
+//! tried again with exponential backoff and the new connection is bound to the
+//! session in the old one's place.
+//!
+//! Only requests that may be repeated are replayed: READ, WRITE, SET_INFO,
+//! QUERY_INFO, IOCTL, FLUSH, CLOSE, ECHO, and CREATE in a compound that also
+//! closes what it opened (the path operations). A lone CREATE (no durable
+//! create GUID yet), LOCK, QUERY_DIRECTORY and CHANGE_NOTIFY are not: their
+//! caller sees the failure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use smbx_wire::{Command, NtStatus};
+
+use crate::channels::{Channel, ChannelSet};
+use crate::client::Session;
+use crate::conn::{Request, Response, HEADROOM};
+use crate::error::{Error, Result};
+
+/// How many times one request may be sent again.
+const MAX_REPLAYS: u32 = 16;
+/// First wait before trying a failed channel's address again.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest wait between two tries.
+const MAX_BACKOFF: Duration = Duration::from_secs(4);
+/// Tries to re-establish one failed channel before giving up on it.
+const REBIND_ATTEMPTS: u32 = 1000;
+/// How long a request waits for some channel to come back when all are down.
+const ALL_DOWN_WAIT: Duration = Duration::from_secs(60);
+
+/// True for a failure of the channel itself (not of the operation).
+fn channel_lost(e: &Error) -> bool {
+    matches!(e, Error::Disconnected(_) | Error::Timeout | Error::Io(_))
+}
+
+/// True if sending `reqs` twice cannot do what sending them once would not.
+fn replayable(reqs: &[Request]) -> bool {
+    let closes = reqs.iter().any(|r| r.command == Command::Close);
+    reqs.iter().all(|r| match r.command {
+        Command::Read
+        | Command::Write
+        | Command::SetInfo
+        | Command::QueryInfo
+        | Command::Ioctl
+        | Command::Flush
+        | Command::Close
+        | Command::Echo => true,
+        // A path operation: CREATE ... CLOSE in one compound leaves no open behind.
+        Command::Create => closes,
+        _ => false,
+    })
+}
+
+/// Sends `reqs` (one compound) on the session's channel with the most room (or
+/// the first channel, `pin_first`: its SMB Direct link carries the RDMA
+/// descriptors), counting them as outstanding there until answered; replays
+/// them on another channel if that one fails (see the module documentation).
+pub(crate) async fn send(
+    session: &Session,
+    mut reqs: Vec<Request>,
+    encrypt_tree: bool,
+    pin_first: bool,
+) -> Result<Vec<Response>> {
+    let set = session.channels();
+    let sent: u64 = reqs
+        .iter()
+        .map(|r| {
+            let reserved = if r.headroom { HEADROOM } else { 0 };
+            r.body.len().saturating_sub(reserved) as u64
+        })
+        .sum();
+    // Credits stand for 64 KiB each: a READ's answer weighs what it asks for.
+    let weight = reqs
+        .iter()
+        .map(|r| (r.charge.max(1) as u64) * 65536)
+        .sum::<u64>()
+        .max(sent);
+    // One channel has nowhere to replay to: no copy is kept.
+    let can_replay = set.len() > 1 && !pin_first && replayable(&reqs);
+    let mut replay = false;
+    let mut replays = 0u32;
+    loop {
+        let ch = if pin_first {
+            set.first()
+        } else {
+            set.pick(weight)
+        };
+        let link = ch.link();
+        let sequence = set.sequence();
+        for r in reqs.iter_mut() {
+            r.replay = replay;
+            r.channel_sequence = sequence;
+        }
+        let keep = (can_replay && replays < MAX_REPLAYS).then(|| reqs.clone());
+        let guard = ch.start(weight);
+        let route = session.route_on(&link, encrypt_tree);
+        let res = link.client.connection().send(reqs, &route, false).await;
+        drop(guard);
+        match (res, keep) {
+            (Ok((v, _)), Some(again))
+                if v.iter().any(|r| r.status() == NtStatus::FILE_NOT_AVAILABLE) =>
+            {
+                // The open moved on to a newer ChannelSequence while this
+                // request was on its way ([MS-SMB2] 3.2.5.1.x): replay it.
+                tracing::debug!("multichannel: FILE_NOT_AVAILABLE, replaying");
+                reqs = again;
+                replay = true;
+                replays += 1;
+                tokio::time::sleep(FIRST_BACKOFF * replays).await;
+            }
+            (Ok((v, _)), _) => {
+                ch.record(sent, v.iter().map(|r| r.msg.len() as u64).sum(), replay);
+                return Ok(v);
+            }
+            (Err(e), keep) if channel_lost(&e) && set.len() > 1 => {
+                channel_failed(session, &ch, &link, &e);
+                let Some(again) = keep else {
+                    return Err(e);
+                };
+                if !wait_for_live(set).await {
+                    return Err(e);
+                }
+                reqs = again;
+                replay = true;
+                replays += 1;
+            }
+            (Err(e), _) => return Err(e),
+        }
+    }
+}
+
+/// A channel's connection failed under a request: close it, and if this is
+/// the first report of it, advance the session's ChannelSequence and start
+/// re-establishing the channel.
+fn channel_failed(session: &Session, ch: &Arc<Channel>, link: &crate::channels::Link, e: &Error) {
+    if ch.fail(link) {
+        tracing::warn!(
+            "multichannel: channel to {} failed ({e}); replaying its requests elsewhere",
+            ch.addr.map_or_else(|| "?".to_string(), |a| a.to_string())
+        );
+        session.channels().advance_sequence();
+        spawn_rebind(session, ch.clone());
+    }
+}
+
+/// Waits (bounded) until some channel of `set` is live; false if none came back.
+async fn wait_for_live(set: &ChannelSet) -> bool {
+    let deadline = tokio::time::Instant::now() + ALL_DOWN_WAIT;
+    while !set.any_live() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(FIRST_BACKOFF).await;
+    }
+    true
+}
+
+/// Re-establishes a failed channel in the background: tries its address again
+/// with exponential backoff (from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`], at
+/// most [`REBIND_ATTEMPTS`] times), and binds the first connection that
+/// negotiates to the session in the failed one's place. Stops when the session
+/// is gone.
+pub(crate) fn spawn_rebind(session: &Session, ch: Arc<Channel>) {
+    let Some(addr) = ch.addr else {
+        return;
+    };
+    let weak = Arc::downgrade(&session.inner);
+    tokio::spawn(async move {
+        let mut delay = FIRST_BACKOFF;
+        for attempt in 1..=REBIND_ATTEMPTS {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(MAX_BACKOFF);
+            let Some(inner) = weak.upgrade() else {
+                return;
+            };
+            let session = Session { inner };
+            match session.bind_one(addr).await {
+                Ok(link) => {
+                    tracing::info!(
+                        "multichannel: channel to {addr} re-established (try {attempt})"
+                    );
+                    ch.restore(link);
+                    return;
+                }
+                Err(e) => tracing::debug!("multichannel: {addr} not back yet: {e}"),
+            }
+        }
+        tracing::warn!("multichannel: gave up re-establishing the channel to {addr}");
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(c: Command) -> Request {
+        Request::new(c, vec![0; 8], 1)
+    }
+
+    #[test]
+    fn what_may_be_replayed() {
+        assert!(replayable(&[req(Command::Write)]));
+        assert!(replayable(&[req(Command::Read)]));
+        assert!(replayable(&[
+            req(Command::Create),
+            req(Command::QueryInfo),
+            req(Command::Close)
+        ]));
+        assert!(!replayable(&[req(Command::Create)]));
+        assert!(!replayable(&[req(Command::Lock)]));
+        assert!(!replayable(&[
+            req(Command::Create),
+            req(Command::QueryDirectory),
+            req(Command::Close)
+        ]));
+        assert!(!replayable(&[req(Command::ChangeNotify)]));
+    }
+
+    #[test]
+    fn lost_channels_are_told_from_refusals() {
+        assert!(channel_lost(&Error::Timeout));
+        assert!(channel_lost(&Error::Disconnected("eof".into())));
+        assert!(!channel_lost(&Error::Status {
+            status: NtStatus::ACCESS_DENIED,
+            command: 9
+        }));
+    }
+}
