@@ -82,7 +82,7 @@ impl FileInfo {
         FileInfo {
             size: c.end_of_file,
             allocation_size: c.allocation_size,
-            attributes: FileAttributes(c.file_attributes),
+            attributes: c.file_attributes,
             creation_time: c.creation_time,
             last_access_time: c.last_access_time,
             last_write_time: c.last_write_time,
@@ -95,7 +95,7 @@ impl FileInfo {
         FileInfo {
             size: c.end_of_file,
             allocation_size: c.allocation_size,
-            attributes: FileAttributes(c.file_attributes),
+            attributes: c.file_attributes,
             creation_time: c.creation_time,
             last_access_time: c.last_access_time,
             last_write_time: c.last_write_time,
@@ -108,7 +108,7 @@ impl FileInfo {
         FileInfo {
             size: a.standard.end_of_file,
             allocation_size: a.standard.allocation_size,
-            attributes: FileAttributes(a.attributes),
+            attributes: a.attributes,
             creation_time: a.times.creation,
             last_access_time: a.times.last_access,
             last_write_time: a.times.last_write,
@@ -142,7 +142,7 @@ impl DirEntry {
             info: FileInfo {
                 size: e.end_of_file,
                 allocation_size: e.allocation_size,
-                attributes: FileAttributes(e.attributes),
+                attributes: e.attributes,
                 creation_time: e.times.creation,
                 last_access_time: e.times.last_access,
                 last_write_time: e.times.last_write,

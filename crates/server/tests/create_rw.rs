@@ -147,7 +147,11 @@ async fn dispositions_and_actions() {
     assert_eq!(o.status, NtStatus::SUCCESS);
     let r = o.resp.as_ref().unwrap();
     assert_eq!(r.create_action, 2);
-    assert_eq!(r.file_attributes & 0x20, 0x20, "ARCHIVE on new files");
+    assert!(
+        r.file_attributes
+            .contains(smbx_wire::FileAttributes::ARCHIVE),
+        "ARCHIVE on new files"
+    );
     let fid = o.fid();
     assert_eq!(
         write(&mut c, fid, 0, b"hello world").await,
@@ -180,7 +184,12 @@ async fn dispositions_and_actions() {
     // Directories.
     let o = create(&mut c, "d", ALL, 7, 2, 1).await;
     assert_eq!(o.status, NtStatus::SUCCESS);
-    assert_eq!(o.resp.as_ref().unwrap().file_attributes & 0x10, 0x10);
+    assert!(o
+        .resp
+        .as_ref()
+        .unwrap()
+        .file_attributes
+        .contains(smbx_wire::FileAttributes::DIRECTORY));
     let d = o.fid();
     assert_eq!(
         read(&mut c, d, 0, 10, 0).await.0,

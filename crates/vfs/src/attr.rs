@@ -22,16 +22,17 @@
 pub use smbx_wire::FileAttributes;
 
 /// Attributes a client may set through SetInfo / CREATE (others are derived or ignored).
-pub const SETTABLE_ATTRIBUTES: u32 = FileAttributes::READONLY.bits()
-    | FileAttributes::HIDDEN.bits()
-    | FileAttributes::SYSTEM.bits()
-    | FileAttributes::ARCHIVE.bits()
-    | FileAttributes::TEMPORARY.bits()
-    | FileAttributes::OFFLINE.bits()
-    | FileAttributes::NOT_CONTENT_INDEXED.bits();
+pub const SETTABLE_ATTRIBUTES: FileAttributes = FileAttributes::READONLY
+    .union(FileAttributes::HIDDEN)
+    .union(FileAttributes::SYSTEM)
+    .union(FileAttributes::ARCHIVE)
+    .union(FileAttributes::TEMPORARY)
+    .union(FileAttributes::OFFLINE)
+    .union(FileAttributes::NOT_CONTENT_INDEXED);
 
 /// Attributes kept in the on-disk record.
-pub(crate) const STORED_ATTRIBUTES: u32 = SETTABLE_ATTRIBUTES | FileAttributes::SPARSE_FILE.bits();
+pub(crate) const STORED_ATTRIBUTES: FileAttributes =
+    SETTABLE_ATTRIBUTES.union(FileAttributes::SPARSE_FILE);
 
 /// Name of the extended attribute holding the [`DosMeta`] record.
 pub const DOS_XATTR: &std::ffi::CStr = c"user.smbx.dosattrib";
@@ -46,7 +47,7 @@ const RECORD_LEN: usize = 30;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DosMeta {
     /// Stored attribute bits (never DIRECTORY or NORMAL).
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     /// Creation time (FILETIME), if recorded.
     pub creation: Option<u64>,
     /// A client-set ChangeTime and the last write time it belongs to, if recorded.
@@ -88,7 +89,7 @@ impl DosMeta {
             flags |= FLAG_CHANGE;
         }
         b[1] = flags;
-        b[2..6].copy_from_slice(&(self.attributes & STORED_ATTRIBUTES).to_le_bytes());
+        b[2..6].copy_from_slice(&(self.attributes & STORED_ATTRIBUTES).bits().to_le_bytes());
         b[6..14].copy_from_slice(&self.creation.unwrap_or(0).to_le_bytes());
         let c = self.change.unwrap_or_default();
         b[14..22].copy_from_slice(&c.change_time.to_le_bytes());
@@ -104,7 +105,8 @@ impl DosMeta {
         let u64_at = |at: usize| -> Option<u64> {
             Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
         };
-        let attributes = u32::from_le_bytes(b.get(2..6)?.try_into().ok()?) & STORED_ATTRIBUTES;
+        let attributes =
+            FileAttributes(u32::from_le_bytes(b.get(2..6)?.try_into().ok()?)) & STORED_ATTRIBUTES;
         let ct = u64_at(6)?;
         let change = if b[1] & FLAG_CHANGE != 0 {
             Some(StoredChange {
@@ -129,13 +131,13 @@ mod tests {
     #[test]
     fn round_trip() {
         let m = DosMeta {
-            attributes: FileAttributes::HIDDEN.bits() | FileAttributes::SPARSE_FILE.bits(),
+            attributes: FileAttributes::HIDDEN | FileAttributes::SPARSE_FILE,
             creation: Some(0x01d9_0000_1234_5678),
             change: None,
         };
         assert_eq!(DosMeta::decode(&m.encode()), Some(m));
         let m = DosMeta {
-            attributes: FileAttributes::READONLY.bits(),
+            attributes: FileAttributes::READONLY,
             creation: None,
             change: Some(StoredChange {
                 change_time: 5,
@@ -149,7 +151,7 @@ mod tests {
         assert_eq!(
             DosMeta::decode(&old[..14]),
             Some(DosMeta {
-                attributes: FileAttributes::READONLY.bits(),
+                attributes: FileAttributes::READONLY,
                 creation: None,
                 change: None
             })
@@ -178,6 +180,9 @@ mod tests {
         // DIRECTORY is never taken from disk.
         let mut b = DosMeta::default().encode();
         b[2] = 0x10;
-        assert_eq!(DosMeta::decode(&b).unwrap().attributes, 0);
+        assert_eq!(
+            DosMeta::decode(&b).unwrap().attributes,
+            FileAttributes::empty()
+        );
     }
 }

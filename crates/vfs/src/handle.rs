@@ -358,10 +358,10 @@ impl Handle {
     pub fn set_basic(&self, b: &BasicInfo) -> Result<(), NtStatus> {
         self.check_write_meta()?;
         if let Some(a) = b.attributes {
-            if !self.is_dir && a & FileAttributes::DIRECTORY.bits() != 0 {
+            if !self.is_dir && a.contains(FileAttributes::DIRECTORY) {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            if self.is_dir && a & FileAttributes::TEMPORARY.bits() != 0 {
+            if self.is_dir && a.contains(FileAttributes::TEMPORARY) {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
         }
@@ -383,9 +383,7 @@ impl Handle {
                 .creation
                 .unwrap_or_else(|| self.share.creation_time(&st, cur));
             let attributes = match b.attributes {
-                Some(a) => {
-                    (a & SETTABLE_ATTRIBUTES) | (cur_attrs & FileAttributes::SPARSE_FILE.bits())
-                }
+                Some(a) => (a & SETTABLE_ATTRIBUTES) | (cur_attrs & FileAttributes::SPARSE_FILE),
                 None => cur_attrs & STORED_ATTRIBUTES,
             };
             self.share.write_dos(
@@ -522,7 +520,10 @@ impl Handle {
             }
             return stream::write_stream(self.fd(), s, &v);
         }
-        let sparse = self.base_info()?.attributes & FileAttributes::SPARSE_FILE.bits() != 0;
+        let sparse = self
+            .base_info()?
+            .attributes
+            .contains(FileAttributes::SPARSE_FILE);
         let modes = if sparse {
             [libc::FALLOC_FL_PUNCH_HOLE, libc::FALLOC_FL_ZERO_RANGE]
         } else {
@@ -589,9 +590,9 @@ impl Handle {
         let cur = self.share.read_dos(self.fd(), self.opath);
         let mut attributes = self.share.attributes(&st, cur) & STORED_ATTRIBUTES;
         if sparse {
-            attributes |= FileAttributes::SPARSE_FILE.bits();
+            attributes |= FileAttributes::SPARSE_FILE;
         } else {
-            attributes &= !FileAttributes::SPARSE_FILE.bits();
+            attributes.remove(FileAttributes::SPARSE_FILE);
             let size = st.st_size as u64;
             if size > 0 {
                 let _ = sys::fallocate(self.fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size);

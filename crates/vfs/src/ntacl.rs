@@ -64,7 +64,13 @@ mod tests {
     fn stored_descriptor_round_trip() {
         let d = tempfile::tempdir().unwrap();
         let s = Share::open(d.path(), ShareOptions::default()).unwrap();
-        let req = CreateRequest::from_wire(2, 0, 0x001f_01ff, 0x80, 0).unwrap();
+        let req = CreateRequest::from_wire(
+            crate::Disposition::Create,
+            smbx_wire::CreateOptions::empty(),
+            smbx_wire::AccessMask::FILE_ALL_ACCESS,
+            crate::FileAttributes::NORMAL,
+            0,
+        );
         let (h, _) = s.create("f", &req).unwrap();
         assert_eq!(h.nt_acl().unwrap(), None);
         let sd = vec![

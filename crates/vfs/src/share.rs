@@ -69,7 +69,7 @@ impl Inner {
     pub(crate) fn apply_hidden(&self, name: Option<&str>, info: &mut FileInfo) {
         if name.is_some_and(|n| self.hidden_by_name(n)) {
             info.attributes =
-                (info.attributes & !FileAttributes::NORMAL.bits()) | FileAttributes::HIDDEN.bits();
+                info.attributes.difference(FileAttributes::NORMAL) | FileAttributes::HIDDEN;
         }
     }
 }
@@ -226,8 +226,7 @@ impl Share {
                     if ro {
                         return Err(NtStatus::ACCESS_DENIED);
                     }
-                    if req.delete_on_close && req.attributes & FileAttributes::READONLY.bits() != 0
-                    {
+                    if req.delete_on_close && req.attributes.contains(FileAttributes::READONLY) {
                         // [MS-FSA] 2.1.5.1.1: checked before anything is created.
                         return Err(NtStatus::CANNOT_DELETE);
                     }
@@ -297,7 +296,7 @@ impl Share {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             let access =
-                self.access_for(req, !is_dir && attrs & FileAttributes::READONLY.bits() != 0)?;
+                self.access_for(req, !is_dir && attrs.contains(FileAttributes::READONLY))?;
             let fd = file.as_fd();
             let found = stream::find_stream(fd, sname, inner.opts.case_sensitive)?;
             let (name, action) = match (found, req.disposition) {
@@ -343,11 +342,11 @@ impl Share {
         }
         let mut action = CreateAction::Opened;
         if req.disposition.truncates() {
-            if attrs & FileAttributes::READONLY.bits() != 0 {
+            if attrs.contains(FileAttributes::READONLY) {
                 return Err(NtStatus::ACCESS_DENIED);
             }
-            for bit in [FileAttributes::HIDDEN.bits(), FileAttributes::SYSTEM.bits()] {
-                if attrs & bit != 0 && req.attributes & bit == 0 {
+            for bit in [FileAttributes::HIDDEN, FileAttributes::SYSTEM] {
+                if attrs.contains(bit) && !req.attributes.contains(bit) {
                     return Err(NtStatus::ACCESS_DENIED);
                 }
             }
@@ -367,8 +366,7 @@ impl Share {
             inner.write_dos(
                 &file,
                 DosMeta {
-                    attributes: (req.attributes & SETTABLE_ATTRIBUTES)
-                        | FileAttributes::ARCHIVE.bits(),
+                    attributes: (req.attributes & SETTABLE_ATTRIBUTES) | FileAttributes::ARCHIVE,
                     creation: Some(creation),
                     change: None,
                 },
@@ -381,9 +379,7 @@ impl Share {
         }
         let access = self.access_for(
             req,
-            !is_dir
-                && action == CreateAction::Opened
-                && attrs & FileAttributes::READONLY.bits() != 0,
+            !is_dir && action == CreateAction::Opened && attrs.contains(FileAttributes::READONLY),
         )?;
         Ok((
             Handle::new(inner.clone(), file, opath, &st, real, access),
@@ -426,7 +422,7 @@ impl Share {
         let st = sys::fstat(file.as_fd())?;
         let mut attributes = req.attributes & SETTABLE_ATTRIBUTES;
         if !req.directory {
-            attributes |= FileAttributes::ARCHIVE.bits();
+            attributes |= FileAttributes::ARCHIVE;
         }
         let creation = filetime_from_unix(st.st_mtime, st.st_mtime_nsec as u32);
         inner.write_dos(
@@ -546,7 +542,7 @@ impl Share {
             return Err(NtStatus::CANNOT_DELETE);
         }
         let info = h.stat()?;
-        if info.attributes & FileAttributes::READONLY.bits() != 0 {
+        if info.attributes.contains(FileAttributes::READONLY) {
             return Err(NtStatus::CANNOT_DELETE);
         }
         if info.is_dir && !sys::list_dir(h.file.as_fd())?.is_empty() {
@@ -937,7 +933,7 @@ impl Inner {
         }
         let st = sys::fstat(file.as_fd())?;
         let mode = st.st_mode & 0o7777;
-        let new_mode = if meta.attributes & FileAttributes::READONLY.bits() != 0 {
+        let new_mode = if meta.attributes.contains(FileAttributes::READONLY) {
             mode & !0o222
         } else {
             mode | 0o200
@@ -960,26 +956,26 @@ impl Inner {
     }
 
     /// DOS attributes reported for a file (DIRECTORY derived; NORMAL when none).
-    pub(crate) fn attributes(&self, st: &libc::stat, dos: Option<DosMeta>) -> u32 {
+    pub(crate) fn attributes(&self, st: &libc::stat, dos: Option<DosMeta>) -> FileAttributes {
         let is_dir = is_dir_mode(st.st_mode);
         let mut a = match dos {
             Some(d) => d.attributes,
             None => {
-                let mut a = 0;
+                let mut a = FileAttributes::empty();
                 if !is_dir {
-                    a |= FileAttributes::ARCHIVE.bits();
+                    a |= FileAttributes::ARCHIVE;
                 }
                 if st.st_mode & 0o200 == 0 {
-                    a |= FileAttributes::READONLY.bits();
+                    a |= FileAttributes::READONLY;
                 }
                 a
             }
         };
         if is_dir {
-            a |= FileAttributes::DIRECTORY.bits();
+            a |= FileAttributes::DIRECTORY;
         }
-        if a == 0 {
-            FileAttributes::NORMAL.bits()
+        if a.is_empty() {
+            FileAttributes::NORMAL
         } else {
             a
         }

@@ -27,7 +27,7 @@ impl Default for ShareOptions {
 
 /// CREATE disposition ([MS-SMB2] 2.2.13 CreateDisposition): the wire type.
 pub use smbx_wire::CreateDisposition as Disposition;
-use smbx_wire::{AccessMask, CreateOptions};
+use smbx_wire::{AccessMask, CreateOptions, FileAttributes};
 
 /// What CREATE did ([MS-SMB2] 2.2.14 CreateAction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub struct CreateRequest {
     /// query [`crate::Handle::is_writable`] / [`crate::Handle::can_write_attributes`].
     pub maximum_allowed: bool,
     /// FileAttributes for new (or overwritten) files.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     /// AllocationSize hint for new files (0 = none).
     pub allocation_size: u64,
     /// FILE_DELETE_ON_CLOSE was requested: a new file with the READONLY attribute
@@ -91,7 +91,7 @@ impl Default for CreateRequest {
             want_write: false,
             want_write_attributes: false,
             maximum_allowed: false,
-            attributes: 0,
+            attributes: FileAttributes::empty(),
             allocation_size: 0,
             delete_on_close: false,
         }
@@ -99,42 +99,42 @@ impl Default for CreateRequest {
 }
 
 impl CreateRequest {
-    /// Builds a request from wire fields: CreateDisposition, CreateOptions and the
-    /// access mask to grant (generic rights may be unmapped). Returns `None` for an
-    /// invalid disposition.
+    /// Opens an existing name only to read its attributes and security descriptor
+    /// (FILE_OPEN with FILE_READ_ATTRIBUTES).
+    pub fn read_attributes() -> CreateRequest {
+        CreateRequest {
+            want_read: false,
+            ..CreateRequest::default()
+        }
+    }
+
+    /// Builds a request from the CREATE's fields: its disposition, options, the access
+    /// mask to grant (generic rights may be unmapped), attributes and allocation size.
     pub fn from_wire(
-        disposition: u32,
-        create_options: u32,
-        access_mask: u32,
-        attributes: u32,
+        disposition: Disposition,
+        options: CreateOptions,
+        access: AccessMask,
+        attributes: FileAttributes,
         allocation_size: u64,
-    ) -> Option<CreateRequest> {
-        const READ: AccessMask = AccessMask(
-            AccessMask::FILE_READ_DATA.bits()
-                | AccessMask::FILE_EXECUTE.bits()
-                | AccessMask::GENERIC_READ.bits()
-                | AccessMask::GENERIC_EXECUTE.bits()
-                | AccessMask::GENERIC_ALL.bits(),
-        );
-        const WRITE_DATA: AccessMask = AccessMask(
-            AccessMask::FILE_WRITE_DATA.bits()
-                | AccessMask::FILE_APPEND_DATA.bits()
-                | AccessMask::GENERIC_WRITE.bits()
-                | AccessMask::GENERIC_ALL.bits(),
-        );
-        const WRITE_META: AccessMask = AccessMask(
-            AccessMask::FILE_WRITE_EA.bits()
-                | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
-                | AccessMask::DELETE.bits()
-                | AccessMask::WRITE_DAC.bits()
-                | AccessMask::WRITE_OWNER.bits()
-                | AccessMask::GENERIC_WRITE.bits()
-                | AccessMask::GENERIC_ALL.bits(),
-        );
-        let options = CreateOptions(create_options);
-        let access = AccessMask(access_mask);
-        Some(CreateRequest {
-            disposition: Disposition::from_u32(disposition)?,
+    ) -> CreateRequest {
+        const READ: AccessMask = AccessMask::FILE_READ_DATA
+            .union(AccessMask::FILE_EXECUTE)
+            .union(AccessMask::GENERIC_READ)
+            .union(AccessMask::GENERIC_EXECUTE)
+            .union(AccessMask::GENERIC_ALL);
+        const WRITE_DATA: AccessMask = AccessMask::FILE_WRITE_DATA
+            .union(AccessMask::FILE_APPEND_DATA)
+            .union(AccessMask::GENERIC_WRITE)
+            .union(AccessMask::GENERIC_ALL);
+        const WRITE_META: AccessMask = AccessMask::FILE_WRITE_EA
+            .union(AccessMask::FILE_WRITE_ATTRIBUTES)
+            .union(AccessMask::DELETE)
+            .union(AccessMask::WRITE_DAC)
+            .union(AccessMask::WRITE_OWNER)
+            .union(AccessMask::GENERIC_WRITE)
+            .union(AccessMask::GENERIC_ALL);
+        CreateRequest {
+            disposition,
             directory: options.contains(CreateOptions::FILE_DIRECTORY_FILE),
             non_directory: options.contains(CreateOptions::FILE_NON_DIRECTORY_FILE),
             want_read: access.intersects(READ | AccessMask::MAXIMUM_ALLOWED),
@@ -144,7 +144,7 @@ impl CreateRequest {
             attributes,
             allocation_size,
             delete_on_close: options.contains(CreateOptions::FILE_DELETE_ON_CLOSE),
-        })
+        }
     }
 }
 
@@ -160,7 +160,7 @@ pub struct FileInfo {
     /// Bytes allocated (st_blocks × 512).
     pub allocation_size: u64,
     /// DOS attributes, including DIRECTORY; NORMAL when nothing else is set.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     /// Creation time (FILETIME).
     pub creation_time: u64,
     /// Last access time (FILETIME).
@@ -204,7 +204,7 @@ pub struct BasicInfo {
     /// New change time (accepted but cannot be stored: ctime is kernel-managed).
     pub change: Option<u64>,
     /// New attributes (the caller maps the wire value 0 to `None`).
-    pub attributes: Option<u32>,
+    pub attributes: Option<FileAttributes>,
 }
 
 /// One data stream of a file (FileStreamInformation).

@@ -153,7 +153,7 @@ fn directory_requirements() {
     assert!(h.is_dir() && dir.join("newdir").is_dir());
     let info = h.stat().unwrap();
     assert!(info.is_dir);
-    assert_ne!(info.attributes & FileAttributes::DIRECTORY.bits(), 0);
+    assert!(info.attributes.contains(FileAttributes::DIRECTORY));
     let (_, a) = s.create("newdir", &dir_req(Disposition::OpenIf)).unwrap();
     assert_eq!(a, CreateAction::Opened);
     let (h, a) = s
@@ -169,7 +169,7 @@ fn read_only_attribute_and_share() {
     let (h, _) = s.create("ro.txt", &req(Disposition::Create)).unwrap();
     h.write_at(b"data", 0).unwrap();
     h.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::READONLY.bits()),
+        attributes: Some(FileAttributes::READONLY),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -188,7 +188,7 @@ fn read_only_attribute_and_share() {
     // Hidden files can only be overwritten when HIDDEN is requested again.
     let (h2, _) = s.create("hid", &req(Disposition::Create)).unwrap();
     h2.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::HIDDEN.bits()),
+        attributes: Some(FileAttributes::HIDDEN),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -197,7 +197,7 @@ fn read_only_attribute_and_share() {
         NtStatus::ACCESS_DENIED
     );
     let r = CreateRequest {
-        attributes: FileAttributes::HIDDEN.bits(),
+        attributes: FileAttributes::HIDDEN,
         ..req(Disposition::OverwriteIf)
     };
     assert_eq!(s.create("hid", &r).unwrap().1, CreateAction::Overwritten);
@@ -307,7 +307,7 @@ fn read_write_truncate_and_stat() {
     assert_eq!(info.size, 21);
     assert_eq!(info.nlink, 1);
     assert!(!info.is_dir);
-    assert_ne!(info.attributes & FileAttributes::ARCHIVE.bits(), 0);
+    assert!(info.attributes.contains(FileAttributes::ARCHIVE));
     assert!(info.last_write_time > 116_444_736_000_000_000);
     assert_eq!(info.file_id, h.file_id());
     h.set_end_of_file(5).unwrap();
@@ -344,7 +344,7 @@ fn times_and_attributes_persist_across_shares() {
         last_write: Some(wt),
         last_access: Some(at),
         change: Some(1),
-        attributes: Some(FileAttributes::HIDDEN.bits() | FileAttributes::SYSTEM.bits()),
+        attributes: Some(FileAttributes::HIDDEN | FileAttributes::SYSTEM),
     })
     .unwrap();
     drop(h);
@@ -356,20 +356,20 @@ fn times_and_attributes_persist_across_shares() {
     assert_eq!(info.last_access_time, at);
     assert_eq!(
         info.attributes,
-        FileAttributes::HIDDEN.bits() | FileAttributes::SYSTEM.bits()
+        FileAttributes::HIDDEN | FileAttributes::SYSTEM
     );
     // Clearing everything reports NORMAL.
     let h = open_rw(&s2, "f");
     h.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::NORMAL.bits()),
+        attributes: Some(FileAttributes::NORMAL),
         ..BasicInfo::default()
     })
     .unwrap();
-    assert_eq!(h.stat().unwrap().attributes, FileAttributes::NORMAL.bits());
+    assert_eq!(h.stat().unwrap().attributes, FileAttributes::NORMAL);
     assert_eq!(h.stat().unwrap().creation_time, ct);
     assert_eq!(
         h.set_basic(&BasicInfo {
-            attributes: Some(FileAttributes::DIRECTORY.bits()),
+            attributes: Some(FileAttributes::DIRECTORY),
             ..BasicInfo::default()
         })
         .unwrap_err(),
@@ -392,7 +392,7 @@ fn times_and_attributes_persist_across_shares() {
     );
     let h = open_rw(&ns, "plain");
     h.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::READONLY.bits()),
+        attributes: Some(FileAttributes::READONLY),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -405,10 +405,11 @@ fn times_and_attributes_persist_across_shares() {
             & 0o222,
         0
     );
-    assert_ne!(
-        ns.stat("plain").unwrap().attributes & FileAttributes::READONLY.bits(),
-        0
-    );
+    assert!(ns
+        .stat("plain")
+        .unwrap()
+        .attributes
+        .contains(FileAttributes::READONLY));
 }
 
 #[test]
@@ -435,10 +436,10 @@ fn read_dir_lists_dot_entries_and_children() {
     let root_id = s.stat("").unwrap().file_id;
     assert_eq!(entries[1].info.file_id, root_id);
     assert_eq!(entries[3].info.size, 2);
-    assert_ne!(
-        entries[4].info.attributes & FileAttributes::DIRECTORY.bits(),
-        0
-    );
+    assert!(entries[4]
+        .info
+        .attributes
+        .contains(FileAttributes::DIRECTORY));
     // At the root ".." is the root itself.
     let (r, _) = s.create("", &CreateRequest::default()).unwrap();
     let e = r.read_dir().unwrap();
@@ -470,12 +471,12 @@ fn read_dir_lists_dot_entries_and_children() {
     // Hidden attribute shows in listings.
     let f = open_rw(&s, "sub\\a.txt");
     f.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::HIDDEN.bits()),
+        attributes: Some(FileAttributes::HIDDEN),
         ..BasicInfo::default()
     })
     .unwrap();
     let e = h.read_dir().unwrap();
-    assert_eq!(e[2].info.attributes, FileAttributes::HIDDEN.bits());
+    assert_eq!(e[2].info.attributes, FileAttributes::HIDDEN);
 }
 
 #[test]
@@ -730,10 +731,11 @@ fn sparse_files_and_allocated_ranges() {
     h.flush().unwrap();
     assert_eq!(h.allocated_ranges(0, 4 * MB).unwrap(), vec![(0, 4 * MB)]);
     h.set_sparse(true).unwrap();
-    assert_ne!(
-        h.stat().unwrap().attributes & FileAttributes::SPARSE_FILE.bits(),
-        0
-    );
+    assert!(h
+        .stat()
+        .unwrap()
+        .attributes
+        .contains(FileAttributes::SPARSE_FILE));
     h.punch_hole(MB, MB).unwrap();
     let mut b = vec![1u8; 16];
     h.read_at(&mut b, MB + 100).unwrap();
@@ -756,10 +758,11 @@ fn sparse_files_and_allocated_ranges() {
     );
     // Non-sparse zeroing keeps data allocated but zero.
     h.set_sparse(false).unwrap();
-    assert_eq!(
-        h.stat().unwrap().attributes & FileAttributes::SPARSE_FILE.bits(),
-        0
-    );
+    assert!(!h
+        .stat()
+        .unwrap()
+        .attributes
+        .contains(FileAttributes::SPARSE_FILE));
     h.write_at(&chunk, 0).unwrap();
     h.punch_hole(0, 4096).unwrap();
     h.read_at(&mut b, 0).unwrap();
@@ -816,7 +819,7 @@ fn allocation_hint_and_overwrite_attributes() {
     let (_t, _dir, s) = setup(ShareOptions::default());
     let r = CreateRequest {
         allocation_size: 1 << 20,
-        attributes: FileAttributes::HIDDEN.bits(),
+        attributes: FileAttributes::HIDDEN,
         ..req(Disposition::Create)
     };
     let (h, _) = s.create("pre", &r).unwrap();
@@ -825,18 +828,16 @@ fn allocation_hint_and_overwrite_attributes() {
     assert!(i.allocation_size >= 1 << 20);
     assert_eq!(
         i.attributes,
-        FileAttributes::HIDDEN.bits() | FileAttributes::ARCHIVE.bits()
+        FileAttributes::HIDDEN | FileAttributes::ARCHIVE
     );
     let r = CreateRequest {
-        attributes: FileAttributes::HIDDEN.bits() | FileAttributes::SYSTEM.bits(),
+        attributes: FileAttributes::HIDDEN | FileAttributes::SYSTEM,
         ..req(Disposition::Overwrite)
     };
     let (h, _) = s.create("pre", &r).unwrap();
     assert_eq!(
         h.stat().unwrap().attributes,
-        FileAttributes::HIDDEN.bits()
-            | FileAttributes::SYSTEM.bits()
-            | FileAttributes::ARCHIVE.bits()
+        FileAttributes::HIDDEN | FileAttributes::SYSTEM | FileAttributes::ARCHIVE
     );
 }
 
@@ -845,7 +846,7 @@ fn access_modes_on_readonly_files_and_shares() {
     let (_t, dir, s) = setup(ShareOptions::default());
     let (h, _) = s.create("ro", &req(Disposition::Create)).unwrap();
     h.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::READONLY.bits()),
+        attributes: Some(FileAttributes::READONLY),
         ..BasicInfo::default()
     })
     .unwrap();
@@ -858,11 +859,11 @@ fn access_modes_on_readonly_files_and_shares() {
     assert!(!h.is_writable() && h.can_write_attributes());
     assert_eq!(h.write_at(b"x", 0).unwrap_err(), NtStatus::ACCESS_DENIED);
     h.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::ARCHIVE.bits()),
+        attributes: Some(FileAttributes::ARCHIVE),
         ..BasicInfo::default()
     })
     .unwrap();
-    assert_eq!(h.stat().unwrap().attributes, FileAttributes::ARCHIVE.bits());
+    assert_eq!(h.stat().unwrap().attributes, FileAttributes::ARCHIVE);
     // Read-only handles cannot set attributes.
     let (r, _) = s.create("ro", &CreateRequest::default()).unwrap();
     assert_eq!(
@@ -876,21 +877,20 @@ fn access_modes_on_readonly_files_and_shares() {
     // MAXIMUM_ALLOWED drops data writes on READONLY files instead of failing.
     let h2 = s.create("ro", &wa).unwrap().0;
     h2.set_basic(&BasicInfo {
-        attributes: Some(FileAttributes::READONLY.bits()),
+        attributes: Some(FileAttributes::READONLY),
         ..BasicInfo::default()
     })
     .unwrap();
-    let max = CreateRequest::from_wire(1, 0, 0x0200_0000, 0, 0).unwrap();
+    let max = wire_request(Disposition::Open, 0, 0x0200_0000);
     let (m, _) = s.create("ro", &max).unwrap();
     assert!(!m.is_writable() && m.can_write_attributes());
     // Wire access masks map to the flags.
-    let gw = CreateRequest::from_wire(3, 0x40, 0x4000_0000, 0, 0).unwrap();
+    let gw = wire_request(Disposition::OpenIf, 0x40, 0x4000_0000);
     assert!(gw.want_write && gw.want_write_attributes && !gw.want_read && gw.non_directory);
-    let rd = CreateRequest::from_wire(1, 1, 0x0012_0089, 0, 0).unwrap();
+    let rd = wire_request(Disposition::Open, 1, 0x0012_0089);
     assert!(rd.want_read && !rd.want_write && !rd.want_write_attributes && rd.directory);
-    let del = CreateRequest::from_wire(1, 0, 0x0001_0000, 0, 0).unwrap();
+    let del = wire_request(Disposition::Open, 0, 0x0001_0000);
     assert!(!del.want_write && del.want_write_attributes);
-    assert!(CreateRequest::from_wire(6, 0, 0, 0, 0).is_none());
     // On a read-only share MAXIMUM_ALLOWED opens read-only; explicit writes fail.
     let ro = Share::open(
         &dir,
@@ -923,7 +923,10 @@ fn hidden_names_show_hidden_attribute() {
     ] {
         let (h, _) = s.create(name, &req).unwrap();
         assert_eq!(
-            h.stat().unwrap().attributes & FileAttributes::HIDDEN.bits() != 0,
+            h.stat()
+                .unwrap()
+                .attributes
+                .contains(FileAttributes::HIDDEN),
             hidden,
             "{name}"
         );
@@ -932,7 +935,7 @@ fn hidden_names_show_hidden_attribute() {
     for e in root.read_dir_matching("*").unwrap() {
         let want = matches!(e.name.as_str(), "hidefile" | ".dot" | "a.tmp");
         assert_eq!(
-            e.info.attributes & FileAttributes::HIDDEN.bits() != 0,
+            e.info.attributes.contains(FileAttributes::HIDDEN),
             want,
             "{}",
             e.name
@@ -941,7 +944,7 @@ fn hidden_names_show_hidden_attribute() {
     for (name, want) in [("hidefile", true), ("plain", false), (".dot", true)] {
         let e = root.dir_entry(name).unwrap();
         assert_eq!(
-            e.info.attributes & FileAttributes::HIDDEN.bits() != 0,
+            e.info.attributes.contains(FileAttributes::HIDDEN),
             want,
             "{name}"
         );
@@ -1019,15 +1022,12 @@ fn delete_on_close_readonly_new_file_is_not_created() {
     let (_t, dir, s) = setup(ShareOptions::default());
     let r = CreateRequest {
         disposition: Disposition::Create,
-        attributes: FileAttributes::READONLY.bits(),
-        ..CreateRequest::from_wire(
-            2,
+        attributes: FileAttributes::READONLY,
+        ..wire_request(
+            Disposition::Create,
             smbx_wire::CreateOptions::FILE_DELETE_ON_CLOSE.bits(),
             0x0012_019f,
-            0,
-            0,
         )
-        .unwrap()
     };
     assert!(r.delete_on_close);
     assert_eq!(s.create("ro", &r).unwrap_err(), NtStatus::CANNOT_DELETE);
@@ -1048,4 +1048,15 @@ fn delete_on_close_readonly_new_file_is_not_created() {
         s.create("ro", &r).unwrap_err(),
         NtStatus::OBJECT_NAME_COLLISION
     );
+}
+
+/// A request built from CREATE's raw DesiredAccess and CreateOptions values.
+fn wire_request(disposition: Disposition, options: u32, access: u32) -> CreateRequest {
+    CreateRequest::from_wire(
+        disposition,
+        smbx_wire::CreateOptions(options),
+        smbx_wire::AccessMask(access),
+        FileAttributes::empty(),
+        0,
+    )
 }

@@ -2,7 +2,7 @@
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
-use crate::FileId;
+use crate::{FileAttributes, FileId};
 
 /// CLOSE flag: return the file's attributes in the response.
 pub const CLOSE_FLAG_POSTQUERY_ATTRIB: u16 = 0x0001;
@@ -61,7 +61,7 @@ pub struct CloseResponse {
     /// EndofFile.
     pub end_of_file: u64,
     /// FileAttributes.
-    pub file_attributes: u32,
+    pub file_attributes: FileAttributes,
 }
 
 impl CloseResponse {
@@ -77,7 +77,7 @@ impl CloseResponse {
             .u64(self.change_time)
             .u64(self.allocation_size)
             .u64(self.end_of_file)
-            .u32(self.file_attributes);
+            .u32(self.file_attributes.bits());
         w.into_vec()
     }
 
@@ -98,7 +98,7 @@ impl CloseResponse {
             change_time: r.u64()?,
             allocation_size: r.u64()?,
             end_of_file: r.u64()?,
-            file_attributes: r.u32()?,
+            file_attributes: FileAttributes(r.u32()?),
         })
     }
 }
@@ -164,7 +164,7 @@ mod tests {
         let r = CloseResponse {
             flags: 1,
             end_of_file: 10,
-            file_attributes: 0x20,
+            file_attributes: FileAttributes::ARCHIVE,
             ..Default::default()
         };
         let b = r.encode();

@@ -336,7 +336,7 @@ pub struct CreateResponse {
     /// EndofFile.
     pub end_of_file: u64,
     /// FileAttributes.
-    pub file_attributes: u32,
+    pub file_attributes: FileAttributes,
     /// FileId.
     pub file_id: FileId,
     /// Encoded create context chain (see [`encode_contexts`]).
@@ -362,7 +362,7 @@ impl CreateResponse {
             .u64(self.change_time)
             .u64(self.allocation_size)
             .u64(self.end_of_file)
-            .u32(self.file_attributes)
+            .u32(self.file_attributes.bits())
             .u32(0)
             .bytes(&self.file_id.to_bytes())
             .u32(off as u32)
@@ -391,7 +391,7 @@ impl CreateResponse {
         let change_time = r.u64()?;
         let allocation_size = r.u64()?;
         let end_of_file = r.u64()?;
-        let file_attributes = r.u32()?;
+        let file_attributes = FileAttributes(r.u32()?);
         r.u32()?;
         let file_id = FileId::decode(&mut r)?;
         let off = r.u32()? as usize;
@@ -567,7 +567,7 @@ mod tests {
             oplock_level: OplockLevel::NONE,
             create_action: 2,
             end_of_file: 5,
-            file_attributes: 0x20,
+            file_attributes: FileAttributes::ARCHIVE,
             file_id: FileId {
                 persistent: 1,
                 volatile: 2,

@@ -9,7 +9,7 @@
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
 pub use crate::fscc::ea::{EaListError, FullEa, FILE_NEED_EA};
 use crate::header::HEADER_SIZE;
-use crate::FileId;
+use crate::{FileAttributes, FileId};
 
 /// InfoType SMB2_0_INFO_FILE.
 pub const SMB2_0_INFO_FILE: u8 = 0x01;
@@ -291,8 +291,8 @@ pub struct FileBasicInfo {
     pub last_write: TimeField,
     /// ChangeTime.
     pub change: TimeField,
-    /// FileAttributes (0 = leave unchanged).
-    pub attributes: u32,
+    /// FileAttributes (empty = leave unchanged).
+    pub attributes: FileAttributes,
 }
 
 impl FileBasicInfo {
@@ -303,7 +303,7 @@ impl FileBasicInfo {
         let last_access = TimeField::from_raw(rd(BASIC, 36, r.u64())?)?;
         let last_write = TimeField::from_raw(rd(BASIC, 36, r.u64())?)?;
         let change = TimeField::from_raw(rd(BASIC, 36, r.u64())?)?;
-        let attributes = rd(BASIC, 36, r.u32())?;
+        let attributes = FileAttributes(rd(BASIC, 36, r.u32())?);
         Ok(FileBasicInfo {
             creation,
             last_access,
@@ -489,7 +489,7 @@ mod tests {
         let b = FileBasicInfo::decode(d.buffer).unwrap();
         assert_eq!(b.creation, TimeField::Set(1));
         assert_eq!(b.change, TimeField::Set(4));
-        assert_eq!(b.attributes, 0x20);
+        assert_eq!(b.attributes, crate::FileAttributes::ARCHIVE);
     }
 
     #[test]

@@ -359,7 +359,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         let resp = CreateResponse {
             create_action: CreateAction::Opened.as_u32(),
             allocation_size: 4096,
-            file_attributes: FileAttributes::NORMAL.bits(),
+            file_attributes: FileAttributes::NORMAL,
             file_id: open.file_id,
             ..Default::default()
         };
@@ -424,18 +424,17 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let disposition = cr.disposition().ok_or(NtStatus::INVALID_PARAMETER)?;
     let maximum_allowed = cr.desired_access.contains(AccessMask::MAXIMUM_ALLOWED);
     let vreq = smbx_vfs::CreateRequest::from_wire(
-        cr.create_disposition,
-        options.bits(),
+        disposition,
+        options,
         // The vfs resolves MAXIMUM_ALLOWED itself (READONLY files drop data writes).
         if maximum_allowed {
-            cr.desired_access.map_generic().bits()
+            cr.desired_access.map_generic()
         } else {
-            granted
+            AccessMask(granted)
         },
-        cr.file_attributes.bits(),
+        cr.file_attributes,
         cx.alloc.unwrap_or(0),
-    )
-    .ok_or(NtStatus::INVALID_PARAMETER)?;
+    );
     // A SecD that does not decode fails the CREATE ([MS-SMB2] 2.2.13.2.5 / 3.3.5.9).
     let sd = match cx.sd {
         Some(b) => {
@@ -881,7 +880,7 @@ fn grant_and_respond(
     if p.mxac {
         // A READONLY file denies data writes to everyone (the attribute, not this
         // open's access, decides; smb2.acls.OWNER-RIGHTS queries with READ_CONTROL).
-        let readonly = info.attributes & FileAttributes::READONLY.bits() != 0;
+        let readonly = info.attributes.contains(FileAttributes::READONLY);
         let tree = &p.tree;
         let max = if !readonly || handle.is_dir() || tree.read_only {
             tree.maximal_access

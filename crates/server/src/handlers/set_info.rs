@@ -375,15 +375,14 @@ impl Env<'_> {
             return Ok(()); // the file itself (a case-only change)
         }
         if info.is_dir
-            || info.attributes & FileAttributes::READONLY.bits() != 0
+            || info.attributes.contains(FileAttributes::READONLY)
             || self.is_open(info.volume_id, info.file_id)
         {
             return Err(NtStatus::ACCESS_DENIED);
         }
-        let req =
-            smbx_vfs::CreateRequest::from_wire(1, 0, AccessMask::FILE_READ_ATTRIBUTES.bits(), 0, 0)
-                .ok_or(NtStatus::ACCESS_DENIED)?;
-        let (h, _) = f.vfs.create(target, &req)?;
+        let (h, _) = f
+            .vfs
+            .create(target, &smbx_vfs::CreateRequest::read_attributes())?;
         let user = self
             .server
             .sessions
@@ -475,13 +474,14 @@ fn normalize_target(name: &str) -> Result<String, NtStatus> {
 /// Clears READONLY so a FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE delete can proceed.
 fn clear_readonly(f: &FileOpen) -> Result<(), NtStatus> {
     let info = f.handle.stat()?;
-    if info.attributes & FileAttributes::READONLY.bits() == 0 {
+    if !info.attributes.contains(FileAttributes::READONLY) {
         return Ok(());
     }
-    let mut attrs =
-        info.attributes & !FileAttributes::READONLY.bits() & !FileAttributes::DIRECTORY.bits();
-    if attrs == 0 {
-        attrs = FileAttributes::NORMAL.bits();
+    let mut attrs = info
+        .attributes
+        .difference(FileAttributes::READONLY | FileAttributes::DIRECTORY);
+    if attrs.is_empty() {
+        attrs = FileAttributes::NORMAL;
     }
     f.handle.set_basic(&BasicInfo {
         attributes: Some(attrs),
@@ -494,18 +494,17 @@ fn clear_readonly(f: &FileOpen) -> Result<(), NtStatus> {
 /// times itself; the values are accepted and nothing changes), other values set it.
 /// ChangeTime cannot be set on Linux (ctime is kernel-managed) and is ignored.
 pub fn set_basic(f: &FileOpen, b: &si::FileBasicInfo) -> Result<(), NtStatus> {
-    let attributes = match b.attributes {
-        0 => None,
-        a => {
-            let dir = f.handle.is_dir();
-            if !dir && a & FileAttributes::DIRECTORY.bits() != 0 {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            if dir && a & FileAttributes::TEMPORARY.bits() != 0 {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            Some(a)
+    let attributes = if b.attributes.is_empty() {
+        None
+    } else {
+        let (a, dir) = (b.attributes, f.handle.is_dir());
+        if !dir && a.contains(FileAttributes::DIRECTORY) {
+            return Err(NtStatus::INVALID_PARAMETER);
         }
+        if dir && a.contains(FileAttributes::TEMPORARY) {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        Some(a)
     };
     let info = BasicInfo {
         creation: b.creation.value(),

@@ -24,7 +24,7 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
         return Ok(());
     }
     let info = f.handle.stat()?;
-    if info.attributes & FileAttributes::SPARSE_FILE.bits() != 0 || end <= info.size {
+    if info.attributes.contains(FileAttributes::SPARSE_FILE) || end <= info.size {
         return Ok(());
     }
     let free = f.vfs.fs_info()?.available_bytes;

@@ -377,9 +377,9 @@ pub(crate) fn parent_sd(
     name: &str,
 ) -> Option<(Option<SecurityDescriptor>, FileInfo)> {
     let parent = parent_of(name)?;
-    let req =
-        smbx_vfs::CreateRequest::from_wire(1, 0, AccessMask::FILE_READ_ATTRIBUTES.bits(), 0, 0)?;
-    let (h, _) = vfs.create(parent, &req).ok()?;
+    let (h, _) = vfs
+        .create(parent, &smbx_vfs::CreateRequest::read_attributes())
+        .ok()?;
     let info = h.stat().ok()?;
     Some((stored(&h).ok()?, info))
 }

@@ -8,6 +8,7 @@
 
 use super::{align_up, Times};
 use crate::codec::{from_utf16le, utf16le, Reader, WireError, Writer};
+use crate::FileAttributes;
 
 /// FileDirectoryInformation.
 pub const FILE_DIRECTORY_INFORMATION: u8 = 1;
@@ -55,7 +56,7 @@ pub struct DirEntryInfo<'a> {
     /// AllocationSize.
     pub allocation_size: u64,
     /// FileAttributes.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     /// EaSize (the reparse tag for reparse points).
     pub ea_size: u32,
     /// ReparsePointTag (FileIdExtdDirectoryInformation).
@@ -85,7 +86,7 @@ pub fn encode_entry(class: u8, e: &DirEntryInfo<'_>) -> Option<Vec<u8>> {
     e.times.encode(&mut w);
     w.u64(e.end_of_file)
         .u64(e.allocation_size)
-        .u32(e.attributes)
+        .u32(e.attributes.bits())
         .u32(name.len() as u32);
     match class {
         FILE_DIRECTORY_INFORMATION => {}
@@ -207,7 +208,7 @@ pub struct DecodedDirEntry {
     /// AllocationSize.
     pub allocation_size: u64,
     /// FileAttributes.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     /// EaSize.
     pub ea_size: u32,
     /// The 64-bit file id.
@@ -246,7 +247,7 @@ pub fn decode_id_both_entries(buf: &[u8]) -> Result<Vec<DecodedDirEntry>, WireEr
         };
         let end_of_file = r.u64()?;
         let allocation_size = r.u64()?;
-        let attributes = r.u32()?;
+        let attributes = FileAttributes(r.u32()?);
         let name_len = r.u32()? as usize;
         let ea_size = r.u32()?;
         let short_len = (r.u8()? as usize).min(24) & !1;
@@ -295,7 +296,7 @@ mod tests {
             },
             end_of_file: 5,
             allocation_size: 4096,
-            attributes: 0x20,
+            attributes: FileAttributes::ARCHIVE,
             ea_size: 0,
             reparse_tag: 0,
             file_id: 0x1122,
@@ -355,7 +356,7 @@ mod decode_tests {
             FILE_ID_BOTH_DIRECTORY_INFORMATION,
             &DirEntryInfo {
                 end_of_file: 5,
-                attributes: 0x20,
+                attributes: FileAttributes::ARCHIVE,
                 file_id: 99,
                 short_name: short,
                 name,
@@ -378,7 +379,7 @@ mod decode_tests {
         assert_eq!((e[0].name.as_str(), e[1].name.as_str()), ("a.txt", "bb"));
         assert_eq!(
             (e[1].end_of_file, e[1].file_id, e[1].attributes),
-            (5, 99, 0x20)
+            (5, 99, FileAttributes::ARCHIVE)
         );
         assert_eq!(e[1].short_name, "BB");
     }

@@ -3,6 +3,7 @@
 use super::{align_up, Times};
 use crate::codec::{utf16le, Writer};
 use crate::status::NtStatus;
+use crate::FileAttributes;
 
 /// FileBasicInformation.
 pub const FILE_BASIC_INFORMATION: u8 = 4;
@@ -67,10 +68,10 @@ pub fn min_size(class: u8) -> Option<usize> {
 }
 
 /// FileBasicInformation (40 bytes).
-pub fn basic(times: &Times, attributes: u32) -> Vec<u8> {
+pub fn basic(times: &Times, attributes: FileAttributes) -> Vec<u8> {
     let mut w = Writer::with_capacity(40);
     times.encode(&mut w);
-    w.u32(attributes).u32(0);
+    w.u32(attributes.bits()).u32(0);
     w.into_vec()
 }
 
@@ -127,7 +128,7 @@ pub struct All {
     /// Times.
     pub times: Times,
     /// FileAttributes.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
     /// Standard part.
     pub standard: Standard,
     /// IndexNumber.
@@ -162,17 +163,25 @@ pub fn all(a: &All) -> Vec<u8> {
 }
 
 /// FileNetworkOpenInformation (56 bytes).
-pub fn network_open(times: &Times, allocation_size: u64, end_of_file: u64, attrs: u32) -> Vec<u8> {
+pub fn network_open(
+    times: &Times,
+    allocation_size: u64,
+    end_of_file: u64,
+    attrs: FileAttributes,
+) -> Vec<u8> {
     let mut w = Writer::with_capacity(56);
     times.encode(&mut w);
-    w.u64(allocation_size).u64(end_of_file).u32(attrs).u32(0);
+    w.u64(allocation_size)
+        .u64(end_of_file)
+        .u32(attrs.bits())
+        .u32(0);
     w.into_vec()
 }
 
 /// FileAttributeTagInformation (8 bytes).
-pub fn attribute_tag(attributes: u32, reparse_tag: u32) -> Vec<u8> {
+pub fn attribute_tag(attributes: FileAttributes, reparse_tag: u32) -> Vec<u8> {
     let mut w = Writer::with_capacity(8);
-    w.u32(attributes).u32(reparse_tag);
+    w.u32(attributes.bits()).u32(reparse_tag);
     w.into_vec()
 }
 
@@ -253,7 +262,7 @@ fn decode_times(r: &mut crate::codec::Reader<'_>) -> Result<Times, crate::codec:
 pub fn decode_all(buf: &[u8]) -> Result<All, crate::codec::WireError> {
     let mut r = crate::codec::Reader::new(buf);
     let times = decode_times(&mut r)?;
-    let attributes = r.u32()?;
+    let attributes = FileAttributes(r.u32()?);
     r.u32()?;
     let standard = Standard {
         allocation_size: r.u64()?,
@@ -296,7 +305,7 @@ pub struct NetworkOpen {
     /// EndOfFile.
     pub end_of_file: u64,
     /// FileAttributes.
-    pub attributes: u32,
+    pub attributes: FileAttributes,
 }
 
 /// Decodes FileNetworkOpenInformation (56 bytes).
@@ -306,7 +315,7 @@ pub fn decode_network_open(buf: &[u8]) -> Result<NetworkOpen, crate::codec::Wire
         times: decode_times(&mut r)?,
         allocation_size: r.u64()?,
         end_of_file: r.u64()?,
-        attributes: r.u32()?,
+        attributes: FileAttributes(r.u32()?),
     })
 }
 
@@ -317,10 +326,10 @@ mod tests {
     #[test]
     fn sizes() {
         let t = Times::default();
-        assert_eq!(basic(&t, 0x20).len(), 40);
+        assert_eq!(basic(&t, FileAttributes::ARCHIVE).len(), 40);
         assert_eq!(standard(&Standard::default()).len(), 24);
-        assert_eq!(network_open(&t, 1, 2, 3).len(), 56);
-        assert_eq!(attribute_tag(1, 0).len(), 8);
+        assert_eq!(network_open(&t, 1, 2, FileAttributes(3)).len(), 56);
+        assert_eq!(attribute_tag(FileAttributes::READONLY, 0).len(), 8);
         assert_eq!(compression(0).len(), 16);
         let a = All {
             name: "\\a".into(),
@@ -385,7 +394,7 @@ mod decode_tests {
                 last_write: 3,
                 change: 4,
             },
-            attributes: 0x10,
+            attributes: FileAttributes::DIRECTORY,
             standard: Standard {
                 allocation_size: 8,
                 end_of_file: 7,
@@ -401,7 +410,7 @@ mod decode_tests {
         let d = decode_all(&b).unwrap();
         assert_eq!(
             (d.times, d.attributes, d.standard, d.index_number),
-            (a.times, 0x10, a.standard, 42)
+            (a.times, FileAttributes::DIRECTORY, a.standard, 42)
         );
         assert_eq!(d.name, a.name);
         assert_eq!(decode_all(&b[..104]).unwrap().name, "di");
@@ -418,11 +427,11 @@ mod decode_tests {
             last_write: 7,
             change: 6,
         };
-        let b = network_open(&t, 4096, 10, 0x20);
+        let b = network_open(&t, 4096, 10, FileAttributes::ARCHIVE);
         let d = decode_network_open(&b).unwrap();
         assert_eq!(
             (d.times, d.allocation_size, d.end_of_file, d.attributes),
-            (t, 4096, 10, 0x20)
+            (t, 4096, 10, FileAttributes::ARCHIVE)
         );
         assert!(decode_network_open(&b[..50]).is_err());
     }

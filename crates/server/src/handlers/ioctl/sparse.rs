@@ -91,7 +91,7 @@ pub(super) fn query_allocated_ranges(f: &FileOpen, io: &IoctlRequest<'_>) -> Fsc
     let info = f.handle.stat()?;
     let ranges = if len == 0 || off >= info.size {
         Vec::new()
-    } else if info.attributes & FileAttributes::SPARSE_FILE.bits() == 0 {
+    } else if !info.attributes.contains(FileAttributes::SPARSE_FILE) {
         // A file that is not sparse is fully allocated as far as clients are
         // concerned ([MS-FSA] 2.1.5.9.23), whatever the file system did with
         // zeroed ranges.
