@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::client::Client;
 use crate::conn::Event;
-use crate::protect::SessionSecurity;
+use crate::conn::SessionSecurity;
 
 /// Link speed assumed for a channel whose interface the server did not list (bit/s).
 const UNKNOWN_SPEED: u64 = 1_000_000_000;

@@ -10,6 +10,7 @@ use smbx_security::kerberos::KerberosInitiator;
 use smbx_security::keys::derive;
 use smbx_security::ntlm::Initiator;
 use smbx_security::preauth::PreauthHash;
+use smbx_security::protection::{Protection, Role};
 use smbx_security::signing::{Signer, SigningAlgorithm};
 use smbx_security::spnego::{self, NegState, NegotiationToken};
 use smbx_wire::codec::utf16le;
@@ -30,10 +31,9 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::channels::{Channel, ChannelSet, ChannelStats, Link};
-use crate::conn::{Connection, Event, Request, Response, Route};
+use crate::conn::{Connection, Event, Request, Response, Route, SessionSecurity};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, Encryption, Signing, Transport};
-use crate::protect::SessionSecurity;
 use crate::tree::Tree;
 
 /// What the client's NEGOTIATE request offered.
@@ -409,7 +409,7 @@ impl Client {
                     "logged on as guest or anonymous, which cannot sign".into(),
                 ));
             }
-            SessionSecurity::none()
+            SessionSecurity::default()
         } else {
             let keys = derive(
                 n.dialect,
@@ -417,11 +417,14 @@ impl Client {
                 preauth.as_ref().map(|h| h.value()),
                 n.cipher,
             );
-            let mut sec = SessionSecurity::from_keys(&keys, n.signing_algorithm, n.cipher)?;
+            let mut sec = SessionSecurity {
+                keys: Protection::new(&keys, Role::Client, n.signing_algorithm, n.cipher)?,
+                ..SessionSecurity::default()
+            };
             sec.sign = n.server_requires_signing() || require_signing;
             let must_encrypt = flags & SESSION_FLAG_ENCRYPT_DATA != 0
                 || inner.options.encryption == Encryption::Required;
-            if must_encrypt && !sec.can_seal() {
+            if must_encrypt && !sec.keys.can_seal() {
                 return Err(Error::Protocol(format!(
                     "encryption is required but dialect {} negotiated no cipher",
                     n.dialect
@@ -429,9 +432,8 @@ impl Client {
             }
             sec.encrypt = must_encrypt;
             // The final response is signed with the new key (always in 3.1.1).
-            let signer = sec.signer.as_ref().expect("keys give a signer");
             if resp.header.is_signed() {
-                if !signer.verify(&resp.msg) {
+                if !sec.keys.verify(&resp.msg) {
                     return Err(Error::Crypto(
                         "bad signature on SESSION_SETUP response".into(),
                     ));
@@ -956,15 +958,14 @@ impl Session {
             .ok()?;
         let tc = TreeConnectResponse::decode(&resp.msg)?;
         let encrypt = tc.share_flags & SHAREFLAG_ENCRYPT_DATA != 0;
-        if encrypt && !self.inner.security.can_seal() {
+        if encrypt && !self.inner.security.keys.can_seal() {
             return Err(Error::Protocol(format!(
                 "share {share} requires encryption, which this session cannot do"
             )));
         }
         let tree = Tree::new(self.clone(), resp.header.tree_id, encrypt, tc);
         let d = client.negotiated.dialect;
-        if (d == Dialect::SMB3_0 || d == Dialect::SMB3_0_2) && self.inner.security.signer.is_some()
-        {
+        if (d == Dialect::SMB3_0 || d == Dialect::SMB3_0_2) && self.inner.security.keys.can_sign() {
             self.validate_negotiate(&tree, &link).await?;
         }
         if client.options.max_channels > 1 && !self.inner.discovered.swap(true, Ordering::AcqRel) {

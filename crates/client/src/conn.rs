@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
+use smbx_security::protection::Protection;
+use smbx_security::signing::Signer;
+use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_transport::tcp::FrameReader;
 use smbx_transport::DirectLink;
 use smbx_wire::framing::{encode_frame_header, MAX_FRAME_LEN};
@@ -27,7 +29,6 @@ use tracing::{debug, trace, warn};
 
 use crate::credits::credit_request;
 use crate::error::{Error, Result};
-use crate::protect::SessionSecurity;
 
 /// The MessageId of unsolicited server messages (oplock and lease breaks).
 const UNSOLICITED_ID: u64 = u64::MAX;
@@ -128,6 +129,29 @@ pub enum Event {
     OplockBreak(OplockBreak),
     /// Any other unsolicited message (lease break notifications), raw.
     Other(Response),
+}
+
+/// A session's keys on this connection and the client's policy for them.
+#[derive(Debug, Default)]
+pub(crate) struct SessionSecurity {
+    /// Signs requests, verifies responses, seals requests and unseals responses.
+    pub keys: Protection,
+    /// Sign requests and require signed responses (when not sealed).
+    pub sign: bool,
+    /// Seal every request of the session.
+    pub encrypt: bool,
+}
+
+impl SessionSecurity {
+    /// The protection of a channel bound to this session ([MS-SMB2] 3.2.5.3.1):
+    /// its own signer, the session's policy, sealing keys and nonce source.
+    pub fn for_channel(&self, signer: Signer) -> SessionSecurity {
+        SessionSecurity {
+            keys: self.keys.for_channel(signer),
+            sign: self.sign,
+            encrypt: self.encrypt,
+        }
+    }
 }
 
 /// Where a send goes: its session and whether it is sealed.
@@ -401,7 +425,7 @@ impl Connection {
             let sec = route
                 .security
                 .as_ref()
-                .filter(|s| s.can_seal())
+                .filter(|s| s.keys.can_seal())
                 .ok_or_else(|| {
                     Error::Protocol("encryption requested but the session has no cipher".into())
                 })?;
@@ -410,7 +434,7 @@ impl Connection {
             None
         };
         let signer = match (&route.security, route.encrypt) {
-            (Some(s), false) if s.sign || route.force_sign => s.signer.as_ref(),
+            (Some(s), false) if s.sign || route.force_sign => s.keys.signer(),
             _ => None,
         };
 
@@ -513,13 +537,7 @@ impl Connection {
         }
 
         if let Some(sec) = &seal_with {
-            let nonce = sec
-                .nonces
-                .as_ref()
-                .ok_or_else(|| Error::Protocol("no nonce source".into()))?
-                .next()?;
-            let enc = sec.encryptor.as_ref().expect("can_seal checked");
-            transform::seal_in_place(enc, route.session_id, &nonce, &mut buf[4..])?;
+            sec.keys.seal_in_place(route.session_id, &mut buf[4..])?;
         }
         let frame_len = buf.len() - frame_start - 4;
         buf[frame_start..frame_start + 4].copy_from_slice(&encode_frame_header(frame_len)?);
@@ -593,18 +611,16 @@ impl Connection {
         let mut buf = w.into_vec();
         let sec = route.security.as_ref();
         if sealed {
-            let Some(sec) = sec.filter(|s| s.can_seal()) else {
-                return;
-            };
-            let (Some(nonces), Some(enc)) = (&sec.nonces, &sec.encryptor) else {
-                return;
-            };
-            let Ok(nonce) = nonces.next() else { return };
-            if transform::seal_in_place(enc, route.session_id, &nonce, &mut buf[4..]).is_err() {
+            let Some(sec) = sec else { return };
+            if sec
+                .keys
+                .seal_in_place(route.session_id, &mut buf[4..])
+                .is_err()
+            {
                 return;
             }
-        } else if let Some(signer) = sec.filter(|s| s.sign).and_then(|s| s.signer.as_ref()) {
-            signer.sign(&mut buf[prefix..]);
+        } else if let Some(sec) = sec.filter(|s| s.sign) {
+            sec.keys.sign(&mut buf[prefix..]);
         }
         let Ok(fh) = encode_frame_header(buf.len() - 4) else {
             return;
@@ -724,22 +740,23 @@ async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result
 /// returned here are fatal to the connection; per-message failures go to their waiter.
 fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
     let (plain, encrypted) = if frame.get(..4) == Some(&TRANSFORM_PROTOCOL_ID[..]) {
-        let th = transform::parse_header(&frame)?;
+        let th = smbx_security::transform::parse_header(&frame)?;
         let sec = shared.session(th.session_id).ok_or_else(|| {
             Error::Protocol(format!(
                 "sealed message for unknown session {:#x}",
                 th.session_id
             ))
         })?;
-        let dec = sec.decryptor.as_ref().ok_or_else(|| {
-            Error::Protocol("sealed message on a session without a cipher".into())
-        })?;
+        if !sec.keys.can_seal() {
+            return Err(Error::Protocol(
+                "sealed message on a session without a cipher".into(),
+            ));
+        }
         // Decrypted straight into a buffer of the plaintext's size (no move of the
         // plaintext over the TRANSFORM_HEADER afterwards).
-        let mut plain = shared
-            .pool
-            .take_exact(frame.len().saturating_sub(TRANSFORM_HEADER_LEN));
-        transform::unseal_to(dec, &frame, &mut plain)
+        let plain = sec
+            .keys
+            .unseal_with(&frame, |n| shared.pool.take_exact(n))
             .map_err(|e| Error::Crypto(format!("unseal failed: {e}")))?;
         shared.pool.recycle(frame);
         (plain, true)
@@ -796,11 +813,9 @@ fn dispatch(h: Header, mut msg: Vec<u8>, encrypted: bool, shared: &Shared) {
                         "unencrypted response on an encrypted session".into(),
                     ));
                 } else if h.flags & FLAGS_SIGNED != 0 {
-                    if let Some(s) = &sec.signer {
-                        // In place: a GMAC check would otherwise copy the message.
-                        if !s.verify_in_place(&mut msg) {
-                            verdict = Err(Error::Crypto("bad response signature".into()));
-                        }
+                    // In place: a GMAC check would otherwise copy the message.
+                    if sec.keys.can_sign() && !sec.keys.verify_in_place(&mut msg) {
+                        verdict = Err(Error::Crypto("bad response signature".into()));
                     }
                 } else if sec.sign && !interim {
                     verdict = Err(Error::Crypto(
@@ -1078,9 +1093,11 @@ mod tests {
     async fn signatures_are_checked() {
         let (conn, mut srv) = pair().await;
         let key = [0x42u8; 16];
-        let mut sec = SessionSecurity::none();
-        sec.signer = Some(Signer::new(SigningAlgorithm::AesCmac, &key));
-        sec.sign = true;
+        let sec = SessionSecurity {
+            keys: Protection::signing(Signer::new(SigningAlgorithm::AesCmac, &key)),
+            sign: true,
+            ..SessionSecurity::default()
+        };
         let sec = Arc::new(sec);
         conn.add_session(9, sec.clone());
         let route = Route {
@@ -1159,9 +1176,11 @@ mod tests {
     #[tokio::test]
     async fn hostile_frames_never_panic() {
         let (conn, _srv) = pair().await;
-        let mut sec = SessionSecurity::none();
-        sec.signer = Some(Signer::new(SigningAlgorithm::AesCmac, &[1; 16]));
-        sec.sign = true;
+        let sec = SessionSecurity {
+            keys: Protection::signing(Signer::new(SigningAlgorithm::AesCmac, &[1; 16])),
+            sign: true,
+            ..SessionSecurity::default()
+        };
         conn.add_session(5, Arc::new(sec));
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut rnd = move || {

@@ -47,7 +47,6 @@ mod failover;
 mod file;
 pub mod info;
 pub mod options;
-mod protect;
 mod reconnect;
 mod tree;
 pub mod url;

@@ -20,6 +20,9 @@ pub enum CryptoError {
     /// The nonce space of a session is exhausted.
     #[error("nonce space exhausted")]
     NonceExhausted,
+    /// The operation needs a key the session does not have (no cipher, no signing key).
+    #[error("no key for this operation")]
+    NoKey,
     /// The underlying crypto library reported an unexpected failure.
     #[error("crypto library failure")]
     Internal,

@@ -11,6 +11,8 @@
 //!   GSSAPI ([`gss`], the crate's only `unsafe` code, at that FFI boundary).
 //! * [`kdf`], [`keys`]: the SP800-108 KDF and SMB 3.x key schedule.
 //! * [`signing`], [`cipher`], [`transform`]: message signing, AEAD and the TRANSFORM_HEADER.
+//! * [`protection`]: one session's signing and sealing, the same type for server and
+//!   client ([`protection::Protection`]).
 //! * [`preauth`]: the SMB 3.1.1 pre-authentication integrity hash.
 //!
 //! All decoders treat their input as hostile: they check every length and never panic.
@@ -27,6 +29,7 @@ pub mod kerberos;
 pub mod keys;
 pub mod ntlm;
 pub mod preauth;
+pub mod protection;
 pub mod signing;
 pub mod spnego;
 pub mod transform;

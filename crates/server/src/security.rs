@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use smbx_security::auth::ServerAuth;
-use smbx_security::cipher::{CipherId, Sealer};
+use smbx_security::cipher::CipherId;
 use smbx_security::keys::SessionKeys;
 use smbx_security::preauth::PreauthHash;
+use smbx_security::protection::{Protection, Role};
 use smbx_security::signing::{Signer, SigningAlgorithm};
-use smbx_security::transform::{self, NonceSource, TRANSFORM_HEADER_LEN};
+use smbx_security::transform::{self, TRANSFORM_HEADER_LEN};
 use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
 
@@ -23,14 +24,9 @@ pub struct SessionSecurity {
     pub auth: Option<ServerAuth>,
     /// The session's preauth integrity hash (3.1.1, until the session is valid).
     pub preauth: Option<PreauthHash>,
-    /// Signs and verifies messages, once keys exist.
-    pub signer: Option<Signer>,
-    /// Encrypts server-to-client messages (3.x).
-    pub encryptor: Option<Sealer>,
-    /// Decrypts client-to-server messages (3.x).
-    pub decryptor: Option<Sealer>,
-    /// Nonces for `encryptor`.
-    pub nonces: Option<NonceSource>,
+    /// Signs and verifies messages, seals server-to-client and unseals
+    /// client-to-server ones (3.x), once keys exist.
+    pub keys: Protection,
     /// The application key (3.x), for anyone who needs it.
     pub application_key: Vec<u8>,
     /// Signing algorithm of the connection the session was established on.
@@ -78,7 +74,7 @@ impl SessionSecurity {
     pub fn signer_for(&self, conn_id: u64) -> Option<&Signer> {
         self.established(conn_id)
             .and_then(|c| c.signer.as_ref())
-            .or(self.signer.as_ref())
+            .or(self.keys.signer())
     }
 
     /// True if `conn_id` is an established channel.
@@ -122,16 +118,14 @@ pub fn install_keys(conn: &Connection, sec: &mut SessionSecurity, keys: &Session
         (n.dialect, n.signing_algorithm)
     };
     let alg = signing_algorithm(dialect, alg);
-    sec.signer = Some(Signer::new(alg, &keys.signing));
+    let cipher = connection_cipher(conn);
+    // Sealing keys of the wrong length (never from `keys::derive`) leave signing only.
+    sec.keys = Protection::new(keys, Role::Server, alg, cipher)
+        .unwrap_or_else(|_| Protection::signing(Signer::new(alg, &keys.signing)));
     sec.signing_algorithm = Some(alg);
     sec.application_key = keys.application.clone();
-    if let Some(cipher) = connection_cipher(conn) {
+    if cipher.is_some() {
         sec.cipher = conn.negotiate.lock().cipher;
-        if !keys.encrypt_s2c.is_empty() {
-            sec.encryptor = Sealer::new(cipher, &keys.encrypt_s2c).ok();
-            sec.decryptor = Sealer::new(cipher, &keys.decrypt_c2s).ok();
-            sec.nonces = Some(NonceSource::new(cipher));
-        }
     }
 }
 
@@ -145,12 +139,12 @@ pub fn sign(session: &Session, conn_id: u64, msg: &mut [u8]) {
 
 /// True if the session can sign (has a signing key).
 pub fn can_sign(session: &Session) -> bool {
-    session.state.lock().security.signer.is_some()
+    session.state.lock().security.keys.can_sign()
 }
 
 /// True if the session can encrypt.
 pub fn can_encrypt(session: &Session) -> bool {
-    session.state.lock().security.encryptor.is_some()
+    session.state.lock().security.keys.can_seal()
 }
 
 /// Verifies the signature of one received member with the key of the session's
@@ -175,17 +169,12 @@ pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatu
     if !st.security.is_bound(conn.id) {
         return Err(NtStatus::USER_SESSION_DELETED);
     }
-    let d = st
-        .security
-        .decryptor
-        .as_ref()
-        .ok_or(NtStatus::ACCESS_DENIED)?;
     // Decrypted straight into a buffer of the plaintext's size from the frame pool.
-    let mut plain = conn
-        .server
-        .frames
-        .take_exact(frame.len().saturating_sub(TRANSFORM_HEADER_LEN));
-    transform::unseal_to(d, frame, &mut plain).map_err(|_| NtStatus::ACCESS_DENIED)?;
+    let plain = st
+        .security
+        .keys
+        .unseal_with(frame, |n| conn.server.frames.take_exact(n))
+        .map_err(|_| NtStatus::ACCESS_DENIED)?;
     Ok((plain, h.session_id))
 }
 
@@ -229,11 +218,13 @@ pub fn seal_in_place(
         }
     };
     let st = session.state.lock();
-    let (Some(e), Some(n)) = (st.security.encryptor.as_ref(), st.security.nonces.as_ref()) else {
+    if !st.security.keys.can_seal() {
         return Err(NtStatus::ACCESS_DENIED);
-    };
-    let nonce = n.next().map_err(|_| NtStatus::ENCRYPTION_FAILED)?;
-    transform::seal_in_place(e, session_id, &nonce, buf).map_err(|_| NtStatus::ENCRYPTION_FAILED)
+    }
+    st.security
+        .keys
+        .seal_in_place(session_id, buf)
+        .map_err(|_| NtStatus::ENCRYPTION_FAILED)
 }
 
 /// Feeds a final response into the preauth hash it belongs to.

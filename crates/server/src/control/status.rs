@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use smbx_security::cipher::CipherId;
 use smbx_wire::oplock::{LeaseState, OplockLevel, LEASE_FLAG_BREAK_IN_PROGRESS};
 use smbx_wire::{AccessMask, ShareAccess};
 
@@ -314,7 +313,7 @@ fn session_row(server: &ServerState, s: &Session) -> Option<SessionStatus> {
             return None;
         }
         let user = g.user.clone().unwrap_or_default();
-        let keyed = g.security.signer.is_some();
+        let keyed = g.security.keys.can_sign();
         let signing = SigningStatus {
             algorithm: g
                 .security
@@ -323,12 +322,7 @@ fn session_row(server: &ServerState, s: &Session) -> Option<SessionStatus> {
                 .map(|a| a.name().to_string()),
             required: g.signing_required,
         };
-        let cipher = g
-            .security
-            .encryptor
-            .as_ref()
-            .and_then(|_| CipherId::from_wire(g.security.cipher))
-            .map(|c| c.name().to_string());
+        let cipher = g.security.keys.cipher().map(|c| c.name().to_string());
         let encryption = EncryptionStatus {
             cipher,
             required: g.encrypt_data,

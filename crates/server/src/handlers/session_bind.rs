@@ -58,7 +58,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
             return Err(NtStatus::REQUEST_NOT_ACCEPTED);
         }
         // The request must be signed (its signature was checked with the session's key).
-        if !ctx.signature_ok || sec.signer.is_none() {
+        if !ctx.signature_ok || !sec.keys.can_sign() {
             return Err(NtStatus::INVALID_PARAMETER);
         }
         if session.dialect != dialect || sec.cipher != conn_cipher {

@@ -196,7 +196,7 @@ fn complete(
         st.security.auth = None;
         let flags = session_flags(&user, st.encrypt_data);
         st.user = Some(user);
-        ctx.sign_response = st.security.signer.is_some();
+        ctx.sign_response = st.security.keys.can_sign();
         return Ok(flags);
     }
 
@@ -218,7 +218,7 @@ fn complete(
     let client_requires = u16::from(ss.security_mode) & SECURITY_SIGNING_REQUIRED != 0;
     st.signing_required =
         has_key && (g.server_signing == SigningSetting::Mandatory || client_requires);
-    let can_encrypt = has_key && dialect >= Dialect::SMB3_0 && st.security.encryptor.is_some();
+    let can_encrypt = has_key && dialect >= Dialect::SMB3_0 && st.security.keys.can_seal();
     st.encrypt_data = match g.server_smb_encrypt {
         EncryptSetting::Required => {
             if !can_encrypt {
