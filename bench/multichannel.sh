@@ -4,6 +4,7 @@
 #   bench/multichannel.sh                 the benchmark (below)
 #   bench/multichannel.sh up NS TAG NET   only the topology (used by tests/interop/test_multichannel.py)
 #   bench/multichannel.sh down NS TAG     remove it
+#   bench/multichannel.sh failover        one link lost mid-transfer (bench/multichannel-failover.sh)
 #
 # Topology (made by this script, removed on exit): a network namespace NS joined to this one by
 # three veth pairs TAGh1-3 (here, NET.N.1/24) <-> TAGn1-3 (in NS, NET.N.2/24); each direction of
@@ -59,8 +60,10 @@ mc_down() {
 case ${1:-} in
 up) shift; mc_up "$@"; exit 0 ;;
 down) shift; mc_down "$@"; exit 0 ;;
+failover) # its own results; the aggregation's data file is not needed
+  MC_MODE=failover RESULTS=${RESULTS:-$BENCH_REPO/target/bench-multichannel-failover} FILE_MIB=${FILE_MIB:-1} ;;
 "") ;;
-*) echo "usage: $0 [up NS TAG NET | down NS TAG]" >&2; exit 2 ;;
+*) echo "usage: $0 [up NS TAG NET | down NS TAG | failover]" >&2; exit 2 ;;
 esac
 
 DURATION=${DURATION:-10}
@@ -184,6 +187,11 @@ for s in $SERVERS_WANTED; do
   esac
 done
 [ "${#SERVERS[@]}" -gt 0 ] || { echo "multichannel: no server started" >&2; exit 1; }
+if [ "${MC_MODE:-}" = failover ]; then
+  # shellcheck source=bench/multichannel-failover.sh
+  . "$(dirname "$0")/multichannel-failover.sh"
+  exit 0
+fi
 
 # mc_run OUT NAME CHANNELS FLAGS...: one smbx bench run, JSON into OUT.
 mc_run() {

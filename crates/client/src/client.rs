@@ -212,7 +212,9 @@ impl Client {
         &self.inner.conn
     }
 
-    /// Unsolicited server messages (oplock/lease breaks); only the first caller gets them.
+    /// Unsolicited server messages (oplock/lease breaks), from this connection and
+    /// from every further channel bound to its sessions (also re-established
+    /// ones); only the first caller gets them.
     pub fn events(&self) -> Option<mpsc::Receiver<Event>> {
         self.inner.conn.take_events()
     }

@@ -47,6 +47,15 @@ fn channel_lost(e: &Error) -> bool {
     matches!(e, Error::Disconnected(_) | Error::Timeout | Error::Io(_))
 }
 
+/// True if the server refused a binding because the session is gone there:
+/// no later try can succeed.
+fn session_gone(e: &Error) -> bool {
+    matches!(
+        e.status(),
+        Some(NtStatus::USER_SESSION_DELETED | NtStatus::NETWORK_SESSION_EXPIRED)
+    )
+}
+
 /// True if sending `reqs` twice cannot do what sending them once would not.
 fn replayable(reqs: &[Request]) -> bool {
     let closes = reqs.iter().any(|r| r.command == Command::Close);
@@ -173,7 +182,7 @@ async fn wait_for_live(set: &ChannelSet) -> bool {
 /// with exponential backoff (from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`], at
 /// most [`REBIND_ATTEMPTS`] times), and binds the first connection that
 /// negotiates to the session in the failed one's place. Stops when the session
-/// is gone.
+/// is gone (dropped here, or deleted on the server).
 pub(crate) fn spawn_rebind(session: &Session, ch: Arc<Channel>) {
     let Some(addr) = ch.addr else {
         return;
@@ -194,6 +203,10 @@ pub(crate) fn spawn_rebind(session: &Session, ch: Arc<Channel>) {
                         "multichannel: channel to {addr} re-established (try {attempt})"
                     );
                     ch.restore(link);
+                    return;
+                }
+                Err(e) if session_gone(&e) => {
+                    tracing::warn!("multichannel: {addr} not re-established: {e}");
                     return;
                 }
                 Err(e) => tracing::debug!("multichannel: {addr} not back yet: {e}"),
@@ -228,6 +241,15 @@ mod tests {
             req(Command::Close)
         ]));
         assert!(!replayable(&[req(Command::ChangeNotify)]));
+    }
+
+    #[test]
+    fn a_deleted_session_stops_the_rebinding() {
+        let st = |status| Error::Status { status, command: 1 };
+        assert!(session_gone(&st(NtStatus::USER_SESSION_DELETED)));
+        assert!(session_gone(&st(NtStatus::NETWORK_SESSION_EXPIRED)));
+        assert!(!session_gone(&st(NtStatus::INSUFFICIENT_RESOURCES)));
+        assert!(!session_gone(&Error::Disconnected("refused".into())));
     }
 
     #[test]
