@@ -252,6 +252,63 @@ mod tests {
         assert!(!session_gone(&Error::Disconnected("refused".into())));
     }
 
+    /// What a request sent with `replay` and ChannelSequence 7 looks like on
+    /// the wire at `dialect`: (Flags, the low half of Status).
+    async fn sent_header(dialect: smbx_wire::Dialect, replay: bool) -> (u32, u32) {
+        use crate::conn::{Connection, Route};
+        use smbx_wire::header::FLAGS_SERVER_TO_REDIR;
+        use smbx_wire::{Header, Writer};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(tokio::net::TcpStream::connect(addr), l.accept());
+        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_secs(20)));
+        conn.set_negotiated(dialect, true);
+        let mut srv = s.unwrap().0;
+        let peer = tokio::spawn(async move {
+            let mut len = [0u8; 4];
+            srv.read_exact(&mut len).await.unwrap();
+            let mut f = vec![0u8; u32::from_be_bytes(len) as usize];
+            srv.read_exact(&mut f).await.unwrap();
+            let h = Header::decode(&f).unwrap();
+            let mut w = Writer::new();
+            Header {
+                command: h.command,
+                credits: 1,
+                flags: FLAGS_SERVER_TO_REDIR,
+                message_id: h.message_id,
+                ..Default::default()
+            }
+            .encode(&mut w);
+            w.bytes(&smbx_wire::simple::encode_simple());
+            let r = w.into_vec();
+            srv.write_all(&(r.len() as u32).to_be_bytes())
+                .await
+                .unwrap();
+            srv.write_all(&r).await.unwrap();
+            (h.flags, h.status.0)
+        });
+        let mut req = Request::new(Command::Echo, smbx_wire::simple::encode_simple(), 0);
+        req.replay = replay;
+        req.channel_sequence = 7;
+        conn.call(req, &Route::default()).await.unwrap();
+        peer.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn replay_flag_and_channel_sequence_on_the_wire() {
+        use smbx_wire::header::FLAGS_REPLAY_OPERATION;
+        use smbx_wire::Dialect;
+        let (flags, status) = sent_header(Dialect::SMB3_1_1, true).await;
+        assert_ne!(flags & FLAGS_REPLAY_OPERATION, 0);
+        assert_eq!(status, 7, "ChannelSequence in the Status field");
+        let (flags, status) = sent_header(Dialect::SMB3_0, false).await;
+        assert_eq!((flags & FLAGS_REPLAY_OPERATION, status), (0, 7));
+        // SMB 2.x has neither: the field is Status, the flag undefined.
+        let (flags, status) = sent_header(Dialect::SMB2_1, true).await;
+        assert_eq!((flags & FLAGS_REPLAY_OPERATION, status), (0, 0));
+    }
+
     #[test]
     fn lost_channels_are_told_from_refusals() {
         assert!(channel_lost(&Error::Timeout));
