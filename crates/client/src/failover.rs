@@ -4,7 +4,9 @@
 //! Every request of a multichannel session goes out through [`send`]: on the
 //! live channel with the most room, carrying the session's ChannelSequence.
 //! When its channel fails under it (the connection closes, or a response does
-//! not come within the timeout) the channel is closed and marked down, the
+//! not come within the timeout and the channel then does not answer an ECHO
+//! either) the channel is marked down (its socket stays open until a new
+//! connection replaces it, so that the server keeps the session), the
 //! session's ChannelSequence advances, and the request is sent again on
 //! another live channel with SMB2_FLAGS_REPLAY_OPERATION: the server either
 //! recognises the operation or runs it, and an older request still in the
@@ -26,7 +28,7 @@ use std::time::Duration;
 
 use smbx_wire::{Command, NtStatus};
 
-use crate::channels::{Channel, ChannelSet};
+use crate::channels::{Channel, ChannelSet, Link};
 use crate::client::Session;
 use crate::conn::{Request, Response, HEADROOM};
 use crate::error::{Error, Result};
@@ -41,6 +43,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(4);
 const REBIND_ATTEMPTS: u32 = 1000;
 /// How long a request waits for some channel to come back when all are down.
 const ALL_DOWN_WAIT: Duration = Duration::from_secs(60);
+/// How long the ECHO that tells a slow channel from a dead one may take.
+const PROBE_WAIT: Duration = Duration::from_secs(5);
 
 /// True for a failure of the channel itself (not of the operation).
 fn channel_lost(e: &Error) -> bool {
@@ -136,6 +140,11 @@ pub(crate) async fn send(
                 return Ok(v);
             }
             (Err(e), keep) if channel_lost(&e) && set.len() > 1 => {
+                // A request that timed out on a channel that still answers was
+                // slow (a long async operation), not lost.
+                if matches!(e, Error::Timeout) && answers(session, &ch, &link).await {
+                    return Err(e);
+                }
                 channel_failed(session, &ch, &link, &e);
                 let Some(again) = keep else {
                     return Err(e);
@@ -152,10 +161,22 @@ pub(crate) async fn send(
     }
 }
 
+/// True if `link`, still the channel's connection and not yet known to have
+/// failed, answers an ECHO within [`PROBE_WAIT`].
+async fn answers(session: &Session, ch: &Channel, link: &Link) -> bool {
+    if !ch.link().same(link) || !ch.is_live() {
+        return false;
+    }
+    let echo = Request::new(Command::Echo, smbx_wire::simple::encode_simple(), 0);
+    let route = session.route_on(link, false);
+    let probe = link.client.connection().call(echo, &route);
+    matches!(tokio::time::timeout(PROBE_WAIT, probe).await, Ok(Ok(_)))
+}
+
 /// A channel's connection failed under a request: close it, and if this is
 /// the first report of it, advance the session's ChannelSequence and start
 /// re-establishing the channel.
-fn channel_failed(session: &Session, ch: &Arc<Channel>, link: &crate::channels::Link, e: &Error) {
+fn channel_failed(session: &Session, ch: &Arc<Channel>, link: &Link, e: &Error) {
     if ch.fail(link) {
         tracing::warn!(
             "multichannel: channel to {} failed ({e}); replaying its requests elsewhere",

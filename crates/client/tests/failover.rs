@@ -272,6 +272,33 @@ async fn scenario(port: u16, share_dir: std::path::PathBuf) {
         session.channel_stats()
     );
 
+    // 0. A request that outlives the timeout on a channel that still answers
+    // (a CHANGE_NOTIFY nothing completes) fails alone: no channel is given up.
+    let dir = tree
+        .open("", &OpenOptions::read_only().directory(true))
+        .await
+        .expect("open the share's root");
+    let notify = smbx_wire::change_notify::ChangeNotifyRequest {
+        flags: 0,
+        output_buffer_length: 4096,
+        file_id: dir.id(),
+        completion_filter: smbx_wire::change_notify::CHANGE_FILE_NAME,
+    };
+    let r = tree
+        .call_raw(smbx_wire::Command::ChangeNotify, notify.encode())
+        .await;
+    assert!(
+        matches!(r, Err(smbx_client::Error::Timeout)),
+        "{:?}",
+        r.map(|r| r.status())
+    );
+    let stats = session.channel_stats();
+    assert!(
+        stats.iter().all(|s| s.live && s.reconnects == 0),
+        "a slow request gave up a live channel: {stats:?}"
+    );
+    dir.close().await.expect("close the root");
+
     // 1. The logon's own link goes down in the middle of the writes.
     let data = Arc::new(common::random_bytes(TOTAL));
     write_with_fault(&tree, "failover.bin", data.clone(), || link(1, false)).await;
