@@ -103,7 +103,12 @@ async fn run(args: &[String]) -> Result<serde_json::Value, String> {
                 let data = piece(i);
                 let n = f.write_at((i * PIECE) as u64, &data).await?;
                 if n != PIECE {
-                    return Err(smbx_client::Error::Protocol(format!("short write {n}")));
+                    return Err(smbx_client::Error::from(
+                        smbx_client::ProtocolError::ShortWrite {
+                            written: n,
+                            len: PIECE,
+                        },
+                    ));
                 }
                 if done.fetch_add(1, Ordering::AcqRel) + 1 == mib / 4 {
                     tokio::task::spawn_blocking(move || shell(&down));

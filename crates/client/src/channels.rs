@@ -119,7 +119,7 @@ impl Channel {
         }
         now.client
             .connection()
-            .fail_requests("the channel stopped answering");
+            .fail_requests(crate::error::DisconnectReason::ChannelUnresponsive);
         !self.down.swap(true, Ordering::AcqRel)
     }
 

@@ -32,7 +32,9 @@ use tokio::sync::mpsc;
 
 use crate::channels::{Channel, ChannelSet, ChannelStats, Link};
 use crate::conn::{Connection, Event, Request, Response, Route, SessionSecurity};
-use crate::error::{Error, Result};
+use crate::error::{
+    AuthError, DisconnectReason, Error, InvalidArgument, ProtocolError, Result, SecurityError,
+};
 use crate::options::{ClientOptions, Encryption, Signing, Transport};
 use crate::tree::Tree;
 
@@ -142,7 +144,7 @@ impl Client {
                 let sa = tokio::net::lookup_host(&target)
                     .await?
                     .next()
-                    .ok_or_else(|| Error::InvalidArgument(format!("cannot resolve {target}")))?;
+                    .ok_or_else(|| InvalidArgument::Unresolved(target.to_string()))?;
                 // Verbs where the route to the server has an RDMA device
                 // ($SMBX_RDMA_PROVIDER=auto|soft|verbs), else soft-iWARP.
                 let link = smbx_transport::verbs::connect(
@@ -153,7 +155,12 @@ impl Client {
                     smbx_transport::DirectConfig::default(),
                 )
                 .await
-                .map_err(|e| Error::Disconnected(format!("smb direct connect to {sa}: {e}")))?;
+                .map_err(|e| {
+                    Error::Disconnected(DisconnectReason::DirectConnect {
+                        addr: sa,
+                        source: Arc::new(e),
+                    })
+                })?;
                 let conn = Connection::start_direct(link, options.max_credits, options.timeout);
                 Client::start(conn, &host, options).await
             }
@@ -178,7 +185,7 @@ impl Client {
 
     async fn start(conn: Connection, host: &str, options: ClientOptions) -> Result<Client> {
         if options.dialects.is_empty() {
-            return Err(Error::InvalidArgument("no dialects to offer".into()));
+            return Err(InvalidArgument::NoDialects.into());
         }
         let (negotiated, offered) = negotiate(&conn, &options, host).await?;
         conn.set_negotiated(
@@ -258,8 +265,8 @@ impl Client {
         // Getting the service ticket may talk to the KDC: off the async threads.
         let mut init = tokio::task::spawn_blocking(move || KerberosInitiator::new(&host))
             .await
-            .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?
-            .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?;
+            .map_err(AuthError::KerberosTask)?
+            .map_err(AuthError::Kerberos)?;
         let security_mode = self.security_mode();
         let mut preauth = self.inner.negotiated.preauth;
         let req = SessionSetupRequest {
@@ -272,16 +279,14 @@ impl Client {
             h.update(&sent);
         }
         if resp.status() == NtStatus::MORE_PROCESSING_REQUIRED {
-            return Err(Error::Auth(
-                "the server wants more than one Kerberos round (not supported)".into(),
-            ));
+            return Err(AuthError::KerberosRounds.into());
         }
         let session_id = resp.header.session_id;
         let resp = resp.ok()?;
         let setup = SessionSetupResponse::decode(&resp.msg)?;
         let session_key = init
             .finish(&setup.security_buffer)
-            .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?;
+            .map_err(AuthError::Kerberos)?;
         let a = Authenticated {
             resp,
             setup,
@@ -339,18 +344,17 @@ impl Client {
             h.update(&resp.msg);
         }
         if resp.status() != NtStatus::MORE_PROCESSING_REQUIRED {
-            return Err(resp.ok().err().unwrap_or_else(|| {
-                Error::Auth("server accepted the logon without a challenge".into())
-            }));
+            return Err(resp
+                .ok()
+                .err()
+                .unwrap_or_else(|| AuthError::NoChallengeRound.into()));
         }
         let session_id = resp.header.session_id;
         let challenge = spnego_token(&SessionSetupResponse::decode(&resp.msg)?.security_buffer)?
-            .ok_or_else(|| Error::Auth("no NTLM challenge in the server's token".into()))?;
+            .ok_or(AuthError::NoChallenge)?;
 
         // Leg 2: NegTokenResp carrying NTLM AUTHENTICATE and the mechListMIC.
-        let (auth, session_key) = init
-            .authenticate(&challenge)
-            .map_err(|e| Error::Auth(e.to_string()))?;
+        let (auth, session_key) = init.authenticate(&challenge).map_err(AuthError::Ntlm)?;
         let mic = if anonymous {
             None
         } else {
@@ -375,9 +379,7 @@ impl Client {
         let setup = SessionSetupResponse::decode(&resp.msg)?;
         if let Ok(NegotiationToken::Resp(r)) = spnego::decode(&setup.security_buffer) {
             if r.neg_state == Some(NegState::Reject) {
-                return Err(Error::Auth(
-                    "the server rejected the SPNEGO exchange".into(),
-                ));
+                return Err(AuthError::SpnegoRejected.into());
             }
         }
         Ok(Authenticated {
@@ -407,9 +409,7 @@ impl Client {
         let keyless = anonymous || flags & (SESSION_FLAG_IS_GUEST | SESSION_FLAG_IS_NULL) != 0;
         let sec = if keyless {
             if require_signing {
-                return Err(Error::Auth(
-                    "logged on as guest or anonymous, which cannot sign".into(),
-                ));
+                return Err(AuthError::CannotSign.into());
             }
             SessionSecurity::default()
         } else {
@@ -427,21 +427,22 @@ impl Client {
             let must_encrypt = flags & SESSION_FLAG_ENCRYPT_DATA != 0
                 || inner.options.encryption == Encryption::Required;
             if must_encrypt && !sec.keys.can_seal() {
-                return Err(Error::Protocol(format!(
-                    "encryption is required but dialect {} negotiated no cipher",
-                    n.dialect
-                )));
+                return Err(ProtocolError::NoCipher(n.dialect).into());
             }
             sec.encrypt = must_encrypt;
             // The final response is signed with the new key (always in 3.1.1).
             if resp.header.is_signed() {
                 if !sec.keys.verify(&resp.msg) {
-                    return Err(Error::Crypto(
-                        "bad signature on SESSION_SETUP response".into(),
-                    ));
+                    return Err(SecurityError::BadSignature {
+                        command: Command::SessionSetup as u16,
+                    }
+                    .into());
                 }
             } else if sec.sign || n.dialect == Dialect::SMB3_1_1 {
-                return Err(Error::Crypto("unsigned SESSION_SETUP response".into()));
+                return Err(SecurityError::Unsigned {
+                    command: Command::SessionSetup as u16,
+                }
+                .into());
             }
             sec
         };
@@ -478,15 +479,14 @@ impl Client {
         let first = session.inner.client.negotiated();
         let n = &self.inner.negotiated;
         if n.dialect != first.dialect || n.dialect < Dialect::SMB3_0 {
-            return Err(Error::Protocol(format!(
-                "channel negotiated {}, the session {}",
-                n.dialect, first.dialect
-            )));
+            return Err(ProtocolError::ChannelDialect {
+                channel: n.dialect,
+                session: first.dialect,
+            }
+            .into());
         }
         if n.capabilities & CAP_MULTI_CHANNEL == 0 {
-            return Err(Error::Protocol(
-                "the server does not offer multichannel on this connection".into(),
-            ));
+            return Err(ProtocolError::NoMultichannel.into());
         }
         let init = match &session.inner.logon {
             Logon::Ntlm {
@@ -495,17 +495,15 @@ impl Client {
                 domain,
             } => Initiator::new(user, password, domain)
                 .with_workstation(&self.inner.options.workstation),
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "only NTLM sessions bind further channels".into(),
-                ))
-            }
+            _ => return Err(InvalidArgument::BindNeedsNtlm.into()),
         };
         let a = self.ntlm_legs(init, false, Some(session)).await?;
         if a.session_id != session.id() {
-            return Err(Error::Protocol(
-                "binding answered for another session".into(),
-            ));
+            return Err(ProtocolError::BindingOtherSession {
+                expected: session.id(),
+                got: a.session_id,
+            }
+            .into());
         }
         let keys = derive(
             n.dialect,
@@ -515,9 +513,7 @@ impl Client {
         );
         let signer = Signer::new(n.signing_algorithm, &keys.signing);
         if !a.resp.header.is_signed() || !signer.verify(&a.resp.msg) {
-            return Err(Error::Crypto(
-                "the binding response is not signed with the channel's key".into(),
-            ));
+            return Err(SecurityError::BindingNotSigned.into());
         }
         let sec = Arc::new(session.inner.security.for_channel(signer));
         self.inner.conn.add_session(session.id(), sec.clone());
@@ -557,9 +553,7 @@ impl Client {
                 true,
             )
             .await?;
-        let resp = v
-            .pop()
-            .ok_or_else(|| Error::Protocol("no response".into()))?;
+        let resp = v.pop().ok_or(ProtocolError::NoResponse)?;
         Ok((resp, sent.unwrap_or_default()))
     }
 }
@@ -569,10 +563,10 @@ fn spnego_token(buf: &[u8]) -> Result<Option<Vec<u8>>> {
     if buf.starts_with(b"NTLMSSP\0") {
         return Ok(Some(buf.to_vec()));
     }
-    match spnego::decode(buf).map_err(|e| Error::Auth(e.to_string()))? {
+    match spnego::decode(buf).map_err(AuthError::Spnego)? {
         NegotiationToken::Resp(r) => {
             if r.neg_state == Some(NegState::Reject) {
-                return Err(Error::Auth("the server rejected NTLMSSP".into()));
+                return Err(AuthError::NtlmRejected.into());
             }
             Ok(r.response_token)
         }
@@ -644,16 +638,10 @@ async fn negotiate(
             true,
         )
         .await?;
-    let resp = v
-        .pop()
-        .ok_or_else(|| Error::Protocol("no response".into()))?
-        .ok()?;
+    let resp = v.pop().ok_or(ProtocolError::NoResponse)?.ok()?;
     let nr = NegotiateResponse::decode(&resp.msg)?;
     if !opts.dialects.contains(&nr.dialect) {
-        return Err(Error::Protocol(format!(
-            "server chose dialect {}, which we did not offer",
-            nr.dialect
-        )));
+        return Err(ProtocolError::DialectNotOffered(nr.dialect).into());
     }
     let mut preauth = None;
     let mut cipher = None;
@@ -671,9 +659,7 @@ async fn negotiate(
                         hash_algorithms, ..
                     } => {
                         if hash_algorithms.as_slice() != [HASH_SHA512] {
-                            return Err(Error::Protocol(
-                                "server chose an unknown preauth hash".into(),
-                            ));
+                            return Err(ProtocolError::UnknownPreauthHash.into());
                         }
                         saw_preauth = true;
                     }
@@ -682,11 +668,7 @@ async fn negotiate(
                         if id != 0 {
                             let c = CipherId::from_wire(id)
                                 .filter(|c| opts.ciphers.contains(c))
-                                .ok_or_else(|| {
-                                    Error::Protocol(format!(
-                                        "server chose cipher {id}, not offered"
-                                    ))
-                                })?;
+                                .ok_or(ProtocolError::CipherNotOffered(id))?;
                             cipher = Some(c);
                         }
                     }
@@ -694,20 +676,14 @@ async fn negotiate(
                         let id = algorithms.first().copied().unwrap_or(u16::MAX);
                         let a = SigningAlgorithm::from_wire(id)
                             .filter(|a| opts.signing_algorithms.contains(a))
-                            .ok_or_else(|| {
-                                Error::Protocol(format!(
-                                    "server chose signing algorithm {id}, not offered"
-                                ))
-                            })?;
+                            .ok_or(ProtocolError::SigningNotOffered(id))?;
                         negotiated_alg = Some(a);
                     }
                     _ => {}
                 }
             }
             if !saw_preauth {
-                return Err(Error::Protocol(
-                    "3.1.1 response without a preauth integrity context".into(),
-                ));
+                return Err(ProtocolError::NoPreauthContext.into());
             }
         }
         Dialect::SMB3_0 | Dialect::SMB3_0_2 if nr.capabilities & CAP_ENCRYPTION != 0 => {
@@ -961,9 +937,7 @@ impl Session {
         let tc = TreeConnectResponse::decode(&resp.msg)?;
         let encrypt = tc.share_flags & SHAREFLAG_ENCRYPT_DATA != 0;
         if encrypt && !self.inner.security.keys.can_seal() {
-            return Err(Error::Protocol(format!(
-                "share {share} requires encryption, which this session cannot do"
-            )));
+            return Err(ProtocolError::ShareNeedsEncryption(share.to_string()).into());
         }
         let tree = Tree::new(self.clone(), resp.header.tree_id, encrypt, tc);
         let d = client.negotiated.dialect;
@@ -1010,9 +984,7 @@ impl Session {
             .call(Request::new(Command::Ioctl, body, tree.id()), &route)
             .await?;
         if !route.encrypt && !resp.header.is_signed() {
-            return Err(Error::Crypto(
-                "unsigned VALIDATE_NEGOTIATE_INFO response".into(),
-            ));
+            return Err(SecurityError::ValidateNegotiateUnsigned.into());
         }
         let out = IoctlResponse::decode(&resp.ok()?.msg)?.output;
         let mut r = smbx_wire::Reader::new(&out);
@@ -1024,9 +996,7 @@ impl Session {
             || dialect != n.dialect.as_u16()
         {
             client.conn.close();
-            return Err(Error::Crypto(
-                "VALIDATE_NEGOTIATE_INFO does not match NEGOTIATE: possible downgrade".into(),
-            ));
+            return Err(SecurityError::Downgrade.into());
         }
         Ok(())
     }

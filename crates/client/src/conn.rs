@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, trace, warn};
 
 use crate::credits::credit_request;
-use crate::error::{Error, Result};
+use crate::error::{DisconnectReason, Error, ProtocolError, Result, SecurityError};
 
 /// The MessageId of unsolicited server messages (oplock and lease breaks).
 const UNSOLICITED_ID: u64 = u64::MAX;
@@ -178,7 +178,7 @@ struct Pending {
 struct Table {
     pending: HashMap<u64, Pending>,
     /// Why the connection is closed, once it is.
-    closed: Option<String>,
+    closed: Option<DisconnectReason>,
 }
 
 struct Shared {
@@ -197,17 +197,17 @@ struct Shared {
 }
 
 impl Shared {
-    fn close(&self, why: &str) {
+    fn close(&self, why: DisconnectReason) {
         let pending = {
             let mut t = self.table.lock().expect("table lock");
             if t.closed.is_none() {
-                t.closed = Some(why.to_string());
+                t.closed = Some(why.clone());
             }
             std::mem::take(&mut t.pending)
         };
         self.credits.close();
         for (_, p) in pending {
-            let _ = p.tx.send(Err(Error::Disconnected(why.to_string())));
+            let _ = p.tx.send(Err(Error::Disconnected(why.clone())));
         }
     }
 
@@ -426,9 +426,7 @@ impl Connection {
                 .security
                 .as_ref()
                 .filter(|s| s.keys.can_seal())
-                .ok_or_else(|| {
-                    Error::Protocol("encryption requested but the session has no cipher".into())
-                })?;
+                .ok_or(ProtocolError::CannotSeal)?;
             Some(sec.clone())
         } else {
             None
@@ -545,7 +543,7 @@ impl Connection {
             // SMB Direct: queued and posted right here (never waits, so no MessageId
             // is left unsent by a cancelled caller), no prefix, no writer task.
             if let Err(e) = link.send_now(&buf[frame_start + 4..], None) {
-                self.shared.close(&format!("smb direct send failed: {e}"));
+                self.shared.close(DisconnectReason::DirectSend(Arc::new(e)));
                 return Err(self.closed_error());
             }
         } else if self.writer.send((buf, frame_start)).is_err() {
@@ -637,14 +635,14 @@ impl Connection {
             .expect("table lock")
             .closed
             .clone()
-            .unwrap_or_else(|| "connection closed".to_string());
+            .unwrap_or(DisconnectReason::Unknown);
         Error::Disconnected(why)
     }
 
     /// Sends one request and returns its response (error statuses included).
     pub(crate) async fn call(&self, req: Request, route: &Route) -> Result<Response> {
         let (mut v, _) = self.send(vec![req], route, false).await?;
-        v.pop().ok_or_else(|| Error::Protocol("no response".into()))
+        v.pop().ok_or_else(|| ProtocolError::NoResponse.into())
     }
 
     /// Fails every pending request (and any later one) with `why`, but keeps the
@@ -652,13 +650,13 @@ impl Connection {
     /// stopped answering is given up this way, so that the server does not see
     /// the connection end (and end the session with its last channel) before a
     /// new channel is bound; dropping the `Connection` closes it.
-    pub(crate) fn fail_requests(&self, why: &str) {
+    pub(crate) fn fail_requests(&self, why: DisconnectReason) {
         self.shared.close(why);
     }
 
     /// Closes the connection: pending requests fail, tasks stop.
     pub fn close(&self) {
-        self.shared.close("closed by the client");
+        self.shared.close(DisconnectReason::ClosedByClient);
         for t in &self.tasks {
             t.abort();
         }
@@ -685,7 +683,7 @@ async fn writer_task(
             }
         }
         if let Err(e) = res.and(w.flush().await) {
-            shared.close(&format!("write failed: {e}"));
+            shared.close(DisconnectReason::Write(Arc::new(e)));
             return;
         }
     }
@@ -698,14 +696,14 @@ async fn direct_reader_task(link: Arc<dyn DirectLink>, shared: Arc<Shared>) {
         match link.recv().await {
             Ok(msg) => {
                 if let Err(e) = process_frame(msg, &shared) {
-                    break e.to_string();
+                    break DisconnectReason::Receive(Arc::new(e));
                 }
             }
-            Err(e) => break format!("smb direct: {e}"),
+            Err(e) => break DisconnectReason::from(e),
         }
     };
     debug!("connection reader stops: {why}");
-    shared.close(&why);
+    shared.close(why);
     link.close().await;
 }
 
@@ -717,11 +715,11 @@ async fn reader_task(rd: OwnedReadHalf, shared: Arc<Shared>) {
     // small responses per read.
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let why = match read_loop(&mut rd, &shared).await {
-        Ok(()) => "the server closed the connection".to_string(),
-        Err(e) => e.to_string(),
+        Ok(()) => DisconnectReason::ClosedByServer,
+        Err(e) => DisconnectReason::Receive(Arc::new(e)),
     };
     debug!("connection reader stops: {why}");
-    shared.close(&why);
+    shared.close(why);
 }
 
 async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result<()> {
@@ -731,7 +729,7 @@ async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result
         match frames.next(rd, None).await {
             Ok(f) => process_frame(f.msg, shared)?,
             Err("eof") => return Ok(()),
-            Err(e) => return Err(Error::Protocol(format!("receiving a frame: {e}"))),
+            Err(e) => return Err(ProtocolError::Frame(e).into()),
         }
     }
 }
@@ -741,23 +739,18 @@ async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result
 fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
     let (plain, encrypted) = if frame.get(..4) == Some(&TRANSFORM_PROTOCOL_ID[..]) {
         let th = smbx_security::transform::parse_header(&frame)?;
-        let sec = shared.session(th.session_id).ok_or_else(|| {
-            Error::Protocol(format!(
-                "sealed message for unknown session {:#x}",
-                th.session_id
-            ))
-        })?;
+        let sec = shared
+            .session(th.session_id)
+            .ok_or(ProtocolError::UnknownSession(th.session_id))?;
         if !sec.keys.can_seal() {
-            return Err(Error::Protocol(
-                "sealed message on a session without a cipher".into(),
-            ));
+            return Err(ProtocolError::SealedWithoutCipher.into());
         }
         // Decrypted straight into a buffer of the plaintext's size (no move of the
         // plaintext over the TRANSFORM_HEADER afterwards).
         let plain = sec
             .keys
             .unseal_with(&frame, |n| shared.pool.take_exact(n))
-            .map_err(|e| Error::Crypto(format!("unseal failed: {e}")))?;
+            .map_err(SecurityError::Unseal)?;
         shared.pool.recycle(frame);
         (plain, true)
     } else {
@@ -771,20 +764,28 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
     }
     let mut off = 0usize;
     loop {
-        let rest = plain
-            .get(off..)
-            .ok_or(Error::Protocol("compound offset".into()))?;
+        let rest = plain.get(off..).ok_or(ProtocolError::BadCompound {
+            what: "compound offset past the end",
+            offset: off,
+        })?;
         let h = Header::decode(rest)?;
         let next = h.next_command as usize;
         let end = if next == 0 {
             plain.len()
         } else {
             if next < HEADER_SIZE || !next.is_multiple_of(8) {
-                return Err(Error::Protocol("bad NextCommand".into()));
+                return Err(ProtocolError::BadCompound {
+                    what: "bad NextCommand",
+                    offset: off,
+                }
+                .into());
             }
-            off.checked_add(next)
-                .filter(|&e| e <= plain.len())
-                .ok_or(Error::Protocol("NextCommand past the end".into()))?
+            off.checked_add(next).filter(|&e| e <= plain.len()).ok_or(
+                ProtocolError::BadCompound {
+                    what: "NextCommand past the end",
+                    offset: off,
+                },
+            )?
         };
         dispatch(h, plain[off..end].to_vec(), encrypted, shared);
         if next == 0 {
@@ -809,18 +810,14 @@ fn dispatch(h: Header, mut msg: Vec<u8>, encrypted: bool, shared: &Shared) {
         if let Some(sec) = shared.session(h.session_id) {
             if !encrypted {
                 if sec.encrypt && !interim {
-                    verdict = Err(Error::Crypto(
-                        "unencrypted response on an encrypted session".into(),
-                    ));
+                    verdict = Err(SecurityError::Unencrypted { command: h.command }.into());
                 } else if h.flags & FLAGS_SIGNED != 0 {
                     // In place: a GMAC check would otherwise copy the message.
                     if sec.keys.can_sign() && !sec.keys.verify_in_place(&mut msg) {
-                        verdict = Err(Error::Crypto("bad response signature".into()));
+                        verdict = Err(SecurityError::BadSignature { command: h.command }.into());
                     }
                 } else if sec.sign && !interim {
-                    verdict = Err(Error::Crypto(
-                        "unsigned response on a signed session".into(),
-                    ));
+                    verdict = Err(SecurityError::Unsigned { command: h.command }.into());
                 }
             }
         }
@@ -1128,11 +1125,11 @@ mod tests {
         conn.call(echo(), &route).await.unwrap();
         assert!(matches!(
             conn.call(echo(), &route).await,
-            Err(Error::Crypto(_))
+            Err(Error::Crypto(SecurityError::BadSignature { .. }))
         ));
         assert!(matches!(
             conn.call(echo(), &route).await,
-            Err(Error::Crypto(_))
+            Err(Error::Crypto(SecurityError::Unsigned { .. }))
         ));
         drop(server.await.unwrap());
     }

@@ -270,7 +270,9 @@ mod tests {
         assert!(session_gone(&st(NtStatus::USER_SESSION_DELETED)));
         assert!(session_gone(&st(NtStatus::NETWORK_SESSION_EXPIRED)));
         assert!(!session_gone(&st(NtStatus::INSUFFICIENT_RESOURCES)));
-        assert!(!session_gone(&Error::Disconnected("refused".into())));
+        assert!(!session_gone(&Error::Disconnected(
+            crate::error::DisconnectReason::ClosedByServer
+        )));
     }
 
     /// What a request sent with `replay` and ChannelSequence 7 looks like on
@@ -333,7 +335,9 @@ mod tests {
     #[test]
     fn lost_channels_are_told_from_refusals() {
         assert!(channel_lost(&Error::Timeout));
-        assert!(channel_lost(&Error::Disconnected("eof".into())));
+        assert!(channel_lost(&Error::Disconnected(
+            crate::error::DisconnectReason::ClosedByServer
+        )));
         assert!(!channel_lost(&Error::Status {
             status: NtStatus::ACCESS_DENIED,
             command: 9

@@ -23,7 +23,7 @@ use smbx_wire::{
 
 use crate::conn::{body_writer, Request};
 use crate::credits::charge_for;
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidArgument, ProtocolError, Result};
 use crate::info::FileInfo;
 use crate::tree::Tree;
 
@@ -44,7 +44,7 @@ fn rdma_channel(dialect: smbx_wire::Dialect, link: &dyn DirectLink) -> u32 {
 }
 
 fn rdma_error(e: smbx_transport::DirectError) -> Error {
-    Error::Disconnected(format!("smb direct: {e}"))
+    Error::Disconnected(e.into())
 }
 
 pub(crate) fn close_body(id: FileId, flags: u16) -> Vec<u8> {
@@ -395,9 +395,11 @@ impl File {
     /// buffer goes back to the connection's pool when the [`ReadData`] drops.
     pub async fn read_data(&self, offset: u64, len: usize) -> Result<ReadData> {
         if len > self.tree.max_read() as usize {
-            return Err(Error::InvalidArgument(
-                "read larger than MaxReadSize".into(),
-            ));
+            return Err(InvalidArgument::ReadTooLarge {
+                len,
+                max: self.tree.max_read() as usize,
+            }
+            .into());
         }
         let pool = self.tree.pool().clone();
         Ok(match self.read_raw(offset, len).await? {
@@ -455,7 +457,7 @@ impl File {
                     .map_err(rdma_error)?;
                 let desc = reg
                     .descriptor(0, len as u32)
-                    .ok_or_else(|| Error::InvalidArgument("read larger than its buffer".into()))?;
+                    .ok_or(InvalidArgument::LargerThanBuffer { what: "read", len })?;
                 let channel = rdma_channel(self.tree.dialect(), link.as_ref());
                 Some((reg, desc.encode(), channel))
             }
@@ -487,16 +489,21 @@ impl File {
             // The data arrived by RDMA; DataRemaining says how much.
             let n = r.data_remaining as usize;
             if !r.data.is_empty() || n > len {
-                return Err(Error::Protocol(
-                    "bad READ response on an RDMA channel".into(),
-                ));
+                return Err(ProtocolError::RdmaRead {
+                    inline: r.data.len(),
+                    remaining: n,
+                    asked: len,
+                }
+                .into());
             }
             return Ok(Some((reg.into_vec(), 0..n)));
         }
         if r.data.len() > len {
-            return Err(Error::Protocol(
-                "server returned more data than asked".into(),
-            ));
+            return Err(ProtocolError::ReadTooLong {
+                asked: len,
+                got: r.data.len(),
+            }
+            .into());
         }
         let start = r.data.as_ptr() as usize - resp.msg.as_ptr() as usize;
         let range = start..start + r.data.len();
@@ -561,10 +568,11 @@ impl File {
         let resp = self.tree.call(req).await?.ok()?;
         let n = decode_write_response(&resp.msg)? as usize;
         if n != data.len() {
-            return Err(Error::Protocol(format!(
-                "short write: {n} of {} bytes",
-                data.len()
-            )));
+            return Err(ProtocolError::ShortWrite {
+                written: n,
+                len: data.len(),
+            }
+            .into());
         }
         Ok(n)
     }
@@ -584,7 +592,10 @@ impl File {
             .map_err(rdma_error)?;
         let desc = reg
             .descriptor(0, data.len() as u32)
-            .ok_or_else(|| Error::InvalidArgument("write larger than its buffer".into()))?
+            .ok_or(InvalidArgument::LargerThanBuffer {
+                what: "write",
+                len: data.len(),
+            })?
             .encode();
         let body = WriteRequest {
             offset,
@@ -601,10 +612,11 @@ impl File {
         self.tree.pool().put(reg.into_vec());
         let n = decode_write_response(&resp?.ok()?.msg)? as usize;
         if n != data.len() {
-            return Err(Error::Protocol(format!(
-                "short write: {n} of {} bytes",
-                data.len()
-            )));
+            return Err(ProtocolError::ShortWrite {
+                written: n,
+                len: data.len(),
+            }
+            .into());
         }
         Ok(n)
     }

@@ -54,7 +54,9 @@ pub mod url;
 pub use channels::ChannelStats;
 pub use client::{Client, Negotiated, Session};
 pub use conn::{Connection, Event, Response};
-pub use error::{Error, Result};
+pub use error::{
+    AuthError, DisconnectReason, Error, InvalidArgument, ProtocolError, Result, SecurityError,
+};
 pub use file::{access, create_options, disposition, share, File, FileId, OpenOptions, ReadData};
 pub use info::{filetime_to_system, DirEntry, FileInfo, ATTR_DIRECTORY};
 pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport};

@@ -9,7 +9,7 @@ use smbx_wire::{Command, NtStatus};
 use crate::client::Session;
 use crate::conn::{Request, Response};
 use crate::credits::charge_for;
-use crate::error::{Error, Result};
+use crate::error::{Error, ProtocolError, Result};
 use crate::file::{
     access, close_body, create_options, disposition, query_info_body, set_info_body, share, File,
     FileId, OpenOptions, INFO_BUFFER,
@@ -190,7 +190,7 @@ impl Tree {
     /// Sends one request on this tree.
     pub(crate) async fn call(&self, req: Request) -> Result<Response> {
         let mut v = self.compound_on_channel(vec![req]).await?;
-        v.pop().ok_or_else(|| Error::Protocol("no response".into()))
+        v.pop().ok_or_else(|| ProtocolError::NoResponse.into())
     }
 
     /// Sends requests (one compound) on the session's channel with the most room
@@ -282,9 +282,11 @@ impl Tree {
             .compound(vec![self.create_req(open), read, self.close_req()])
             .await?;
         if v.len() != 3 {
-            return Err(Error::Protocol(
-                "compound answered with the wrong count".into(),
-            ));
+            return Err(ProtocolError::CompoundCount {
+                sent: 3,
+                got: v.len(),
+            }
+            .into());
         }
         let create = &v[0];
         if create.header.status.is_error() {
@@ -300,9 +302,11 @@ impl Tree {
         let read = read.ok()?;
         let data = ReadResponse::decode(&read.msg)?.data;
         if data.len() > len {
-            return Err(Error::Protocol(
-                "server returned more data than asked".into(),
-            ));
+            return Err(ProtocolError::ReadTooLong {
+                asked: len,
+                got: data.len(),
+            }
+            .into());
         }
         Ok(data.to_vec())
     }
@@ -393,9 +397,11 @@ impl Tree {
             }
         }
         if v.len() != 3 {
-            return Err(Error::Protocol(
-                "compound answered with the wrong count".into(),
-            ));
+            return Err(ProtocolError::CompoundCount {
+                sent: 3,
+                got: v.len(),
+            }
+            .into());
         }
         Tree::decode_all_info(v.swap_remove(1))
     }

@@ -1,6 +1,6 @@
 //! `smb://[domain;][user[:password]@]host[:port]/share/path` URLs.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidArgument, Result};
 
 /// The default SMB port (Direct TCP).
 pub const DEFAULT_PORT: u16 = 445;
@@ -44,7 +44,7 @@ fn percent_decode(s: &str) -> Result<String> {
                 .get(i + 1..i + 3)
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| Error::InvalidArgument(format!("bad percent escape in {s:?}")))?;
+                .ok_or_else(|| InvalidArgument::PercentEscape(s.to_string()))?;
             out.push(hex);
             i += 3;
         } else {
@@ -52,14 +52,18 @@ fn percent_decode(s: &str) -> Result<String> {
             i += 1;
         }
     }
-    String::from_utf8(out)
-        .map_err(|_| Error::InvalidArgument(format!("percent escapes in {s:?} are not UTF-8")))
+    String::from_utf8(out).map_err(|_| InvalidArgument::PercentUtf8(s.to_string()).into())
 }
 
 impl SmbUrl {
     /// Parses a URL.
     pub fn parse(url: &str) -> Result<SmbUrl> {
-        let bad = |why: &str| Error::InvalidArgument(format!("{why}: {url:?}"));
+        let bad = |why: &'static str| {
+            Error::from(InvalidArgument::Url {
+                url: url.to_string(),
+                why,
+            })
+        };
         let rest = url
             .strip_prefix("smb://")
             .or_else(|| url.strip_prefix("SMB://"))
@@ -93,7 +97,13 @@ impl SmbUrl {
                             .ok_or_else(|| bad("multichannel must be a number from 1 to 32"))?,
                     )
                 }
-                _ => return Err(bad(&format!("unknown URL parameter {kv:?}"))),
+                _ => {
+                    return Err(InvalidArgument::UrlParameter {
+                        url: url.to_string(),
+                        param: kv.to_string(),
+                    }
+                    .into())
+                }
             }
         }
         let (authority, path) = match rest.find('/') {
@@ -202,19 +212,17 @@ impl SmbUrl {
         if !self.port_given {
             url.port = options.transport.default_port();
         }
-        let share = self
-            .share
-            .as_deref()
-            .ok_or_else(|| Error::InvalidArgument("the URL names no share".into()))?;
+        let share = self.share.as_deref().ok_or(InvalidArgument::NoShare)?;
         let kerberos = options.kerberos;
         let client = crate::Client::connect(&url.addr(), options).await?;
         let ntlm = || async {
             match &self.user {
                 Some(user) => {
-                    let pw =
-                        self.password.as_deref().or(password).ok_or_else(|| {
-                            Error::InvalidArgument(format!("no password for {user}"))
-                        })?;
+                    let pw = self
+                        .password
+                        .as_deref()
+                        .or(password)
+                        .ok_or_else(|| InvalidArgument::NoPassword(user.clone()))?;
                     let domain = self.domain.as_deref().unwrap_or("");
                     client.login(user, pw, domain).await
                 }
