@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use smbx_wire::tree::TreeConnectResponse;
-use smbx_wire::{Command, NtStatus};
+use smbx_wire::{AccessMask, Command, NtStatus};
 
 use crate::client::Session;
 use crate::conn::{Request, Response};
@@ -109,7 +109,7 @@ impl Tree {
         self.inner.response.share_flags
     }
     /// MaximalAccess from TREE_CONNECT.
-    pub fn maximal_access(&self) -> u32 {
+    pub fn maximal_access(&self) -> AccessMask {
         self.inner.response.maximal_access
     }
 

@@ -19,7 +19,7 @@ use smbx_wire::header::FLAGS_SERVER_TO_REDIR;
 use smbx_wire::oplock::{
     LeaseBreakNotification, LeaseState, OplockBreak, LEASE_BREAK_ACK_REQUIRED,
 };
-use smbx_wire::{Command, Header, NtStatus, Writer};
+use smbx_wire::{AccessMask, Command, Header, NtStatus, ShareAccess, Writer};
 
 use crate::conn::Connection;
 use crate::state::file::SharedFile;
@@ -241,8 +241,8 @@ pub async fn break_conflicting(
     file: &Arc<SharedFile>,
     new: &Requester,
     lease_key: Option<[u8; 16]>,
-    access: u32,
-    share_access: u32,
+    access: AccessMask,
+    share_access: ShareAccess,
     overwrite: bool,
     going_async: &GoingAsync,
 ) {

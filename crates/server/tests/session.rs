@@ -35,7 +35,7 @@ async fn ntlm_logon_signing_tree_connect_logoff_all_dialects() {
         assert!(c.signer.as_ref().unwrap().verify(&t.bytes));
         let tr = TreeConnectResponse::decode(&t.bytes).unwrap();
         assert_eq!(tr.share_type, SHARE_TYPE_DISK);
-        assert_eq!(tr.maximal_access, 0x001F_01FF);
+        assert_eq!(tr.maximal_access, smbx_wire::AccessMask::FILE_ALL_ACCESS);
         // A bad signature is refused.
         let mut h = c.header(Command::Echo);
         h.flags |= smbx_wire::header::FLAGS_SIGNED;

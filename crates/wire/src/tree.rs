@@ -2,6 +2,7 @@
 
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
 use crate::header::HEADER_SIZE;
+use crate::AccessMask;
 
 /// Tree connect flag (3.1.1): cluster reconnect.
 pub const TREE_CONNECT_FLAG_CLUSTER_RECONNECT: u16 = 0x0001;
@@ -105,7 +106,7 @@ pub struct TreeConnectResponse {
     /// Capabilities.
     pub capabilities: u32,
     /// MaximalAccess.
-    pub maximal_access: u32,
+    pub maximal_access: AccessMask,
 }
 
 impl TreeConnectResponse {
@@ -117,7 +118,7 @@ impl TreeConnectResponse {
             .u8(0)
             .u32(self.share_flags)
             .u32(self.capabilities)
-            .u32(self.maximal_access);
+            .u32(self.maximal_access.bits());
         w.into_vec()
     }
 
@@ -134,7 +135,7 @@ impl TreeConnectResponse {
             share_type,
             share_flags: r.u32()?,
             capabilities: r.u32()?,
-            maximal_access: r.u32()?,
+            maximal_access: AccessMask(r.u32()?),
         })
     }
 }
@@ -167,7 +168,7 @@ mod tests {
             share_type: SHARE_TYPE_PIPE,
             share_flags: SHAREFLAG_NO_CACHING,
             capabilities: 0,
-            maximal_access: 0x1f01ff,
+            maximal_access: AccessMask::FILE_ALL_ACCESS,
         };
         assert_eq!(
             TreeConnectResponse::decode(&msg(&resp.encode())).unwrap(),

@@ -397,8 +397,8 @@ fn open_row(o: &Open, f: &FileOpen, share: &str) -> OpenStatus {
         directory: f.is_dir,
         access_mask: f.access.bits(),
         access: data_access(f.access).into(),
-        share_access_mask: f.share_access,
-        share_access: share_letters(ShareAccess(f.share_access)),
+        share_access_mask: f.share_access.bits(),
+        share_access: share_letters(f.share_access),
         oplock: oplock.into(),
         lease: lease.map(|l| LeaseStatus {
             key: hex(&l.lease_key),

@@ -25,39 +25,42 @@ use crate::state::open::{FileOpen, FileOpenParams};
 use crate::state::{acl, oplock, FileId, Open, OpenKind, ServerState, Tree};
 
 /// Rights that modify the file (data, attributes, EAs, delete, ACL, owner).
-pub const WRITE_RIGHTS: AccessMask = AccessMask(
-    AccessMask::FILE_WRITE_DATA.bits()
-        | AccessMask::FILE_APPEND_DATA.bits()
-        | AccessMask::FILE_WRITE_EA.bits()
-        | AccessMask::FILE_DELETE_CHILD.bits()
-        | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
-        | AccessMask::DELETE.bits()
-        | AccessMask::WRITE_DAC.bits()
-        | AccessMask::WRITE_OWNER.bits(),
-);
+pub const WRITE_RIGHTS: AccessMask = AccessMask::FILE_WRITE_DATA
+    .union(AccessMask::FILE_APPEND_DATA)
+    .union(AccessMask::FILE_WRITE_EA)
+    .union(AccessMask::FILE_DELETE_CHILD)
+    .union(AccessMask::FILE_WRITE_ATTRIBUTES)
+    .union(AccessMask::DELETE)
+    .union(AccessMask::WRITE_DAC)
+    .union(AccessMask::WRITE_OWNER);
+
+/// FILE_WRITE_DATA | FILE_APPEND_DATA: what a READONLY file denies.
+const DATA_WRITE: AccessMask = AccessMask::FILE_WRITE_DATA.union(AccessMask::FILE_APPEND_DATA);
 
 /// Validates DesiredAccess and computes the granted mask given the tree's maximal
 /// access: reserved bits → ACCESS_DENIED, ACCESS_SYSTEM_SECURITY →
 /// PRIVILEGE_NOT_HELD, an empty mask → ACCESS_DENIED, rights beyond
 /// `maximal` → ACCESS_DENIED; MAXIMUM_ALLOWED grants `maximal`.
-pub fn granted_access(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
-    if desired & AccessMask::RESERVED.bits() != 0 {
+pub fn granted_access(desired: AccessMask, maximal: AccessMask) -> Result<AccessMask, NtStatus> {
+    if desired.intersects(AccessMask::RESERVED) {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if desired & AccessMask::ACCESS_SYSTEM_SECURITY.bits() != 0 {
+    if desired.intersects(AccessMask::ACCESS_SYSTEM_SECURITY) {
         return Err(NtStatus::PRIVILEGE_NOT_HELD);
     }
-    let mapped = AccessMask(desired)
+    let mapped = desired
         .difference(AccessMask::MAXIMUM_ALLOWED)
-        .map_generic()
-        .bits();
-    if desired & AccessMask::MAXIMUM_ALLOWED.bits() != 0 {
+        .map_generic();
+    if desired.contains(AccessMask::MAXIMUM_ALLOWED) {
         return Ok(maximal | (mapped & maximal));
     }
-    if mapped == 0 {
+    if mapped.is_empty() {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if mapped & !(maximal | AccessMask::SYNCHRONIZE.bits()) != 0 {
+    if !mapped
+        .difference(maximal | AccessMask::SYNCHRONIZE)
+        .is_empty()
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(mapped)
@@ -394,7 +397,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
 
     let options = cr.create_options;
-    let granted = granted_access(cr.desired_access.bits(), tree.maximal_access)?;
+    let granted = granted_access(cr.desired_access, tree.maximal_access)?;
     // Windows checks the access mask before the attributes.
     if cr
         .file_attributes
@@ -417,7 +420,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if options.contains(CreateOptions::FILE_DELETE_ON_CLOSE)
-        && !AccessMask(granted).contains(AccessMask::DELETE)
+        && !granted.contains(AccessMask::DELETE)
     {
         return Err(NtStatus::INVALID_PARAMETER);
     }
@@ -430,7 +433,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         if maximum_allowed {
             cr.desired_access.map_generic()
         } else {
-            AccessMask(granted)
+            granted
         },
         cr.file_attributes,
         cx.alloc.unwrap_or(0),
@@ -476,8 +479,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
         disposition,
         granted,
         maximum_allowed,
-        explicit_rights: explicit_rights.bits(),
-        share_access: cr.share_access.bits(),
+        explicit_rights,
+        share_access: cr.share_access,
         options,
         mxac: cx.mxac,
         qfid: cx.qfid,
@@ -527,11 +530,11 @@ struct OpenParams {
     name: String,
     vreq: smbx_vfs::CreateRequest,
     disposition: Disposition,
-    granted: u32,
+    granted: AccessMask,
     maximum_allowed: bool,
     /// DesiredAccess without MAXIMUM_ALLOWED, generic rights mapped.
-    explicit_rights: u32,
-    share_access: u32,
+    explicit_rights: AccessMask,
+    share_access: ShareAccess,
     options: CreateOptions,
     mxac: bool,
     qfid: bool,
@@ -552,11 +555,12 @@ struct OpenParams {
 /// A new open (other than an attribute-only one) would break the oplocks / leases of
 /// disconnected durable opens of the file, which cannot acknowledge: they are closed
 /// first ([MS-SMB2] 3.3.4.6 as Windows behaves).
-fn purge_disconnected(server: &ServerState, f: &Arc<crate::state::file::SharedFile>, access: u32) {
-    const ATTRIBUTE_ONLY: u32 = AccessMask::FILE_READ_ATTRIBUTES.bits()
-        | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
-        | AccessMask::SYNCHRONIZE.bits();
-    if access & !ATTRIBUTE_ONLY != 0 {
+fn purge_disconnected(
+    server: &ServerState,
+    f: &Arc<crate::state::file::SharedFile>,
+    access: AccessMask,
+) {
+    if !oplock::is_stat_open(access) {
         server.opens.purge_disconnected_of(f);
     }
 }
@@ -611,7 +615,7 @@ fn probe(p: &OpenParams) -> Result<smbx_vfs::Handle, NtStatus> {
 /// conflicts with are broken (and waited for), and the open is registered.
 async fn probe_and_break(
     p: &OpenParams,
-    desired_rights: u32,
+    desired_rights: AccessMask,
 ) -> Result<Option<Registration>, NtStatus> {
     if !matches!(
         p.disposition,
@@ -630,7 +634,7 @@ async fn probe_and_break(
         &p.name,
         &h,
         &p.token,
-        desired_rights | AccessMask::FILE_WRITE_DATA.bits(),
+        desired_rights | AccessMask::FILE_WRITE_DATA,
     )?;
     let info = h.stat()?;
     let key = key_of(&info, &h);
@@ -678,7 +682,7 @@ struct Opened {
     handle: smbx_vfs::Handle,
     action: CreateAction,
     /// The most a stored security descriptor grants (None: no descriptor decides).
-    sd_max: Option<u32>,
+    sd_max: Option<AccessMask>,
     info: FileInfo,
     key: FileKey,
 }
@@ -686,7 +690,7 @@ struct Opened {
 /// Step 2: the vfs open, and NT security descriptors (state/acl.rs): an existing
 /// file's stored one decides access; a new file gets the SecD and/or what its parent
 /// passes on. MAXIMUM_ALLOWED is narrowed to what the descriptor grants.
-fn open_with_checks(p: &mut OpenParams, desired_rights: u32) -> Result<Opened, NtStatus> {
+fn open_with_checks(p: &mut OpenParams, desired_rights: AccessMask) -> Result<Opened, NtStatus> {
     let (handle, action) = p.vfs.create(&p.name, &p.vreq)?;
     let sd_max = if action == CreateAction::Created {
         let parent = acl::parent_sd(&p.vfs, &p.name).and_then(|(p, _)| p);
@@ -747,7 +751,7 @@ fn install(
     info: FileInfo,
 ) -> Result<(Arc<Open>, FileInfo, Arc<smbx_vfs::Handle>), NtStatus> {
     if p.maximum_allowed && !handle.is_writable() && !handle.is_dir() {
-        p.granted &= !(AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits());
+        p.granted.remove(DATA_WRITE);
     }
     let handle = Arc::new(handle);
     let (file, entry_id) = registration.commit();
@@ -757,7 +761,7 @@ fn install(
         vfs: p.vfs.clone(),
         access: p.granted,
         share_access: p.share_access,
-        create_options: p.options.bits(),
+        create_options: p.options,
         file,
         entry_id,
     });
@@ -832,7 +836,7 @@ fn grant_and_respond(
     open: &Open,
     info: &FileInfo,
     handle: &smbx_vfs::Handle,
-    sd_max: Option<u32>,
+    sd_max: Option<AccessMask>,
     action: CreateAction,
 ) -> Result<(Response, FileId), NtStatus> {
     let mut resp = response_from_info(info, action.as_u32());
@@ -885,14 +889,13 @@ fn grant_and_respond(
         let max = if !readonly || handle.is_dir() || tree.read_only {
             tree.maximal_access
         } else {
-            tree.maximal_access
-                & !(AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits())
+            tree.maximal_access.difference(DATA_WRITE)
         };
         // A stored descriptor limits it further (smb2.acls.OWNER-RIGHTS).
         let max = sd_max.map_or(max, |m| max & m);
         out.push((
             cname::MXAC,
-            context_response::maximal_access(NtStatus::SUCCESS, AccessMask(max)),
+            context_response::maximal_access(NtStatus::SUCCESS, max),
         ));
     }
     if p.qfid {
@@ -914,56 +917,41 @@ mod tests {
 
     #[test]
     fn access_mapping() {
+        let all = AccessMask::FILE_ALL_ACCESS;
+        let granted = |desired: u32, maximal| granted_access(AccessMask(desired), maximal);
         assert_eq!(
-            granted_access(
-                AccessMask::MAXIMUM_ALLOWED.bits(),
-                AccessMask::FILE_ALL_ACCESS.bits()
-            ),
-            Ok(0x1f01ff)
+            granted(AccessMask::MAXIMUM_ALLOWED.bits(), all),
+            Ok(AccessMask(0x1f01ff))
         );
+        assert_eq!(granted(0x08000000, all), Err(NtStatus::ACCESS_DENIED));
+        assert_eq!(granted(0x04000000, all), Err(NtStatus::ACCESS_DENIED));
         assert_eq!(
-            granted_access(0x08000000, AccessMask::FILE_ALL_ACCESS.bits()),
-            Err(NtStatus::ACCESS_DENIED)
-        );
-        assert_eq!(
-            granted_access(0x04000000, AccessMask::FILE_ALL_ACCESS.bits()),
-            Err(NtStatus::ACCESS_DENIED)
-        );
-        assert_eq!(
-            granted_access(
-                AccessMask::ACCESS_SYSTEM_SECURITY.bits(),
-                AccessMask::FILE_ALL_ACCESS.bits()
-            ),
+            granted(AccessMask::ACCESS_SYSTEM_SECURITY.bits(), all),
             Err(NtStatus::PRIVILEGE_NOT_HELD)
         );
+        assert_eq!(granted(0, all), Err(NtStatus::ACCESS_DENIED));
         assert_eq!(
-            granted_access(0, AccessMask::FILE_ALL_ACCESS.bits()),
-            Err(NtStatus::ACCESS_DENIED)
-        );
-        assert_eq!(
-            granted_access(
-                AccessMask::SYNCHRONIZE.bits(),
-                AccessMask::FILE_ALL_ACCESS.bits()
-            ),
-            Ok(AccessMask::SYNCHRONIZE.bits())
+            granted(AccessMask::SYNCHRONIZE.bits(), all),
+            Ok(AccessMask::SYNCHRONIZE)
         );
         // Every single bit that is refused (smb2.create.gentest's Windows 7 mask;
         // SYNCHRONIZE alone is allowed as smb2.sharemode expects).
         let mut denied = 0;
         for i in 0..32 {
-            if granted_access(1 << i, AccessMask::FILE_ALL_ACCESS.bits()).is_err() {
+            if granted(1 << i, all).is_err() {
                 denied |= 1 << i;
             }
         }
         assert_eq!(denied, 0x0de0fe00);
         // Read-only trees refuse write rights.
+        let read_only = AccessMask(0x1200a9);
         assert_eq!(
-            granted_access(AccessMask::GENERIC_WRITE.bits(), 0x1200a9),
+            granted(AccessMask::GENERIC_WRITE.bits(), read_only),
             Err(NtStatus::ACCESS_DENIED)
         );
         assert_eq!(
-            granted_access(AccessMask::GENERIC_READ.bits(), 0x1200a9),
-            Ok(AccessMask::FILE_GENERIC_READ.bits())
+            granted(AccessMask::GENERIC_READ.bits(), read_only),
+            Ok(AccessMask::FILE_GENERIC_READ)
         );
     }
 

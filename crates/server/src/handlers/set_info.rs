@@ -322,13 +322,8 @@ impl Env<'_> {
             return Err(NtStatus::ACCESS_DENIED);
         }
         // Other opens of the file must share delete.
-        f.file.check_share(
-            AccessMask::DELETE.bits(),
-            ShareAccess::FILE_SHARE_READ.bits()
-                | ShareAccess::FILE_SHARE_WRITE.bits()
-                | ShareAccess::FILE_SHARE_DELETE.bits(),
-            Some(f.entry_id),
-        )?;
+        f.file
+            .check_share(AccessMask::DELETE, ShareAccess::ALL, Some(f.entry_id))?;
         // Renaming adds a name to the target's parent: that conflicts with opens of the
         // parent that hold DELETE or deny writing ([MS-FSA] opens the parent for
         // FILE_ADD_FILE sharing read and write).
@@ -389,7 +384,7 @@ impl Env<'_> {
             .get(self.open.session_id)
             .and_then(|s| s.user());
         let token = acl::Token::for_user(user.as_ref());
-        acl::check_stored_sd(&f.vfs, target, &h, &token, AccessMask::DELETE.bits())?;
+        acl::check_stored_sd(&f.vfs, target, &h, &token, AccessMask::DELETE)?;
         Ok(())
     }
 
@@ -406,8 +401,8 @@ impl Env<'_> {
         };
         if let Some(shared) = self.server.files.get(&key) {
             shared.check_share(
-                AccessMask::FILE_WRITE_DATA.bits(),
-                ShareAccess::FILE_SHARE_READ.bits() | ShareAccess::FILE_SHARE_WRITE.bits(),
+                AccessMask::FILE_WRITE_DATA,
+                ShareAccess::FILE_SHARE_READ | ShareAccess::FILE_SHARE_WRITE,
                 None,
             )?;
         }

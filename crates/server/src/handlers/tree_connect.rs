@@ -15,13 +15,13 @@ use crate::state::share::Share;
 use crate::state::Tree;
 
 /// FILE_ALL_ACCESS-style full access mask.
-pub const ACCESS_FULL: u32 = AccessMask::FILE_ALL_ACCESS.bits();
+pub const ACCESS_FULL: AccessMask = AccessMask::FILE_ALL_ACCESS;
 /// Read, execute and attribute/EA/ACL reads.
-pub const ACCESS_READ: u32 =
-    AccessMask::FILE_GENERIC_READ.bits() | AccessMask::FILE_GENERIC_EXECUTE.bits();
+pub const ACCESS_READ: AccessMask =
+    AccessMask::FILE_GENERIC_READ.union(AccessMask::FILE_GENERIC_EXECUTE);
 
 /// May `user` use `share`? Returns the access mask or ACCESS_DENIED.
-pub fn share_access(share: &Share, user: &SessionUser) -> Result<u32, NtStatus> {
+pub fn share_access(share: &Share, user: &SessionUser) -> Result<AccessMask, NtStatus> {
     if share.is_ipc() {
         return Ok(ACCESS_FULL);
     }

@@ -394,8 +394,8 @@ pub(crate) fn check_stored_sd(
     name: &str,
     h: &smbx_vfs::Handle,
     token: &Token,
-    desired: u32,
-) -> Result<Option<u32>, smbx_wire::NtStatus> {
+    desired: AccessMask,
+) -> Result<Option<AccessMask>, smbx_wire::NtStatus> {
     let Some(stored) = stored(h)? else {
         return Ok(None);
     };
@@ -417,7 +417,8 @@ pub(crate) fn check_stored_sd(
             }
         }
     }
-    if desired & !max != 0 {
+    let max = AccessMask(max);
+    if !desired.difference(max).is_empty() {
         return Err(smbx_wire::NtStatus::ACCESS_DENIED);
     }
     Ok(Some(max))

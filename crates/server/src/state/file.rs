@@ -39,9 +39,9 @@ pub struct OpenEntry {
     /// Identifier of the entry within the table (not the FileId).
     pub entry_id: u64,
     /// Granted access mask.
-    pub access: u32,
+    pub access: AccessMask,
     /// ShareAccess of the open.
-    pub share_access: u32,
+    pub share_access: ShareAccess,
 }
 
 #[derive(Debug, Default)]
@@ -119,8 +119,8 @@ impl SharedFile {
     /// (ignoring `except`, e.g. the caller's own entry)? Returns SHARING_VIOLATION then.
     pub fn check_share(
         &self,
-        access: u32,
-        share_access: u32,
+        access: AccessMask,
+        share_access: ShareAccess,
         except: Option<u64>,
     ) -> Result<(), NtStatus> {
         let st = self.state.lock();
@@ -341,27 +341,34 @@ pub struct CloseOutcome {
 /// [MS-FSA] 2.1.5.1.2 share-access check of a new open against `existing`.
 pub fn check_sharing<'a>(
     existing: impl IntoIterator<Item = &'a OpenEntry>,
-    access: u32,
-    share_access: u32,
+    access: AccessMask,
+    share_access: ShareAccess,
 ) -> Result<(), NtStatus> {
-    const R: u32 = AccessMask::FILE_READ_DATA.bits() | AccessMask::FILE_EXECUTE.bits();
-    const W: u32 = AccessMask::FILE_WRITE_DATA.bits() | AccessMask::FILE_APPEND_DATA.bits();
-    const D: u32 = AccessMask::DELETE.bits();
-    if access & (R | W | D) == 0 {
+    // Each kind of access and the sharing that lets others have it.
+    const KINDS: [(AccessMask, ShareAccess); 3] = [
+        (
+            AccessMask::FILE_READ_DATA.union(AccessMask::FILE_EXECUTE),
+            ShareAccess::FILE_SHARE_READ,
+        ),
+        (
+            AccessMask::FILE_WRITE_DATA.union(AccessMask::FILE_APPEND_DATA),
+            ShareAccess::FILE_SHARE_WRITE,
+        ),
+        (AccessMask::DELETE, ShareAccess::FILE_SHARE_DELETE),
+    ];
+    const ANY: AccessMask = KINDS[0].0.union(KINDS[1].0).union(KINDS[2].0);
+    if !access.intersects(ANY) {
         // Attribute-only opens never conflict.
         return Ok(());
     }
     for o in existing {
-        if o.access & (R | W | D) == 0 {
+        if !o.access.intersects(ANY) {
             continue;
         }
-        let conflict = (access & R != 0
-            && o.share_access & ShareAccess::FILE_SHARE_READ.bits() == 0)
-            || (access & W != 0 && o.share_access & ShareAccess::FILE_SHARE_WRITE.bits() == 0)
-            || (access & D != 0 && o.share_access & ShareAccess::FILE_SHARE_DELETE.bits() == 0)
-            || (o.access & R != 0 && share_access & ShareAccess::FILE_SHARE_READ.bits() == 0)
-            || (o.access & W != 0 && share_access & ShareAccess::FILE_SHARE_WRITE.bits() == 0)
-            || (o.access & D != 0 && share_access & ShareAccess::FILE_SHARE_DELETE.bits() == 0);
+        let conflict = KINDS.iter().any(|&(kind, sharing)| {
+            (access.intersects(kind) && !o.share_access.contains(sharing))
+                || (o.access.intersects(kind) && !share_access.contains(sharing))
+        });
         if conflict {
             return Err(NtStatus::SHARING_VIOLATION);
         }
@@ -430,8 +437,8 @@ impl FileTable {
     pub fn register_guarded(
         &self,
         key: FileKey,
-        access: u32,
-        share_access: u32,
+        access: AccessMask,
+        share_access: ShareAccess,
     ) -> Result<Registration, NtStatus> {
         let (file, entry_id) = self.register(key, access, share_access)?;
         Ok(Registration {
@@ -447,8 +454,8 @@ impl FileTable {
     pub fn register(
         &self,
         key: FileKey,
-        access: u32,
-        share_access: u32,
+        access: AccessMask,
+        share_access: ShareAccess,
     ) -> Result<(Arc<SharedFile>, u64), NtStatus> {
         let mut map = self.files.lock();
         let file = map
@@ -476,14 +483,14 @@ impl FileTable {
             if map.get(&base).is_some_and(|b| b.delete_pending()) {
                 return Err(NtStatus::DELETE_PENDING);
             }
-        } else if access & AccessMask::DELETE.bits() != 0 {
+        } else if access.contains(AccessMask::DELETE) {
             for (k, f) in same_file(&map, &file.key) {
                 if k.stream.is_some()
                     && f.state
                         .lock()
                         .opens
                         .iter()
-                        .any(|o| o.share_access & ShareAccess::FILE_SHARE_DELETE.bits() == 0)
+                        .any(|o| !o.share_access.contains(ShareAccess::FILE_SHARE_DELETE))
                 {
                     return Err(NtStatus::SHARING_VIOLATION);
                 }
@@ -648,18 +655,18 @@ mod tests {
         let (_f, _) = t
             .register(
                 key(1),
-                AccessMask::FILE_READ_DATA.bits(),
-                ShareAccess::FILE_SHARE_READ.bits(),
+                AccessMask::FILE_READ_DATA,
+                ShareAccess::FILE_SHARE_READ,
             )
             .unwrap();
         t.register(
             key(1),
-            AccessMask::FILE_READ_DATA.bits(),
-            ShareAccess::FILE_SHARE_READ.bits(),
+            AccessMask::FILE_READ_DATA,
+            ShareAccess::FILE_SHARE_READ,
         )
         .unwrap();
         assert_eq!(
-            t.register(key(1), AccessMask::FILE_WRITE_DATA.bits(), 7)
+            t.register(key(1), AccessMask::FILE_WRITE_DATA, ShareAccess::ALL)
                 .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
@@ -667,50 +674,60 @@ mod tests {
         assert_eq!(
             t.register(
                 key(1),
-                AccessMask::FILE_READ_DATA.bits(),
-                ShareAccess::FILE_SHARE_WRITE.bits()
+                AccessMask::FILE_READ_DATA,
+                ShareAccess::FILE_SHARE_WRITE
             )
             .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
         // Attribute-only opens never conflict.
-        t.register(key(1), 0x80, 0).unwrap();
+        t.register(
+            key(1),
+            AccessMask::FILE_READ_ATTRIBUTES,
+            ShareAccess::empty(),
+        )
+        .unwrap();
         // Other files are independent.
-        t.register(key(2), AccessMask::FILE_WRITE_DATA.bits(), 0)
+        t.register(key(2), AccessMask::FILE_WRITE_DATA, ShareAccess::empty())
             .unwrap();
     }
 
     #[test]
     fn a_registration_is_undone_unless_committed() {
         let t = FileTable::default();
-        let w = AccessMask::FILE_WRITE_DATA.bits();
+        let w = AccessMask::FILE_WRITE_DATA;
         // Dropped: the entry leaves, so an exclusive open succeeds afterwards.
-        let r = t.register_guarded(key(1), w, 0).unwrap();
+        let r = t.register_guarded(key(1), w, ShareAccess::empty()).unwrap();
         assert_eq!(r.file().open_count(), 1);
         let file = r.file().clone();
         drop(r);
         assert_eq!(file.open_count(), 0);
         // Committed: the entry stays and keeps others out until removed.
-        let (f, id) = t.register_guarded(key(1), w, 0).unwrap().commit();
+        let (f, id) = t
+            .register_guarded(key(1), w, ShareAccess::empty())
+            .unwrap()
+            .commit();
         assert_eq!(
-            t.register_guarded(key(1), w, 0).err(),
+            t.register_guarded(key(1), w, ShareAccess::empty()).err(),
             Some(NtStatus::SHARING_VIOLATION)
         );
         assert_eq!(f.open_count(), 1);
         let _ = f.remove(id);
-        assert!(t.register_guarded(key(1), w, 0).is_ok());
+        assert!(t.register_guarded(key(1), w, ShareAccess::empty()).is_ok());
     }
 
     #[test]
     fn delete_pending_blocks_new_opens_and_fires_on_last_close() {
         let t = FileTable::default();
-        let (f, a) = t.register(key(1), AccessMask::DELETE.bits(), 7).unwrap();
+        let (f, a) = t
+            .register(key(1), AccessMask::DELETE, ShareAccess::ALL)
+            .unwrap();
         let (_, b) = t
-            .register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+            .register(key(1), AccessMask::FILE_READ_DATA, ShareAccess::ALL)
             .unwrap();
         f.set_delete_pending(true);
         assert_eq!(
-            t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+            t.register(key(1), AccessMask::FILE_READ_DATA, ShareAccess::ALL)
                 .unwrap_err(),
             NtStatus::DELETE_PENDING
         );
@@ -734,7 +751,7 @@ mod tests {
         // Removing twice is harmless.
         assert_eq!(f.remove(b), CloseOutcome::default());
         // A new open starts fresh.
-        t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 0)
+        t.register(key(1), AccessMask::FILE_READ_DATA, ShareAccess::empty())
             .unwrap();
     }
 
@@ -750,23 +767,30 @@ mod tests {
         let t = FileTable::default();
         // A stream open without FILE_SHARE_DELETE blocks DELETE opens of the base file.
         let (s, a) = t
-            .register(skey(1, "s"), AccessMask::FILE_WRITE_DATA.bits(), 3)
+            .register(
+                skey(1, "s"),
+                AccessMask::FILE_WRITE_DATA,
+                ShareAccess::FILE_SHARE_READ | ShareAccess::FILE_SHARE_WRITE,
+            )
             .unwrap();
         assert_eq!(
-            t.register(key(1), AccessMask::DELETE.bits(), 7)
+            t.register(key(1), AccessMask::DELETE, ShareAccess::ALL)
                 .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
         t.forget_if_unused(&key(1));
         // Other files' streams do not matter.
-        t.register(key(2), AccessMask::DELETE.bits(), 7).unwrap();
+        t.register(key(2), AccessMask::DELETE, ShareAccess::ALL)
+            .unwrap();
         s.remove(a);
         // With FILE_SHARE_DELETE the base file can be deleted; the delete waits for the
         // stream opens, and meanwhile both names are DELETE_PENDING.
         let (s, a) = t
-            .register(skey(1, "s"), AccessMask::FILE_WRITE_DATA.bits(), 7)
+            .register(skey(1, "s"), AccessMask::FILE_WRITE_DATA, ShareAccess::ALL)
             .unwrap();
-        let (b, bid) = t.register(key(1), AccessMask::DELETE.bits(), 7).unwrap();
+        let (b, bid) = t
+            .register(key(1), AccessMask::DELETE, ShareAccess::ALL)
+            .unwrap();
         b.set_delete_pending(true);
         assert_eq!(
             b.remove(bid),
@@ -777,13 +801,13 @@ mod tests {
             }
         );
         assert_eq!(
-            t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+            t.register(key(1), AccessMask::FILE_READ_DATA, ShareAccess::ALL)
                 .unwrap_err(),
             NtStatus::DELETE_PENDING
         );
         t.forget_if_unused(&key(1));
         assert_eq!(
-            t.register(skey(1, "s"), AccessMask::FILE_READ_DATA.bits(), 7)
+            t.register(skey(1, "s"), AccessMask::FILE_READ_DATA, ShareAccess::ALL)
                 .unwrap_err(),
             NtStatus::DELETE_PENDING
         );
@@ -795,7 +819,7 @@ mod tests {
                 delete_base: true
             }
         );
-        t.register(key(1), AccessMask::FILE_READ_DATA.bits(), 7)
+        t.register(key(1), AccessMask::FILE_READ_DATA, ShareAccess::ALL)
             .unwrap();
     }
 
@@ -804,12 +828,12 @@ mod tests {
         let t = FileTable::default();
         t.register(
             key(1),
-            AccessMask::FILE_READ_DATA.bits(),
-            ShareAccess::FILE_SHARE_READ.bits(),
+            AccessMask::FILE_READ_DATA,
+            ShareAccess::FILE_SHARE_READ,
         )
         .unwrap();
         assert_eq!(
-            t.register(key(1), AccessMask::DELETE.bits(), 7)
+            t.register(key(1), AccessMask::DELETE, ShareAccess::ALL)
                 .unwrap_err(),
             NtStatus::SHARING_VIOLATION
         );
@@ -817,13 +841,14 @@ mod tests {
         let (f, a) = t
             .register(
                 key(1),
-                AccessMask::FILE_READ_DATA.bits(),
-                ShareAccess::FILE_SHARE_READ.bits() | ShareAccess::FILE_SHARE_DELETE.bits(),
+                AccessMask::FILE_READ_DATA,
+                ShareAccess::FILE_SHARE_READ | ShareAccess::FILE_SHARE_DELETE,
             )
             .unwrap();
-        t.register(key(1), AccessMask::DELETE.bits(), 7).unwrap();
+        t.register(key(1), AccessMask::DELETE, ShareAccess::ALL)
+            .unwrap();
         assert!(f
-            .check_share(AccessMask::FILE_WRITE_DATA.bits(), 7, Some(a))
+            .check_share(AccessMask::FILE_WRITE_DATA, ShareAccess::ALL, Some(a))
             .is_ok());
     }
 }

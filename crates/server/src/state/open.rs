@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use smbx_wire::NtStatus;
-use smbx_wire::{AccessMask, CreateOptions};
+use smbx_wire::{AccessMask, CreateOptions, ShareAccess};
 
 use super::file::SharedFile;
 
@@ -27,7 +27,7 @@ pub struct FileOpen {
     /// Granted access mask (generic rights mapped, MAXIMUM_ALLOWED resolved).
     pub access: AccessMask,
     /// ShareAccess of the open.
-    pub share_access: u32,
+    pub share_access: ShareAccess,
     /// CreateOptions as requested (FILE_WRITE_THROUGH, FILE_SEQUENTIAL_ONLY, ...).
     pub create_options: CreateOptions,
     /// The open is a directory.
@@ -98,11 +98,11 @@ pub struct FileOpenParams {
     /// See [`FileOpen::vfs`].
     pub vfs: smbx_vfs::Share,
     /// See [`FileOpen::access`].
-    pub access: u32,
+    pub access: AccessMask,
     /// See [`FileOpen::share_access`].
-    pub share_access: u32,
+    pub share_access: ShareAccess,
     /// See [`FileOpen::create_options`].
-    pub create_options: u32,
+    pub create_options: CreateOptions,
     /// See [`FileOpen::file`].
     pub file: Arc<SharedFile>,
     /// See [`FileOpen::entry_id`].
@@ -112,25 +112,26 @@ pub struct FileOpenParams {
 impl FileOpen {
     /// A new open (already registered in the file table as `entry_id`).
     pub fn new(p: FileOpenParams) -> FileOpen {
-        const MODE_BITS: u32 = CreateOptions::FILE_WRITE_THROUGH.bits()
-            | CreateOptions::FILE_SEQUENTIAL_ONLY.bits()
-            | CreateOptions::FILE_SYNCHRONOUS_IO_ALERT.bits()
-            | CreateOptions::FILE_SYNCHRONOUS_IO_NONALERT.bits();
+        const MODE_BITS: CreateOptions = CreateOptions::FILE_WRITE_THROUGH
+            .union(CreateOptions::FILE_SEQUENTIAL_ONLY)
+            .union(CreateOptions::FILE_SYNCHRONOUS_IO_ALERT)
+            .union(CreateOptions::FILE_SYNCHRONOUS_IO_NONALERT);
         FileOpen {
             is_dir: p.handle.is_dir(),
             path: p.path,
             handle: p.handle,
             vfs: p.vfs,
-            access: AccessMask(p.access),
+            access: p.access,
             share_access: p.share_access,
-            create_options: CreateOptions(p.create_options),
+            create_options: p.create_options,
             file: p.file,
             entry_id: p.entry_id,
             delete_on_close: AtomicBool::new(
-                p.create_options & CreateOptions::FILE_DELETE_ON_CLOSE.bits() != 0,
+                p.create_options
+                    .contains(CreateOptions::FILE_DELETE_ON_CLOSE),
             ),
             position: AtomicU64::new(0),
-            mode: AtomicU32::new(p.create_options & MODE_BITS),
+            mode: AtomicU32::new((p.create_options & MODE_BITS).bits()),
             notify: Default::default(),
             query: Mutex::new(Default::default()),
             final_write_time: AtomicU64::new(0),

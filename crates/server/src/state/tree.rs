@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use smbx_wire::AccessMask;
+
 use super::share::Share;
 
 /// One tree connect of a session.
@@ -14,7 +16,7 @@ pub struct Tree {
     /// The share it reaches.
     pub share: Arc<Share>,
     /// Access mask the user has on the share root (MaximalAccess).
-    pub maximal_access: u32,
+    pub maximal_access: AccessMask,
     /// Writes refused (share `read only` or no write access).
     pub read_only: bool,
     /// Messages on this tree must be encrypted.

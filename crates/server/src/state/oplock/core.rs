@@ -129,7 +129,7 @@ pub struct OpenAccess {
     /// Its entry id in the file's table.
     pub entry_id: u64,
     /// Its granted access.
-    pub access: u32,
+    pub access: AccessMask,
 }
 
 /// An oplock held by one open.
@@ -170,21 +170,21 @@ pub type LeaseId = ([u8; 16], [u8; 16]);
 
 /// FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES | SYNCHRONIZE: the rights of a
 /// "stat open", which breaks no oplock (unless it overwrites).
-const STAT_OPEN_RIGHTS: u32 = AccessMask::FILE_READ_ATTRIBUTES.bits()
-    | AccessMask::FILE_WRITE_ATTRIBUTES.bits()
-    | AccessMask::SYNCHRONIZE.bits();
+const STAT_OPEN_RIGHTS: AccessMask = AccessMask::FILE_READ_ATTRIBUTES
+    .union(AccessMask::FILE_WRITE_ATTRIBUTES)
+    .union(AccessMask::SYNCHRONIZE);
 
 /// An open asking for no more than attribute access and SYNCHRONIZE.
-pub fn is_stat_open(access: u32) -> bool {
-    access & !STAT_OPEN_RIGHTS == 0
+pub fn is_stat_open(access: AccessMask) -> bool {
+    access.difference(STAT_OPEN_RIGHTS).is_empty()
 }
 
 /// A stat open as leases see it: some of the stat-open rights or READ_CONTROL and
 /// nothing else. It breaks no lease and does not keep write caching from being
 /// granted (smb2.lease.statopen3, statopen4).
-pub fn is_lease_stat_open(access: u32) -> bool {
-    let bits = STAT_OPEN_RIGHTS | AccessMask::READ_CONTROL.bits();
-    access & bits != 0 && access & !bits == 0
+pub fn is_lease_stat_open(access: AccessMask) -> bool {
+    let bits = STAT_OPEN_RIGHTS.union(AccessMask::READ_CONTROL);
+    access.intersects(bits) && access.difference(bits).is_empty()
 }
 
 impl Holders {

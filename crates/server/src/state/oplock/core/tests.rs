@@ -212,10 +212,10 @@ fn sharing_conflict_breaks_handle_caching_only() {
     };
     let d = h.start_breaks(&REQ, Some([8; 16]), stat, true);
     assert!(d.breaks.is_empty() && !d.wait);
-    assert!(is_lease_stat_open(0x0002_0000));
-    assert!(!is_lease_stat_open(0));
-    assert!(!is_lease_stat_open(0x0002_0001));
-    assert!(is_stat_open(0x0010_0080) && !is_stat_open(0x0010_0081));
+    assert!(is_lease_stat_open(AccessMask::READ_CONTROL));
+    assert!(!is_lease_stat_open(AccessMask::empty()));
+    assert!(!is_lease_stat_open(AccessMask(0x0002_0001)));
+    assert!(is_stat_open(AccessMask(0x0010_0080)) && !is_stat_open(AccessMask(0x0010_0081)));
 }
 
 #[test]
@@ -335,7 +335,10 @@ fn timeout_leaves_breaking_holders_with_nothing() {
 fn opens(entries: &[(u64, u32)]) -> Vec<OpenAccess> {
     entries
         .iter()
-        .map(|&(entry_id, access)| OpenAccess { entry_id, access })
+        .map(|&(entry_id, access)| OpenAccess {
+            entry_id,
+            access: AccessMask(access),
+        })
         .collect()
 }
 
