@@ -141,9 +141,17 @@ pub(crate) async fn send(
             }
             (Err(e), keep) if channel_lost(&e) && set.len() > 1 => {
                 // A request that timed out on a channel that still answers was
-                // slow (a long async operation), not lost.
+                // slow (a long async operation) or its answer was lost in a
+                // brief outage: the channel stays; the request is replayed if
+                // it may be, else the timeout is the caller's.
                 if matches!(e, Error::Timeout) && answers(session, &ch, &link).await {
-                    return Err(e);
+                    let Some(again) = keep else {
+                        return Err(e);
+                    };
+                    reqs = again;
+                    replay = true;
+                    replays += 1;
+                    continue;
                 }
                 channel_failed(session, &ch, &link, &e);
                 let Some(again) = keep else {
