@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::time::{Duration, Instant};
 
 use super::engine::Engine;
 use super::qp::QpShared;
@@ -14,15 +15,28 @@ use crate::types::CloseReason;
 
 const RBUF: usize = 256 * 1024;
 const WBUDGET: usize = 256 * 1024;
+/// How long an initiator waits for the peer's first bytes before it sends a
+/// zero-length RDMA Write to wake the peer's receive path, and how often.
+const NUDGE_AFTER: Duration = Duration::from_millis(200);
+const MAX_NUDGES: u32 = 25;
 
 /// Run a connection until it closes. `leftover` are bytes read during MPA
-/// setup that already belong to the FPDU stream.
+/// setup that already belong to the FPDU stream. An `initiator` that has sent
+/// FPDUs but heard nothing back since the MPA Reply sends a zero-length RDMA
+/// Write every [`NUDGE_AFTER`] (at most [`MAX_NUDGES`]): Linux siw may leave
+/// the first FPDUs unread in its socket until more bytes arrive (see
+/// [`Engine::encode_nudge`]).
 pub(crate) async fn run(
     mut stream: TcpStream,
     mut eng: Engine,
     qp: Arc<QpShared>,
     leftover: Vec<u8>,
+    initiator: bool,
 ) {
+    let mut heard = !leftover.is_empty();
+    let mut nudges = if initiator { MAX_NUDGES } else { 0 };
+    let mut next_nudge: Option<Instant> = None;
+    let mut sent = false;
     let mut rbuf = vec![0u8; RBUF.max(leftover.len() * 2)];
     let (mut rs, mut re) = (0usize, leftover.len());
     rbuf[..re].copy_from_slice(&leftover);
@@ -47,7 +61,10 @@ pub(crate) async fn run(
         while wpos < out.len() {
             match stream.try_write(&out[wpos..]) {
                 Ok(0) => break,
-                Ok(k) => wpos += k,
+                Ok(k) => {
+                    wpos += k;
+                    sent = true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
                     eng.set_closed(CloseReason::Transport(e.to_string()));
@@ -61,6 +78,11 @@ pub(crate) async fn run(
         }
         if eng.closed().is_some() {
             break;
+        }
+        if heard || nudges == 0 {
+            next_nudge = None;
+        } else if sent && next_nudge.is_none() {
+            next_nudge = Some(Instant::now() + NUDGE_AFTER);
         }
         let want_write = wpos < out.len();
         let more_tx = !want_write && eng.has_tx_work();
@@ -83,6 +105,7 @@ pub(crate) async fn run(
                 match stream.try_read(&mut rbuf[re..]) {
                     Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
                     Ok(k) => {
+                        heard = true;
                         re += k;
                         let n = eng.on_input(&rbuf[rs..re], &mut out);
                         rs += n;
@@ -98,6 +121,16 @@ pub(crate) async fn run(
             }
             _ = qp.wake.notified(), if !want_write && !more_tx => {}
             _ = std::future::ready(()), if more_tx => {}
+            () = async {
+                match next_nudge {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            }, if next_nudge.is_some() => {
+                eng.encode_nudge(&mut out);
+                nudges -= 1;
+                next_nudge = Some(Instant::now() + NUDGE_AFTER);
+            }
         }
     }
     // Clean teardown: flush what is queued (e.g. a Terminate), then FIN.

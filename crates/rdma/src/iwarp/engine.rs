@@ -317,6 +317,18 @@ impl Engine {
         }
     }
 
+    /// Encode a zero-length RDMA Write (STag 1, TO 0; nothing is placed).
+    ///
+    /// The wake-up an initiator sends while it has heard nothing since the
+    /// MPA Reply: Linux siw (`siw_accept`) sends its Reply before it hands
+    /// the socket's data-ready upcall to the queue pair, so FPDUs arriving
+    /// in between wait unread in its socket until more bytes arrive.
+    pub(crate) fn encode_nudge(&mut self, out: &mut Vec<u8>) {
+        if self.closed.is_none() {
+            self.encode_rtr(Rtr::Write, out);
+        }
+    }
+
     /// Encode one FPDU of the current message.
     fn step_tx(&mut self, out: &mut Vec<u8>) {
         let crc = self.cfg.crc;
@@ -623,6 +635,12 @@ impl Engine {
     }
 
     fn on_write(&mut self, stag: u32, to: u64, payload: &[u8]) -> Result<(), TermInfo> {
+        // A zero-length RDMA Write places nothing: no STag or offset is
+        // checked (Linux siw does the same). Initiators use it as an RTR and
+        // as the wake-up of `encode_nudge`.
+        if payload.is_empty() {
+            return Ok(());
+        }
         let mr = self.lookup_remote(stag).ok_or(term::DDP_T_INVALID_STAG)?;
         if !mr.is_valid() {
             return Err(term::DDP_T_INVALID_STAG);
@@ -1004,6 +1022,32 @@ mod tests {
             &send(1, 0, true, b"too long"),
             term::DDP_UT_TOO_LONG,
         );
+    }
+
+    #[test]
+    fn zero_length_write_is_a_no_op() {
+        // The initiator's wake-up (encode_nudge) between a Send's FPDUs: the
+        // responder places nothing, checks no STag and keeps going.
+        let (mut tx, _) = engine(true);
+        let (mut e, qp) = engine(true);
+        let mr = post_recv(&qp, 16);
+        let mut nudge = Vec::new();
+        tx.encode_nudge(&mut nudge);
+        assert!(!nudge.is_empty());
+        let mut input = send(1, 0, false, b"hel");
+        input.extend(&nudge);
+        input.extend(send(1, 3, true, b"lo"));
+        input.extend(&nudge);
+        let mut out = Vec::new();
+        assert_eq!(e.on_input(&input, &mut out), input.len());
+        assert!(out.is_empty(), "no Terminate");
+        assert!(e.closed().is_none());
+        let c: Vec<_> = e.take_completions().collect();
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].status, c[0].byte_len), (WcStatus::Success, 5));
+        mr.with(|b| assert_eq!(&b[..5], b"hello"));
+        // A Write with bytes to an unknown STag is still refused.
+        expect_term(e, &qp, &write(1, 0, b"x"), term::DDP_T_INVALID_STAG);
     }
 
     #[test]

@@ -98,6 +98,7 @@ fn start(
     cfg: EngineConfig,
     peer: PeerParams,
     leftover: Vec<u8>,
+    initiator: bool,
 ) {
     open_qp(&shared, &cfg, peer);
     {
@@ -106,7 +107,7 @@ fn start(
         g.remote = stream.peer_addr().ok();
     }
     let eng = Engine::new(shared.clone(), cfg);
-    tokio::spawn(driver::run(stream, eng, shared, leftover));
+    tokio::spawn(driver::run(stream, eng, shared, leftover, initiator));
 }
 
 /// An active connection whose queue pair exists (TCP connected, MPA not yet sent).
@@ -151,7 +152,14 @@ impl Connecting for SoftConnecting {
                 Err(RdmaError::Rejected(pd))
             }
             InitiatorOutcome::Accepted(cfg, peer) => {
-                start(stream, qp.shared().clone(), cfg, peer.clone(), leftover);
+                start(
+                    stream,
+                    qp.shared().clone(),
+                    cfg,
+                    peer.clone(),
+                    leftover,
+                    true,
+                );
                 Ok((qp, peer))
             }
         }
@@ -331,7 +339,7 @@ impl ConnectRequest for SoftConnectRequest {
         let mut b = Vec::new();
         reply.encode(&mut b);
         stream.write_all(&b).await?;
-        start(stream, qp.shared().clone(), cfg, peer, leftover);
+        start(stream, qp.shared().clone(), cfg, peer, leftover, false);
         Ok(qp)
     }
     async fn reject(self, private_data: &[u8]) -> Result<()> {

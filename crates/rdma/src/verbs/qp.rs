@@ -715,6 +715,12 @@ impl QueuePair for VerbsQp {
             SendOp::SendWithInvalidate { stag } => {
                 w.opcode = ffi::IBV_WR_SEND_WITH_INV;
                 w.invalidate_rkey = stag.0;
+                // rdma-core's siw provider hands the kernel `wr.rdma.rkey` as
+                // the STag to invalidate (it copies that field for every
+                // opcode and never reads `invalidate_rkey`); without this its
+                // Send with Invalidate names STag 0. Other providers ignore
+                // `wr.rdma` on Sends.
+                w.rkey = stag.0;
                 WcOpcode::Send
             }
             SendOp::RdmaWrite { remote } => {
