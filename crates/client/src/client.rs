@@ -86,7 +86,8 @@ pub(crate) struct ClientInner {
     pub offered: Offered,
     pub options: ClientOptions,
     pub host: String,
-    /// The server address of the connection (Direct TCP), for multichannel.
+    /// The server address of the connection (Direct TCP or SMB Direct), for
+    /// multichannel.
     pub peer: OnceLock<SocketAddr>,
 }
 
@@ -145,26 +146,39 @@ impl Client {
                     .await?
                     .next()
                     .ok_or_else(|| InvalidArgument::Unresolved(target.to_string()))?;
-                // Verbs where the route to the server has an RDMA device
-                // ($SMBX_RDMA_PROVIDER=auto|soft|verbs), else soft-iWARP.
-                let link = smbx_transport::verbs::connect(
-                    sa,
-                    smbx_transport::verbs::ProviderChoice::from_env(),
-                    options.iwarp.clone(),
-                    smbx_transport::verbs::Options::default(),
-                    smbx_transport::DirectConfig::default(),
-                )
-                .await
-                .map_err(|e| {
-                    Error::Disconnected(DisconnectReason::DirectConnect {
-                        addr: sa,
-                        source: Arc::new(e),
-                    })
-                })?;
-                let conn = Connection::start_direct(link, options.max_credits, options.timeout);
-                Client::start(conn, &host, options).await
+                Client::connect_direct(sa, &host, options).await
             }
         }
+    }
+
+    /// Connects to `sa` over SMB Direct and negotiates: rdma-core verbs where the
+    /// route to the server has an RDMA device ($SMBX_RDMA_PROVIDER=auto|soft|verbs),
+    /// else soft-iWARP. Further channels of its sessions that are SMB Direct use
+    /// `sa`'s port.
+    pub(crate) async fn connect_direct(
+        sa: SocketAddr,
+        host: &str,
+        mut options: ClientOptions,
+    ) -> Result<Client> {
+        let link = smbx_transport::verbs::connect(
+            sa,
+            smbx_transport::verbs::ProviderChoice::from_env(),
+            options.iwarp.clone(),
+            smbx_transport::verbs::Options::default(),
+            smbx_transport::DirectConfig::default(),
+        )
+        .await
+        .map_err(|e| {
+            Error::Disconnected(DisconnectReason::DirectConnect {
+                addr: sa,
+                source: Arc::new(e),
+            })
+        })?;
+        options.direct_port = sa.port();
+        let conn = Connection::start_direct(link, options.max_credits, options.timeout);
+        let client = Client::start(conn, host, options).await?;
+        let _ = client.inner.peer.set(sa);
+        Ok(client)
     }
 
     /// Negotiates over an already connected socket; `host` names the server in
@@ -465,6 +479,7 @@ impl Client {
                 channels: ChannelSet::new(first),
                 logon,
                 discovered: AtomicBool::new(false),
+                rdma_interfaces: Default::default(),
             }),
         })
     }
@@ -742,6 +757,8 @@ pub(crate) struct SessionInner {
     pub logon: Logon,
     /// Set once the server's interfaces were asked for.
     pub discovered: AtomicBool,
+    /// The server's RDMA-capable addresses: channels to them are SMB Direct.
+    pub rdma_interfaces: crate::dial::RdmaInterfaces,
 }
 
 /// An authenticated session. Cheap to clone.
@@ -821,7 +838,7 @@ impl Session {
     /// `tree`), chooses up to `max_channels - 1` further addresses ([`plan`]),
     /// connects to each that answers and binds it. Addresses that do not answer
     /// or refuse the binding are skipped (logged); returns the channels added.
-    /// Over SMB Direct the session keeps its one channel in this version.
+    /// Channels to interfaces flagged RDMA-capable are SMB Direct ([`crate::dial`]).
     ///
     /// [`plan`]: crate::channels::plan
     pub async fn add_channels(&self, tree: &Tree) -> Result<usize> {
@@ -830,7 +847,6 @@ impl Session {
         let max = opts.max_channels;
         let have = self.inner.channels.len();
         if max <= have
-            || client.connection().direct().is_some()
             || client.dialect() < Dialect::SMB3_0
             || client.negotiated().capabilities & CAP_MULTI_CHANNEL == 0
         {
@@ -856,9 +872,14 @@ impl Session {
             .ok()?;
         let out = IoctlResponse::decode(&resp.msg)?.output;
         let ifs = smbx_wire::ioctl::decode_network_interfaces(&out)?;
-        let Some(peer) = client.inner.peer.get().copied() else {
+        self.inner.rdma_interfaces.learn(&ifs);
+        let Some(mut peer) = client.inner.peer.get().copied() else {
             return Ok(0);
         };
+        if client.connection().direct().is_some() {
+            // Logged on over SMB Direct: the other interfaces' TCP port is 445.
+            peer.set_port(crate::options::Transport::Tcp.default_port());
+        }
         // The first channel's speed is its interface's, when listed.
         let first = self.inner.channels.first();
         if let Some(ni) = ifs
@@ -867,15 +888,18 @@ impl Session {
         {
             first.set_speed(ni.link_speed);
         }
-        let used = self.inner.channels.addrs();
+        // A channel to an address (SMB Direct ones included) uses its interface.
+        let used = crate::dial::as_planned(&self.inner.channels.addrs(), peer.port());
         let plan = crate::channels::plan(&ifs, peer.port(), &used, max - have);
         let mut added = 0;
         for (addr, speed) in plan {
             match self.bind_one(addr).await {
                 Ok(link) => {
+                    // Where it connected: an SMB Direct channel's is its SMB Direct port.
+                    let at = link.client.inner.peer.get().copied().unwrap_or(addr);
                     self.inner
                         .channels
-                        .push(Channel::new(link, Some(addr), speed));
+                        .push(Channel::new(link, Some(at), speed));
                     added += 1;
                 }
                 Err(e) => tracing::warn!("multichannel: {addr} not bound: {e}"),
@@ -887,12 +911,9 @@ impl Session {
     /// Connects to `addr`, negotiates and binds the connection to this session.
     pub(crate) async fn bind_one(&self, addr: SocketAddr) -> Result<Link> {
         let opts = self.inner.client.inner.options.clone();
-        let stream =
-            tokio::time::timeout(std::time::Duration::from_secs(5), TcpStream::connect(addr))
-                .await
-                .map_err(|_| Error::Timeout)??;
         let host = self.inner.client.inner.host.clone();
-        let c = Client::from_stream(stream, &host, opts).await?;
+        let direct = crate::dial::use_direct(&self.inner.rdma_interfaces, addr.ip(), &opts);
+        let c = crate::dial::connect(addr, direct, &host, opts).await?;
         c.bind(self).await
     }
 

@@ -29,6 +29,8 @@
 //!   connect asks the server for its interfaces and binds further connections to
 //!   the session; each request then goes to the channel with the fewest
 //!   outstanding bytes per unit of link speed ([`Session::channel_stats`]).
+//!   Channels to interfaces the server flags RDMA-capable are SMB Direct
+//!   ([`ClientOptions::rdma_channels`]).
 //!
 //! * [`ReconnectingTree`]: a share that reconnects (connection, logon, tree) and retries
 //!   idempotent operations once when the connection drops.
@@ -42,6 +44,7 @@ pub mod channels;
 mod client;
 mod conn;
 pub mod credits;
+mod dial;
 mod error;
 mod failover;
 mod file;

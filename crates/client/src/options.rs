@@ -121,6 +121,12 @@ pub struct ClientOptions {
     /// multichannel support): at the first tree connect the client asks the server
     /// for its interfaces and binds further connections to the session.
     pub max_channels: usize,
+    /// Whether further channels to interfaces the server flags RDMA_CAPABLE are
+    /// SMB Direct (true, the default, as Windows) or Direct TCP like the rest.
+    pub rdma_channels: bool,
+    /// The SMB Direct port of such channels: 5445 (iWARP's), or the logon's port
+    /// when the session itself logged on over SMB Direct.
+    pub direct_port: u16,
 }
 
 impl Default for ClientOptions {
@@ -150,6 +156,8 @@ impl Default for ClientOptions {
             iwarp: smbx_transport::soft::Options::default(),
             kerberos: Kerberos::Off,
             max_channels: 1,
+            rdma_channels: true,
+            direct_port: Transport::Rdma.default_port(),
         }
     }
 }

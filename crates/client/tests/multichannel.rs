@@ -165,3 +165,99 @@ async fn samba_binds_second_address_and_spreads_io() {
     assert_both_carried(&session);
     session.logoff().await.expect("logoff");
 }
+
+/// Writes and reads back 8 MiB through `session` (as [`spread_io`]) and checks it.
+async fn checked_io(session: &Session, name: &str) {
+    let tree = session.tree("share").await.expect("tree");
+    let data = common::random_bytes(8 << 20);
+    let f = tree
+        .open(name, &OpenOptions::create_truncate())
+        .await
+        .expect("open");
+    let piece = 64 * 1024;
+    let writes = data
+        .chunks(piece)
+        .enumerate()
+        .map(|(i, c)| f.write_at((i * piece) as u64, c));
+    try_join_all(writes).await.expect("writes");
+    let reads = (0..data.len() / piece).map(|i| f.read_at((i * piece) as u64, piece));
+    let back: Vec<u8> = try_join_all(reads).await.expect("reads").concat();
+    assert_eq!(common::sha256(&back), common::sha256(&data));
+    f.close().await.expect("close");
+}
+
+/// The server addresses of the session's channels ("ip:port"), the logon's first.
+fn channel_addrs(session: &Session) -> Vec<String> {
+    session
+        .channel_stats()
+        .iter()
+        .map(|s| s.addr.expect("channel address").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smbx_channel_to_an_rdma_capable_interface_is_smb_direct() {
+    if !in_netns("smbx_channel_to_an_rdma_capable_interface_is_smb_direct") {
+        return;
+    }
+    // SMB Direct (soft-iWARP) listens on both addresses, so both are advertised
+    // RDMA_CAPABLE; the TCP logon's second channel goes there over SMB Direct.
+    let (server, direct) = common::start_smbx_direct(
+        "    interfaces = 127.0.0.1 127.0.0.2\n    server multi channel support = yes\n",
+    );
+    let tcp = server.addr();
+    let opts = ClientOptions {
+        direct_port: direct,
+        ..ClientOptions::default().with_max_channels(2)
+    };
+    let client = Client::connect(&tcp, opts.clone()).await.expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    checked_io(&session, "direct-channel.bin").await;
+    assert_eq!(
+        channel_addrs(&session),
+        vec![tcp.clone(), format!("127.0.0.2:{direct}")],
+        "the second channel is SMB Direct to the second address"
+    );
+    let stats = session.channel_stats();
+    eprintln!("TCP logon, SMB Direct channel: {stats:?}");
+    for s in &stats {
+        assert!(s.live, "{stats:?}");
+        assert!(
+            s.bytes_sent >= 1 << 20 && s.bytes_received >= 1 << 20,
+            "a channel carried too little of the 8 MiB written and read: {stats:?}"
+        );
+    }
+    session.logoff().await.expect("logoff");
+
+    // RDMA channels not allowed: the second channel is Direct TCP.
+    let tcp_only = ClientOptions {
+        rdma_channels: false,
+        ..opts.clone()
+    };
+    let client = Client::connect(&tcp, tcp_only).await.expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    checked_io(&session, "tcp-channel.bin").await;
+    let port = tcp.rsplit_once(':').unwrap().1;
+    assert_eq!(
+        channel_addrs(&session),
+        vec![tcp.clone(), format!("127.0.0.2:{port}")]
+    );
+    session.logoff().await.expect("logoff");
+
+    // Logged on over SMB Direct: the session binds a further SMB Direct channel
+    // (it no longer keeps its one channel).
+    let rdma = ClientOptions {
+        transport: smbx_client::Transport::Rdma,
+        ..ClientOptions::default().with_max_channels(2)
+    };
+    let client = Client::connect(&format!("127.0.0.1:{direct}"), rdma)
+        .await
+        .expect("connect over SMB Direct");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    checked_io(&session, "direct-logon.bin").await;
+    assert_eq!(
+        channel_addrs(&session),
+        vec![format!("127.0.0.1:{direct}"), format!("127.0.0.2:{direct}")]
+    );
+    session.logoff().await.expect("logoff");
+}
