@@ -35,6 +35,7 @@ enum Setting {
     SmbDirectPort(u16),
     SmbDirectCrc(bool),
     SmbDirectProvider(crate::SmbDirectProvider),
+    SmbDirectPoll(bool),
     MetricsListen(Option<std::net::SocketAddr>),
     Deadtime(u32),
     UnauthTimeout(u32),
@@ -248,6 +249,7 @@ fn parse_setting(
         "smbdirectport" => SmbDirectPort(port(v)?),
         "smbdirectcrc" => SmbDirectCrc(parse_bool(v)?),
         "smbdirectprovider" => SmbDirectProvider(crate::direct::parse_smb_direct_provider(v)?),
+        "smbdirectpoll" => SmbDirectPoll(parse_bool(v)?),
         "metricslisten" => MetricsListen(parse_listen(v)?),
         "controlsocket" => {
             let p = PathBuf::from(v);
@@ -379,6 +381,7 @@ fn apply_global(
         SmbDirectPort(v) => g.smb_direct_port = v,
         SmbDirectCrc(v) => g.smb_direct_crc = v,
         SmbDirectProvider(v) => g.smb_direct_provider = v,
+        SmbDirectPoll(v) => g.smb_direct_poll = v,
         MetricsListen(v) => g.metrics_listen = v,
         Deadtime(v) => g.deadtime_secs = v,
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,

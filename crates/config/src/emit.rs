@@ -91,6 +91,7 @@ pub fn emit(c: &Config) -> String {
         "smb direct provider",
         crate::direct::fmt_smb_direct_provider(g.smb_direct_provider),
     );
+    kv(&mut o, "smb direct poll", fmt_bool(g.smb_direct_poll));
     let ports: Vec<String> = g.smb_ports.iter().map(u16::to_string).collect();
     kv(&mut o, "smb ports", &ports.join(" "));
     kv(&mut o, "smb2 max credits", &g.smb2_max_credits.to_string());

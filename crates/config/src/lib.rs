@@ -187,6 +187,10 @@ pub struct Global {
     /// `smb direct provider` (smbx; default auto): rdma-core verbs where an
     /// address has an RDMA device, soft-iWARP elsewhere; or one of them only.
     pub smb_direct_provider: SmbDirectProvider,
+    /// `smb direct poll` (smbx; default no): on rdma-core verbs, poll the
+    /// completion queues instead of sleeping on the completion channel's
+    /// descriptor (lowest latency, one core busy per connection).
+    pub smb_direct_poll: bool,
     /// `metrics listen` (smbx; default unset = off): the address of the Prometheus
     /// endpoint (`http://ADDR/metrics`), such as `127.0.0.1:9445`.
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -269,6 +273,7 @@ impl Default for Global {
             smb_direct_port: 5445,
             smb_direct_crc: false,
             smb_direct_provider: SmbDirectProvider::Auto,
+            smb_direct_poll: false,
             metrics_listen: None,
             deadtime_secs: 10080 * 60,
             unauthenticated_timeout_secs: 60,

@@ -351,6 +351,15 @@ fn smb_direct_crc_defaults_off_and_can_be_turned_on() {
 }
 
 #[test]
+fn smb_direct_poll_defaults_off_and_can_be_turned_on() {
+    let c = Config::parse_str("[global]\n smb direct = yes\n", "a.conf").unwrap();
+    assert!(!c.global.smb_direct_poll);
+    let c = Config::parse_str("[global]\n smb direct poll = yes\n", "b.conf").unwrap();
+    assert!(c.global.smb_direct_poll);
+    assert!(Config::parse_str("[global]\n smb direct poll = often\n", "c.conf").is_err());
+}
+
+#[test]
 fn hardening_options() {
     let c = Config::parse_str(
         "[global]\nrestrict anonymous = 2\nmax open files = 100\nadmin users = root\n\

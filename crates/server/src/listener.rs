@@ -143,7 +143,10 @@ impl Server {
             &addrs,
             provider_choice(config.global.smb_direct_provider),
             iwarp,
-            smbx_transport::verbs::Options::default(),
+            smbx_transport::verbs::Options {
+                busy_poll: config.global.smb_direct_poll,
+                ..smbx_transport::verbs::Options::default()
+            },
             DirectConfig::default(),
         )
         .await

@@ -399,6 +399,8 @@ pub async fn connect(
     let Some(dev) = dev else {
         return soft::connect(addr, iwarp, config).await;
     };
+    let mut verbs_opts = verbs_opts;
+    verbs_opts.busy_poll |= poll_from_env();
     tracing::debug!(%addr, device = %dev.device, "smb direct through rdma-core");
     let first = connect_verbs(addr, verbs_opts.clone(), config.clone()).await;
     match first {
@@ -408,6 +410,14 @@ pub async fn connect(
         }
         r => r,
     }
+}
+
+/// The client's polling mode: `$SMBX_RDMA_POLL=yes` polls the completion
+/// queues instead of sleeping on the completion channel (lowest latency).
+pub fn poll_from_env() -> bool {
+    std::env::var("SMBX_RDMA_POLL")
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "yes" | "1" | "true"))
+        .unwrap_or(false)
 }
 
 /// Connects through rdma-core and negotiates.
