@@ -18,6 +18,7 @@ pub mod codec;
 pub mod create;
 pub mod create_options;
 pub mod dialect;
+pub mod durable;
 pub mod error;
 pub mod file_id;
 mod flags;
