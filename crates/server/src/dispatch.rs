@@ -19,6 +19,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use smbx_transport::splice::SplicedPayload;
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
 use smbx_wire::Dialect;
 use smbx_wire::{smb1, Command, Header, NtStatus, HEADER_SIZE};
@@ -58,18 +59,21 @@ pub(crate) struct Chain {
     /// The chain's share of the connection's in-flight budget, released once its
     /// responses are written.
     pub permit: Option<OwnedSemaphorePermit>,
+    /// A lone WRITE's data spliced from the socket (what `buf` lacks of it).
+    pub payload: Option<SplicedPayload>,
 }
 
 /// Handles one frame from the read loop.
 pub(crate) async fn on_frame(
     conn: &Arc<Connection>,
     frame: Vec<u8>,
+    payload: Option<SplicedPayload>,
     permit: OwnedSemaphorePermit,
 ) -> Flow {
     conn.server.metrics.network(
         crate::metrics::Direction::In,
         crate::metrics::Transport::of(conn),
-        frame.len(),
+        frame.len() + payload.as_ref().map_or(0, |p| p.len()),
     );
     let proto = frame.get(..4);
     if smb1::is_smb1(&frame) {
@@ -122,6 +126,7 @@ pub(crate) async fn on_frame(
         members,
         encrypted,
         permit: Some(permit),
+        payload,
     };
     let ticket = conn.start_order.ticket();
     if matches!(first, Some(Command::Negotiate | Command::SessionSetup)) {
@@ -438,7 +443,10 @@ async fn run_member(
         sign_response: false,
         signature_ok,
     };
-    let req = Request { msg: raw };
+    let req = Request {
+        msg: raw,
+        payload: chain.payload.as_ref(),
+    };
     let result = AssertUnwindSafe(handlers::route(cmd, &mut ctx, &req))
         .catch_unwind()
         .await

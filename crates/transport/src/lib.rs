@@ -20,6 +20,7 @@ pub mod direct;
 pub mod netif;
 pub mod pool;
 pub mod soft;
+pub mod splice;
 pub mod tcp;
 pub mod verbs;
 

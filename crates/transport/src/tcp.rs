@@ -6,6 +6,11 @@
 //! the socket's receive low-water mark (`SO_RCVLOWAT`) is raised to the bytes still to
 //! come, so the reader is woken once the body has arrived instead of once per segment
 //! train, and it is lowered again before the next length prefix.
+//!
+//! A reader made with [`FrameReader::splice_writes`] (the server's) reads only the head
+//! of a large frame first; when it is a WRITE whose data may bypass memory
+//! ([`crate::splice::spliceable_write`]) the rest is spliced from the socket into a pipe
+//! and returned as the frame's [`Frame::payload`].
 
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
@@ -15,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::splice::{self, Pipe, SplicedPayload, WRITE_HEAD};
 use crate::BufPool;
 
 /// Most bytes read in one step into a buffer that is not yet its frame's size (it grows
@@ -39,11 +45,18 @@ pub trait RecvLowat {
     }
     /// Wakes readers only once `bytes` are queued on the socket (best effort).
     fn set_recv_lowat(&self, _bytes: usize) {}
+    /// The TCP socket underneath, for splicing from it once nothing is buffered.
+    fn tcp_stream(&self) -> Option<&tokio::net::TcpStream> {
+        None
+    }
 }
 
 impl RecvLowat for OwnedReadHalf {
     fn set_recv_lowat(&self, bytes: usize) {
         let _ = set_socket_recv_lowat(self.as_ref(), bytes);
+    }
+    fn tcp_stream(&self) -> Option<&tokio::net::TcpStream> {
+        Some(self.as_ref())
     }
 }
 
@@ -53,6 +66,9 @@ impl<R: RecvLowat + AsyncRead> RecvLowat for BufReader<R> {
     }
     fn set_recv_lowat(&self, bytes: usize) {
         self.get_ref().set_recv_lowat(bytes)
+    }
+    fn tcp_stream(&self) -> Option<&tokio::net::TcpStream> {
+        self.get_ref().tcp_stream()
     }
 }
 
@@ -130,8 +146,12 @@ pub async fn send_more(
 pub struct Frame {
     /// The message bytes, without the length prefix.
     pub msg: Vec<u8>,
-    /// Permits for `msg.len()` (at least 1) from the budget passed to [`FrameReader::next`].
+    /// Permits for the frame's length (at least 1) from the budget passed to
+    /// [`FrameReader::next`].
     pub permit: Option<OwnedSemaphorePermit>,
+    /// The rest of the frame, when its data was spliced ([`FrameReader::splice_writes`]):
+    /// `msg` then holds the WRITE's head and whatever of its data had been buffered.
+    pub payload: Option<SplicedPayload>,
 }
 
 /// Reads Direct-TCP frames incrementally. Its state lives outside the read future, so
@@ -154,6 +174,14 @@ pub struct FrameReader {
     lowat: usize,
     /// Where buffers for frames of the usual I/O sizes come from.
     pool: Option<Arc<BufPool>>,
+    /// Frames from this size up are looked at for a WRITE whose data can be spliced.
+    splice_min: Option<usize>,
+    /// Whether this frame's head has been looked at.
+    decided: bool,
+    /// This frame's data being spliced.
+    spliced: Option<SplicedPayload>,
+    /// The pipe took no more: the rest of this frame goes to `spliced.tail`.
+    pipe_full: bool,
 }
 
 impl FrameReader {
@@ -169,7 +197,18 @@ impl FrameReader {
             filled: 0,
             lowat: 1,
             pool: None,
+            splice_min: None,
+            decided: false,
+            spliced: None,
+            pipe_full: false,
         }
+    }
+
+    /// Also splices the data of WRITE frames of `min` bytes or more from the socket into
+    /// a pipe (see [`crate::splice`]) when the stream is a TCP socket.
+    pub fn splice_writes(mut self, min: usize) -> Self {
+        self.splice_min = Some(min.max(WRITE_HEAD + 1));
+        self
     }
 
     /// A reader whose frames of the usual I/O sizes come from `pool` (give them back
@@ -252,14 +291,28 @@ impl FrameReader {
                 self.buf = pool.take_spare(len);
             }
         }
-        while self.filled < len {
+        let may_splice = self.splice_min.is_some_and(|m| len >= m) && rd.tcp_stream().is_some();
+        while self.filled < len && self.spliced.is_none() {
+            // A frame that may be spliced is read up to its head first.
+            let limit = if may_splice && !self.decided {
+                WRITE_HEAD
+            } else {
+                len
+            };
+            if self.filled >= limit {
+                self.decided = true;
+                if splice::spliceable_write(&self.buf[..self.filled], len) {
+                    self.start_splice(rd, len).await?;
+                }
+                continue;
+            }
             self.set_lowat(rd, (len - self.filled).saturating_sub(rd.buffered()));
             // Read into spare capacity (nothing is zero-filled first): all the rest at
             // once into a buffer of the frame's size, else a chunk at a time.
-            let want = if self.buf.capacity() >= len {
-                len - self.filled
+            let want = if self.buf.capacity() >= limit {
+                limit - self.filled
             } else {
-                (len - self.filled).min(READ_CHUNK)
+                (limit - self.filled).min(READ_CHUNK)
             };
             self.buf.truncate(self.filled);
             self.buf.reserve(want);
@@ -273,9 +326,12 @@ impl FrameReader {
             }
             self.filled += n;
         }
+        if self.spliced.is_some() {
+            self.splice_rest(rd, len).await?;
+        }
         self.set_lowat(rd, 0);
         let mut msg = std::mem::take(&mut self.buf);
-        msg.truncate(len);
+        msg.truncate(self.filled);
         let permit = self.permit.take();
         if budget.is_some() && permit.is_none() {
             return Err("closed");
@@ -283,7 +339,102 @@ impl FrameReader {
         self.hdr_got = 0;
         self.len = None;
         self.filled = 0;
-        Ok(Frame { msg, permit })
+        self.decided = false;
+        self.pipe_full = false;
+        Ok(Frame {
+            msg,
+            permit,
+            payload: self.spliced.take(),
+        })
+    }
+
+    /// Reads what the stream has already buffered of this frame into the message (it is
+    /// in memory already), then sets up the pipe the rest is spliced into. Without a
+    /// pipe (descriptors exhausted) the frame is read as any other.
+    async fn start_splice<R: AsyncRead + RecvLowat + Unpin>(
+        &mut self,
+        rd: &mut R,
+        len: usize,
+    ) -> Result<(), &'static str> {
+        loop {
+            let want = rd.buffered().min(len - self.filled);
+            if want == 0 {
+                break;
+            }
+            self.buf.truncate(self.filled);
+            self.buf.reserve(want);
+            let n = (&mut *rd)
+                .take(want as u64)
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|_| "read error")?;
+            if n == 0 {
+                return Err("eof in frame");
+            }
+            self.filled += n;
+        }
+        if self.filled < len {
+            // Room for twice the bytes (a page of the pipe may hold less than a page),
+            // within what a pipe may hold; what does not fit is read into memory.
+            let room = (2 * (len - self.filled)).min(splice::PIPE_MAX);
+            if let Ok(pipe) = Pipe::with_capacity(room) {
+                self.spliced = Some(SplicedPayload {
+                    pipe,
+                    tail: Vec::new(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Splices the rest of this frame from the socket into the pipe; once the pipe is
+    /// full (or the socket refuses to splice) the rest is read into the payload's tail.
+    async fn splice_rest<R: AsyncRead + RecvLowat + Unpin>(
+        &mut self,
+        rd: &mut R,
+        len: usize,
+    ) -> Result<(), &'static str> {
+        loop {
+            let got = self.filled + self.spliced.as_ref().map_or(0, |s| s.len());
+            if got >= len {
+                return Ok(());
+            }
+            let rest = len - got;
+            self.set_lowat(rd, rest.saturating_sub(rd.buffered()));
+            let Some(sp) = self.spliced.as_mut() else {
+                return Err("closed");
+            };
+            if self.pipe_full {
+                sp.tail.reserve(rest.min(READ_CHUNK));
+                let n = (&mut *rd)
+                    .take(rest as u64)
+                    .read_buf(&mut sp.tail)
+                    .await
+                    .map_err(|_| "read error")?;
+                if n == 0 {
+                    return Err("eof in frame");
+                }
+                continue;
+            }
+            let sock = rd.tcp_stream().ok_or("closed")?;
+            sock.readable().await.map_err(|_| "read error")?;
+            let r = sock.try_io(tokio::io::Interest::READABLE, || {
+                sp.pipe.splice_from(sock.as_fd(), rest)
+            });
+            match r {
+                Ok(0) => return Err("eof in frame"),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    // Bytes queued that the pipe would not take: it is full.
+                    if splice::has_queued(sock.as_fd()) {
+                        self.pipe_full = true;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.pipe_full = true,
+                Err(_) => return Err("read error"),
+            }
+        }
     }
 }
 
@@ -401,6 +552,104 @@ mod tests {
         drop(f1.permit);
         let f2 = fr.next(&mut server, Some(&budget)).await.unwrap();
         assert_eq!(f2.msg, vec![8; 80]);
+    }
+
+    /// Over a real socket with splicing on: a lone WRITE's data comes back as the
+    /// payload (the message keeps its head and whatever was buffered), byte for byte,
+    /// also when the pipe fills (the rest lands in the tail) and when the reader is
+    /// dropped half-way; WRITEs that do not qualify (a Length that does not end with the
+    /// frame, signed) and other large frames are read whole, and the frames after
+    /// them are intact.
+    #[tokio::test]
+    async fn spliced_writes_arrive_whole() {
+        use smbx_wire::header::FLAGS_SIGNED;
+        use smbx_wire::rw::WriteRequest;
+        use smbx_wire::{Command, Header, Writer};
+        fn write(data: &[u8], flags: u32, length: u32) -> Vec<u8> {
+            let h = Header {
+                command: Command::Write as u16,
+                flags,
+                ..Default::default()
+            };
+            let mut w = Writer::with_capacity(64);
+            h.encode(&mut w);
+            let mut m = w.into_vec();
+            let mut body = WriteRequest {
+                data,
+                length: data.len() as u32,
+                ..Default::default()
+            }
+            .encode();
+            body[4..8].copy_from_slice(&length.to_le_bytes());
+            m.extend_from_slice(&body);
+            m
+        }
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let data = |n: usize, k: usize| -> Vec<u8> { (0..n).map(|j| (j * 7 + k) as u8).collect() };
+        let big = data(6 << 20, 1);
+        let frames: Vec<(Vec<u8>, bool)> = vec![
+            (write(&data(300_000, 2), 0, 300_000), true),
+            (write(&data(200_000, 3), 0, 199_999), false),
+            (write(&data(200_000, 4), FLAGS_SIGNED, 200_000), false),
+            (vec![0xfd; 100_000], false),
+            (write(&big, 0, big.len() as u32), true),
+            (write(&data(1000, 5), 0, 1000), false),
+            (write(&data(1 << 20, 6), 0, 1 << 20), true),
+        ];
+        let sent: Vec<Vec<u8>> = frames.iter().map(|(f, _)| f.clone()).collect();
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            for (i, b) in sent.iter().enumerate() {
+                let f = frame(b);
+                if i == 0 {
+                    // In pieces with pauses: the reader times out mid-splice.
+                    for part in f.chunks(70_000) {
+                        s.write_all(part).await.unwrap();
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                    }
+                } else {
+                    s.write_all(&f).await.unwrap();
+                }
+            }
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        let (rd, _wr) = sock.into_split();
+        let mut rd = BufReader::with_capacity(16 * 1024, rd);
+        let mut fr = FrameReader::new(16 << 20).splice_writes(64 * 1024);
+        for (i, (want, spliced)) in frames.iter().enumerate() {
+            let f = loop {
+                match tokio::time::timeout(Duration::from_millis(10), fr.next(&mut rd, None)).await
+                {
+                    Ok(r) => break r.unwrap(),
+                    Err(_) => continue,
+                }
+            };
+            assert_eq!(f.payload.is_some(), *spliced, "frame {i}");
+            let got = match &f.payload {
+                Some(p) => {
+                    assert!(f.msg.len() >= splice::WRITE_HEAD);
+                    assert!(
+                        f.msg.len() <= splice::WRITE_HEAD + 16 * 1024,
+                        "{}",
+                        f.msg.len()
+                    );
+                    p.gather(&f.msg).unwrap()
+                }
+                None => f.msg,
+            };
+            assert!(
+                got == *want,
+                "frame {i}: {} bytes, {} sent",
+                got.len(),
+                want.len()
+            );
+            if i == 4 {
+                // 6 MiB of data: more than a pipe may hold, the rest went to memory.
+                assert!(!f.payload.as_ref().unwrap().tail.is_empty());
+            }
+        }
+        peer.await.unwrap();
     }
 
     #[tokio::test]

@@ -196,6 +196,14 @@ impl<'a> WriteRequest<'a> {
     /// Decodes the request from the message starting at the SMB2 header. DataOffset and
     /// Length must lie within the message (unless a channel carries the data).
     pub fn decode(msg: &'a [u8]) -> Result<WriteRequest<'a>, WireError> {
+        Self::decode_split(msg, 0)
+    }
+
+    /// Decodes a request whose message is `msg` followed by `more` bytes kept elsewhere (a
+    /// payload spliced from the socket into a pipe): with `more` > 0 the data must start
+    /// within `msg` and end exactly at the end of those bytes; `data` is its part in
+    /// `msg`. With `more` = 0 this is [`WriteRequest::decode`].
+    pub fn decode_split(msg: &'a [u8], more: usize) -> Result<WriteRequest<'a>, WireError> {
         let mut r = Reader::new(msg);
         r.seek(HEADER_SIZE)?;
         if r.u16()? != 49 {
@@ -228,8 +236,19 @@ impl<'a> WriteRequest<'a> {
             if data_off < HEADER_SIZE + WRITE_FIXED {
                 return Err(WireError::Invalid("DataOffset"));
             }
-            slice_at(msg, data_off, length as usize)?
+            if more == 0 {
+                slice_at(msg, data_off, length as usize)?
+            } else {
+                let total = msg.len().checked_add(more);
+                if data_off > msg.len() || data_off.checked_add(length as usize) != total {
+                    return Err(WireError::Invalid("Length does not end with the message"));
+                }
+                &msg[data_off..]
+            }
         };
+        if more > 0 && data.len() + more != length as usize {
+            return Err(WireError::Invalid("Length does not end with the message"));
+        }
         Ok(WriteRequest {
             offset,
             file_id,
@@ -398,6 +417,37 @@ mod tests {
             decode_write_response(&msg(&encode_write_response(5))).unwrap(),
             5
         );
+    }
+
+    /// A WRITE whose data continues past the message (spliced): it must end exactly
+    /// where the bytes kept elsewhere end.
+    #[test]
+    fn write_request_split() {
+        let q = WriteRequest {
+            offset: 10,
+            data: b"hello world",
+            length: 11,
+            ..Default::default()
+        };
+        let m = msg(&q.encode());
+        // All but the last 6 bytes in the message: "hello" here, 6 elsewhere.
+        let head = &m[..m.len() - 6];
+        let d = WriteRequest::decode_split(head, 6).unwrap();
+        assert_eq!((d.data, d.length, d.offset), (&b"hello"[..], 11, 10));
+        // Only the fixed part in the message.
+        let d = WriteRequest::decode_split(&m[..HEADER_SIZE + 48], 11).unwrap();
+        assert_eq!((d.data, d.length), (&b""[..], 11));
+        // More or fewer bytes elsewhere than Length says: refused.
+        assert!(WriteRequest::decode_split(head, 5).is_err());
+        assert!(WriteRequest::decode_split(head, 7).is_err());
+        assert!(WriteRequest::decode_split(head, usize::MAX).is_err());
+        // DataOffset past what the message holds.
+        let mut bad = q.encode();
+        bad[2..4].copy_from_slice(&200u16.to_le_bytes());
+        assert!(WriteRequest::decode_split(&msg(&bad)[..HEADER_SIZE + 48], 11).is_err());
+        // A zero-length write has nothing elsewhere.
+        let z = msg(&WriteRequest::default().encode());
+        assert!(WriteRequest::decode_split(&z, 1).is_err());
     }
 }
 

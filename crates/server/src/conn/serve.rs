@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use smbx_transport::splice::SplicedPayload;
 use smbx_transport::tcp::{FrameReader, RecvLowat};
 use smbx_transport::DirectLink;
 use tokio::io::{AsyncRead, BufReader};
@@ -28,8 +29,9 @@ pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
     let conn = Arc::new(Connection::new(id, server.clone(), peer, local, tx));
     let writer = tokio::spawn(writer::run(wr, rx, server.frames.clone()).instrument(span.clone()));
     let src = TcpFrames {
-        frames: FrameReader::with_pool(conn.max_pdu(), server.frames.clone()),
-        rd: BufReader::with_capacity(64 * 1024, rd),
+        frames: FrameReader::with_pool(conn.max_pdu(), server.frames.clone())
+            .splice_writes(SPLICE_WRITE_MIN),
+        rd: BufReader::with_capacity(READ_BUFFER, rd),
     };
     run(conn, src).instrument(span).await;
     // The writer ends once every sender (async completions hold the connection) is gone.
@@ -90,14 +92,23 @@ async fn run<S: FrameSource>(conn: Arc<Connection>, mut src: S) {
     crate::memory::note_activity();
 }
 
+/// WRITEs of at least this many bytes have their data spliced from the socket into
+/// a pipe and from there into the file (smbx_transport::splice), not read into memory.
+pub const SPLICE_WRITE_MIN: usize = 64 * 1024;
+
+/// The socket's read buffer: small requests arrive many to a read; larger frames
+/// bypass it, and at most this much of a spliced WRITE's data goes through memory.
+const READ_BUFFER: usize = 16 * 1024;
+
+/// A received request: the message, a spliced WRITE's data, and the permits for
+/// its length.
+type Incoming = (Vec<u8>, Option<SplicedPayload>, OwnedSemaphorePermit);
+
 /// Where a connection's requests come from: whole SMB2 messages, each holding
 /// permits for its length from the connection's in-flight budget. `next` must be
 /// cancel-safe (a timeout or a close drops it; nothing may be lost).
 trait FrameSource {
-    async fn next(
-        &mut self,
-        budget: &Arc<Semaphore>,
-    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str>;
+    async fn next(&mut self, budget: &Arc<Semaphore>) -> Result<Incoming, &'static str>;
 }
 
 /// Direct TCP: length-prefixed frames from a socket.
@@ -107,12 +118,9 @@ struct TcpFrames<R> {
 }
 
 impl<R: AsyncRead + RecvLowat + Unpin> FrameSource for TcpFrames<R> {
-    async fn next(
-        &mut self,
-        budget: &Arc<Semaphore>,
-    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str> {
+    async fn next(&mut self, budget: &Arc<Semaphore>) -> Result<Incoming, &'static str> {
         let f = self.frames.next(&mut self.rd, Some(budget)).await?;
-        Ok((f.msg, f.permit.ok_or("closed")?))
+        Ok((f.msg, f.payload, f.permit.ok_or("closed")?))
     }
 }
 
@@ -125,10 +133,7 @@ struct DirectFrames {
 }
 
 impl FrameSource for DirectFrames {
-    async fn next(
-        &mut self,
-        budget: &Arc<Semaphore>,
-    ) -> Result<(Vec<u8>, OwnedSemaphorePermit), &'static str> {
+    async fn next(&mut self, budget: &Arc<Semaphore>) -> Result<Incoming, &'static str> {
         if self.held.is_none() {
             let m = self.link.recv().await.map_err(|e| {
                 tracing::debug!(error = %e, "smb direct receive ended");
@@ -144,7 +149,7 @@ impl FrameSource for DirectFrames {
             .await
             .map_err(|_| "closed")?;
         let msg = self.held.take().ok_or("closed")?;
-        Ok((msg, permit))
+        Ok((msg, None, permit))
     }
 }
 
@@ -182,7 +187,7 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
             _ = conn.closing() => Err("closed by server"),
             _ = conn.server.shutdown.begun() => Err(SHUTTING_DOWN),
         };
-        let (frame, permit) = match frame {
+        let (frame, payload, permit) = match frame {
             Ok(f) => {
                 crate::memory::note_activity();
                 f
@@ -193,7 +198,7 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
             }
             Err(why) => return why,
         };
-        if let Flow::Disconnect(why) = dispatch::on_frame(conn, frame, permit).await {
+        if let Flow::Disconnect(why) = dispatch::on_frame(conn, frame, payload, permit).await {
             return why;
         }
     }

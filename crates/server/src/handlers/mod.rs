@@ -63,6 +63,9 @@ pub type PendingFuture = Pin<Box<dyn Future<Output = HandlerResult> + Send + 'st
 pub struct Request<'a> {
     /// This member's bytes, starting at its SMB2 header (NextCommand-bounded).
     pub msg: &'a [u8],
+    /// The rest of a lone WRITE's data when it was spliced from the socket instead of
+    /// read into `msg` (smbx_transport::splice); `None` for everything else.
+    pub payload: Option<&'a smbx_transport::splice::SplicedPayload>,
 }
 
 impl Request<'_> {

@@ -1,5 +1,7 @@
 //! SMB2 WRITE ([MS-SMB2] 3.3.5.13): file writes (write-through honoured), pipe writes
-//! into the in-process RPC endpoint.
+//! into the in-process RPC endpoint. A large WRITE over TCP may arrive with its data
+//! spliced into a pipe ([`Request::payload`]): it goes from there into the file
+//! ([`write_spliced`]) without passing through memory.
 
 use smbx_wire::rw::{encode_write_response, WriteRequest, CHANNEL_NONE, WRITEFLAG_WRITE_THROUGH};
 use smbx_wire::{AccessMask, CreateOptions, FileAttributes, NtStatus};
@@ -7,6 +9,7 @@ use smbx_wire::{AccessMask, CreateOptions, FileAttributes, NtStatus};
 use super::read::{check_lock_conflict, max_write, BLOCKING_THRESHOLD};
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::OpenKind;
+use smbx_transport::splice::SplicedPayload;
 
 /// Largest file size a write may reach (Windows MAXFILESIZE: 16 TiB - 64 KiB); writes
 /// ending beyond it are INVALID_PARAMETER.
@@ -36,10 +39,15 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
 
 /// Handles WRITE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
-    let w = WriteRequest::decode(req.msg)?;
+    let w = match req.payload {
+        Some(p) => WriteRequest::decode_split(req.msg, p.len())?,
+        None => WriteRequest::decode(req.msg)?,
+    };
+    // The data that came with the message: in it, or spliced.
+    let inline_len = w.data.len() + req.payload.map_or(0, |p| p.len());
     // Over an RDMA channel the data stays in the client's buffers: Length is 0 and
     // RemainingBytes says how much to RDMA-Read ([MS-SMB2] 2.2.21).
-    let rdma_len = if w.channel == CHANNEL_NONE || !w.data.is_empty() {
+    let rdma_len = if w.channel == CHANNEL_NONE || inline_len > 0 {
         0
     } else {
         w.remaining_bytes
@@ -50,17 +58,25 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     ctx.check_credit_charge(length as usize)?;
     let channel = super::rdma::decode(ctx, w.channel, w.channel_info, rdma_len)?;
-    if channel.is_some() && !w.data.is_empty() {
+    if channel.is_some() && inline_len > 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let open = ctx.lookup_open(w.file_id)?;
     match &open.kind {
         OpenKind::Pipe(_) if channel.is_some() => Err(NtStatus::INVALID_PARAMETER),
         OpenKind::Pipe(p) => {
+            let gathered;
+            let data = match req.payload {
+                Some(sp) => {
+                    gathered = sp.gather(w.data).map_err(NtStatus::from)?;
+                    &gathered[..]
+                }
+                None => w.data,
+            };
             let n = p
                 .pipe
                 .lock()
-                .write(w.data)
+                .write(data)
                 .map_err(|_| NtStatus::INVALID_PARAMETER)?;
             Ok(Response::ok(encode_write_response(n as u32)))
         }
@@ -79,7 +95,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             if offset > i64::MAX as u64 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            let data_len = w.data.len().max(rdma_len as usize);
+            let data_len = inline_len.max(rdma_len as usize);
             if data_len == 0 {
                 return Ok(Response::ok(encode_write_response(0)));
             }
@@ -116,8 +132,12 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
                 Some(b) => &b[..data_len],
                 None => w.data,
             };
+            let spliced = req.payload;
             let work = || -> Result<usize, NtStatus> {
-                let n = handle.write_at(data, offset)?;
+                let n = match spliced {
+                    Some(p) => write_spliced(handle, data, p, offset)?,
+                    None => handle.write_at(data, offset)?,
+                };
                 if through && handle.stream_name().is_none() {
                     handle.file().sync_data().map_err(NtStatus::from)?;
                 }
@@ -125,7 +145,7 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             };
             // The payload is borrowed from the request: large writes leave the async
             // worker with block_in_place instead of being copied to the blocking pool.
-            let big = data.len() >= BLOCKING_THRESHOLD;
+            let big = data_len >= BLOCKING_THRESHOLD;
             let n = if big
                 && tokio::runtime::Handle::current().runtime_flavor()
                     == tokio::runtime::RuntimeFlavor::MultiThread
@@ -148,4 +168,36 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
             Ok(resp)
         }
     }
+}
+
+/// Writes a WRITE's data whose rest was spliced into a pipe, in order: `head` (the part
+/// in the message), the pipe's bytes straight into the file, then the payload's tail.
+/// A stream, or a file that refuses a splice, takes the rest from memory. The data is
+/// in the file (its page cache) when this returns, as with [`smbx_vfs::Handle::write_at`].
+fn write_spliced(
+    handle: &smbx_vfs::Handle,
+    head: &[u8],
+    p: &SplicedPayload,
+    offset: u64,
+) -> Result<usize, NtStatus> {
+    let mut n = 0;
+    if !head.is_empty() {
+        n += handle.write_at(head, offset)?;
+    }
+    let at = offset + n as u64;
+    match handle.write_from_pipe(p.pipe.reader(), at, p.pipe.len()) {
+        Ok(m) => {
+            p.pipe.consumed(m);
+            n += m;
+        }
+        Err(NtStatus::NOT_SUPPORTED) => {
+            let rest = p.gather(&[]).map_err(NtStatus::from)?;
+            return Ok(n + handle.write_at(&rest, at)?);
+        }
+        Err(e) => return Err(e),
+    }
+    if !p.tail.is_empty() {
+        n += handle.write_at(&p.tail, offset + n as u64)?;
+    }
+    Ok(n)
 }
