@@ -16,9 +16,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use smbx_wire::header::FLAGS_SERVER_TO_REDIR;
-use smbx_wire::oplock::{
-    LeaseBreakNotification, LeaseState, OplockBreak, LEASE_BREAK_ACK_REQUIRED,
-};
+use smbx_wire::oplock::{LeaseBreakFlags, LeaseBreakNotification, LeaseState, OplockBreak};
 use smbx_wire::{AccessMask, Command, Header, NtStatus, ShareAccess, Writer};
 
 use crate::conn::Connection;
@@ -115,9 +113,9 @@ pub fn encode(b: &Break) -> Vec<u8> {
         } => LeaseBreakNotification {
             new_epoch: epoch,
             flags: if ack_required {
-                LEASE_BREAK_ACK_REQUIRED
+                LeaseBreakFlags::ACK_REQUIRED
             } else {
-                0
+                LeaseBreakFlags::empty()
             },
             lease_key: key,
             current_lease_state: from,

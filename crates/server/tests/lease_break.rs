@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use common::*;
 use smbx_wire::create::{encode_contexts, CreateRequestBuilder};
 use smbx_wire::oplock::{
-    encode_lease_response, LeaseBreakAck, LeaseBreakNotification, LeaseContext, LeaseState,
-    OplockLevel, LEASE_BREAK_ACK_REQUIRED, LEASE_CONTEXT_NAME,
+    encode_lease_response, LeaseBreakAck, LeaseBreakFlags, LeaseBreakNotification, LeaseContext,
+    LeaseState, OplockLevel, LEASE_CONTEXT_NAME,
 };
 use smbx_wire::set_info::{FileRenameInfo, SetInfoRequest};
 use smbx_wire::{Command, NtStatus};
@@ -148,7 +148,11 @@ fn acked_state(m: &Msg) -> LeaseState {
 fn check_break(n: &LeaseBreakNotification, key: u8, from: LeaseState, to: LeaseState, ack: bool) {
     assert_eq!(n.lease_key, [key; 16]);
     assert_eq!((n.current_lease_state, n.new_lease_state), (from, to));
-    let flags = if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 };
+    let flags = if ack {
+        LeaseBreakFlags::ACK_REQUIRED
+    } else {
+        LeaseBreakFlags::empty()
+    };
     assert_eq!(n.flags, flags);
 }
 

@@ -98,12 +98,22 @@ impl LeaseState {
     pub const HW: LeaseState = LeaseState(0x06);
 }
 
-/// SMB2_NOTIFY_BREAK_LEASE_FLAG_ACK_REQUIRED.
-pub const LEASE_BREAK_ACK_REQUIRED: u32 = 0x01;
-/// SMB2_LEASE_FLAG_BREAK_IN_PROGRESS (lease context).
-pub const LEASE_FLAG_BREAK_IN_PROGRESS: u32 = 0x02;
-/// SMB2_LEASE_FLAG_PARENT_LEASE_KEY_SET (lease context v2).
-pub const LEASE_FLAG_PARENT_LEASE_KEY_SET: u32 = 0x04;
+bit_flags! {
+    /// LeaseFlags of a lease create context ([MS-SMB2] 2.2.13.2.8, 2.2.13.2.10,
+    /// 2.2.14.2.10, 2.2.14.2.11).
+    pub struct LeaseFlags;
+    /// SMB2_LEASE_FLAG_BREAK_IN_PROGRESS: the lease is being broken (responses).
+    const BREAK_IN_PROGRESS = 0x02;
+    /// SMB2_LEASE_FLAG_PARENT_LEASE_KEY_SET: ParentLeaseKey is meaningful (v2).
+    const PARENT_LEASE_KEY_SET = 0x04;
+}
+
+bit_flags! {
+    /// Flags of a lease break notification ([MS-SMB2] 2.2.23.2).
+    pub struct LeaseBreakFlags;
+    /// SMB2_NOTIFY_BREAK_LEASE_FLAG_ACK_REQUIRED: the client must acknowledge.
+    const ACK_REQUIRED = 0x01;
+}
 
 /// The create context name of lease requests and responses.
 pub const LEASE_CONTEXT_NAME: &[u8; 4] = b"RqLs";
@@ -168,8 +178,8 @@ pub fn break_ack_structure_size(msg: &[u8]) -> Result<u16, WireError> {
 pub struct LeaseBreakNotification {
     /// New epoch (v2 leases), else 0.
     pub new_epoch: u16,
-    /// `LEASE_BREAK_ACK_REQUIRED` or 0.
-    pub flags: u32,
+    /// ACK_REQUIRED or nothing.
+    pub flags: LeaseBreakFlags,
     /// The lease key.
     pub lease_key: [u8; 16],
     /// Lease state before the break.
@@ -184,7 +194,7 @@ impl LeaseBreakNotification {
         let mut w = Writer::with_capacity(44);
         w.u16(44)
             .u16(self.new_epoch)
-            .u32(self.flags)
+            .u32(self.flags.bits())
             .bytes(&self.lease_key)
             .u32(self.current_lease_state.bits())
             .u32(self.new_lease_state.bits())
@@ -202,7 +212,7 @@ impl LeaseBreakNotification {
             return Err(WireError::Invalid("lease break StructureSize is not 44"));
         }
         let new_epoch = r.u16()?;
-        let flags = r.u32()?;
+        let flags = LeaseBreakFlags(r.u32()?);
         let lease_key = r.array::<16>()?;
         let current_lease_state = LeaseState(r.u32()?);
         let new_lease_state = LeaseState(r.u32()?);
@@ -278,9 +288,9 @@ pub struct LeaseContext {
     pub lease_key: [u8; 16],
     /// Requested / granted caching.
     pub lease_state: LeaseState,
-    /// `LEASE_FLAG_*`.
-    pub lease_flags: u32,
-    /// Parent directory lease key (v2, when `LEASE_FLAG_PARENT_LEASE_KEY_SET`).
+    /// LeaseFlags.
+    pub lease_flags: LeaseFlags,
+    /// Parent directory lease key (v2, when [`LeaseFlags::PARENT_LEASE_KEY_SET`]).
     pub parent_lease_key: [u8; 16],
     /// Epoch (v2).
     pub epoch: u16,
@@ -299,7 +309,7 @@ pub fn decode_lease_request(data: &[u8]) -> Result<LeaseContext, WireError> {
     let mut r = Reader::new(data);
     let lease_key = r.array::<16>()?;
     let lease_state = LeaseState(r.u32()?);
-    let lease_flags = r.u32()?;
+    let lease_flags = LeaseFlags(r.u32()?);
     r.u64()?;
     let mut c = LeaseContext {
         version,
@@ -320,7 +330,7 @@ pub fn encode_lease_response(c: &LeaseContext) -> Vec<u8> {
     let mut w = Writer::with_capacity(LEASE_V2_SIZE);
     w.bytes(&c.lease_key)
         .u32(c.lease_state.bits())
-        .u32(c.lease_flags)
+        .u32(c.lease_flags.bits())
         .u64(0);
     if c.version >= 2 {
         w.bytes(&c.parent_lease_key).u16(c.epoch).u16(0);
@@ -377,7 +387,7 @@ mod tests {
     fn lease_break_round_trip() {
         let n = LeaseBreakNotification {
             new_epoch: 3,
-            flags: LEASE_BREAK_ACK_REQUIRED,
+            flags: LeaseBreakFlags::ACK_REQUIRED,
             lease_key: [1; 16],
             current_lease_state: LeaseState::RW,
             new_lease_state: LeaseState::READ,
@@ -412,7 +422,7 @@ mod tests {
             version: 2,
             lease_key: [5; 16],
             lease_state: LeaseState::READ,
-            lease_flags: LEASE_FLAG_PARENT_LEASE_KEY_SET,
+            lease_flags: LeaseFlags::PARENT_LEASE_KEY_SET,
             parent_lease_key: [6; 16],
             epoch: 9,
         };

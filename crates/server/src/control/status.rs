@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use smbx_wire::oplock::{LeaseState, OplockLevel, LEASE_FLAG_BREAK_IN_PROGRESS};
+use smbx_wire::oplock::{LeaseFlags, LeaseState, OplockLevel};
 use smbx_wire::{AccessMask, ShareAccess};
 
 use crate::state::session::SessionPhase;
@@ -404,7 +404,7 @@ fn open_row(o: &Open, f: &FileOpen, share: &str) -> OpenStatus {
             key: hex(&l.lease_key),
             state: lease_letters(l.lease_state),
             version: l.version,
-            breaking: l.lease_flags & LEASE_FLAG_BREAK_IN_PROGRESS != 0,
+            breaking: l.lease_flags.contains(LeaseFlags::BREAK_IN_PROGRESS),
         }),
         durable,
     }

@@ -202,7 +202,7 @@ pub async fn reconnect(
         Some((mut l, state)) => {
             resp.oplock_level = OplockLevel::LEASE;
             l.lease_state = state;
-            l.lease_flags = 0;
+            l.lease_flags = smbx_wire::oplock::LeaseFlags::empty();
             out.push((cname::RQLS, smbx_wire::oplock::encode_lease_response(&l)));
         }
         None => resp.oplock_level = f.file.oplocks.oplock_level(f.entry_id),

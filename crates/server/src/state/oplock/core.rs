@@ -6,10 +6,7 @@
 //! ([`Grant`]). The caller holds the file's lock around a call, delivers the breaks
 //! (crate `breaks` module) and wakes the waiters (`FileOplocks`).
 
-use smbx_wire::oplock::{
-    LeaseContext, LeaseState, OplockLevel, LEASE_FLAG_BREAK_IN_PROGRESS,
-    LEASE_FLAG_PARENT_LEASE_KEY_SET,
-};
+use smbx_wire::oplock::{LeaseContext, LeaseFlags, LeaseState, OplockLevel};
 use smbx_wire::{AccessMask, FileId, NtStatus};
 
 use super::lease::{valid_lease_state, Lease, LeaseStatus};
@@ -231,9 +228,9 @@ impl Holders {
             lease_key: l.key,
             lease_state: l.status.current(),
             lease_flags: if l.status.is_breaking() {
-                LEASE_FLAG_BREAK_IN_PROGRESS
+                LeaseFlags::BREAK_IN_PROGRESS
             } else {
-                0
+                LeaseFlags::empty()
             },
             parent_lease_key: l.parent_key,
             epoch: l.epoch,
@@ -566,7 +563,7 @@ impl Holders {
         let want = valid_lease_state(ctx.lease_state);
         let strong_oplock = self.oplocks.iter().any(|o| o.level.is_exclusive());
         let no_oplocks = self.oplocks.is_empty();
-        let parent_flag = ctx.lease_flags & LEASE_FLAG_PARENT_LEASE_KEY_SET;
+        let parent_flag = ctx.lease_flags & LeaseFlags::PARENT_LEASE_KEY_SET;
         if let Some(l) = self
             .leases
             .iter_mut()
@@ -574,9 +571,9 @@ impl Holders {
         {
             // Another open joins an existing lease.
             l.entries.push(entry_id);
-            let mut flags = 0;
+            let mut flags = LeaseFlags::empty();
             match l.status {
-                LeaseStatus::Breaking { .. } => flags |= LEASE_FLAG_BREAK_IN_PROGRESS,
+                LeaseStatus::Breaking { .. } => flags |= LeaseFlags::BREAK_IN_PROGRESS,
                 LeaseStatus::Held(held) => {
                     // An upgrade happens only to a strict superset of the current state
                     // that can be held as a whole next to the other opens (W only when

@@ -201,7 +201,7 @@ fn sharing_conflict_breaks_handle_caching_only() {
     assert!(!h.any_breaking_except(Some(([1; 16], [9; 16]))));
     assert!(h.any_breaking_except(Some(([2; 16], [8; 16]))));
     let l = h.lease_of(1).unwrap();
-    assert_eq!(l.lease_flags, LEASE_FLAG_BREAK_IN_PROGRESS);
+    assert_eq!(l.lease_flags, LeaseFlags::BREAK_IN_PROGRESS);
     assert_eq!(l.epoch, 2);
     assert_eq!(l.lease_state, RWH);
     // A lease stat open breaks nothing.
@@ -235,7 +235,7 @@ fn conflicts_during_a_break_continue_it_step_by_step() {
     assert_eq!(lease_break(&d.breaks[0]), (RH, R, 2, true));
     let l = h.lease_of(1).unwrap();
     assert_eq!(l.lease_state, RH);
-    assert_eq!(l.lease_flags, LEASE_FLAG_BREAK_IN_PROGRESS);
+    assert_eq!(l.lease_flags, LeaseFlags::BREAK_IN_PROGRESS);
     // Both waiting opens keep waiting while the lease is breaking.
     assert!(h.start_breaks(&REQ, None, Conflict::default(), false).wait);
     assert!(h.start_breaks(&REQ, None, OVERWRITE, false).wait);
