@@ -5,9 +5,12 @@
 //! Direct TCP and SMB Direct over soft-iWARP on free ports), then runs `smbx bench`
 //! sweeps against the same file over both transports: latency at queue depth 1 from
 //! 1 KiB to 256 KiB, IOPS at 4 KiB and 8 KiB, throughput from 64 KiB to 512 KiB, with
-//! cycles per byte (machine-wide, server and client together). It prints one table with
-//! RDMA/TCP ratios and writes the sweeps' CSV, JSON and SVG charts plus a throughput
-//! chart and an index page under the output directory.
+//! cycles per byte (machine-wide, server and client together). A multichannel row
+//! reads 512 KiB blocks over one TCP channel and over three (the server advertises
+//! 127.0.0.1, 127.0.0.2 and 127.0.0.3; the session binds a channel to each). It prints
+//! one table with RDMA/TCP and 3-channel/1-channel ratios and writes the sweeps' CSV,
+//! JSON and SVG charts plus a throughput chart and an index page under the output
+//! directory.
 
 use std::fmt::Write as _;
 use std::net::TcpListener;
@@ -26,7 +29,9 @@ usage: smbx demo [--out DIR] [-d SECONDS] [-W SECONDS] [--file-size SIZE] [--qui
     latency    random reads at 1 outstanding I/O, 1 KiB to 256 KiB
     iops       random reads of 4 KiB and 8 KiB, 2 threads x 16 outstanding
     throughput sequential reads of 64 KiB to 512 KiB, 8 outstanding
-  Prints a table with RDMA/TCP ratios and writes results (CSV, JSON, SVG, index.html).
+    multichannel  sequential 512 KiB reads over 1 TCP channel and over 3
+               (127.0.0.1-3 advertised, one channel to each), 8 outstanding
+  Prints a table with RDMA/TCP and 3/1-channel ratios and writes results (CSV, JSON, SVG, index.html).
   --out DIR        where results go (default ./smbx-demo)
   -d SECONDS       measured time per point (default 3); -W warm-up (default 1)
   --file-size SIZE the test file (default 256M)
@@ -149,6 +154,18 @@ fn free_port() -> Result<u16, String> {
 
 const USER: &str = "demo";
 
+/// The server's `interfaces`: 127.0.0.1-3 (every Linux host answers on all of 127/8),
+/// each advertised at 10 Gbit/s with RSS; `capability=RDMA` keeps SMB Direct on
+/// 127.0.0.1 alone, so the multichannel row's channels to .2 and .3 are TCP.
+const MC_INTERFACES: &str = "\"127.0.0.1;speed=10000000000,capability=RSS,capability=RDMA\" \
+     \"127.0.0.2;speed=10000000000,capability=RSS\" \
+     \"127.0.0.3;speed=10000000000,capability=RSS\"";
+
+/// Channels of the multichannel row.
+const MC_CHANNELS: usize = 3;
+/// Labels of the multichannel row's two runs.
+const MC_LABELS: [&str; 2] = ["1 channel", "3 channels"];
+
 fn start_server(file_size: u64) -> Result<DemoServer, String> {
     let dir = std::env::temp_dir().join(format!("smbx-demo-{}", std::process::id()));
     let share = dir.join("share");
@@ -160,9 +177,12 @@ fn start_server(file_size: u64) -> Result<DemoServer, String> {
         .and_then(|mut db| db.add_or_update(USER, &password))
         .map_err(|e| format!("writing {}: {e}", passdb.display()))?;
     let conf = dir.join("smb.conf");
+    // Three loopback addresses with the same speed and RSS: the multichannel row's
+    // session binds a channel to each.
     let text = format!(
         "[global]\n\
-         \tinterfaces = 127.0.0.1\n\
+         \tinterfaces = {MC_INTERFACES}\n\
+         \tserver multi channel support = yes\n\
          \tbind interfaces only = yes\n\
          \tsmb ports = {tcp_port}\n\
          \tsmb direct = yes\n\
@@ -299,6 +319,29 @@ fn run(s: &Settings) -> Result<(), String> {
         let rows = sweep::run(&plan, &cmd).map_err(|e| e.to_string())?;
         all.push((p.name, rows));
     }
+    // The multichannel row: the same TCP target over one channel and over three.
+    let mc = format!("{tcp}?multichannel={MC_CHANNELS}");
+    let args: Vec<String> = vec![
+        "-b512K".into(),
+        "-o8".into(),
+        "-t1".into(),
+        "-s".into(),
+        format!("-d{}", s.duration),
+        format!("-W{}", s.warmup),
+        "--server-pid".into(),
+        pid.clone(),
+        "--out".into(),
+        s.out.join("multichannel").display().to_string(),
+        "--labels".into(),
+        MC_LABELS.join(","),
+        tcp.clone(),
+        mc,
+    ];
+    eprintln!("smbx demo: multichannel sweep");
+    let plan = sweep::plan(&args).map_err(|e| e.to_string())?;
+    let cmd = format!("smbx bench sweep {}", args.join(" "));
+    let rows = sweep::run(&plan, &cmd).map_err(|e| e.to_string())?;
+    all.push(("multichannel", rows));
     drop(server);
     if let Some((_, rows)) = all.iter().find(|(n, _)| *n == "throughput") {
         let f = throughput_figure(rows);
@@ -315,14 +358,15 @@ fn run(s: &Settings) -> Result<(), String> {
     Ok(())
 }
 
-/// Rows of one transport ("TCP" or "SMB Direct"), by (size, threads, outstanding).
-fn pairs(rows: &[Row]) -> Vec<(&Row, &Row)> {
+/// Rows labelled `a` matched with those labelled `b` of the same (size, threads,
+/// outstanding): "TCP" and "SMB Direct", or the multichannel row's two.
+fn pairs<'r>(rows: &'r [Row], a: &str, b: &str) -> Vec<(&'r Row, &'r Row)> {
     rows.iter()
-        .filter(|r| r.label == "TCP")
+        .filter(|r| r.label == a)
         .filter_map(|t| {
             rows.iter()
                 .find(|r| {
-                    r.label == "SMB Direct"
+                    r.label == b
                         && r.block_size == t.block_size
                         && r.threads == t.threads
                         && r.outstanding == t.outstanding
@@ -361,7 +405,7 @@ fn table(all: &[(&str, Vec<Row>)]) -> String {
         "", "", "", "", "", "", "", "", "", "µs", "µs", "cyc/B", "cyc/B"
     );
     for (name, rows) in all {
-        for (t, d) in pairs(rows) {
+        for (t, d) in pairs(rows, "TCP", "SMB Direct") {
             let _ = writeln!(
                 s,
                 "{:<10} {:>5} {:>5} | {:>9.0} {:>9.0} {:>5} | {:>8.1} {:>8.1} {:>5} | {:>8} {:>8} | {:>6} {:>6}",
@@ -385,6 +429,41 @@ fn table(all: &[(&str, Vec<Row>)]) -> String {
         "\nratio = SMB Direct / TCP; cyc/B = busy CPU cycles of the whole machine (server and \
          client) per byte moved.\n",
     );
+    let mc: Vec<(&Row, &Row)> = all
+        .iter()
+        .filter(|(name, _)| *name == "multichannel")
+        .flat_map(|(_, rows)| pairs(rows, MC_LABELS[0], MC_LABELS[1]))
+        .collect();
+    if !mc.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{:<12} {:>5} {:>5} | {:>11} {:>11} {:>5} | {:>6} {:>6}",
+            "multichannel", "size", "t x o", "1 ch MB/s", "3 ch MB/s", "ratio", "1 ch", "3 ch"
+        );
+        let _ = writeln!(
+            s,
+            "{:<12} {:>5} {:>5} | {:>11} {:>11} {:>5} | {:>6} {:>6}",
+            "", "", "", "", "", "", "cyc/B", "cyc/B"
+        );
+        for (one, three) in mc {
+            let _ = writeln!(
+                s,
+                "{:<12} {:>5} {:>5} | {:>11.1} {:>11.1} {:>5} | {:>6} {:>6}",
+                "TCP",
+                svg::short_size(one.block_size),
+                format!("{}x{}", one.threads, one.outstanding),
+                one.bytes_per_sec / 1e6,
+                three.bytes_per_sec / 1e6,
+                ratio(three.bytes_per_sec, one.bytes_per_sec),
+                opt(one.cycles_per_byte, 2),
+                opt(three.cycles_per_byte, 2),
+            );
+        }
+        s.push_str(
+            "ratio = 3 channels / 1 channel, all on this host's loopback (one CPU budget for \
+             every channel; bench/multichannel.sh measures separate links).\n",
+        );
+    }
     s
 }
 

@@ -244,4 +244,10 @@ fn usage_errors() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("smb://"));
     assert_eq!(smbx(&["mv", "smb://h/s/a"]).status.code(), Some(2));
+    // --multichannel takes 1 to 32 channels.
+    for bad in ["0", "33", "x"] {
+        let out = smbx(&["--multichannel", bad, "ls", "smb://h/s"]);
+        assert_eq!(out.status.code(), Some(2), "--multichannel {bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--multichannel"));
+    }
 }

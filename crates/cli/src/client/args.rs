@@ -41,6 +41,12 @@ pub struct ConnArgs {
     /// Over rdma: READs and WRITEs larger than this move their data by RDMA (4K).
     #[arg(long, global = true, value_parser = parse_size, value_name = "SIZE")]
     pub rdma_threshold: Option<usize>,
+    /// Let the session bind up to N channels (1..32): after the first tree connect
+    /// the client asks the server for its interfaces and binds further connections;
+    /// `?multichannel=` in the URL takes precedence.
+    #[arg(long, global = true, value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=32))]
+    pub multichannel: Option<u8>,
     /// Log on with Kerberos from the credential cache (KRB5CCNAME) for cifs/<host>,
     /// as smbclient -k; no password is asked for.
     #[arg(short = 'k', long, global = true)]

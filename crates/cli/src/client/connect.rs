@@ -61,6 +61,9 @@ pub fn options(conn: &ConnArgs) -> CmdResult<ClientOptions> {
     if let Some(n) = conn.rdma_threshold {
         o.rdma_threshold = n;
     }
+    if let Some(n) = conn.multichannel {
+        o = o.with_max_channels(usize::from(n));
+    }
     if conn.kerberos {
         o.kerberos = Kerberos::Required;
     }
