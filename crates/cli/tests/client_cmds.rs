@@ -246,8 +246,12 @@ fn usage_errors() {
     assert_eq!(smbx(&["mv", "smb://h/s/a"]).status.code(), Some(2));
     // --multichannel takes 1 to 32 channels.
     for bad in ["0", "33", "x"] {
-        let out = smbx(&["--multichannel", bad, "ls", "smb://h/s"]);
+        let out = smbx(&["ls", "--multichannel", bad, "smb://h/s"]);
         assert_eq!(out.status.code(), Some(2), "--multichannel {bad}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("--multichannel"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("invalid value") && err.contains("--multichannel <N>"),
+            "{err}"
+        );
     }
 }
