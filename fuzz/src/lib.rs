@@ -247,13 +247,31 @@ pub fn tree_connect(msg: &[u8]) {
     let _ = smbx_wire::tree::TreeConnectResponse::decode(msg);
 }
 
-/// CREATE request with its name and create-context chain; lease contexts.
+/// CREATE request with its name and create-context chain; each context through its
+/// decoder (the typed `CreateContexts` view at 2.1 and 3.1.1, lease, EA list and
+/// security descriptor data).
 pub fn create(msg: &[u8]) {
+    use smbx_wire::create::CreateContexts;
+    use smbx_wire::Dialect;
     if let Ok(req) = smbx_wire::create::CreateRequest::decode(msg) {
         let _ = req.name();
         if let Ok(ctxs) = req.create_contexts() {
-            for c in ctxs {
+            for c in &ctxs {
                 let _ = smbx_wire::oplock::decode_lease_request(c.data);
+            }
+            for d in [Dialect::SMB2_1, Dialect::SMB3_1_1] {
+                if let Ok(cx) = CreateContexts::decode(&ctxs, d) {
+                    // A reconnect never comes with a version-2 durable request.
+                    assert!(!(cx.reconnect.is_some() && cx.durable.is_some_and(|q| q.v2)));
+                    if let Some(ea) = cx.ea {
+                        if let Ok(list) = smbx_wire::fscc::ea::decode_full_list(ea) {
+                            assert!(list.len() <= ea.len() / 9 + 1);
+                        }
+                    }
+                    if let Some(sd) = cx.sd {
+                        let _ = smbx_wire::security_descriptor::SecurityDescriptor::decode(sd);
+                    }
+                }
             }
         }
     }

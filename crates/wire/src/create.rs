@@ -7,6 +7,9 @@ use crate::oplock::OplockLevel;
 use crate::FileId;
 use crate::{AccessMask, CreateDisposition, CreateOptions, FileAttributes, ShareAccess};
 
+pub mod contexts;
+pub use contexts::{ContextError, CreateContexts, DurableReconnect, DurableRequest};
+
 /// Fixed part of the request body (StructureSize 57 minus the 1-byte buffer).
 const REQ_FIXED: usize = 56;
 /// Fixed part of the response body (StructureSize 89 minus the 1-byte buffer).
@@ -523,6 +526,80 @@ mod tests {
                 let _ = parse_contexts(&b);
             }
         }
+    }
+
+    /// One context element by hand: Next, NameOffset, NameLength, DataOffset,
+    /// DataLength, then `rest` (name and data where the offsets say).
+    fn element(next: u32, name_off: u16, name_len: u16, data_off: u16, data_len: u32) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.u32(next)
+            .u16(name_off)
+            .u16(name_len)
+            .u16(0)
+            .u16(data_off)
+            .u32(data_len);
+        w.into_vec()
+    }
+
+    #[test]
+    fn malformed_context_chains_are_errors() {
+        // A well-formed element: name "MxAc" at 16, 8 bytes of data at 24.
+        let mut good = element(0, 16, 4, 24, 8);
+        good.extend_from_slice(b"MxAc\0\0\0\0");
+        good.extend_from_slice(&[1; 8]);
+        assert_eq!(parse_contexts(&good).unwrap()[0].data, &[1; 8]);
+        assert_eq!(
+            parse_contexts(&good).unwrap()[0].name,
+            b"MxAc",
+            "the well-formed element decodes"
+        );
+        let with = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = good.clone();
+            f(&mut b);
+            parse_contexts(&b).map(|v| v.len())
+        };
+        // Name and data overlapping.
+        assert!(with(&|b| b[10..12].copy_from_slice(&16u16.to_le_bytes())).is_err());
+        // Data starting inside the name.
+        assert!(with(&|b| {
+            b[6..8].copy_from_slice(&12u16.to_le_bytes());
+        })
+        .is_err());
+        // Name offset inside the header, or past the element.
+        assert!(with(&|b| b[4..6].copy_from_slice(&8u16.to_le_bytes())).is_err());
+        assert!(with(&|b| b[4..6].copy_from_slice(&u16::MAX.to_le_bytes())).is_err());
+        // Data offset and length out of bounds, or overflowing.
+        assert!(with(&|b| b[10..12].copy_from_slice(&40u16.to_le_bytes())).is_err());
+        assert!(with(&|b| b[12..16].copy_from_slice(&u32::MAX.to_le_bytes())).is_err());
+        // Data offset not 8-byte aligned.
+        assert!(with(&|b| b[10..12].copy_from_slice(&20u16.to_le_bytes())).is_err());
+        // Next not aligned, shorter than a header, past the end.
+        for next in [4u32, 8, 12, 33, 40, u32::MAX - 7] {
+            assert!(
+                with(&|b| b[0..4].copy_from_slice(&next.to_le_bytes())).is_err(),
+                "Next {next}"
+            );
+        }
+        // A Next that would loop back (0 ends the chain, anything else moves forward
+        // by at least a header): two elements, the second pointing at itself with 0
+        // being the end, so the chain has exactly two entries.
+        let mut two = element(32, 16, 4, 24, 8);
+        two.extend_from_slice(b"MxAc\0\0\0\0");
+        two.extend_from_slice(&[1; 8]);
+        two.extend_from_slice(&good);
+        assert_eq!(parse_contexts(&two).unwrap().len(), 2);
+        // The first element's data running into the second element.
+        let mut spill = two.clone();
+        spill[12..16].copy_from_slice(&16u32.to_le_bytes());
+        assert!(parse_contexts(&spill).is_err());
+        // More than MAX_CONTEXTS elements.
+        let many: Vec<(&[u8], &[u8])> = (0..=MAX_CONTEXTS).map(|_| (ctx::QFID, &[][..])).collect();
+        assert!(parse_contexts(&encode_contexts(&many)).is_err());
+        let enough: Vec<(&[u8], &[u8])> = (0..MAX_CONTEXTS).map(|_| (ctx::QFID, &[][..])).collect();
+        assert_eq!(
+            parse_contexts(&encode_contexts(&enough)).unwrap().len(),
+            MAX_CONTEXTS
+        );
     }
 
     #[test]

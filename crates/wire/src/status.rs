@@ -405,10 +405,11 @@ impl From<crate::WireError> for NtStatus {
 
 impl NtStatus {
     /// For a request part whose decode failure has its own status (a security
-    /// descriptor, a name): the conversion to `status`, logging what failed at debug
-    /// level as the `From<WireError>` conversion does. Use as
+    /// descriptor, a name, a create context): the conversion of the decoder's error
+    /// to `status`, logging what failed at debug level as the `From<WireError>`
+    /// conversion does. Use as
     /// `.map_err(NtStatus::malformed(NtStatus::INVALID_SECURITY_DESCR))`.
-    pub fn malformed(status: NtStatus) -> impl Fn(crate::WireError) -> NtStatus {
+    pub fn malformed<E: std::fmt::Display>(status: NtStatus) -> impl Fn(E) -> NtStatus {
         move |e| {
             tracing::debug!(error = %e, status = %status, "malformed request");
             status

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use smbx_vfs::{CreateAction, Disposition, FileInfo};
 use smbx_wire::create::response as context_response;
 use smbx_wire::create::{
-    ctx as cname, encode_contexts, CreateContext, CreateRequest, CreateResponse,
+    ctx as cname, encode_contexts, CreateContexts, CreateRequest, CreateResponse, DurableRequest,
     IMPERSONATION_DELEGATE,
 };
 use smbx_wire::oplock::{LeaseState, OplockLevel};
@@ -132,155 +132,23 @@ fn check_trailing_sep(
     }
 }
 
-/// The create contexts this server acts on.
-#[derive(Default)]
-struct Contexts<'a> {
-    mxac: bool,
-    qfid: bool,
-    twrp: bool,
-    alloc: Option<u64>,
-    ea: Option<&'a [u8]>,
-    /// `RqLs` lease request data (decoded by state/oplock.rs).
-    lease: Option<&'a [u8]>,
-    /// DHnQ / DH2Q: a durable handle is requested.
-    durable: Option<DurableRequest>,
-    /// DHnC / DH2C: a durable handle is reclaimed.
-    reconnect: Option<durable::Reconnect>,
-    /// SecD: the security descriptor of a new file.
-    sd: Option<&'a [u8]>,
-}
-
-/// A durable handle request ([MS-SMB2] 2.2.13.2.3 / 2.2.13.2.11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DurableRequest {
-    /// DH2Q rather than DHnQ.
-    pub v2: bool,
-    /// DH2Q Timeout (ms; 0: the server's default).
-    pub timeout_ms: u32,
-    /// DH2Q Flags (SMB2_DHANDLE_FLAG_PERSISTENT = 2).
-    pub flags: u32,
-    /// DH2Q CreateGuid.
-    pub create_guid: [u8; 16],
-}
-
 /// Durable handle timeout when the client asks for none (ms).
 pub const DURABLE_DEFAULT_TIMEOUT_MS: u32 = 60_000;
 /// Longest durable handle timeout granted (ms; as Windows: 300 s).
 pub const DURABLE_MAX_TIMEOUT_MS: u32 = 300_000;
 
-fn scan_contexts<'a>(
-    list: &[CreateContext<'a>],
-    dialect: Dialect,
-) -> Result<Contexts<'a>, NtStatus> {
-    let mut c = Contexts::default();
-    let v2_ok = dialect >= Dialect::SMB3_0;
-    let (mut dhnc, mut dh2c) = (false, false);
-    for x in list {
-        match x.name {
-            n if n == cname::DHNQ => {
-                if x.data.len() != 16 {
-                    return Err(NtStatus::INVALID_PARAMETER);
-                }
-                if c.durable.is_some_and(|d| d.v2) {
-                    return Err(NtStatus::INVALID_PARAMETER);
-                }
-                c.durable = Some(DurableRequest {
-                    v2: false,
-                    timeout_ms: 0,
-                    flags: 0,
-                    create_guid: [0; 16],
-                });
-            }
-            n if n == cname::DH2Q && v2_ok => {
-                let d = x.data;
-                if d.len() != 32 {
-                    return Err(NtStatus::INVALID_PARAMETER);
-                }
-                if c.durable.is_some_and(|d| !d.v2) {
-                    return Err(NtStatus::INVALID_PARAMETER);
-                }
-                let u32_at = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
-                let mut create_guid = [0u8; 16];
-                create_guid.copy_from_slice(&d[16..32]);
-                c.durable = Some(DurableRequest {
-                    v2: true,
-                    timeout_ms: u32_at(0),
-                    flags: u32_at(4),
-                    create_guid,
-                });
-            }
-            n if n == cname::MXAC => c.mxac = true,
-            n if n == cname::QFID => c.qfid = true,
-            n if n == cname::TWRP => {
-                if x.data.len() != 8 {
-                    return Err(NtStatus::INVALID_PARAMETER);
-                }
-                c.twrp = true
-            }
-            n if n == cname::ALSI => {
-                let b: [u8; 8] = x.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?;
-                c.alloc = Some(u64::from_le_bytes(b));
-            }
-            n if n == cname::EXTA => c.ea = Some(x.data),
-            n if n == cname::RQLS => c.lease = Some(x.data),
-            n if n == cname::DHNC => {
-                let b: [u8; 16] = x.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?;
-                dhnc = true;
-                if c.reconnect.is_none() {
-                    c.reconnect = Some(durable::Reconnect::v1(b));
-                }
-            }
-            n if n == cname::DH2C && v2_ok => {
-                let b: [u8; 36] = x.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?;
-                dh2c = true;
-                c.reconnect = Some(durable::Reconnect::v2(b));
-            }
-            n if n == cname::SECD => c.sd = Some(x.data),
-            _ => {} // AppInstanceId, unknown: ignored.
-        }
-    }
-    // DH2C excludes every other durable context, DHnC the version 2 ones; DHnC
-    // makes DHnQ moot (smb2.durable-v2-open.create-blob).
-    let dh2q = c.durable.is_some_and(|d| d.v2);
-    if (dh2c && (dhnc || c.durable.is_some())) || (dhnc && dh2q) {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if dhnc {
-        c.durable = None;
-    }
-    Ok(c)
-}
-
-/// Parses FILE_FULL_EA_INFORMATION entries ([MS-FSCC] 2.4.15) into (name, value).
+/// An `ExtA` FILE_FULL_EA_INFORMATION list ([`smbx_wire::fscc::ea::decode_full_list`])
+/// as (name, value): a malformed list, or a name that is empty or not UTF-8, is
+/// INVALID_PARAMETER (what failed is logged at debug level).
 fn parse_eas(buf: &[u8]) -> Result<Vec<(String, Vec<u8>)>, NtStatus> {
-    let bad = NtStatus::INVALID_PARAMETER;
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    loop {
-        let e = buf.get(pos..).ok_or(bad)?;
-        let hdr = e.get(..8).ok_or(bad)?;
-        let next = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]) as usize;
-        let nlen = hdr[5] as usize;
-        let vlen = u16::from_le_bytes([hdr[6], hdr[7]]) as usize;
-        let name = e.get(8..8 + nlen).ok_or(bad)?;
-        let value_start = 8 + nlen + 1;
-        let value = e.get(value_start..value_start + vlen).ok_or(bad)?;
-        let name = std::str::from_utf8(name).map_err(|_| bad)?.to_string();
-        if name.is_empty() {
-            return Err(bad);
-        }
-        out.push((name, value.to_vec()));
-        if out.len() > 1024 {
-            return Err(bad);
-        }
-        if next == 0 {
-            return Ok(out);
-        }
-        if !next.is_multiple_of(4) || next < value_start + vlen {
-            return Err(bad);
-        }
-        pos = pos.checked_add(next).ok_or(bad)?;
-    }
+    let bad = NtStatus::malformed(NtStatus::INVALID_PARAMETER);
+    let eas = smbx_wire::fscc::ea::decode_full_list(buf).map_err(&bad)?;
+    eas.into_iter()
+        .map(|e| match String::from_utf8(e.name) {
+            Ok(name) if !name.is_empty() => Ok((name, e.value)),
+            _ => Err(NtStatus::INVALID_PARAMETER),
+        })
+        .collect()
 }
 
 fn response_from_info(info: &FileInfo, action: u32) -> CreateResponse {
@@ -352,7 +220,9 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let cr = CreateRequest::decode(req.msg)?;
     let contexts = cr.create_contexts()?;
     let tree = ctx.tree()?.clone();
-    let name = cr.name().map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    let name = cr
+        .name()
+        .map_err(NtStatus::malformed(NtStatus::OBJECT_NAME_INVALID))?;
 
     if tree.share.is_ipc() {
         if cr.impersonation_level > IMPERSONATION_DELEGATE {
@@ -370,7 +240,8 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
 
     // A durable reconnect ignores the other request fields ([MS-SMB2] 3.3.5.9.7).
-    let early = scan_contexts(&contexts, ctx.dialect())?;
+    let early = CreateContexts::decode(&contexts, ctx.dialect())
+        .map_err(NtStatus::malformed(NtStatus::INVALID_PARAMETER))?;
     if let Some(rc) = early.reconnect {
         return durable::reconnect(ctx, &tree, rc, &name, early.lease).await;
     }
@@ -440,9 +311,10 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     );
     // A SecD that does not decode fails the CREATE ([MS-SMB2] 2.2.13.2.5 / 3.3.5.9).
     let sd = match cx.sd {
-        Some(b) => {
-            Some(SecurityDescriptor::decode(b).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?)
-        }
+        Some(b) => Some(
+            SecurityDescriptor::decode(b)
+                .map_err(NtStatus::malformed(NtStatus::INVALID_SECURITY_DESCR))?,
+        ),
         None => None,
     };
     // `max open files` per session and connection, before the file system is touched

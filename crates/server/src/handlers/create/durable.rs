@@ -5,56 +5,12 @@
 use std::sync::Arc;
 
 use smbx_vfs::CreateAction;
-use smbx_wire::create::{ctx as cname, encode_contexts, CreateResponse};
+use smbx_wire::create::{ctx as cname, encode_contexts, CreateResponse, DurableReconnect};
 use smbx_wire::oplock::OplockLevel;
 use smbx_wire::NtStatus;
 
 use super::super::{Ctx, HandlerResult, Response};
 use crate::state::{FileId, Open, OpenKind, Tree};
-
-/// A DHnC / DH2C request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reconnect {
-    /// DH2C rather than DHnC.
-    pub v2: bool,
-    /// The FileId of the durable open.
-    pub file_id: FileId,
-    /// DH2C CreateGuid.
-    pub create_guid: [u8; 16],
-}
-
-fn file_id_of(b: &[u8]) -> FileId {
-    let mut p = [0u8; 8];
-    let mut v = [0u8; 8];
-    p.copy_from_slice(&b[0..8]);
-    v.copy_from_slice(&b[8..16]);
-    FileId {
-        persistent: u64::from_le_bytes(p),
-        volatile: u64::from_le_bytes(v),
-    }
-}
-
-impl Reconnect {
-    /// From DHnC data (the 16-byte FileId).
-    pub fn v1(b: [u8; 16]) -> Reconnect {
-        Reconnect {
-            v2: false,
-            file_id: file_id_of(&b),
-            create_guid: [0; 16],
-        }
-    }
-
-    /// From DH2C data (FileId, CreateGuid, Flags).
-    pub fn v2(b: [u8; 36]) -> Reconnect {
-        let mut create_guid = [0u8; 16];
-        create_guid.copy_from_slice(&b[16..32]);
-        Reconnect {
-            v2: true,
-            file_id: file_id_of(&b[..16]),
-            create_guid,
-        }
-    }
-}
 
 /// Who a durable open belongs to: `domain\name` of the session's user; for a
 /// guest or anonymous session (whose name anyone can give) also the client's
@@ -108,7 +64,7 @@ async fn wait_for_disconnect(
 pub async fn reconnect(
     ctx: &mut Ctx<'_>,
     tree: &Arc<Tree>,
-    rc: Reconnect,
+    rc: DurableReconnect,
     name: &str,
     lease: Option<&[u8]>,
 ) -> HandlerResult {
