@@ -12,6 +12,7 @@ use smbx_security::signing::Signer;
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_transport::tcp::FrameReader;
 use smbx_transport::DirectLink;
+use smbx_wire::compound;
 use smbx_wire::framing::{encode_frame_header, MAX_FRAME_LEN};
 use smbx_wire::header::{
     FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_REPLAY_OPERATION, FLAGS_SIGNED,
@@ -442,22 +443,10 @@ impl Connection {
         let sealed = seal_with.is_some();
         let n = reqs.len();
         let in_place = n == 1 && reqs[0].headroom;
-        let (mut buf, frame_start, msg_start) = if in_place {
-            let b = std::mem::take(&mut reqs[0].body);
-            let frame_start = if sealed { 0 } else { TRANSFORM_HEADER_LEN };
-            (b, frame_start, HEADROOM - HEADER_SIZE)
-        } else {
-            let body_len: usize = reqs.iter().map(|r| HEADER_SIZE + r.body.len() + 8).sum();
-            let prefix = 4 + if sealed { TRANSFORM_HEADER_LEN } else { 0 };
-            let mut b = Vec::with_capacity(prefix + body_len);
-            b.resize(prefix, 0);
-            (b, 0, prefix)
-        };
         let mut ids = Vec::with_capacity(n);
-        let mut bounds = Vec::with_capacity(n);
+        let mut headers = Vec::with_capacity(n);
         let mut next_id = first_id;
         for (i, (req, &charge)) in reqs.iter().zip(&charges).enumerate() {
-            let start = if in_place { msg_start } else { buf.len() };
             let mut flags = 0;
             if req.related {
                 flags |= FLAGS_RELATED_OPERATIONS;
@@ -466,7 +455,7 @@ impl Connection {
             if req.replay && smb3 {
                 flags |= FLAGS_REPLAY_OPERATION;
             }
-            let hdr = Header {
+            headers.push(Header {
                 credit_charge: if dialect == Dialect::SMB2_0_2 || dialect == Dialect::NONE {
                     0
                 } else {
@@ -482,35 +471,51 @@ impl Connection {
                 tree_id: req.tree_id,
                 session_id: route.session_id,
                 signature: [0; 16],
-            };
+            });
+            ids.push((next_id, charge));
+            next_id += charge as u64;
+        }
+        let encode = |h: &Header| {
             let mut w = Writer::with_capacity(HEADER_SIZE);
-            hdr.encode(&mut w);
-            if in_place {
-                buf[start..start + HEADER_SIZE].copy_from_slice(w.as_slice());
-            } else {
-                buf.extend_from_slice(w.as_slice());
+            h.encode(&mut w);
+            w
+        };
+        // A single request built with headroom becomes the frame in place; otherwise the
+        // members are chained into one buffer. Either way the layout is
+        // [frame header][TRANSFORM_HEADER if sealed][message...], starting at `frame_start`.
+        let (mut buf, frame_start, msg_start) = if in_place {
+            let mut b = std::mem::take(&mut reqs[0].body);
+            let frame_start = if sealed { 0 } else { TRANSFORM_HEADER_LEN };
+            let msg_start = HEADROOM - HEADER_SIZE;
+            b[msg_start..HEADROOM].copy_from_slice(encode(&headers[0]).as_slice());
+            if let Some(signer) = signer {
+                signer.sign(&mut b[msg_start..]);
+            }
+            (b, frame_start, msg_start)
+        } else {
+            let body_len: usize = reqs.iter().map(|r| HEADER_SIZE + r.body.len() + 8).sum();
+            let prefix = 4 + if sealed { TRANSFORM_HEADER_LEN } else { 0 };
+            let mut b = Vec::with_capacity(prefix + body_len);
+            b.resize(prefix, 0);
+            let mut chain = compound::Builder::new(b);
+            for (req, hdr) in reqs.iter().zip(&headers) {
+                let m = chain.member();
+                m.extend_from_slice(encode(hdr).as_slice());
                 let body = if req.headroom {
                     req.body.get(HEADROOM..).unwrap_or_default()
                 } else {
                     &req.body[..]
                 };
-                buf.extend_from_slice(body);
+                m.extend_from_slice(body);
             }
-            if i + 1 < n {
-                let pad = (8 - (buf.len() - start) % 8) % 8;
-                buf.resize(buf.len() + pad, 0);
-                let next = (buf.len() - start) as u32;
-                buf[start + 20..start + 24].copy_from_slice(&next.to_le_bytes());
+            let (mut b, members) = chain.finish(false);
+            if let Some(signer) = signer {
+                for r in members {
+                    signer.sign(&mut b[r]);
+                }
             }
-            bounds.push((start, buf.len()));
-            ids.push((next_id, charge));
-            next_id += charge as u64;
-        }
-        if let Some(signer) = signer {
-            for &(s, e) in &bounds {
-                signer.sign(&mut buf[s..e]);
-            }
-        }
+            (b, 0, prefix)
+        };
         let sent = keep_sent.then(|| buf[msg_start..].to_vec());
 
         // Register the waiters before the bytes can reach the server.
@@ -762,37 +767,15 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
         dispatch(first, plain, encrypted, shared);
         return Ok(());
     }
-    let mut off = 0usize;
-    loop {
-        let rest = plain.get(off..).ok_or(ProtocolError::BadCompound {
-            what: "compound offset past the end",
-            offset: off,
+    let mut members = compound::members(&plain);
+    while let Some(m) = members.next() {
+        let m = m.map_err(|e| ProtocolError::BadCompound {
+            what: e.reason(),
+            offset: members.offset(),
         })?;
-        let h = Header::decode(rest)?;
-        let next = h.next_command as usize;
-        let end = if next == 0 {
-            plain.len()
-        } else {
-            if next < HEADER_SIZE || !next.is_multiple_of(8) {
-                return Err(ProtocolError::BadCompound {
-                    what: "bad NextCommand",
-                    offset: off,
-                }
-                .into());
-            }
-            off.checked_add(next).filter(|&e| e <= plain.len()).ok_or(
-                ProtocolError::BadCompound {
-                    what: "NextCommand past the end",
-                    offset: off,
-                },
-            )?
-        };
-        dispatch(h, plain[off..end].to_vec(), encrypted, shared);
-        if next == 0 {
-            return Ok(());
-        }
-        off = end;
+        dispatch(m.header, plain[m.range].to_vec(), encrypted, shared);
     }
+    Ok(())
 }
 
 fn dispatch(h: Header, mut msg: Vec<u8>, encrypted: bool, shared: &Shared) {

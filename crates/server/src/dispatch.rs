@@ -14,15 +14,15 @@
 //! An operation that would go async in the middle of a compound fails with
 //! STATUS_INTERNAL_ERROR, except CREATE (waiting for an oplock break), which is awaited.
 
-use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
 use smbx_transport::splice::SplicedPayload;
+use smbx_wire::compound::{self, Member, Related};
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
 use smbx_wire::Dialect;
-use smbx_wire::{smb1, Command, Header, NtStatus, HEADER_SIZE};
+use smbx_wire::{smb1, Command, Header, NtStatus};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
@@ -42,12 +42,6 @@ pub(crate) enum Flow {
     Continue,
     /// Drop the connection.
     Disconnect(&'static str),
-}
-
-/// One compound member's location and header.
-pub(crate) struct Member {
-    pub range: Range<usize>,
-    pub header: Header,
 }
 
 /// A received (and unsealed) compound chain.
@@ -146,37 +140,18 @@ pub(crate) async fn on_frame(
     Flow::Continue
 }
 
-/// Splits a plaintext message into compound members, validating NextCommand.
+/// Splits a plaintext message into compound members (every NextCommand checked,
+/// at most [`MAX_COMPOUND`]); a request must not carry the response flag.
 pub(crate) fn split_chain(buf: &[u8]) -> Result<Vec<Member>, &'static str> {
     let mut out = Vec::new();
-    let mut pos = 0usize;
-    loop {
-        let rest = buf.get(pos..).ok_or("NextCommand past the end")?;
-        let header = Header::decode(rest).map_err(|_| "bad SMB2 header")?;
-        if header.is_response() {
+    for m in compound::members(buf).limit(MAX_COMPOUND) {
+        let m = m.map_err(|e| e.reason())?;
+        if m.header.is_response() {
             return Err("response flag set in a request");
         }
-        let next = header.next_command as usize;
-        let end = if next == 0 {
-            buf.len()
-        } else {
-            if !next.is_multiple_of(8) || next < HEADER_SIZE || next >= rest.len() {
-                return Err("invalid NextCommand");
-            }
-            pos + next
-        };
-        out.push(Member {
-            range: pos..end,
-            header,
-        });
-        if next == 0 {
-            return Ok(out);
-        }
-        if out.len() >= MAX_COMPOUND {
-            return Err("compound too long");
-        }
-        pos = end;
+        out.push(m);
     }
+    Ok(out)
 }
 
 /// Room a response header, its fixed body and compound padding take.
@@ -225,27 +200,13 @@ fn charge_credits(conn: &Connection, members: &[Member]) -> Result<(), &'static 
     Ok(())
 }
 
-/// What the previous member left for related ones.
-struct Prev {
-    session_id: u64,
-    tree_id: u32,
-    file_id: Result<Option<FileId>, NtStatus>,
-}
-
-/// The FileId state before any member produced one: a related all-ones FileId
-/// names no open.
-const NO_FILE: Result<Option<FileId>, NtStatus> = Err(NtStatus::FILE_CLOSED);
-
 /// Processes every member of a chain and sends the responses.
 pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
     let server = conn.server.clone();
     let n = chain.members.len();
     let mut out: Vec<OutMember> = Vec::with_capacity(n);
-    let mut prev = Prev {
-        session_id: 0,
-        tree_id: 0,
-        file_id: NO_FILE,
-    };
+    // What the previous member leaves for related ones.
+    let mut prev = Related::START;
     for (i, m) in chain.members.iter().enumerate() {
         let raw = &chain.buf[m.range.clone()];
         let mut hdr = m.header.clone();
@@ -254,18 +215,10 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
             continue;
         }
         let mut early: Option<NtStatus> = None;
-        let related = hdr.is_related();
-        if related {
-            if i == 0 {
-                early = Some(NtStatus::INVALID_PARAMETER);
-            } else {
-                hdr.session_id = prev.session_id;
-                if !hdr.is_async() {
-                    hdr.tree_id = prev.tree_id;
-                }
-            }
+        if hdr.is_related() && i == 0 {
+            early = Some(NtStatus::INVALID_PARAMETER);
         } else {
-            prev.file_id = NO_FILE;
+            prev.apply(&mut hdr);
         }
         if let (Some(sid), false) = (chain.encrypted, hdr.session_id == 0) {
             if sid != hdr.session_id && early.is_none() {
@@ -355,7 +308,7 @@ async fn run_member(
     chain: &Chain,
     raw: &[u8],
     hdr: &Header,
-    prev: &Prev,
+    prev: &Related,
     last: bool,
 ) -> (HandlerResult, MemberInfo) {
     let mut info = MemberInfo {
@@ -435,7 +388,7 @@ async fn run_member(
         tree,
         encrypted,
         last_in_compound: last,
-        prev_file_id: prev.file_id,
+        related: *prev,
         file_id: None,
         response_session_id: None,
         response_tree_id: None,
@@ -576,7 +529,7 @@ mod tests {
     }
 
     #[test]
-    fn split_validates_next_command() {
+    fn split_checks_next_command_response_flag_and_length() {
         let mut buf = member(Command::Create, 72, 8);
         buf.extend(member(Command::Close, 0, 24));
         let m = split_chain(&buf).unwrap();
@@ -586,9 +539,32 @@ mod tests {
         for bad in [70u32, 8, 4096] {
             let mut b = member(Command::Create, bad, 8);
             b.extend(member(Command::Close, 0, 24));
-            assert!(split_chain(&b).is_err(), "{bad}");
+            assert_eq!(split_chain(&b).err(), Some("invalid NextCommand"), "{bad}");
         }
-        // Pointing exactly at the end is an error too.
-        assert!(split_chain(&member(Command::Create, 72, 8)).is_err());
+        // A response in a request chain.
+        let mut b = member(Command::Create, 72, 8);
+        let mut resp = member(Command::Close, 0, 24);
+        resp[16] |= 1;
+        b.extend(resp);
+        assert_eq!(
+            split_chain(&b).err(),
+            Some("response flag set in a request")
+        );
+        // MAX_COMPOUND members pass, one more does not.
+        let chain = |n: usize| {
+            let mut b = Vec::new();
+            for i in 0..n {
+                b.extend(member(Command::Echo, if i + 1 < n { 72 } else { 0 }, 8));
+            }
+            b
+        };
+        assert_eq!(
+            split_chain(&chain(MAX_COMPOUND)).unwrap().len(),
+            MAX_COMPOUND
+        );
+        assert_eq!(
+            split_chain(&chain(MAX_COMPOUND + 1)).err(),
+            Some("compound too long")
+        );
     }
 }

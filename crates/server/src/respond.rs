@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
+use smbx_wire::compound;
 use smbx_wire::error::ErrorResponse;
 use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_SERVER_TO_REDIR};
 use smbx_wire::Dialect;
@@ -192,11 +193,7 @@ pub(crate) async fn send_chain(
         // included (as Windows and Samba: smb2.compound.compound-padding); a single
         // response is not.
         if n > 1 {
-            let padded = m.bytes.len().next_multiple_of(8);
-            m.bytes.resize(padded, 0);
-            if i + 1 < n {
-                m.bytes[20..24].copy_from_slice(&(padded as u32).to_le_bytes());
-            }
+            compound::end_member(&mut m.bytes, 0, i + 1 < n);
         }
         if let (true, Some(s)) = (m.sign, m.session.as_ref()) {
             security::sign(s, conn.id, &mut m.bytes);

@@ -15,6 +15,7 @@ pub mod access;
 pub mod change_notify;
 pub mod close;
 pub mod codec;
+pub mod compound;
 pub mod create;
 pub mod create_options;
 pub mod dialect;

@@ -198,8 +198,9 @@ pub struct Ctx<'a> {
     pub encrypted: bool,
     /// True if this is the last member of its compound (only then may it go async).
     pub last_in_compound: bool,
-    /// FileId of the previous related member, or the error it failed with.
-    pub(crate) prev_file_id: Result<Option<FileId>, NtStatus>,
+    /// What the previous member of the compound leaves for a related one (its
+    /// FileId, or the error it failed with).
+    pub(crate) related: smbx_wire::compound::Related,
     /// The FileId this member used or created (feeds the next related member).
     pub(crate) file_id: Option<FileId>,
     /// SessionId to put in the response header (SESSION_SETUP of a new session).
@@ -245,18 +246,7 @@ impl<'a> Ctx<'a> {
     /// means "the previous member's FileId" (failing with that member's error if it
     /// failed). Records the result for the next related member.
     pub fn resolve_file_id(&mut self, id: FileId) -> Result<FileId, NtStatus> {
-        let id = if id.is_related() {
-            if !self.header.is_related() {
-                return Err(NtStatus::FILE_CLOSED);
-            }
-            match self.prev_file_id {
-                Ok(Some(prev)) => prev,
-                Ok(None) => return Err(NtStatus::INVALID_PARAMETER),
-                Err(status) => return Err(status),
-            }
-        } else {
-            id
-        };
+        let id = self.related.resolve(id, self.header.is_related())?;
         self.file_id = Some(id);
         Ok(id)
     }
