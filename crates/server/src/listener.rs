@@ -83,13 +83,33 @@ fn interface_addresses(
 }
 
 /// The SMB Direct (soft-iWARP) addresses: the TCP listening addresses with
-/// `smb direct port`, when `smb direct = yes`.
+/// `smb direct port`, when `smb direct = yes` — only those of the `interfaces`
+/// entries marked `capability=RDMA` when some are and `bind interfaces only` is set.
 pub fn direct_addresses(config: &Config) -> Vec<SocketAddr> {
-    if !config.global.smb_direct {
+    let g = &config.global;
+    if !g.smb_direct {
         return Vec::new();
     }
+    // With `bind interfaces only`, entries marked `capability=RDMA` (if any) say
+    // which interfaces are the RDMA ones: SMB Direct listens on those alone, so a
+    // server can offer it on one link and plain TCP on the others (multichannel).
+    let rdma: Vec<smbx_config::Interface> = g
+        .interfaces
+        .iter()
+        .filter(|e| e.capability.is_some_and(|c| c.rdma))
+        .cloned()
+        .collect();
+    let tcp = bind_addresses(config);
+    let base = if g.bind_interfaces_only && !rdma.is_empty() {
+        let ips = interface_addresses(&rdma, &smbx_transport::netif::local_addresses());
+        tcp.into_iter()
+            .filter(|a| ips.iter().any(|i| i.ip() == a.ip()))
+            .collect()
+    } else {
+        tcp
+    };
     let mut out: Vec<SocketAddr> = Vec::new();
-    for a in bind_addresses(config) {
+    for a in base {
         let d = SocketAddr::new(a.ip(), config.global.smb_direct_port);
         if !out.contains(&d) {
             out.push(d);

@@ -193,3 +193,43 @@ async fn smb_direct_listeners_are_advertised_rdma_capable() {
         ]
     );
 }
+
+#[tokio::test]
+async fn capability_rdma_entries_choose_where_smb_direct_listens() {
+    if !in_netns("capability_rdma_entries_choose_where_smb_direct_listens") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Three addresses bound for TCP; only the one marked capability=RDMA gets SMB
+    // Direct, and only it is advertised RDMA_CAPABLE.
+    let c = config(
+        dir.path(),
+        "\"127.0.0.1;capability=RSS\" \"127.0.0.2;capability=RSS,capability=RDMA\" 127.0.0.3",
+        true,
+    );
+    let users: std::sync::Arc<dyn smbx_security::auth::CredentialStore> =
+        std::sync::Arc::new(Users(vec![("user".into(), smbx_passdb::nt_hash("pass"))]));
+    let server = smbx_server::Server::bind_with_credentials(std::sync::Arc::new(c), users)
+        .await
+        .expect("bind");
+    let direct: Vec<std::net::IpAddr> = server.direct_addrs().iter().map(|a| a.ip()).collect();
+    assert_eq!(direct, ["127.0.0.2".parse::<std::net::IpAddr>().unwrap()]);
+    assert_eq!(server.local_addrs().len(), 3, "TCP on all three");
+    let addr = server.local_addrs()[0];
+    let state = server.state();
+    tokio::spawn(server.run());
+    let srv = TestServer { addr, state };
+    let rdma: Vec<(Ipv4Addr, bool)> = query(&srv)
+        .await
+        .into_iter()
+        .map(|(a, _, _, rdma, _)| (a, rdma))
+        .collect();
+    assert_eq!(
+        rdma,
+        vec![
+            (Ipv4Addr::new(127, 0, 0, 1), false),
+            (Ipv4Addr::new(127, 0, 0, 2), true),
+            (Ipv4Addr::new(127, 0, 0, 3), false),
+        ]
+    );
+}
