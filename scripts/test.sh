@@ -5,6 +5,7 @@
 # shows everything), except that nothing runs after a failed build.
 #
 # Env: SMBX_SKIP_DEPS=1 (don't install packages), SMBX_SKIP_TORTURE=1, SMBX_SKIP_DEB=1,
+#      SMBX_SKIP_GUEST=1 (the RDMA guest tests),
 #      PYTEST_ARGS (extra pytest arguments), ST_* (see tests/interop/smbtorture).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,5 +63,11 @@ if [ -z "${SMBX_SKIP_DEB:-}" ]; then
 fi
 if [ -z "${SMBX_SKIP_TORTURE:-}" ]; then
     step smbtorture tests/interop/smbtorture/run.sh
+fi
+# SMB Direct against the Linux kernel's RDMA stack in a qemu guest (TCG): soft-RoCE,
+# soft-iWARP, cifs.ko, ksmbd (tests/guest/run-all.sh; the guest kernel is cached in
+# /var/cache/smbx-ci/guest, about 20 minutes to build the first time; SMBX_GUEST_BUDGET).
+if [ -z "${SMBX_SKIP_GUEST:-}" ]; then
+    step guest tests/guest/run-all.sh
 fi
 finish

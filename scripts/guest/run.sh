@@ -4,10 +4,12 @@
 #   scripts/guest/run.sh TESTDIR [SMBX_BIN]
 #
 # TESTDIR holds run.sh (the guest runs `sh /test/run.sh` with TESTDIR's files in /test);
-# SMBX_BIN (default target/release/smbx) is put at /usr/bin/smbx. The guest's console goes to
+# SMBX_BIN (default target/release/smbx) is put at /usr/bin/smbx, and the programs named in
+# $SMBX_GUEST_BINS (default: target/release/examples/checksum) beside it. The guest's console goes to
 # stdout; the exit status is the guest test's ("GUEST-EXIT n" on the console), 124 when the guest
 # did not finish within $SMBX_GUEST_TIMEOUT seconds (default 600). $SMBX_GUEST_HOSTFWD adds qemu
-# user-network forwards (e.g. "tcp:127.0.0.1:15445-:5445").
+# user-network forwards (e.g. "tcp:127.0.0.1:15445-:5445"). BYTES, CIFS_MODES and BENCH_SECS,
+# when set, reach the guest's test in /test/knobs.env.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -19,7 +21,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/o/test" "$work/o/usr/bin"
 cp -a "$testdir/." "$work/o/test/"
+# Helpers every guest test may source (tests/guest/lib: the checksum workload for mounts).
+cp -a "$root/tests/guest/lib" "$work/o/test/lib"
+# Knobs handed to the guest's test as /test/knobs.env (sourced by the tests).
+for v in BYTES CIFS_MODES BENCH_SECS; do
+    [ -n "${!v:-}" ] && echo "$v='${!v}'" >>"$work/o/test/knobs.env"
+done
 cp "$smbx" "$work/o/usr/bin/smbx"
+# More programs for /usr/bin: $SMBX_GUEST_BINS, by default the checksum workload
+# (cargo build --release -p smbx-client --example checksum) when it was built.
+bins=${SMBX_GUEST_BINS-$root/target/release/examples/checksum}
+for b in $bins; do
+    [ -f "$b" ] && cp "$b" "$work/o/usr/bin/"
+done
 (cd "$work/o" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/overlay.cpio.gz"
 cat "$base" "$work/overlay.cpio.gz" >"$work/initrd.cpio.gz"
 net="user,id=n0"
