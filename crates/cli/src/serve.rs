@@ -170,7 +170,7 @@ mod backend {
 
     /// The STATUS= line for the server's state now.
     fn summary(state: &ServerState) -> String {
-        let connections = state.connections.lock().len();
+        let connections = state.connections.len();
         sd_notify::status_line(connections, state.sessions.len())
     }
 

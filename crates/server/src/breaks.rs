@@ -191,14 +191,7 @@ fn client_connection(
         .sessions
         .get(session_id)
         .is_some_and(|s| s.state.lock().encrypt_data);
-    let mut conns: Vec<(u64, Arc<Connection>)> = server
-        .connections
-        .lock()
-        .iter()
-        .filter_map(|(id, w)| w.upgrade().map(|c| (*id, c)))
-        .collect();
-    conns.sort_by_key(|(id, _)| *id);
-    conns.into_iter().map(|(_, c)| c).find(|c| {
+    server.live_connections().into_iter().find(|c| {
         if c.negotiate.lock().client_guid != guid {
             return false;
         }

@@ -246,19 +246,13 @@ impl Server {
         self.state.shutdown.begin(deadline);
         // Dropping the accept loops closes their listeners.
         tasks.shutdown().await;
-        let n = self.state.connections.lock().len();
+        let n = self.state.connections.len();
         tracing::info!(
             connections = n,
             "shutting down: no new connections; waiting for requests in flight"
         );
         if !wait_for_no_connections(&self.state, deadline).await {
-            let left: Vec<_> = self
-                .state
-                .connections
-                .lock()
-                .values()
-                .filter_map(|c| c.upgrade())
-                .collect();
+            let left = self.state.live_connections();
             tracing::warn!(
                 connections = left.len(),
                 "requests still in flight after {} s; closing their connections",
@@ -279,7 +273,7 @@ async fn wait_for_no_connections(state: &ServerState, deadline: tokio::time::Ins
     // Checked every few milliseconds during a shutdown only; bounded by the deadline.
     const POLL: Duration = Duration::from_millis(20);
     loop {
-        if state.connections.lock().is_empty() {
+        if state.connections.is_empty() {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {

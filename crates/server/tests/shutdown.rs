@@ -42,7 +42,7 @@ async fn run_until_stops_accepting_closes_connections_and_returns_ok() {
         .status(),
         NtStatus::SUCCESS
     );
-    assert_eq!(state.connections.lock().len(), 2);
+    assert_eq!(state.connections.len(), 2);
     assert_eq!(state.shutdown.deadline(), None);
 
     stop_tx.send(()).unwrap();
@@ -58,7 +58,7 @@ async fn run_until_stops_accepting_closes_connections_and_returns_ok() {
     .unwrap();
     assert!(result.is_ok(), "{result:?}");
     assert!(state.shutdown.deadline().is_some());
-    assert!(state.connections.lock().is_empty());
+    assert!(state.connections.is_empty());
     // Both clients see the connection end.
     assert!(a.recv_frame().await.is_none());
     assert!(b.recv_frame().await.is_none());

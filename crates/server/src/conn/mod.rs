@@ -16,6 +16,7 @@ use smbx_wire::Dialect;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::credits::CreditWindow;
+use crate::state::connections::ConnectionHandle;
 use crate::state::ServerState;
 
 /// What NEGOTIATE established on a connection, kept for signing/encryption decisions
@@ -332,4 +333,35 @@ fn max_pdu(g: &smbx_config::Global) -> usize {
 /// PDUs (about 32 MiB with the default 8 MiB I/O sizes).
 fn budget_bytes(g: &smbx_config::Global) -> usize {
     max_pdu(g).saturating_mul(4)
+}
+
+impl ConnectionHandle for Connection {
+    fn cancel_pending(&self, session_id: Option<u64>) {
+        self.pending.cancel_all(session_id);
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl ServerState {
+    /// Finds a live connection by id.
+    pub fn connection(&self, id: u64) -> Option<Arc<Connection>> {
+        as_connection(self.connections.get(id)?)
+    }
+
+    /// Every live connection, by ascending id.
+    pub fn live_connections(&self) -> Vec<Arc<Connection>> {
+        self.connections
+            .all()
+            .into_iter()
+            .filter_map(|(_, c)| as_connection(c))
+            .collect()
+    }
+}
+
+/// The connection behind a handle of the connection table (every entry is one).
+fn as_connection(c: Arc<dyn ConnectionHandle>) -> Option<Arc<Connection>> {
+    c.into_any().downcast::<Connection>().ok()
 }

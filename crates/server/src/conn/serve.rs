@@ -78,7 +78,7 @@ const SHUTTING_DOWN: &str = "server shutting down";
 async fn run<S: FrameSource>(conn: Arc<Connection>, mut src: S) {
     let server = conn.server.clone();
     let id = conn.id;
-    server.connections.lock().insert(id, Arc::downgrade(&conn));
+    server.connections.insert(id, Arc::downgrade(&conn) as _);
     tracing::debug!(direct = conn.direct.is_some(), "connection accepted");
     let why = read_loop(&conn, &mut src).await;
     if why == SHUTTING_DOWN {
@@ -88,7 +88,7 @@ async fn run<S: FrameSource>(conn: Arc<Connection>, mut src: S) {
     }
     tracing::debug!(why, "connection closing");
     teardown(&conn);
-    server.connections.lock().remove(&id);
+    server.connections.remove(id);
     crate::memory::note_activity();
 }
 
@@ -261,7 +261,7 @@ fn teardown(conn: &Arc<Connection>) {
             None => {}
             Some(0) => ending.push(sid),
             Some(_) => {
-                detached.push(Arc::downgrade(conn));
+                detached.push(Arc::downgrade(conn) as _);
                 surviving.push(sid);
             }
         }

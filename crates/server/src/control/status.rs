@@ -231,12 +231,7 @@ pub fn snapshot(server: &ServerState, info: ServerInfo) -> Status {
         server: info,
         ..Status::default()
     };
-    st.totals.connections = server
-        .connections
-        .lock()
-        .values()
-        .filter(|w| w.strong_count() > 0)
-        .count();
+    st.totals.connections = server.connections.alive();
     let mut sessions = server.sessions.all();
     sessions.sort_by_key(|s| s.id);
     // Session id -> (session, client address) for the opens and locks below.

@@ -230,12 +230,7 @@ struct Live {
 }
 
 fn live(state: &ServerState) -> Live {
-    let conns: Vec<_> = state
-        .connections
-        .lock()
-        .values()
-        .filter_map(std::sync::Weak::upgrade)
-        .collect();
+    let conns = state.live_connections();
     let mut l = Live {
         connections: [0; 2],
         channels: [0; 2],

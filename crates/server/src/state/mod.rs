@@ -4,6 +4,7 @@
 //! time they use it, so state changes are re-checked under the object's lock.
 
 pub mod acl;
+pub mod connections;
 pub mod file;
 pub mod locks;
 pub mod notify;
@@ -17,15 +18,12 @@ pub mod settings;
 pub mod share;
 pub mod tree;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use parking_lot::Mutex;
 use smbx_config::Config;
 use smbx_security::auth::{AuthPolicy, CredentialStore};
 
-use crate::conn::Connection;
 pub use file::FileTable;
 pub use open::{FileId, FileOpen, Open, OpenKind, OpenTable, PipeOpen};
 pub use session::{Session, SessionTable};
@@ -52,7 +50,7 @@ pub struct ServerState {
     /// CREATEs with a DH2Q CreateGuid, for replay detection (state/replay.rs).
     pub replay: replay::ReplayCache,
     /// Live connections by id (weak: a connection owns itself through its task).
-    pub connections: Mutex<HashMap<u64, Weak<Connection>>>,
+    pub connections: connections::ConnectionTable,
     /// The server-wide bound on logons in progress ([`session::MAX_LOGONS`]).
     pub logons: Arc<tokio::sync::Semaphore>,
     /// Buffers of 64 KiB to 2 MiB for received Direct-TCP frames, sealed responses
@@ -112,7 +110,7 @@ impl ServerState {
             files: FileTable::default(),
             leases: oplock::LeaseIndex::default(),
             replay: replay::ReplayCache::default(),
-            connections: Mutex::new(HashMap::new()),
+            connections: Default::default(),
             logons: Arc::new(tokio::sync::Semaphore::new(session::MAX_LOGONS)),
             frames: Arc::new(smbx_transport::BufPool::new(FRAME_POOL_PER_CLASS)),
             metrics: crate::metrics::Metrics::default(),
@@ -161,10 +159,5 @@ impl ServerState {
     /// Finds a share by name, case-insensitively, in the settings in force now.
     pub fn find_share(&self, name: &str) -> Option<Arc<Share>> {
         self.settings.current().find_share(name)
-    }
-
-    /// Finds a live connection by id.
-    pub fn connection(&self, id: u64) -> Option<Arc<Connection>> {
-        self.connections.lock().get(&id).and_then(Weak::upgrade)
     }
 }

@@ -88,7 +88,7 @@ pub struct Session {
     pub trees: Mutex<TreeTable>,
     /// Lost channels whose operations still run (conn/serve.rs teardown); they are
     /// cancelled when the session ends.
-    pub detached: Mutex<Vec<std::sync::Weak<crate::conn::Connection>>>,
+    pub detached: Mutex<Vec<std::sync::Weak<dyn super::connections::ConnectionHandle>>>,
     /// The client has sent an encrypted request on this session (`smbx status`).
     pub sealed: std::sync::atomic::AtomicBool,
 }
@@ -230,7 +230,7 @@ impl SessionTable {
         }
         // What still runs on lost channels ends with the session.
         for c in s.detached.lock().drain(..).filter_map(|w| w.upgrade()) {
-            c.pending.cancel_all(Some(id));
+            c.cancel_pending(Some(id));
         }
         Some(s)
     }
