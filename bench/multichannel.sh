@@ -17,9 +17,13 @@
 # reads and writes (-o$QD, -d$DURATION after -W$WARMUP) with --multichannel 1 and 3 against each.
 # Printed: MB/s (10^6 bytes) per run, each channel's share of it (from the report's per-channel
 # bytes, warm-up included), and the ratio 3 channels / 1 channel (issue 12's goal: >= 2.6x).
+# With DIRECT=1 (the default) a third server, smbxdirect (smbx), also serves link 2 by SMB Direct
+# (soft-iWARP on 5445; `capability=RDMA` on that entry puts SMB Direct there alone): the
+# session logs on over TCP on link 1 and its channel to link 2 is SMB Direct, the one to
+# link 3 Direct TCP; its 3-channel runs are compared with smbx's 1-channel run.
 #
 # Environment: RATE_MBIT (1000), DURATION (10), WARMUP (2), QD (16), FILE_MIB (512),
-#   SERVERS_WANTED ("smbx samba"), RESULTS (target/bench-multichannel: JSON reports),
+#   SERVERS_WANTED ("smbx samba"), DIRECT (1), RESULTS (target/bench-multichannel: JSON reports),
 #   SMBX_BIN, KEEP=1 (keep the shares and logs).
 # Needs root (namespaces, tc, a unix account for smbd), iproute2, Debian samba, python3.
 set -euo pipefail
@@ -70,6 +74,7 @@ DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 QD=${QD:-16}
 FILE_MIB=${FILE_MIB:-512}
+DIRECT=${DIRECT:-1}
 SERVERS_WANTED=${SERVERS_WANTED:-smbx samba}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-multichannel}
 NS=smbxmc$$
@@ -88,15 +93,18 @@ trap mc_cleanup EXIT
 mc_up "$NS" "$TAG" "$NET"
 bench_log "namespace $NS: links $NET.{1,2,3}.2 at ${RATE_MBIT} Mbit/s each way"
 root=$(mktemp -d /tmp/smbx-multichannel.XXXXXX)
-bench_setup "$root" "$FILE_MIB" smbx samba
+bench_setup "$root" "$FILE_MIB" smbx samba smbxdirect
 rm -rf "$RESULTS"
 mkdir -p "$RESULTS"
 
-# The interfaces line: each link's NS address with its speed and RSS.
+# The interfaces line: each link's NS address with its speed and RSS (and RDMA on link
+# $1 if given).
 mc_interfaces() {
-  local n line=""
+  local n line="" caps
   for n in $(seq 1 $LINKS); do
-    line="$line \"$NET.$n.2;speed=$SPEED,capability=RSS\""
+    caps="capability=RSS"
+    [ "$n" = "${1:-}" ] && caps="$caps,capability=RDMA"
+    line="$line \"$NET.$n.2;speed=$SPEED,$caps\""
   done
   echo "${line# }"
 }
@@ -115,6 +123,7 @@ mc_wait() {
 mc_start_smbx() {
   local name=$1 S=$BENCH_ROOT/$1 port=4451 pid extra=""
   shift
+  [ "$name" = smbx ] || port=4453
   if [ $# -gt 0 ]; then extra=$(printf '  %s\n' "$@"); fi
   cat >"$S/smb.conf" <<CONF
 [global]
@@ -186,6 +195,9 @@ for s in $SERVERS_WANTED; do
   samba) mc_start_samba ;;
   esac
 done
+if [ "$DIRECT" = 1 ] && [ "${MC_MODE:-}" != failover ] && [[ " $SERVERS_WANTED " == *" smbx "* ]]; then
+  mc_start_smbx smbxdirect "interfaces = $(mc_interfaces 2)" "smb direct = yes" "smb direct port = 5445"
+fi
 [ "${#SERVERS[@]}" -gt 0 ] || { echo "multichannel: no server started" >&2; exit 1; }
 if [ "${MC_MODE:-}" = failover ]; then
   # shellcheck source=bench/multichannel-failover.sh
@@ -209,6 +221,7 @@ for op in read write; do
   [ "$op" = write ] && w=100
   for s in "${SERVERS[@]}"; do
     for ch in 1 3; do
+      [ "$s" = smbxdirect ] && [ "$ch" = 1 ] && continue
       bench_log "512K sequential $op against $s, $ch channel(s)"
       mc_run "$RESULTS/$op.$s.$ch.json" "$s" "$ch" -w"$w"
     done
@@ -225,24 +238,30 @@ def load(op, s, ch):
 print(f"\nmultichannel: 512 KiB sequential, three links of {rate:.0f} Mbit/s ({link:.0f} MB/s each)")
 for op in ("read", "write"):
     print(f"\n{op}:")
-    print(f"  {'server':<9} {'channels':>8} {'MB/s':>8} {'x link':>7}  per channel (MB/s, share of bytes)")
+    print(f"  {'server':<10} {'channels':>8} {'MB/s':>8} {'x link':>7}  per channel (MB/s, share of bytes)")
     for s in servers:
-        base = load(op, s, 1)
+        base = load(op, "smbx" if s == "smbxdirect" else s, 1)
         for ch in (1, 3):
+            if s == "smbxdirect" and ch == 1:
+                continue
             r = load(op, s, ch)
             if r is None:
-                print(f"  {s:<9} {ch:>8} {'failed':>8}")
+                print(f"  {s:<10} {ch:>8} {'failed':>8}")
                 continue
             mbs = r["bytes_per_sec"] / 1e6
             t = r["targets"][0]
             chans = t.get("channels", [])
             total = sum(c["bytes"] for c in chans) or 1
             per = "  ".join(f"{c.get('address') or '?'} {mbs * c['bytes'] / total:.0f} ({100 * c['bytes'] / total:.0f}%)" for c in chans)
-            line = f"  {s:<9} {ch:>8} {mbs:>8.1f} {mbs / link:>7.2f}  {per}"
+            line = f"  {s:<10} {ch:>8} {mbs:>8.1f} {mbs / link:>7.2f}  {per}"
             if ch == 3 and base is not None:
                 b = base["bytes_per_sec"] / 1e6
                 line += f"   3ch/1ch = {mbs / b:.2f}x"
             print(line)
+    d = load(op, "smbxdirect", 3)
+    if d is not None:
+        kinds = ["SMB Direct" if (c.get("address") or "").endswith(":5445") else "TCP" for c in d["targets"][0].get("channels", [])]
+        print(f"  smbxdirect channels: {', '.join(kinds)}")
     a, b = load(op, "smbx", 3), load(op, "samba", 3)
     if a is not None and b is not None:
         print(f"  smbx/Samba with 3 channels: {a['bytes_per_sec'] / b['bytes_per_sec']:.2f}")

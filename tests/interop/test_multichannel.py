@@ -5,7 +5,9 @@ advertising its three addresses (``interfaces`` with speed and RSS), and ``smbx 
 
 Asserted, against smbx and against Samba's smbd given the same ``interfaces`` line: the
 session has three channels, one to each address (so each over its own veth pair), and every
-one of them carried at least 4 MiB. Never a rate: the benchmark script prints those.
+one of them carried at least 4 MiB. Never a rate: the benchmark script prints those. With
+SMB Direct on one link (smbx), that link's channel is SMB Direct and the others TCP. And the
+client commands' ``--multichannel 3``: put and get bind two further channels each.
 Needs root (namespaces, tc); the namespace and links are removed afterwards.
 """
 
@@ -77,6 +79,55 @@ def test_three_links_all_carry_data(links, kind):
         os.chown(data, *_uid_gid(USER))
         for write in (False, True):
             check_three_channels(bench(server.port, server.password, write), server.port)
+        server.check_healthy()
+    finally:
+        _cleanup(server)
+
+
+def test_one_link_by_smb_direct(links):
+    """smbx with SMB Direct on link 2 alone (its entry marked capability=RDMA): the TCP
+    logon on link 1 binds an SMB Direct channel to link 2 and a TCP one to link 3, and all
+    three carry reads and writes."""
+    line = " ".join(
+        f'"{a};speed={SPEED},capability=RSS{",capability=RDMA" if i == 1 else ""}"' for i, a in enumerate(ADDRS)
+    )
+    server = start_smbx(
+        interfaces=line, netns=links, wait_host=ADDRS[0], extra_global="    smb direct = yes\n    smb direct port = 5445\n"
+    )
+    try:
+        data = server.share_dir / "data.bin"
+        data.write_bytes(os.urandom(64 * MIB))
+        os.chown(data, *_uid_gid(USER))
+        for write in (False, True):
+            chans = bench(server.port, server.password, write)["channels"]
+            addrs = sorted(c["address"] for c in chans)
+            want = [f"{ADDRS[0]}:{server.port}", f"{ADDRS[1]}:5445", f"{ADDRS[2]}:{server.port}"]
+            assert addrs == sorted(want), chans
+            for c in chans:
+                assert c["live"] and c["bytes"] >= 4 * MIB, chans
+        server.check_healthy()
+    finally:
+        _cleanup(server)
+
+
+def test_client_commands_take_multichannel(links, tmp_path):
+    """`smbx put` and `smbx get` with --multichannel 3: each session binds a channel to
+    each of the two other addresses (the server logs every binding at log level 1), the
+    bytes survive."""
+    server = start_smbx(interfaces=LINE, netns=links, wait_host=ADDRS[0], extra_global="    log level = 1\n")
+    try:
+        src, dst = tmp_path / "src.bin", tmp_path / "dst.bin"
+        src.write_bytes(os.urandom(16 * MIB))
+        url = f"smb://{USER}@{ADDRS[0]}:{server.port}/share/cli.bin"
+        env = dict(os.environ, SMBX_PASSWORD=server.password)
+        for args in (["put", str(src), url], ["get", url, str(dst)]):
+            r = subprocess.run(
+                [str(smbx_bin()), args[0], "--multichannel", "3", *args[1:]], env=env, capture_output=True, text=True, timeout=BOUND_S
+            )
+            assert r.returncode == 0, f"smbx {args[0]}: {r.stderr}"
+        assert dst.read_bytes() == src.read_bytes()
+        assert (server.share_dir / "cli.bin").read_bytes() == src.read_bytes()
+        assert server.log_text().count("channel bound to session") == 4, server.log_text()[-3000:]
         server.check_healthy()
     finally:
         _cleanup(server)
