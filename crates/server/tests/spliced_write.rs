@@ -106,6 +106,12 @@ async fn large_writes_land_whole_and_failures_consume_their_data() {
         );
         put(&mut want, off, &d);
     }
+    // Spliced and write-through (the data is on disk before the answer).
+    let d = data(200_000, 13);
+    let mut body = write_body(fid, 9 << 20, &d, 200_000, 0x70);
+    body[44..48].copy_from_slice(&smbx_wire::rw::WRITEFLAG_WRITE_THROUGH.to_le_bytes());
+    assert_eq!(write_raw(&mut c, &body).await, (NtStatus::SUCCESS, 200_000));
+    put(&mut want, 9 << 20, &d);
     // Not spliced: Length short of the data (the first Length bytes are written),
     // data after 8 bytes of padding.
     let d = data(200_000, 7);
