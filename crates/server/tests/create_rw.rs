@@ -12,10 +12,10 @@ use smbx_wire::rw::{decode_write_response, ReadRequest, ReadResponse, WriteReque
 use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus, HEADER_SIZE};
 
-const ALL: u32 = 0x001F_01FF;
-const READ: u32 = 0x0012_0089;
-const MAX_ALLOWED: u32 = 0x0200_0000;
-const DELETE: u32 = 0x0001_0000;
+const ALL: u32 = smbx_wire::AccessMask::FILE_ALL_ACCESS.bits();
+const READ: u32 = smbx_wire::AccessMask::FILE_GENERIC_READ.bits();
+const MAX_ALLOWED: u32 = smbx_wire::AccessMask::MAXIMUM_ALLOWED.bits();
+const DELETE: u32 = smbx_wire::AccessMask::DELETE.bits();
 
 struct Opened {
     status: NtStatus,

@@ -9,9 +9,9 @@ use smbx_wire::ioctl::*;
 use smbx_wire::Dialect;
 use smbx_wire::{Command, NtStatus, HEADER_SIZE};
 
-const ALL: u32 = 0x001F_01FF;
-const READ_DATA: u32 = 0x1;
-const READ_ATTR: u32 = 0x80;
+const ALL: u32 = smbx_wire::AccessMask::FILE_ALL_ACCESS.bits();
+const READ_DATA: u32 = smbx_wire::AccessMask::FILE_READ_DATA.bits();
+const READ_ATTR: u32 = smbx_wire::AccessMask::FILE_READ_ATTRIBUTES.bits();
 
 async fn create(c: &mut Client, name: &str, access: u32) -> (u64, u64) {
     let body = CreateRequestBuilder {

@@ -16,8 +16,8 @@ use smbx_wire::oplock::{
 use smbx_wire::set_info::{FileRenameInfo, SetInfoRequest};
 use smbx_wire::{Command, NtStatus};
 
-const ALL: u32 = 0x001F_01FF;
-const GENERIC_READ: u32 = 0x8000_0000;
+const ALL: u32 = smbx_wire::AccessMask::FILE_ALL_ACCESS.bits();
+const GENERIC_READ: u32 = smbx_wire::AccessMask::GENERIC_READ.bits();
 const RH: LeaseState = LeaseState::RH;
 const RWH: LeaseState = LeaseState::RWH;
 /// FILE_OPEN, FILE_OPEN_IF, FILE_OVERWRITE.

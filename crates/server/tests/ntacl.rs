@@ -15,11 +15,11 @@ use smbx_wire::security_descriptor::{
 use smbx_wire::set_info::{SetInfoRequest, SMB2_0_INFO_FILE};
 use smbx_wire::{Command, NtStatus};
 
-const READ_DATA: u32 = 0x1;
-const WRITE_DATA: u32 = 0x2;
-const READ_CONTROL: u32 = 0x2_0000;
-const WRITE_DAC: u32 = 0x4_0000;
-const FILE_GENERIC_READ: u32 = 0x0012_0089;
+const READ_DATA: u32 = smbx_wire::AccessMask::FILE_READ_DATA.bits();
+const WRITE_DATA: u32 = smbx_wire::AccessMask::FILE_WRITE_DATA.bits();
+const READ_CONTROL: u32 = smbx_wire::AccessMask::READ_CONTROL.bits();
+const WRITE_DAC: u32 = smbx_wire::AccessMask::WRITE_DAC.bits();
+const FILE_GENERIC_READ: u32 = smbx_wire::AccessMask::FILE_GENERIC_READ.bits();
 const DACL: u32 = 4;
 
 /// CREATE with `disposition` (1 open, 2 create) and an optional SecD; the FileId.
@@ -205,7 +205,7 @@ async fn set_owner(
 async fn owner_change_needs_the_sid_in_the_token_or_admin() {
     use smbx_wire::security_descriptor::well_known::{unix_group, unix_user};
     use std::os::unix::fs::MetadataExt;
-    const WRITE_OWNER: u32 = 0x8_0000;
+    const WRITE_OWNER: u32 = smbx_wire::AccessMask::WRITE_OWNER.bits();
     let dir = tempfile::tempdir().unwrap();
     for admin in [false, true] {
         let mut cfg = test_config(dir.path());
@@ -268,8 +268,13 @@ async fn replace_by(c: &mut Client, fid: smbx_wire::FileId, class: u8, target: &
 /// target and a directory are all refused with ACCESS_DENIED and left in place.
 #[tokio::test]
 async fn replacing_a_file_needs_the_right_to_delete_it() {
-    const DELETE: u32 = 0x1_0000;
-    const LIST_ADD: u32 = 0x1 | 0x2 | 0x4 | 0x20 | 0x80;
+    const DELETE: u32 = smbx_wire::AccessMask::DELETE.bits();
+    const LIST_ADD: u32 = smbx_wire::AccessMask::FILE_LIST_DIRECTORY
+        .union(smbx_wire::AccessMask::FILE_ADD_FILE)
+        .union(smbx_wire::AccessMask::FILE_ADD_SUBDIRECTORY)
+        .union(smbx_wire::AccessMask::FILE_TRAVERSE)
+        .union(smbx_wire::AccessMask::FILE_READ_ATTRIBUTES)
+        .bits();
     let dir = tempfile::tempdir().unwrap();
     let (_srv, mut c) = start_with_client(dir.path()).await;
     let d = create(&mut c, "d", READ_CONTROL | WRITE_DAC, 2, true, None)

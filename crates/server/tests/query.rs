@@ -10,11 +10,11 @@ use smbx_wire::query_info::*;
 use smbx_wire::security_descriptor::SecurityDescriptor;
 use smbx_wire::{Command, NtStatus, HEADER_SIZE};
 
-const LIST: u32 = 0x1;
-const READ_EA: u32 = 0x8;
-const READ_ATTR: u32 = 0x80;
-const READ_CONTROL: u32 = 0x2_0000;
-const SYNCHRONIZE: u32 = 0x10_0000;
+const LIST: u32 = smbx_wire::AccessMask::FILE_LIST_DIRECTORY.bits();
+const READ_EA: u32 = smbx_wire::AccessMask::FILE_READ_EA.bits();
+const READ_ATTR: u32 = smbx_wire::AccessMask::FILE_READ_ATTRIBUTES.bits();
+const READ_CONTROL: u32 = smbx_wire::AccessMask::READ_CONTROL.bits();
+const SYNCHRONIZE: u32 = smbx_wire::AccessMask::SYNCHRONIZE.bits();
 
 /// CREATE (FILE_OPEN) of an existing name; returns the 16-byte FileId.
 async fn open(

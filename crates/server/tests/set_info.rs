@@ -9,9 +9,9 @@ use smbx_wire::create::CreateRequestBuilder;
 use smbx_wire::set_info::*;
 use smbx_wire::{Command, NtStatus};
 
-const ALL: u32 = 0x001F_01FF;
-const READ_ATTR: u32 = 0x80;
-const DELETE: u32 = 0x0001_0000;
+const ALL: u32 = smbx_wire::AccessMask::FILE_ALL_ACCESS.bits();
+const READ_ATTR: u32 = smbx_wire::AccessMask::FILE_READ_ATTRIBUTES.bits();
+const DELETE: u32 = smbx_wire::AccessMask::DELETE.bits();
 
 async fn create(c: &mut Client, name: &str, access: u32, options: u32) -> smbx_wire::FileId {
     let body = CreateRequestBuilder {

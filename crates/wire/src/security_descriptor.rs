@@ -32,6 +32,9 @@ pub const SE_DACL_PRESENT: u16 = 0x0004;
 pub const SE_DACL_DEFAULTED: u16 = 0x0008;
 /// SE_SACL_PRESENT.
 pub const SE_SACL_PRESENT: u16 = 0x0010;
+/// SE_DACL_AUTO_INHERIT_REQ ("DR"): a request to compute the DACL by
+/// auto-inheritance, never stored.
+pub const SE_DACL_AUTO_INHERIT_REQ: u16 = 0x0100;
 /// SE_DACL_AUTO_INHERITED.
 pub const SE_DACL_AUTO_INHERITED: u16 = 0x0400;
 /// SE_SACL_AUTO_INHERITED.

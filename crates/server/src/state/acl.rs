@@ -36,7 +36,8 @@ use smbx_wire::security_descriptor::{
     Ace, Acl, SecurityDescriptor, Sid, ACCESS_ALLOWED_ACE_TYPE, ACCESS_DENIED_ACE_TYPE,
     CONTAINER_INHERIT_ACE, DACL_SECURITY_INFORMATION, GROUP_SECURITY_INFORMATION, INHERITED_ACE,
     INHERIT_ONLY_ACE, NO_PROPAGATE_INHERIT_ACE, OBJECT_INHERIT_ACE, OWNER_SECURITY_INFORMATION,
-    SE_DACL_AUTO_INHERITED, SE_DACL_DEFAULTED, SE_DACL_PRESENT, SE_DACL_PROTECTED,
+    SE_DACL_AUTO_INHERITED, SE_DACL_AUTO_INHERIT_REQ, SE_DACL_DEFAULTED, SE_DACL_PRESENT,
+    SE_DACL_PROTECTED,
 };
 use smbx_wire::AccessMask;
 
@@ -45,8 +46,6 @@ use crate::state::session::SessionUser;
 
 /// Every right a DACL can grant on a file (FILE_ALL_ACCESS).
 pub const ALL_RIGHTS: u32 = AccessMask::FILE_ALL_ACCESS.bits();
-/// SE_DACL_AUTO_INHERIT_REQ ([MS-DTYP] 2.4.6 "DR"): a request, never stored.
-pub const SE_DACL_AUTO_INHERIT_REQ: u16 = 0x0100;
 
 /// The DACL control bits a descriptor set by a client (SET_INFO, CREATE SecD) keeps
 /// ([MS-DTYP] 2.4.6, as Windows canonicalizes them): SE_DACL_AUTO_INHERIT_REQ is a
