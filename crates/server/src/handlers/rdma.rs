@@ -11,7 +11,7 @@ use smbx_wire::NtStatus;
 
 use std::sync::Arc;
 
-use super::Ctx;
+use super::{Ctx, HandlerResult, Response};
 use crate::conn::{Connection, DirectIo};
 use crate::metrics::RdmaOp;
 
@@ -117,4 +117,43 @@ impl Channel {
 fn fail(e: smbx_transport::DirectError) -> NtStatus {
     tracing::debug!(error = %e, "rdma transfer failed");
     NtStatus::INVALID_PARAMETER
+}
+
+/// The answer to a READ or WRITE whose channel asked for remote invalidation
+/// (RDMA_V1_INVALIDATE): an error goes out with Send with Invalidate of the client's
+/// STag too, as every response to such a request does, since the client counts on the
+/// server invalidating its registration whatever the outcome (Linux cifs.ko).
+pub fn answer_invalidating(res: HandlerResult, invalidate: Option<u32>) -> HandlerResult {
+    match (res, invalidate) {
+        (Err(status), Some(stag)) => {
+            let mut r = Response::error(status);
+            r.invalidate = Some(stag);
+            Ok(r)
+        }
+        (res, _) => res,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error to a request with RDMA_V1_INVALIDATE still invalidates the client's
+    /// STag; a success keeps what the handler set; without the channel, errors stay
+    /// errors.
+    #[test]
+    fn errors_invalidate_when_the_channel_asks() {
+        let r = answer_invalidating(Err(NtStatus::END_OF_FILE), Some(0x1234)).unwrap();
+        assert_eq!(
+            (r.status, r.invalidate),
+            (NtStatus::END_OF_FILE, Some(0x1234))
+        );
+        assert_eq!(r.body, Response::error(NtStatus::END_OF_FILE).body);
+        let ok = answer_invalidating(Ok(Response::ok(vec![1; 16])), Some(7)).unwrap();
+        assert_eq!((ok.status, ok.invalidate), (NtStatus::SUCCESS, None));
+        assert_eq!(
+            answer_invalidating(Err(NtStatus::ACCESS_DENIED), None).err(),
+            Some(NtStatus::ACCESS_DENIED)
+        );
+    }
 }

@@ -72,6 +72,16 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     ctx.check_credit_charge(r.length as usize)?;
     let channel = super::rdma::decode(ctx, r.channel, r.channel_info, r.length)?;
+    let invalidate = channel.as_ref().and_then(|c| c.invalidate);
+    super::rdma::answer_invalidating(read(ctx, &r, channel).await, invalidate)
+}
+
+/// READ once its channel is known.
+async fn read(
+    ctx: &mut Ctx<'_>,
+    r: &ReadRequest<'_>,
+    channel: Option<super::rdma::Channel>,
+) -> HandlerResult {
     if channel.is_none() {
         if let Some(d) = ctx.conn.direct() {
             // Inline over SMB Direct: the response must fit one reassembled message.

@@ -58,6 +58,20 @@ pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     }
     ctx.check_credit_charge(length as usize)?;
     let channel = super::rdma::decode(ctx, w.channel, w.channel_info, rdma_len)?;
+    let invalidate = channel.as_ref().and_then(|c| c.invalidate);
+    let res = write(ctx, req, &w, inline_len, rdma_len, channel).await;
+    super::rdma::answer_invalidating(res, invalidate)
+}
+
+/// WRITE once its channel is known.
+async fn write(
+    ctx: &mut Ctx<'_>,
+    req: &Request<'_>,
+    w: &WriteRequest<'_>,
+    inline_len: usize,
+    rdma_len: u32,
+    channel: Option<super::rdma::Channel>,
+) -> HandlerResult {
     if channel.is_some() && inline_len > 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
