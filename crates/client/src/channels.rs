@@ -242,6 +242,12 @@ impl ChannelSet {
     }
 
     /// Advances the ChannelSequence (a channel failed).
+    /// Starts the session's ChannelSequence at `n`: a session that replaces
+    /// a lost one continues its count (its reclaimed opens remember it).
+    pub(crate) fn set_sequence(&self, n: u16) {
+        self.sequence.store(n, Ordering::Release);
+    }
+
     pub(crate) fn advance_sequence(&self) {
         self.sequence.fetch_add(1, Ordering::AcqRel);
     }

@@ -259,7 +259,7 @@ impl Client {
     pub async fn login(&self, user: &str, password: &str, domain: &str) -> Result<Session> {
         let init = Initiator::new(user, password, domain)
             .with_workstation(&self.inner.options.workstation);
-        let a = self.ntlm_legs(init, false, None).await?;
+        let a = self.ntlm_legs(init, false, None, 0).await?;
         self.finish_setup(
             a,
             false,
@@ -275,6 +275,11 @@ impl Client {
     /// connected to) from the caller's credential cache (`KRB5CCNAME`), mutual
     /// authentication, and the session key of the Kerberos exchange.
     pub async fn login_kerberos(&self) -> Result<Session> {
+        self.kerberos_logon(0).await
+    }
+
+    /// A Kerberos logon asking the server to end session `previous` (0: none).
+    async fn kerberos_logon(&self, previous: u64) -> Result<Session> {
         let host = self.inner.host.clone();
         // Getting the service ticket may talk to the KDC: off the async threads.
         let mut init = tokio::task::spawn_blocking(move || KerberosInitiator::new(&host))
@@ -285,6 +290,7 @@ impl Client {
         let mut preauth = self.inner.negotiated.preauth;
         let req = SessionSetupRequest {
             security_mode,
+            previous_session_id: previous,
             security_buffer: init.first_token(),
             ..Default::default()
         };
@@ -311,6 +317,26 @@ impl Client {
         self.finish_setup(a, false, Logon::Kerberos)
     }
 
+    /// Logs on again as `logon` did, asking the server to end `previous`
+    /// (PreviousSessionId, [MS-SMB2] 3.2.4.2.3): the new session of a tree
+    /// re-established after the server lost the old one ([`crate::durable`]).
+    pub(crate) async fn relogin(&self, logon: &Logon, previous: u64) -> Result<Session> {
+        match logon {
+            Logon::Ntlm {
+                user,
+                password,
+                domain,
+            } => {
+                let init = Initiator::new(user, password, domain)
+                    .with_workstation(&self.inner.options.workstation);
+                let a = self.ntlm_legs(init, false, None, previous).await?;
+                self.finish_setup(a, false, logon.clone())
+            }
+            Logon::Kerberos => self.kerberos_logon(previous).await,
+            Logon::Anonymous => self.login_anonymous().await,
+        }
+    }
+
     fn security_mode(&self) -> u8 {
         SECURITY_SIGNING_ENABLED as u8
             | if self.inner.options.signing == Signing::Required {
@@ -322,7 +348,9 @@ impl Client {
 
     /// Logs on anonymously (a null session: no signing keys).
     pub async fn login_anonymous(&self) -> Result<Session> {
-        let a = self.ntlm_legs(Initiator::anonymous(), true, None).await?;
+        let a = self
+            .ntlm_legs(Initiator::anonymous(), true, None, 0)
+            .await?;
         self.finish_setup(a, true, Logon::Anonymous)
     }
 
@@ -334,6 +362,7 @@ impl Client {
         mut init: Initiator,
         anonymous: bool,
         bind: Option<&Session>,
+        previous: u64,
     ) -> Result<Authenticated> {
         let security_mode = self.security_mode();
         let mut preauth = self.inner.negotiated.preauth;
@@ -347,6 +376,7 @@ impl Client {
                 0
             },
             security_mode,
+            previous_session_id: previous,
             security_buffer: token,
             ..Default::default()
         };
@@ -382,6 +412,7 @@ impl Client {
                 0
             },
             security_mode,
+            previous_session_id: previous,
             security_buffer: spnego::client_resp(&auth, mic.as_deref()),
             ..Default::default()
         };
@@ -512,7 +543,7 @@ impl Client {
                 .with_workstation(&self.inner.options.workstation),
             _ => return Err(InvalidArgument::BindNeedsNtlm.into()),
         };
-        let a = self.ntlm_legs(init, false, Some(session)).await?;
+        let a = self.ntlm_legs(init, false, Some(session), 0).await?;
         if a.session_id != session.id() {
             return Err(ProtocolError::BindingOtherSession {
                 expected: session.id(),
@@ -737,6 +768,7 @@ struct Authenticated {
 }
 
 /// How a session logged on: what a further channel authenticates with.
+#[derive(Clone)]
 pub(crate) enum Logon {
     Ntlm {
         user: String,
@@ -960,7 +992,7 @@ impl Session {
         if encrypt && !self.inner.security.keys.can_seal() {
             return Err(ProtocolError::ShareNeedsEncryption(share.to_string()).into());
         }
-        let tree = Tree::new(self.clone(), resp.header.tree_id, encrypt, tc);
+        let tree = Tree::new(self.clone(), share, resp.header.tree_id, encrypt, tc);
         let d = client.negotiated.dialect;
         if (d == Dialect::SMB3_0 || d == Dialect::SMB3_0_2) && self.inner.security.keys.can_sign() {
             self.validate_negotiate(&tree, &link).await?;

@@ -330,6 +330,10 @@ pub enum InvalidArgument {
     /// Only NTLM sessions can bind further channels.
     #[error("only NTLM sessions bind further channels")]
     BindNeedsNtlm,
+    /// The session's connection was made from a stream whose server address
+    /// is unknown: it cannot be connected again.
+    #[error("the server's address is unknown: cannot connect again")]
+    NoServerAddress,
     /// A READ longer than the server's MaxReadSize.
     #[error("read of {len} bytes larger than MaxReadSize ({max})")]
     ReadTooLarge {

@@ -61,7 +61,7 @@ fn session_gone(e: &Error) -> bool {
 }
 
 /// True if sending `reqs` twice cannot do what sending them once would not.
-fn replayable(reqs: &[Request]) -> bool {
+pub(crate) fn replayable(reqs: &[Request]) -> bool {
     let closes = reqs.iter().any(|r| r.command == Command::Close);
     reqs.iter().all(|r| match r.command {
         Command::Read

@@ -23,6 +23,7 @@ use smbx_wire::{
 
 use crate::conn::{body_writer, Request};
 use crate::credits::charge_for;
+use crate::durable::Handle;
 use crate::error::{Error, InvalidArgument, ProtocolError, Result};
 use crate::info::FileInfo;
 use crate::tree::Tree;
@@ -328,26 +329,32 @@ impl OpenOptions {
 #[derive(Debug)]
 pub struct File {
     tree: Tree,
-    id: FileId,
+    handle: Arc<Handle>,
     info: FileInfo,
     create_action: u32,
     closed: AtomicBool,
 }
 
 impl File {
-    pub(crate) fn new(tree: Tree, id: FileId, info: FileInfo, create_action: u32) -> File {
+    pub(crate) fn new(tree: Tree, handle: Arc<Handle>, info: FileInfo, create_action: u32) -> File {
         File {
             tree,
-            id,
+            handle,
             info,
             create_action,
             closed: AtomicBool::new(false),
         }
     }
 
-    /// The handle's FileId.
+    /// The handle's FileId (a new one once a durable open was reclaimed on a
+    /// re-established session).
     pub fn id(&self) -> FileId {
-        self.id
+        self.handle.id()
+    }
+    /// True if the server granted this open a durable handle: it outlives the
+    /// session and is reclaimed if the session is re-established.
+    pub fn is_durable(&self) -> bool {
+        self.handle.durable.is_some()
     }
     /// The metadata CREATE returned.
     pub fn info_at_open(&self) -> &FileInfo {
@@ -471,7 +478,7 @@ impl File {
             padding: 0x50,
             length: len as u32,
             offset,
-            file_id: self.id,
+            file_id: self.id(),
             channel,
             channel_info,
             ..Default::default()
@@ -552,12 +559,12 @@ impl File {
 
     async fn write_chunk(&self, offset: u64, data: &[u8]) -> Result<usize> {
         if let Some(link) = self.tree.rdma_for(data.len(), false) {
-            return self.write_rdma(link.clone(), offset, data).await;
+            return self.write_rdma(link, offset, data).await;
         }
-        let mut w = body_writer(self.tree.pool(), 48 + data.len().max(1));
+        let mut w = body_writer(&self.tree.pool(), 48 + data.len().max(1));
         WriteRequest {
             offset,
-            file_id: self.id,
+            file_id: self.id(),
             length: data.len() as u32,
             data,
             ..Default::default()
@@ -599,7 +606,7 @@ impl File {
             .encode();
         let body = WriteRequest {
             offset,
-            file_id: self.id,
+            file_id: self.id(),
             channel: rdma_channel(self.tree.dialect(), link.as_ref()),
             remaining_bytes: data.len() as u32,
             channel_info: &desc,
@@ -623,7 +630,7 @@ impl File {
 
     /// FLUSH: asks the server to commit the file's data.
     pub async fn flush(&self) -> Result<()> {
-        let body = FlushRequest { file_id: self.id }.encode();
+        let body = FlushRequest { file_id: self.id() }.encode();
         self.tree
             .call(Request::new(Command::Flush, body, self.tree.id()))
             .await?
@@ -633,7 +640,12 @@ impl File {
 
     /// QUERY_INFO FileAllInformation on the open handle.
     pub async fn stat(&self) -> Result<FileInfo> {
-        let body = query_info_body(self.id, SMB2_0_INFO_FILE, FILE_ALL_INFORMATION, INFO_BUFFER);
+        let body = query_info_body(
+            self.id(),
+            SMB2_0_INFO_FILE,
+            FILE_ALL_INFORMATION,
+            INFO_BUFFER,
+        );
         let resp = self
             .tree
             .call(Request::new(Command::QueryInfo, body, self.tree.id()))
@@ -654,7 +666,7 @@ impl File {
     }
 
     async fn set_info(&self, class: u8, buf: &[u8]) -> Result<()> {
-        let body = set_info_body(self.id, SMB2_0_INFO_FILE, class, buf);
+        let body = set_info_body(self.id(), SMB2_0_INFO_FILE, class, buf);
         self.tree
             .call(Request::new(Command::SetInfo, body, self.tree.id()))
             .await?
@@ -665,7 +677,7 @@ impl File {
     /// CLOSE, returning the final metadata.
     pub async fn close(self) -> Result<FileInfo> {
         self.closed.store(true, Ordering::Relaxed);
-        let body = close_body(self.id, CLOSE_FLAG_POSTQUERY_ATTRIB);
+        let body = close_body(self.id(), CLOSE_FLAG_POSTQUERY_ATTRIB);
         let resp = self
             .tree
             .call(Request::new(Command::Close, body, self.tree.id()))
@@ -682,7 +694,7 @@ impl Drop for File {
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let tree = self.tree.clone();
-            let id = self.id;
+            let id = self.id();
             rt.spawn(async move {
                 let req = Request::new(Command::Close, close_body(id, 0), tree.id());
                 let _ = tree.call(req).await;

@@ -45,6 +45,7 @@ mod client;
 mod conn;
 pub mod credits;
 mod dial;
+mod durable;
 mod error;
 mod failover;
 mod file;

@@ -127,6 +127,11 @@ pub struct ClientOptions {
     /// The SMB Direct port of such channels: 5445 (iWARP's), or the logon's port
     /// when the session itself logged on over SMB Direct.
     pub direct_port: u16,
+    /// Open files with durable v2 handles (and a read+handle lease) so that
+    /// they survive the session: when the server drops it, the client logs on
+    /// again (PreviousSessionId), reclaims them and replays what was in
+    /// flight. On by default when `max_channels > 1`; SMB 3.x only.
+    pub durable_handles: bool,
 }
 
 impl Default for ClientOptions {
@@ -158,6 +163,7 @@ impl Default for ClientOptions {
             max_channels: 1,
             rdma_channels: true,
             direct_port: Transport::Rdma.default_port(),
+            durable_handles: false,
         }
     }
 }
@@ -181,6 +187,11 @@ impl ClientOptions {
     /// Offers exactly these ciphers (3.1.1).
     pub fn with_ciphers(mut self, ciphers: &[CipherId]) -> Self {
         self.ciphers = ciphers.to_vec();
+        self
+    }
+    /// Opens files durably (see [`ClientOptions::durable_handles`]).
+    pub fn with_durable_handles(mut self, yes: bool) -> Self {
+        self.durable_handles = yes;
         self
     }
     /// Lets a session use up to `n` channels (see [`ClientOptions::max_channels`]).

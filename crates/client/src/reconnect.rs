@@ -98,8 +98,9 @@ impl ReconnectingTree {
     /// reconnected, else a new one.
     async fn replace(&self, failed: &Tree) -> Result<Tree> {
         let mut cur = self.current.lock().await;
-        let now = cur.session().client().connection();
-        let was = failed.session().client().connection();
+        let (now_session, was_session) = (cur.session(), failed.session());
+        let now = now_session.client().connection();
+        let was = was_session.client().connection();
         if !std::ptr::eq(now, was) && !now.is_closed() {
             return Ok(cur.clone());
         }

@@ -9,6 +9,7 @@ use smbx_wire::{AccessMask, Command, NtStatus};
 use crate::client::Session;
 use crate::conn::{Request, Response};
 use crate::credits::charge_for;
+use crate::durable::Handle;
 use crate::error::{Error, ProtocolError, Result};
 use crate::file::{
     access, close_body, create_options, disposition, query_info_body, set_info_body, share, File,
@@ -33,24 +34,42 @@ const INLINE_HEADROOM: u32 = 1024;
 /// Output buffer size of one QUERY_DIRECTORY.
 const DIR_BUFFER: u32 = 65536;
 
-struct TreeInner {
-    session: Session,
-    id: u32,
-    encrypt: bool,
-    response: TreeConnectResponse,
+/// What a re-establishment ([`crate::durable`]) replaces: the session, the
+/// TreeId, and how the reclaimed opens' FileIds changed.
+pub(crate) struct TreeState {
+    pub session: Session,
+    pub id: u32,
+    pub encrypt: bool,
+    pub response: TreeConnectResponse,
+    /// (old FileId, reclaimed FileId), oldest first.
+    pub remaps: Vec<(FileId, FileId)>,
+}
+
+pub(crate) struct TreeInner {
+    /// The share name as given to [`Session::tree`].
+    pub share: String,
+    pub state: std::sync::RwLock<TreeState>,
+    /// Open files whose handles a re-establishment reclaims.
+    pub opens: std::sync::Mutex<Vec<std::sync::Weak<Handle>>>,
+    /// The lease key of each path opened durably (one per file: the client's
+    /// own opens share the lease and never break each other).
+    pub lease_keys: std::sync::Mutex<std::collections::HashMap<String, [u8; 16]>>,
+    /// Held while the tree is re-established.
+    pub reestablishing: tokio::sync::Mutex<()>,
 }
 
 /// A connected share. Cheap to clone.
 #[derive(Clone)]
 pub struct Tree {
-    inner: Arc<TreeInner>,
+    pub(crate) inner: Arc<TreeInner>,
 }
 
 impl std::fmt::Debug for Tree {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.state();
         f.debug_struct("Tree")
-            .field("id", &self.inner.id)
-            .field("encrypt", &self.inner.encrypt)
+            .field("id", &st.id)
+            .field("encrypt", &st.encrypt)
             .finish_non_exhaustive()
     }
 }
@@ -78,45 +97,58 @@ fn first_error(resps: Vec<Response>) -> Result<Vec<Response>> {
 impl Tree {
     pub(crate) fn new(
         session: Session,
+        share: &str,
         id: u32,
         encrypt: bool,
         response: TreeConnectResponse,
     ) -> Tree {
         Tree {
             inner: Arc::new(TreeInner {
-                session,
-                id,
-                encrypt,
-                response,
+                share: share.to_string(),
+                state: std::sync::RwLock::new(TreeState {
+                    session,
+                    id,
+                    encrypt,
+                    response,
+                    remaps: Vec::new(),
+                }),
+                opens: Default::default(),
+                lease_keys: Default::default(),
+                reestablishing: tokio::sync::Mutex::new(()),
             }),
         }
     }
 
-    /// The TreeId.
-    pub fn id(&self) -> u32 {
-        self.inner.id
+    pub(crate) fn state(&self) -> std::sync::RwLockReadGuard<'_, TreeState> {
+        self.inner.state.read().expect("tree state lock")
     }
-    /// The session.
-    pub fn session(&self) -> &Session {
-        &self.inner.session
+
+    /// The TreeId (a new one once the tree was re-established).
+    pub fn id(&self) -> u32 {
+        self.state().id
+    }
+    /// The session (a new one once the tree was re-established).
+    pub fn session(&self) -> Session {
+        self.state().session.clone()
     }
     /// True if this share's traffic is sealed.
     pub fn is_encrypted(&self) -> bool {
-        self.inner.encrypt || self.inner.session.is_encrypted()
+        let st = self.state();
+        st.encrypt || st.session.is_encrypted()
     }
     /// ShareFlags from TREE_CONNECT.
     pub fn share_flags(&self) -> u32 {
-        self.inner.response.share_flags
+        self.state().response.share_flags
     }
     /// MaximalAccess from TREE_CONNECT.
     pub fn maximal_access(&self) -> AccessMask {
-        self.inner.response.maximal_access
+        self.state().response.maximal_access
     }
 
     /// Largest READ: the negotiated MaxReadSize; over SMB Direct also what one
     /// transfer can carry (an RDMA transfer, or one reassembled message inline).
     pub(crate) fn max_read(&self) -> u32 {
-        let n = self.inner.session.inner.client.inner.negotiated.max_read;
+        let n = self.session().inner.client.inner.negotiated.max_read;
         match self.direct_limit(|p| p.max_fragmented_receive_size) {
             Some(cap) => n.min(cap),
             None => n,
@@ -124,7 +156,7 @@ impl Tree {
     }
     /// Largest WRITE (as [`Tree::max_read`]).
     pub(crate) fn max_write(&self) -> u32 {
-        let n = self.inner.session.inner.client.inner.negotiated.max_write;
+        let n = self.session().inner.client.inner.negotiated.max_write;
         match self.direct_limit(|p| p.max_fragmented_send_size) {
             Some(cap) => n.min(cap),
             None => n,
@@ -135,7 +167,7 @@ impl Tree {
         &self,
         inline: impl Fn(&smbx_transport::NegotiatedParams) -> u32,
     ) -> Option<u32> {
-        let link = self.inner.session.inner.client.inner.conn.direct()?;
+        let link = self.rdma_link()?;
         let p = link.params();
         Some(if self.rdma().is_some() {
             p.max_read_write_size
@@ -147,11 +179,16 @@ impl Tree {
     /// The SMB Direct link when this tree's READs and WRITEs may use RDMA channels
     /// (SMB 3.x; not on sealed trees: their payload must be encrypted, which RDMA transfers of
     /// plaintext would bypass).
-    pub(crate) fn rdma(&self) -> Option<&std::sync::Arc<dyn smbx_transport::DirectLink>> {
+    pub(crate) fn rdma(&self) -> Option<Arc<dyn smbx_transport::DirectLink>> {
         if self.is_encrypted() || self.dialect() < smbx_wire::Dialect::SMB3_0 {
             return None;
         }
-        self.inner.session.inner.client.inner.conn.direct()
+        self.rdma_link()
+    }
+
+    /// The logon connection's SMB Direct link, if it is one.
+    fn rdma_link(&self) -> Option<Arc<dyn smbx_transport::DirectLink>> {
+        self.session().inner.client.inner.conn.direct().cloned()
     }
 
     /// The link to move `len` bytes of a READ (`read`) or WRITE by RDMA: when
@@ -161,7 +198,7 @@ impl Tree {
         &self,
         len: usize,
         read: bool,
-    ) -> Option<&std::sync::Arc<dyn smbx_transport::DirectLink>> {
+    ) -> Option<Arc<dyn smbx_transport::DirectLink>> {
         let link = self.rdma()?;
         let p = link.params();
         let inline = if read {
@@ -170,21 +207,30 @@ impl Tree {
             p.max_fragmented_send_size
         }
         .saturating_sub(INLINE_HEADROOM) as usize;
-        let threshold = self.inner.session.inner.client.inner.options.rdma_threshold;
+        let threshold = self.session().inner.client.inner.options.rdma_threshold;
         (len > threshold || len > inline).then_some(link)
     }
 
     /// The connection's pool of RDMA transfer buffers.
-    pub(crate) fn pool(&self) -> &Arc<smbx_transport::BufPool> {
-        self.inner.session.inner.client.inner.conn.pool()
+    pub(crate) fn pool(&self) -> Arc<smbx_transport::BufPool> {
+        self.session().inner.client.inner.conn.pool().clone()
     }
 
     /// The negotiated dialect.
     pub(crate) fn dialect(&self) -> smbx_wire::Dialect {
-        self.inner.session.inner.client.inner.negotiated.dialect
+        self.session().inner.client.inner.negotiated.dialect
     }
     pub(crate) fn large_mtu(&self) -> bool {
-        self.inner.session.inner.client.inner.conn.large_mtu()
+        self.session().inner.client.inner.conn.large_mtu()
+    }
+
+    /// True if this tree's opens are durable and survive the session
+    /// ([`crate::durable`]): failover is possible (several channels allowed)
+    /// or the options ask for it, at SMB 3.x.
+    pub(crate) fn durable(&self) -> bool {
+        let session = self.session();
+        let o = &session.inner.client.inner.options;
+        (o.durable_handles || o.max_channels > 1) && self.dialect() >= smbx_wire::Dialect::SMB3_0
     }
 
     /// Sends one request on this tree.
@@ -199,7 +245,38 @@ impl Tree {
     /// that one fails ([`crate::failover`]).
     async fn compound_on_channel(&self, reqs: Vec<Request>) -> Result<Vec<Response>> {
         let pin_first = self.rdma().is_some();
-        crate::failover::send(&self.inner.session, reqs, self.inner.encrypt, pin_first).await
+        let (mut session, encrypt) = {
+            let st = self.state();
+            (st.session.clone(), st.encrypt)
+        };
+        if !self.durable() {
+            return crate::failover::send(&session, reqs, encrypt, pin_first).await;
+        }
+        // Kept to send again on a re-established session (see crate::durable).
+        let keep = crate::failover::replayable(&reqs).then(|| reqs.clone());
+        let mut res = crate::failover::send(&session, reqs, encrypt, pin_first).await;
+        for _ in 0..crate::durable::MAX_REESTABLISH {
+            let e = match res {
+                Err(e) if crate::durable::session_lost(&e) => e,
+                r => return r,
+            };
+            if !self.reestablish(&session, &e).await? {
+                return Err(e);
+            }
+            let Some(again) = &keep else {
+                return Err(e);
+            };
+            let mut again = again.clone();
+            session = {
+                let st = self.state();
+                for r in again.iter_mut() {
+                    crate::durable::patch(r, &st.remaps, st.id);
+                }
+                st.session.clone()
+            };
+            res = crate::failover::send(&session, again, encrypt, pin_first).await;
+        }
+        res
     }
 
     /// Sends one request whose body (after the SMB2 header) the caller built,
@@ -219,25 +296,55 @@ impl Tree {
     }
 
     fn create_req(&self, req: CreateRequestBuilder) -> Request {
-        Request::new(Command::Create, req.encode(), self.inner.id)
+        Request::new(Command::Create, req.encode(), self.id())
     }
 
     fn close_req(&self) -> Request {
-        Request::new(
-            Command::Close,
-            close_body(FileId::RELATED, 0),
-            self.inner.id,
-        )
+        Request::new(Command::Close, close_body(FileId::RELATED, 0), self.id())
     }
 
-    /// Opens (or creates) a file or directory.
+    /// Opens (or creates) a file or directory. On a tree whose opens are
+    /// durable ([`crate::durable`]) a file is opened with a durable v2 handle
+    /// and a read+handle lease when the server grants them.
     pub async fn open(&self, path: &str, opts: &OpenOptions) -> Result<File> {
-        let req = self.create_req(opts.to_request(smb_path(path)));
-        let resp = self.call(req).await?.ok()?;
+        let name = smb_path(path);
+        let mut create = opts.to_request(name.clone());
+        let mut asked = None;
+        if self.durable()
+            && !create
+                .create_options
+                .contains(create_options::DIRECTORY_FILE)
+        {
+            let key = *self
+                .inner
+                .lease_keys
+                .lock()
+                .expect("lease keys lock")
+                .entry(name.to_lowercase())
+                .or_insert_with(rand::random);
+            let guid: [u8; 16] = rand::random();
+            let (contexts, lease) = crate::durable::request_contexts(self.dialect(), key, guid);
+            let plain = create.clone();
+            create.contexts = contexts;
+            create.oplock_level = smbx_wire::oplock::OplockLevel::LEASE;
+            asked = Some(crate::durable::Durable {
+                create_guid: guid,
+                lease,
+                request: plain,
+            });
+        }
+        let resp = self.call(self.create_req(create)).await?.ok()?;
         let cr = CreateResponse::decode(&resp.msg)?;
+        let durable = asked.filter(|_| crate::durable::granted(&cr.contexts));
+        let handle = Arc::new(Handle::new(cr.file_id, durable));
+        if handle.durable.is_some() {
+            let mut opens = self.inner.opens.lock().expect("opens lock");
+            opens.retain(|w| w.strong_count() > 0);
+            opens.push(Arc::downgrade(&handle));
+        }
         Ok(File::new(
             self.clone(),
-            cr.file_id,
+            handle,
             FileInfo::from_create(&cr),
             cr.create_action,
         ))
@@ -276,7 +383,7 @@ impl Tree {
             ..Default::default()
         }
         .encode();
-        let mut read = Request::new(Command::Read, read_body, self.inner.id);
+        let mut read = Request::new(Command::Read, read_body, self.id());
         read.charge = charge_for(len, self.large_mtu());
         let mut v = self
             .compound(vec![self.create_req(open), read, self.close_req()])
@@ -343,7 +450,7 @@ impl Tree {
                 output_buffer_length: DIR_BUFFER,
             }
             .encode();
-            let mut req = Request::new(Command::QueryDirectory, body, self.inner.id);
+            let mut req = Request::new(Command::QueryDirectory, body, self.id());
             req.charge = charge_for(DIR_BUFFER as usize, self.large_mtu());
             flags = 0;
             let resp = self.call(req).await?;
@@ -383,7 +490,7 @@ impl Tree {
                 FILE_ALL_INFORMATION,
                 INFO_BUFFER,
             ),
-            self.inner.id,
+            self.id(),
         );
         let mut v = self
             .compound(vec![self.create_req(open), query, self.close_req()])
@@ -450,7 +557,7 @@ impl Tree {
                 FILE_DISPOSITION_INFORMATION,
                 &[1],
             ),
-            self.inner.id,
+            self.id(),
         );
         first_error(
             self.compound(vec![self.create_req(open), set, self.close_req()])
@@ -479,7 +586,7 @@ impl Tree {
                 }
                 .encode(),
             ),
-            self.inner.id,
+            self.id(),
         );
         first_error(
             self.compound(vec![self.create_req(open), set, self.close_req()])
@@ -495,7 +602,7 @@ impl Tree {
 
     /// TREE_DISCONNECT.
     pub async fn disconnect(&self) -> Result<()> {
-        let req = Request::new(Command::TreeDisconnect, encode_simple(), self.inner.id);
+        let req = Request::new(Command::TreeDisconnect, encode_simple(), self.id());
         self.call(req).await?.ok()?;
         Ok(())
     }
