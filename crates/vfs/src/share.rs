@@ -687,15 +687,15 @@ impl Share {
         };
         // FILE_CASE_SENSITIVE_SEARCH says the file system *can* search case-sensitively
         // (NTFS and Samba always set it); smb2.streams.names3 requires it.
-        let fs_attributes = FileSystemAttributes::FILE_CASE_SENSITIVE_SEARCH.bits()
-            | FileSystemAttributes::FILE_CASE_PRESERVED_NAMES.bits()
-            | FileSystemAttributes::FILE_UNICODE_ON_DISK.bits()
-            | FileSystemAttributes::FILE_SUPPORTS_SPARSE_FILES.bits()
-            | FileSystemAttributes::FILE_NAMED_STREAMS.bits()
-            | FileSystemAttributes::FILE_SUPPORTS_HARD_LINKS.bits()
-            | FileSystemAttributes::FILE_SUPPORTS_EXTENDED_ATTRIBUTES.bits();
+        let fs_attributes = FileSystemAttributes::FILE_CASE_SENSITIVE_SEARCH
+            | FileSystemAttributes::FILE_CASE_PRESERVED_NAMES
+            | FileSystemAttributes::FILE_UNICODE_ON_DISK
+            | FileSystemAttributes::FILE_SUPPORTS_SPARSE_FILES
+            | FileSystemAttributes::FILE_NAMED_STREAMS
+            | FileSystemAttributes::FILE_SUPPORTS_HARD_LINKS
+            | FileSystemAttributes::FILE_SUPPORTS_EXTENDED_ATTRIBUTES;
         let fs_attributes = if inner.opts.read_only {
-            fs_attributes | FileSystemAttributes::FILE_READ_ONLY_VOLUME.bits()
+            fs_attributes | FileSystemAttributes::FILE_READ_ONLY_VOLUME
         } else {
             fs_attributes
         };

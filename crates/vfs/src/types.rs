@@ -245,7 +245,7 @@ pub struct FsInfo {
     /// File system name reported to clients ("NTFS" for compatibility).
     pub fs_name: String,
     /// FILE_* file system attribute flags.
-    pub fs_attributes: u32,
+    pub fs_attributes: FileSystemAttributes,
     /// Volume serial number.
     pub volume_serial: u32,
     /// Volume label (empty).

@@ -776,15 +776,13 @@ fn fs_info_reports_volume() {
     assert!(i.total_bytes > 0 && i.free_bytes <= i.total_bytes);
     assert!(i.block_size >= 512);
     assert_eq!(i.fs_name, "NTFS");
-    assert_ne!(
-        i.fs_attributes & FileSystemAttributes::FILE_NAMED_STREAMS.bits(),
-        0
-    );
+    assert!(i
+        .fs_attributes
+        .contains(FileSystemAttributes::FILE_NAMED_STREAMS));
     // Advertised like NTFS and Samba (the file system can search case-sensitively).
-    assert_ne!(
-        i.fs_attributes & FileSystemAttributes::FILE_CASE_SENSITIVE_SEARCH.bits(),
-        0
-    );
+    assert!(i
+        .fs_attributes
+        .contains(FileSystemAttributes::FILE_CASE_SENSITIVE_SEARCH));
     assert_eq!(s.fs_info().unwrap().volume_serial, i.volume_serial);
 }
 

@@ -320,7 +320,7 @@ fn query_fs(f: &FileOpen, class: u8, max: usize, label: &str) -> Result<Answer, 
             fs::device(fs::FILE_DEVICE_DISK, fs::FILE_DEVICE_IS_MOUNTED)
         }
         fs::FILE_FS_ATTRIBUTE_INFORMATION => fs::attribute(
-            info.fs_attributes | fs::FileSystemAttributes::FILE_PERSISTENT_ACLS.bits(),
+            info.fs_attributes | fs::FileSystemAttributes::FILE_PERSISTENT_ACLS,
             info.max_name_len,
             &info.fs_name,
         ),

@@ -118,10 +118,14 @@ pub fn device(device_type: u32, characteristics: u32) -> Vec<u8> {
 }
 
 /// FileFsAttributeInformation.
-pub fn attribute(attributes: u32, max_component_len: u32, fs_name: &str) -> Vec<u8> {
+pub fn attribute(
+    attributes: FileSystemAttributes,
+    max_component_len: u32,
+    fs_name: &str,
+) -> Vec<u8> {
     let n = utf16le(fs_name);
     let mut w = Writer::with_capacity(12 + n.len());
-    w.u32(attributes)
+    w.u32(attributes.bits())
         .u32(max_component_len)
         .u32(n.len() as u32)
         .bytes(&n);
@@ -177,7 +181,7 @@ mod tests {
         assert_eq!(size(1, 2, 3, 4).len(), 24);
         assert_eq!(full_size(1, 2, 3, 4, 5).len(), 32);
         assert_eq!(device(7, 0).len(), 8);
-        let a = attribute(3, 255, "NTFS");
+        let a = attribute(FileSystemAttributes(3), 255, "NTFS");
         assert_eq!(a.len(), 20);
         assert_eq!(&a[8..12], &[8, 0, 0, 0]);
         assert_eq!(control().len(), 48);
