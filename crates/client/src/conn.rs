@@ -1,4 +1,5 @@
-//! One SMB2 connection over Direct TCP: a writer task that sends frames, a reader task that
+//! One SMB2 connection over a message link (Direct TCP or SMB Direct, see
+//! [`smbx_transport::link`]): requests go out through the link's sender, a reader task
 //! unseals, verifies and routes responses to the waiting requests by MessageId, and the
 //! credit window that bounds how many requests are in flight.
 
@@ -10,19 +11,17 @@ use std::time::Duration;
 use smbx_security::protection::Protection;
 use smbx_security::signing::Signer;
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
-use smbx_transport::tcp::FrameReader;
+use smbx_transport::link::{self, LinkError, MessageReceiver, MessageSender};
 use smbx_transport::DirectLink;
 use smbx_wire::compound;
-use smbx_wire::framing::{encode_frame_header, MAX_FRAME_LEN};
+use smbx_wire::framing::MAX_FRAME_LEN;
 use smbx_wire::header::{
     FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_REPLAY_OPERATION, FLAGS_SIGNED,
     TRANSFORM_PROTOCOL_ID,
 };
 use smbx_wire::oplock::OplockBreak;
 use smbx_wire::Dialect;
-use smbx_wire::{Command, Header, NtStatus, Writer, HEADER_SIZE};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use smbx_wire::{Command, Header, NtStatus, WireError, Writer, HEADER_SIZE};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
@@ -227,7 +226,7 @@ pub struct Connection {
     /// Unbounded so that nothing awaits between spending MessageIds and queueing the frame
     /// (a cancelled caller must not leave a hole in the server's window); the credit
     /// window bounds what can be queued.
-    writer: mpsc::UnboundedSender<(Vec<u8>, usize)>,
+    sender: Box<dyn MessageSender>,
     events: Mutex<Option<mpsc::Receiver<Event>>>,
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
@@ -258,15 +257,19 @@ impl Connection {
         max_credits: u16,
         timeout: Option<Duration>,
     ) -> Connection {
-        let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
         let (shared, events_rx) = Self::shared(max_credits, 8);
-        let (wtx, wrx) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(reader_task(rd, shared.clone()));
-        let writer = tokio::spawn(writer_task(wr, wrx, shared.clone()));
+        // Frames of the usual I/O sizes land in pooled buffers, never zero-filled first.
+        let (tx, rx, writer) = link::tcp(stream, MAX_FRAME_LEN, shared.pool.clone());
+        let reader = tokio::spawn(reader_task(Box::new(rx), shared.clone()));
+        let sh = shared.clone();
+        let writer = tokio::spawn(async move {
+            if let Err(e) = writer.await {
+                sh.close(DisconnectReason::Write(Arc::new(e)));
+            }
+        });
         Connection {
             shared,
-            writer: wtx,
+            sender: Box::new(tx),
             events: Mutex::new(Some(events_rx)),
             timeout,
             tasks: vec![reader, writer],
@@ -282,12 +285,12 @@ impl Connection {
         timeout: Option<Duration>,
     ) -> Connection {
         let (shared, events_rx) = Self::shared(max_credits, 64);
-        // Requests go straight to the link (see `send`); the channel stays unused.
-        let (wtx, _) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(direct_reader_task(link.clone(), shared.clone()));
+        // Requests are posted on the link as they are sent: no writer task.
+        let (tx, rx) = link::direct(link.clone());
+        let reader = tokio::spawn(reader_task(Box::new(rx), shared.clone()));
         Connection {
             shared,
-            writer: wtx,
+            sender: Box::new(tx),
             events: Mutex::new(Some(events_rx)),
             timeout,
             tasks: vec![reader],
@@ -542,17 +545,9 @@ impl Connection {
         if let Some(sec) = &seal_with {
             sec.keys.seal_in_place(route.session_id, &mut buf[4..])?;
         }
-        let frame_len = buf.len() - frame_start - 4;
-        buf[frame_start..frame_start + 4].copy_from_slice(&encode_frame_header(frame_len)?);
-        if let Some(link) = &self.direct {
-            // SMB Direct: queued and posted right here (never waits, so no MessageId
-            // is left unsent by a cancelled caller), no prefix, no writer task.
-            if let Err(e) = link.send_now(&buf[frame_start + 4..], None) {
-                self.shared.close(DisconnectReason::DirectSend(Arc::new(e)));
-                return Err(self.closed_error());
-            }
-        } else if self.writer.send((buf, frame_start)).is_err() {
-            return Err(self.closed_error());
+        // Queued, never awaited: no MessageId is left unsent by a cancelled caller.
+        if let Err(e) = self.sender.send(buf, frame_start + 4) {
+            return Err(self.send_failed(e));
         }
 
         let mut out = Vec::with_capacity(n);
@@ -625,11 +620,19 @@ impl Connection {
         } else if let Some(sec) = sec.filter(|s| s.sign) {
             sec.keys.sign(&mut buf[prefix..]);
         }
-        let Ok(fh) = encode_frame_header(buf.len() - 4) else {
-            return;
-        };
-        buf[..4].copy_from_slice(&fh);
-        let _ = self.writer.send((buf, 0));
+        let _ = self.sender.send(buf, 4);
+    }
+
+    /// The error of a send the link refused; a failed link closes the connection.
+    fn send_failed(&self, e: LinkError) -> Error {
+        match e {
+            LinkError::Direct(e) => self.shared.close(DisconnectReason::DirectSend(Arc::new(e))),
+            LinkError::TooLarge => {
+                return WireError::Invalid("message too large for the transport").into()
+            }
+            LinkError::Closed | LinkError::Frame(_) => {}
+        }
+        self.closed_error()
     }
 
     fn closed_error(&self) -> Error {
@@ -668,75 +671,29 @@ impl Connection {
     }
 }
 
-async fn writer_task(
-    wr: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<(Vec<u8>, usize)>,
-    shared: Arc<Shared>,
-) {
-    let mut w = BufWriter::with_capacity(256 * 1024, wr);
-    while let Some((frame, start)) = rx.recv().await {
-        // Large frames go back to the pool once written (a class-sized one is kept).
-        let mut res = w.write_all(&frame[start..]).await;
-        shared.pool.recycle(frame);
-        while res.is_ok() {
-            match rx.try_recv() {
-                Ok((f, start)) => {
-                    res = w.write_all(&f[start..]).await;
-                    shared.pool.recycle(f);
-                }
-                Err(_) => break,
-            }
-        }
-        if let Err(e) = res.and(w.flush().await) {
-            shared.close(DisconnectReason::Write(Arc::new(e)));
-            return;
-        }
-    }
-    let _ = w.shutdown().await;
-}
-
-/// Receives whole messages over SMB Direct.
-async fn direct_reader_task(link: Arc<dyn DirectLink>, shared: Arc<Shared>) {
+/// Receives whole messages until the link fails or the server closes it.
+async fn reader_task(mut rx: Box<dyn MessageReceiver>, shared: Arc<Shared>) {
     let why = loop {
-        match link.recv().await {
-            Ok(msg) => {
+        match rx.recv().await {
+            Ok(Some(msg)) => {
                 if let Err(e) = process_frame(msg, &shared) {
                     break DisconnectReason::Receive(Arc::new(e));
                 }
             }
-            Err(e) => break DisconnectReason::from(e),
+            Ok(None) => break DisconnectReason::ClosedByServer,
+            Err(LinkError::Direct(e)) => break DisconnectReason::from(e),
+            Err(e) => {
+                let e = Error::from(ProtocolError::Frame(match e {
+                    LinkError::Frame(why) => why,
+                    _ => "link closed",
+                }));
+                break DisconnectReason::Receive(Arc::new(e));
+            }
         }
     };
     debug!("connection reader stops: {why}");
     shared.close(why);
-    link.close().await;
-}
-
-async fn reader_task(rd: OwnedReadHalf, shared: Arc<Shared>) {
-    // Buffered: small responses arrive many to a segment, and each would otherwise cost
-    // two read calls (length, then message).
-    // Small enough that little of a large frame is copied out of it (the
-    // rest is read straight into the frame), large enough to gather many
-    // small responses per read.
-    let mut rd = BufReader::with_capacity(64 * 1024, rd);
-    let why = match read_loop(&mut rd, &shared).await {
-        Ok(()) => DisconnectReason::ClosedByServer,
-        Err(e) => DisconnectReason::Receive(Arc::new(e)),
-    };
-    debug!("connection reader stops: {why}");
-    shared.close(why);
-}
-
-async fn read_loop(rd: &mut BufReader<OwnedReadHalf>, shared: &Shared) -> Result<()> {
-    // Frames of the usual I/O sizes land in pooled buffers, never zero-filled first.
-    let mut frames = FrameReader::with_pool(MAX_FRAME_LEN, shared.pool.clone());
-    loop {
-        match frames.next(rd, None).await {
-            Ok(f) => process_frame(f.msg, shared)?,
-            Err("eof") => return Ok(()),
-            Err(e) => return Err(ProtocolError::Frame(e).into()),
-        }
-    }
+    rx.close().await;
 }
 
 /// Unseals a frame if needed, splits a compound, and dispatches each response. Errors
@@ -846,7 +803,7 @@ mod tests {
     use smbx_security::signing::{Signer, SigningAlgorithm};
     use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_SERVER_TO_REDIR};
     use smbx_wire::simple::encode_simple;
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     async fn pair() -> (Connection, TcpStream) {

@@ -12,11 +12,14 @@
 //! implemented once, generically, over any `smbx_rdma` provider
 //! ([`direct::Link`]), so the server and the client never name a provider's
 //! types; [`soft`] binds it to the soft-iWARP provider (listen and connect).
+//! [`link`] puts both behind one message link (a sender and a receiver), so a
+//! connection sends and receives without asking which transport it runs on.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod direct;
+pub mod link;
 pub mod netif;
 pub mod pool;
 pub mod soft;
