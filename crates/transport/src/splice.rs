@@ -11,6 +11,7 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use smbx_wire::header::{FLAGS_SIGNED, PROTOCOL_ID};
 use smbx_wire::rw::{WriteRequest, CHANNEL_NONE};
@@ -23,6 +24,11 @@ pub const WRITE_HEAD: usize = HEADER_SIZE + 48;
 /// unprivileged process is 1 MiB; root may ask for more).
 pub const PIPE_MAX: usize = 4 << 20;
 
+/// Most pipes one reader keeps alive at once (WRITEs received and not yet written):
+/// beyond it, WRITE data is read into memory, so a client cannot make the server hold
+/// two descriptors per request it sends.
+pub const MAX_PIPES: usize = 16;
+
 /// A pipe holding (part of) a WRITE's data, both ends non-blocking.
 #[derive(Debug)]
 pub struct Pipe {
@@ -30,6 +36,16 @@ pub struct Pipe {
     wr: OwnedFd,
     /// Bytes spliced in and not yet taken out.
     len: AtomicUsize,
+    /// The count of live pipes this one is part of (see [`Pipe::counted`]).
+    live: Option<Arc<AtomicUsize>>,
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        if let Some(live) = &self.live {
+            live.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Pipe {
@@ -56,7 +72,27 @@ impl Pipe {
             rd,
             wr,
             len: AtomicUsize::new(0),
+            live: None,
         })
+    }
+
+    /// A pipe as [`Pipe::with_capacity`] that counts itself in `live` while it exists,
+    /// or `None` when `live` already counts `max`.
+    pub fn counted(bytes: usize, live: &Arc<AtomicUsize>, max: usize) -> Option<Pipe> {
+        live.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()?;
+        match Pipe::with_capacity(bytes) {
+            Ok(mut p) => {
+                p.live = Some(live.clone());
+                Some(p)
+            }
+            Err(_) => {
+                live.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// Bytes in the pipe.
@@ -265,6 +301,20 @@ mod tests {
         let mut sealed = ok.clone();
         sealed[0] = 0xfd;
         assert!(!spliceable_write(&sealed, sealed.len()));
+    }
+
+    #[test]
+    fn live_pipes_are_bounded() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let pipes: Vec<Pipe> = (0..3)
+            .filter_map(|_| Pipe::counted(4096, &live, 3))
+            .collect();
+        assert_eq!((pipes.len(), live.load(Ordering::Relaxed)), (3, 3));
+        assert!(Pipe::counted(4096, &live, 3).is_none());
+        drop(pipes);
+        assert_eq!(live.load(Ordering::Relaxed), 0);
+        assert!(Pipe::counted(4096, &live, 3).is_some());
+        assert_eq!(live.load(Ordering::Relaxed), 0, "dropped at once");
     }
 
     #[test]

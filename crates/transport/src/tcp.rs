@@ -182,6 +182,8 @@ pub struct FrameReader {
     spliced: Option<SplicedPayload>,
     /// The pipe took no more: the rest of this frame goes to `spliced.tail`.
     pipe_full: bool,
+    /// Pipes of returned frames still alive (at most [`splice::MAX_PIPES`]).
+    live_pipes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl FrameReader {
@@ -201,6 +203,7 @@ impl FrameReader {
             decided: false,
             spliced: None,
             pipe_full: false,
+            live_pipes: Arc::default(),
         }
     }
 
@@ -350,7 +353,8 @@ impl FrameReader {
 
     /// Reads what the stream has already buffered of this frame into the message (it is
     /// in memory already), then sets up the pipe the rest is spliced into. Without a
-    /// pipe (descriptors exhausted) the frame is read as any other.
+    /// pipe (descriptors exhausted, or [`splice::MAX_PIPES`] still held by earlier
+    /// frames) the frame is read as any other.
     async fn start_splice<R: AsyncRead + RecvLowat + Unpin>(
         &mut self,
         rd: &mut R,
@@ -377,7 +381,7 @@ impl FrameReader {
             // Room for twice the bytes (a page of the pipe may hold less than a page),
             // within what a pipe may hold; what does not fit is read into memory.
             let room = (2 * (len - self.filled)).min(splice::PIPE_MAX);
-            if let Ok(pipe) = Pipe::with_capacity(room) {
+            if let Some(pipe) = Pipe::counted(room, &self.live_pipes, splice::MAX_PIPES) {
                 self.spliced = Some(SplicedPayload {
                     pipe,
                     tail: Vec::new(),
@@ -648,6 +652,66 @@ mod tests {
                 // 6 MiB of data: more than a pipe may hold, the rest went to memory.
                 assert!(!f.payload.as_ref().unwrap().tail.is_empty());
             }
+        }
+        peer.await.unwrap();
+    }
+
+    /// While [`splice::MAX_PIPES`] spliced payloads are held, the next WRITE is read
+    /// into memory (whole); once they are dropped, WRITEs are spliced again.
+    #[tokio::test]
+    async fn held_pipes_are_bounded() {
+        use smbx_wire::rw::WriteRequest;
+        use smbx_wire::{Command, Header, Writer};
+        let body: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let mut w = Writer::with_capacity(64);
+        Header {
+            command: Command::Write as u16,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        let mut m = w.into_vec();
+        m.extend_from_slice(
+            &WriteRequest {
+                data: &body,
+                length: body.len() as u32,
+                ..Default::default()
+            }
+            .encode(),
+        );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let n = splice::MAX_PIPES + 2;
+        let sent = m.clone();
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            for _ in 0..n {
+                s.write_all(&frame(&sent)).await.unwrap();
+            }
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        let (rd, _wr) = sock.into_split();
+        let mut rd = BufReader::with_capacity(16 * 1024, rd);
+        let mut fr = FrameReader::new(1 << 20).splice_writes(64 * 1024);
+        let mut held = Vec::new();
+        for i in 0..n {
+            let f = tokio::time::timeout(Duration::from_secs(10), fr.next(&mut rd, None))
+                .await
+                .unwrap()
+                .unwrap();
+            let whole = match &f.payload {
+                Some(p) => p.gather(&f.msg).unwrap(),
+                None => f.msg.clone(),
+            };
+            assert!(whole == m, "frame {i}");
+            match i {
+                i if i < splice::MAX_PIPES => assert!(f.payload.is_some(), "frame {i}"),
+                i if i == splice::MAX_PIPES => {
+                    assert!(f.payload.is_none(), "frame {i}");
+                    held.clear();
+                }
+                _ => assert!(f.payload.is_some(), "frame {i}"),
+            }
+            held.push(f);
         }
         peer.await.unwrap();
     }
