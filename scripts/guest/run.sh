@@ -8,7 +8,7 @@
 # $SMBX_GUEST_BINS (default: target/release/examples/checksum) beside it. The guest's console goes to
 # stdout; the exit status is the guest test's ("GUEST-EXIT n" on the console), 124 when the guest
 # did not finish within $SMBX_GUEST_TIMEOUT seconds (default 600). $SMBX_GUEST_HOSTFWD adds qemu
-# user-network forwards (e.g. "tcp:127.0.0.1:15445-:5445"). BYTES, CIFS_MODES and BENCH_SECS,
+# user-network forwards (e.g. "tcp:127.0.0.1:15445-:5445"). BYTES, CIFS_MODES, BENCH_SECS and STRICT_LINK,
 # when set, reach the guest's test in /test/knobs.env.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +24,7 @@ cp -a "$testdir/." "$work/o/test/"
 # Helpers every guest test may source (tests/guest/lib: the checksum workload for mounts).
 cp -a "$root/tests/guest/lib" "$work/o/test/lib"
 # Knobs handed to the guest's test as /test/knobs.env (sourced by the tests).
-for v in BYTES CIFS_MODES BENCH_SECS; do
+for v in BYTES CIFS_MODES BENCH_SECS STRICT_LINK; do
     [ -n "${!v:-}" ] && echo "$v='${!v}'" >>"$work/o/test/knobs.env"
 done
 cp "$smbx" "$work/o/usr/bin/smbx"
