@@ -280,6 +280,14 @@ impl Client {
 
     /// A Kerberos logon asking the server to end session `previous` (0: none).
     async fn kerberos_logon(&self, previous: u64) -> Result<Session> {
+        let a = self.kerberos_legs(None, previous).await?;
+        self.finish_setup(a, false, Logon::Kerberos)
+    }
+
+    /// The SESSION_SETUP leg of a Kerberos logon (one AP-REQ, mutual
+    /// authentication), or of binding this connection to `bind` as a further
+    /// channel (the binding flag and the session's id, signed with its key).
+    async fn kerberos_legs(&self, bind: Option<&Session>, previous: u64) -> Result<Authenticated> {
         let host = self.inner.host.clone();
         // Getting the service ticket may talk to the KDC: off the async threads.
         let mut init = tokio::task::spawn_blocking(move || KerberosInitiator::new(&host))
@@ -289,12 +297,19 @@ impl Client {
         let security_mode = self.security_mode();
         let mut preauth = self.inner.negotiated.preauth;
         let req = SessionSetupRequest {
+            flags: if bind.is_some() {
+                SESSION_FLAG_BINDING
+            } else {
+                0
+            },
             security_mode,
             previous_session_id: previous,
             security_buffer: init.first_token(),
             ..Default::default()
         };
-        let (resp, sent) = self.setup_leg(req, 0, None).await?;
+        let (resp, sent) = self
+            .setup_leg(req, bind.map_or(0, |s| s.id()), bind)
+            .await?;
         if let Some(h) = preauth.as_mut() {
             h.update(&sent);
         }
@@ -307,14 +322,13 @@ impl Client {
         let session_key = init
             .finish(&setup.security_buffer)
             .map_err(AuthError::Kerberos)?;
-        let a = Authenticated {
+        Ok(Authenticated {
             resp,
             setup,
             session_id,
             preauth,
             session_key,
-        };
-        self.finish_setup(a, false, Logon::Kerberos)
+        })
     }
 
     /// Logs on again as `logon` did, asking the server to end `previous`
@@ -534,16 +548,21 @@ impl Client {
         if n.capabilities & CAP_MULTI_CHANNEL == 0 {
             return Err(ProtocolError::NoMultichannel.into());
         }
-        let init = match &session.inner.logon {
+        let a = match &session.inner.logon {
             Logon::Ntlm {
                 user,
                 password,
                 domain,
-            } => Initiator::new(user, password, domain)
-                .with_workstation(&self.inner.options.workstation),
-            _ => return Err(InvalidArgument::BindNeedsNtlm.into()),
+            } => {
+                let init = Initiator::new(user, password, domain)
+                    .with_workstation(&self.inner.options.workstation);
+                self.ntlm_legs(init, false, Some(session), 0).await?
+            }
+            // A fresh AP-REQ for the same service: the ticket's session key
+            // (and this connection's preauth hash) keys the channel.
+            Logon::Kerberos => self.kerberos_legs(Some(session), 0).await?,
+            Logon::Anonymous => return Err(InvalidArgument::BindNeedsNtlm.into()),
         };
-        let a = self.ntlm_legs(init, false, Some(session), 0).await?;
         if a.session_id != session.id() {
             return Err(ProtocolError::BindingOtherSession {
                 expected: session.id(),

@@ -327,8 +327,8 @@ pub enum InvalidArgument {
     /// The options offer no dialect.
     #[error("no dialects to offer")]
     NoDialects,
-    /// Only NTLM sessions can bind further channels.
-    #[error("only NTLM sessions bind further channels")]
+    /// An anonymous session cannot bind further channels.
+    #[error("an anonymous session binds no further channels")]
     BindNeedsNtlm,
     /// The session's connection was made from a stream whose server address
     /// is unknown: it cannot be connected again.
