@@ -6,8 +6,9 @@
 //! sweeps against the same file over both transports: latency at queue depth 1 from
 //! 1 KiB to 256 KiB, IOPS at 4 KiB and 8 KiB, throughput from 64 KiB to 512 KiB, with
 //! cycles per byte (machine-wide, server and client together). A multichannel row
-//! reads 512 KiB blocks over one TCP channel and over three (the server advertises
-//! 127.0.0.1, 127.0.0.2 and 127.0.0.3; the session binds a channel to each). It prints
+//! reads 512 KiB blocks over one TCP channel and over three (a second, TCP-only server
+//! advertises 127.0.0.1 as RSS-capable, so the session opens three connections to it,
+//! as Windows does to one RSS interface). It prints
 //! one table with RDMA/TCP and 3-channel/1-channel ratios and writes the sweeps' CSV,
 //! JSON and SVG charts plus a throughput chart and an index page under the output
 //! directory.
@@ -30,7 +31,7 @@ usage: smbx demo [--out DIR] [-d SECONDS] [-W SECONDS] [--file-size SIZE] [--qui
     iops       random reads of 4 KiB and 8 KiB, 2 threads x 16 outstanding
     throughput sequential reads of 64 KiB to 512 KiB, 8 outstanding
     multichannel  sequential 512 KiB reads over 1 TCP channel and over 3
-               (127.0.0.1-3 advertised, one channel to each), 8 outstanding
+               (127.0.0.1 advertised RSS-capable: 3 connections), 8 outstanding
   Prints a table with RDMA/TCP and 3/1-channel ratios and writes results (CSV, JSON, SVG, index.html).
   --out DIR        where results go (default ./smbx-demo)
   -d SECONDS       measured time per point (default 3); -W warm-up (default 1)
@@ -154,39 +155,42 @@ fn free_port() -> Result<u16, String> {
 
 const USER: &str = "demo";
 
-/// The server's `interfaces`: 127.0.0.1-3 (every Linux host answers on all of 127/8),
-/// each advertised at 10 Gbit/s with RSS; `capability=RDMA` keeps SMB Direct on
-/// 127.0.0.1 alone, so the multichannel row's channels to .2 and .3 are TCP.
-const MC_INTERFACES: &str = "\"127.0.0.1;speed=10000000000,capability=RSS,capability=RDMA\" \
-     \"127.0.0.2;speed=10000000000,capability=RSS\" \
-     \"127.0.0.3;speed=10000000000,capability=RSS\"";
+/// The multichannel server's `interfaces`: loopback, advertised at 10 Gbit/s with RSS,
+/// so a session opens further connections to it (other loopback addresses are not
+/// the host's own, so they are not advertised; that server has no SMB Direct, so every
+/// channel is TCP).
+const MC_INTERFACES: &str = "\"127.0.0.1;speed=10000000000,capability=RSS\"";
 
 /// Channels of the multichannel row.
 const MC_CHANNELS: usize = 3;
 /// Labels of the multichannel row's two runs.
 const MC_LABELS: [&str; 2] = ["1 channel", "3 channels"];
 
-fn start_server(file_size: u64) -> Result<DemoServer, String> {
-    let dir = std::env::temp_dir().join(format!("smbx-demo-{}", std::process::id()));
+/// Starts the demo's server: TCP and SMB Direct on 127.0.0.1, or (`multichannel`) TCP
+/// alone with [`MC_INTERFACES`] advertised for the multichannel row.
+fn start_server(file_size: u64, multichannel: bool) -> Result<DemoServer, String> {
+    let tag = if multichannel { "-mc" } else { "" };
+    let dir = std::env::temp_dir().join(format!("smbx-demo-{}{tag}", std::process::id()));
     let share = dir.join("share");
     std::fs::create_dir_all(&share).map_err(|e| format!("creating {}: {e}", share.display()))?;
-    let (tcp_port, rdma_port) = (free_port()?, free_port()?);
+    let tcp_port = free_port()?;
+    let rdma_port = if multichannel { 0 } else { free_port()? };
     let password = crate::zeroconf::random_password();
     let passdb = dir.join("smbpasswd");
     smbx_passdb::PassDb::open(&passdb)
         .and_then(|mut db| db.add_or_update(USER, &password))
         .map_err(|e| format!("writing {}: {e}", passdb.display()))?;
     let conf = dir.join("smb.conf");
-    // Three loopback addresses with the same speed and RSS: the multichannel row's
-    // session binds a channel to each.
+    let transports = if multichannel {
+        format!("\tinterfaces = {MC_INTERFACES}\n\tserver multi channel support = yes\n")
+    } else {
+        format!("\tinterfaces = 127.0.0.1\n\tsmb direct = yes\n\tsmb direct port = {rdma_port}\n")
+    };
     let text = format!(
         "[global]\n\
-         \tinterfaces = {MC_INTERFACES}\n\
-         \tserver multi channel support = yes\n\
+         {transports}\
          \tbind interfaces only = yes\n\
          \tsmb ports = {tcp_port}\n\
-         \tsmb direct = yes\n\
-         \tsmb direct port = {rdma_port}\n\
          \tpassdb backend = smbpasswd:{}\n\
          [share]\n\
          \tpath = {}\n\
@@ -215,7 +219,12 @@ fn start_server(file_size: u64) -> Result<DemoServer, String> {
         password,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
-    for port in [tcp_port, rdma_port] {
+    let ports: &[u16] = if multichannel {
+        &[tcp_port]
+    } else {
+        &[tcp_port, rdma_port]
+    };
+    for &port in ports {
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Ok(Some(st)) = server.child.try_wait() {
                 return Err(format!("smbx serve exited ({st}) before listening"));
@@ -286,7 +295,7 @@ fn run(s: &Settings) -> Result<(), String> {
          with a {} MiB test file ...",
         s.file_size >> 20
     );
-    let server = start_server(s.file_size)?;
+    let server = start_server(s.file_size, false)?;
     // The password goes through the environment, never into a URL that is printed.
     std::env::set_var("SMBX_PASSWORD", &server.password);
     let tcp = format!("smb://{USER}@127.0.0.1:{}/share/data", server.tcp_port);
@@ -319,7 +328,13 @@ fn run(s: &Settings) -> Result<(), String> {
         let rows = sweep::run(&plan, &cmd).map_err(|e| e.to_string())?;
         all.push((p.name, rows));
     }
-    // The multichannel row: the same TCP target over one channel and over three.
+    drop(server);
+    // The multichannel row: a TCP-only server's file over one channel and over three.
+    eprintln!("smbx demo: starting a TCP-only smbx serve for the multichannel row ...");
+    let server = start_server(s.file_size, true)?;
+    std::env::set_var("SMBX_PASSWORD", &server.password);
+    let pid = server.child.id().to_string();
+    let tcp = format!("smb://{USER}@127.0.0.1:{}/share/data", server.tcp_port);
     let mc = format!("{tcp}?multichannel={MC_CHANNELS}");
     let args: Vec<String> = vec![
         "-b512K".into(),
