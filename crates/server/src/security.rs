@@ -159,7 +159,8 @@ pub fn verify(session: &Session, conn_id: u64, msg: &[u8]) -> bool {
 
 /// Decrypts a TRANSFORM message; returns the plaintext and the SessionId.
 pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatus> {
-    let h = transform::parse_header(frame).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let h =
+        transform::parse_header(frame).map_err(NtStatus::malformed(NtStatus::INVALID_PARAMETER))?;
     let session = conn
         .server
         .sessions

@@ -44,8 +44,8 @@ pub fn decode(
         _ => return Err(NtStatus::INVALID_PARAMETER),
     }
     let io = ctx.conn.direct().ok_or(NtStatus::INVALID_PARAMETER)?;
-    let descriptors =
-        BufferDescriptorV1::decode_list(info).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let descriptors = BufferDescriptorV1::decode_list(info)
+        .map_err(NtStatus::malformed(NtStatus::INVALID_PARAMETER))?;
     if BufferDescriptorV1::total_length(&descriptors) < u64::from(len)
         || len > io.link.params().max_read_write_size
     {
