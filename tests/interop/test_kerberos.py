@@ -332,3 +332,27 @@ def test_expired_ticket_is_refused(kserver, realm, tmp_path):
     text = log_after(kserver, mark)
     assert "logon failed" in text and "expired" in text.lower(), text
     kserver.check_healthy()
+
+
+def test_smbx_client_kerberos_binds_a_further_channel(realm, tmp_path):
+    """A Kerberos session binds a further channel (issue 12): smbx listens on
+    127.0.0.1 and ::1; ``smbx put -k --multichannel 2`` binds a
+    connection to the second address with a fresh AP-REQ, the server logs the
+    binding, and the file arrives whole."""
+    server = start_smbx(
+        extra_global=kerberos_global(realm) + "    server multi channel support = yes\n",
+        interfaces="127.0.0.1 ::1",
+    )
+    try:
+        src = tmp_path / "src.bin"
+        digest = random_file(src, 8 * 1024 * 1024 + 3)
+        url = f"smb://{HOST}:{server.port}/share/krb-mc.bin"
+        put = run([str(smbx_bin()), "put", "-k", "--multichannel", "2", str(src), url])
+        assert put.returncode == 0, put.stdout
+        log = server.log_text()
+        assert log.count("channel bound to session") == 1, put.stdout + log[-3000:]
+        assert sha256_file(server.share_dir / "krb-mc.bin") == digest
+        server.check_healthy()
+    finally:
+        server.stop()
+        _cleanup(server)
