@@ -8,6 +8,15 @@
 #
 # Prints "checksum: ..." and returns 0, or prints what failed and returns 1.
 
+# A size with an optional K or M suffix, in bytes.
+size_bytes() {
+    case $1 in
+        *K) echo $(( ${1%K} * 1024 )) ;;
+        *M) echo $(( ${1%M} * 1048576 )) ;;
+        *) echo $(( $1 )) ;;
+    esac
+}
+
 # A random integer in 0..=$1 (up to 2^45).
 _rand() {
     echo $(( ((RANDOM << 30) | (RANDOM << 15) | RANDOM) % ($1 + 1) ))

@@ -91,7 +91,7 @@ for v in 3.0 3.0.2 3.1.1; do
         name="cifs.ko rdma vers=$v $m over siw"
         if mount -t cifs //10.0.2.15/share /mnt/c \
             -o rdma,vers=$v,ip=10.0.2.15,username=alice,password=secret,cache=none,noserverino${mode:+,$mode}; then
-            if out=$(checksum_fs /mnt/c 8388608 8388608); then pass "$name: ${out#checksum: }"
+            if out=$(checksum_fs /mnt/c $(size_bytes ${BYTES:-8M}) 8388608); then pass "$name: ${out#checksum: }"
             else fail "$name: $out"; tail -5 /tmp/server.log; fi
             umount /mnt/c
         else
