@@ -19,7 +19,7 @@ const READ_DATA: u32 = smbx_wire::AccessMask::FILE_READ_DATA.bits();
 const WRITE_DATA: u32 = smbx_wire::AccessMask::FILE_WRITE_DATA.bits();
 const READ_CONTROL: u32 = smbx_wire::AccessMask::READ_CONTROL.bits();
 const WRITE_DAC: u32 = smbx_wire::AccessMask::WRITE_DAC.bits();
-const FILE_GENERIC_READ: u32 = smbx_wire::AccessMask::FILE_GENERIC_READ.bits();
+const FILE_GENERIC_READ: smbx_wire::AccessMask = smbx_wire::AccessMask::FILE_GENERIC_READ;
 const DACL: u32 = 4;
 
 /// CREATE with `disposition` (1 open, 2 create) and an optional SecD; the FileId.
@@ -295,11 +295,15 @@ async fn replacing_a_file_needs_the_right_to_delete_it() {
         .unwrap();
     let allow = |mask: u32| SecurityDescriptor {
         control: SE_DACL_PRESENT,
-        dacl: Some(Acl::new(vec![Ace::allow(everyone(), mask, 0)])),
+        dacl: Some(Acl::new(vec![Ace::allow(
+            everyone(),
+            smbx_wire::AccessMask(mask),
+            0,
+        )])),
         ..Default::default()
     };
     // The victim grants only reading, its directory no FILE_DELETE_CHILD.
-    set_dacl(&mut c, victim, &allow(FILE_GENERIC_READ)).await;
+    set_dacl(&mut c, victim, &allow(FILE_GENERIC_READ.bits())).await;
     close(&mut c, victim).await;
     set_dacl(&mut c, d, &allow(LIST_ADD | READ_CONTROL | WRITE_DAC)).await;
     for class in [10u8, 11] {

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::access::AccessMask;
 use crate::codec::{Reader, WireError, Writer};
 
 /// OWNER_SECURITY_INFORMATION.
@@ -232,7 +233,7 @@ pub enum Ace {
         /// AceFlags.
         flags: u8,
         /// Access mask.
-        mask: u32,
+        mask: AccessMask,
         /// Trustee.
         sid: Sid,
     },
@@ -254,7 +255,7 @@ fn is_simple_type(t: u8) -> bool {
 
 impl Ace {
     /// An ACCESS_ALLOWED ACE.
-    pub fn allow(sid: Sid, mask: u32, flags: u8) -> Ace {
+    pub fn allow(sid: Sid, mask: AccessMask, flags: u8) -> Ace {
         Ace::Simple {
             ace_type: ACCESS_ALLOWED_ACE_TYPE,
             flags,
@@ -264,7 +265,7 @@ impl Ace {
     }
 
     /// An ACCESS_DENIED ACE.
-    pub fn deny(sid: Sid, mask: u32, flags: u8) -> Ace {
+    pub fn deny(sid: Sid, mask: AccessMask, flags: u8) -> Ace {
         Ace::Simple {
             ace_type: ACCESS_DENIED_ACE_TYPE,
             flags,
@@ -291,7 +292,7 @@ impl Ace {
                 mask,
                 sid,
             } => {
-                w.u8(*ace_type).u8(*flags).u16(size).u32(*mask);
+                w.u8(*ace_type).u8(*flags).u16(size).u32(mask.bits());
                 sid.encode(w);
             }
             Ace::Other {
@@ -316,7 +317,7 @@ impl Ace {
         let body = r.bytes(size - 4)?;
         if is_simple_type(ace_type) {
             let mut br = Reader::new(body);
-            let mask = br.u32()?;
+            let mask = AccessMask(br.u32()?);
             let sid = Sid::decode(&mut br)?;
             Ok(Ace::Simple {
                 ace_type,
@@ -555,8 +556,8 @@ mod tests {
             group: Some(unix_group(100)),
             sacl: None,
             dacl: Some(Acl::new(vec![
-                Ace::allow(unix_user(1000), 0x001f_01ff, 0),
-                Ace::deny(everyone(), 0x2, OBJECT_INHERIT_ACE),
+                Ace::allow(unix_user(1000), AccessMask::FILE_ALL_ACCESS, 0),
+                Ace::deny(everyone(), AccessMask::FILE_WRITE_DATA, OBJECT_INHERIT_ACE),
                 Ace::Other {
                     ace_type: 0x05,
                     flags: 0,

@@ -45,7 +45,7 @@ use super::posix_sd::posix_sd;
 use crate::state::session::SessionUser;
 
 /// Every right a DACL can grant on a file (FILE_ALL_ACCESS).
-pub const ALL_RIGHTS: u32 = AccessMask::FILE_ALL_ACCESS.bits();
+pub const ALL_RIGHTS: AccessMask = AccessMask::FILE_ALL_ACCESS;
 
 /// The DACL control bits a descriptor set by a client (SET_INFO, CREATE SecD) keeps
 /// ([MS-DTYP] 2.4.6, as Windows canonicalizes them): SE_DACL_AUTO_INHERIT_REQ is a
@@ -156,7 +156,7 @@ pub fn select(sd: &SecurityDescriptor, secinfo: u32) -> SecurityDescriptor {
 }
 
 /// The rights `sd` grants `token` (a maximum-allowed access check).
-pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> u32 {
+pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> AccessMask {
     let Some(dacl) = &sd.dacl else {
         // No DACL / NULL DACL: no restriction.
         return ALL_RIGHTS;
@@ -164,7 +164,7 @@ pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> u32 {
     let is_owner = sd.owner.as_ref().is_some_and(|o| token.contains(o));
     let owner_rights = owner_rights();
     let mut owner_rights_ace = false;
-    let (mut granted, mut denied) = (0u32, 0u32);
+    let (mut granted, mut denied) = (AccessMask::empty(), AccessMask::empty());
     for ace in &dacl.aces {
         let Ace::Simple {
             ace_type,
@@ -187,7 +187,7 @@ pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> u32 {
         if !applies {
             continue;
         }
-        let m = AccessMask(*mask).map_generic().bits() & ALL_RIGHTS;
+        let m = mask.map_generic() & ALL_RIGHTS;
         match *ace_type {
             ACCESS_ALLOWED_ACE_TYPE => granted |= m & !denied,
             ACCESS_DENIED_ACE_TYPE => denied |= m & !granted,
@@ -195,7 +195,7 @@ pub fn max_access(sd: &SecurityDescriptor, token: &Token) -> u32 {
         }
     }
     if is_owner && !owner_rights_ace {
-        granted |= (AccessMask::READ_CONTROL.bits() | AccessMask::WRITE_DAC.bits()) & !denied;
+        granted |= (AccessMask::READ_CONTROL | AccessMask::WRITE_DAC) & !denied;
     }
     granted
 }
@@ -214,7 +214,7 @@ pub fn map_generic_acl(acl: &Acl) -> Acl {
             } if flags & INHERIT_ONLY_ACE == 0 => Ace::Simple {
                 ace_type: *ace_type,
                 flags: *flags,
-                mask: AccessMask(*mask).map_generic().bits(),
+                mask: mask.map_generic(),
                 sid: sid.clone(),
             },
             other => other.clone(),
@@ -260,7 +260,7 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
             out.push(Ace::Simple {
                 ace_type: *ace_type,
                 flags: inherited,
-                mask: AccessMask(*mask).map_generic().bits(),
+                mask: mask.map_generic(),
                 sid,
             });
         };
@@ -274,8 +274,7 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
             continue;
         }
         if ci {
-            let needs_split =
-                *sid == co || *sid == cg || AccessMask(*mask).map_generic().bits() != *mask;
+            let needs_split = *sid == co || *sid == cg || mask.map_generic() != *mask;
             if no_propagate {
                 effective(&mut out);
             } else if needs_split {
@@ -400,23 +399,22 @@ pub(crate) fn check_stored_sd(
     };
     let info = h.stat()?;
     let mut max = max_access(&effective(Some(stored), &info), token);
-    let via_parent = AccessMask::DELETE.bits() | AccessMask::FILE_READ_ATTRIBUTES.bits();
-    if max & via_parent != via_parent {
+    let via_parent = AccessMask::DELETE | AccessMask::FILE_READ_ATTRIBUTES;
+    if !max.contains(via_parent) {
         // A parent without a stored descriptor is not access-checked: it passes both.
         if let Some((p, pinfo)) = parent_sd(vfs, name) {
             let pmax = match p {
                 Some(p) => max_access(&effective(Some(p), &pinfo), token),
                 None => ALL_RIGHTS,
             };
-            if pmax & AccessMask::FILE_DELETE_CHILD.bits() != 0 {
-                max |= AccessMask::DELETE.bits();
+            if pmax.contains(AccessMask::FILE_DELETE_CHILD) {
+                max |= AccessMask::DELETE;
             }
-            if pmax & AccessMask::FILE_LIST_DIRECTORY.bits() != 0 {
-                max |= AccessMask::FILE_READ_ATTRIBUTES.bits();
+            if pmax.contains(AccessMask::FILE_LIST_DIRECTORY) {
+                max |= AccessMask::FILE_READ_ATTRIBUTES;
             }
         }
     }
-    let max = AccessMask(max);
     if !desired.difference(max).is_empty() {
         return Err(smbx_wire::NtStatus::ACCESS_DENIED);
     }
@@ -459,24 +457,30 @@ mod tests {
             ALL_RIGHTS
         );
         // Empty DACL: nothing, but the owner's implicit READ_CONTROL | WRITE_DAC.
-        assert_eq!(max_access(&sd_with(other.clone(), Some(vec![])), &token), 0);
+        assert_eq!(
+            max_access(&sd_with(other.clone(), Some(vec![])), &token),
+            AccessMask::empty()
+        );
         assert_eq!(
             max_access(&sd_with(me.clone(), Some(vec![])), &token),
-            AccessMask::READ_CONTROL.bits() | AccessMask::WRITE_DAC.bits()
+            AccessMask::READ_CONTROL | AccessMask::WRITE_DAC
         );
         // Order matters: an earlier allow beats a later deny, an earlier deny wins.
         let aces = vec![
-            Ace::allow(everyone(), 0x1, 0),
-            Ace::deny(everyone(), 0x3, 0),
-            Ace::allow(me.clone(), 0x80000000, 0), // GENERIC_READ
-            Ace::allow(everyone(), 0x4, INHERIT_ONLY_ACE),
-            Ace::allow(other.clone(), 0x8, 0),
+            Ace::allow(everyone(), AccessMask(0x1), 0),
+            Ace::deny(everyone(), AccessMask(0x3), 0),
+            Ace::allow(me.clone(), AccessMask(0x80000000), 0), // GENERIC_READ
+            Ace::allow(everyone(), AccessMask(0x4), INHERIT_ONLY_ACE),
+            Ace::allow(other.clone(), AccessMask(0x8), 0),
         ];
         let g = max_access(&sd_with(other.clone(), Some(aces)), &token);
-        assert_eq!(g, 0x0012_0089 & !0x2);
+        assert_eq!(g, AccessMask(0x0012_0089 & !0x2));
         // OWNER RIGHTS replaces the implicit owner rights.
-        let aces = vec![Ace::allow(owner_rights(), 0x1, 0)];
-        assert_eq!(max_access(&sd_with(me, Some(aces)), &token), 0x1);
+        let aces = vec![Ace::allow(owner_rights(), AccessMask(0x1), 0)];
+        assert_eq!(
+            max_access(&sd_with(me, Some(aces)), &token),
+            AccessMask(0x1)
+        );
     }
 
     #[test]
@@ -500,33 +504,33 @@ mod tests {
         let mut parent = sd_with(
             unix_user(1),
             Some(vec![
-                Ace::allow(everyone(), 0x1, OBJECT_INHERIT_ACE),
-                Ace::allow(everyone(), 0x2, CONTAINER_INHERIT_ACE),
+                Ace::allow(everyone(), AccessMask(0x1), OBJECT_INHERIT_ACE),
+                Ace::allow(everyone(), AccessMask(0x2), CONTAINER_INHERIT_ACE),
                 Ace::allow(
                     creator_owner(),
-                    0x1000_0000,
+                    AccessMask(0x1000_0000),
                     OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
                 ),
                 Ace::allow(
                     everyone(),
-                    0x4,
+                    AccessMask(0x4),
                     CONTAINER_INHERIT_ACE | NO_PROPAGATE_INHERIT_ACE,
                 ),
-                Ace::allow(everyone(), 0x8, 0),
+                Ace::allow(everyone(), AccessMask(0x8), 0),
             ]),
         );
         let (o, g) = (unix_user(7), unix_group(8));
         // Without auto-inheritance no INHERITED_ACE flag.
         assert_eq!(
             inherit(&parent, false, &o, &g).unwrap().aces[0],
-            Ace::allow(everyone(), 0x1, 0)
+            Ace::allow(everyone(), AccessMask(0x1), 0)
         );
         parent.control |= SE_DACL_AUTO_INHERITED;
         let file = inherit(&parent, false, &o, &g).unwrap();
         assert_eq!(
             file.aces,
             vec![
-                Ace::allow(everyone(), 0x1, INHERITED_ACE),
+                Ace::allow(everyone(), AccessMask(0x1), INHERITED_ACE),
                 Ace::allow(o.clone(), ALL_RIGHTS, INHERITED_ACE),
             ]
         );
@@ -536,21 +540,28 @@ mod tests {
             vec![
                 Ace::allow(
                     everyone(),
-                    0x1,
+                    AccessMask(0x1),
                     OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE
                 ),
-                Ace::allow(everyone(), 0x2, CONTAINER_INHERIT_ACE | INHERITED_ACE),
+                Ace::allow(
+                    everyone(),
+                    AccessMask(0x2),
+                    CONTAINER_INHERIT_ACE | INHERITED_ACE
+                ),
                 Ace::allow(o.clone(), ALL_RIGHTS, INHERITED_ACE),
                 Ace::allow(
                     creator_owner(),
-                    0x1000_0000,
+                    AccessMask(0x1000_0000),
                     OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE
                 ),
-                Ace::allow(everyone(), 0x4, INHERITED_ACE),
+                Ace::allow(everyone(), AccessMask(0x4), INHERITED_ACE),
             ]
         );
         // Nothing inheritable.
-        let plain = sd_with(unix_user(1), Some(vec![Ace::allow(everyone(), 1, 0)]));
+        let plain = sd_with(
+            unix_user(1),
+            Some(vec![Ace::allow(everyone(), AccessMask(1), 0)]),
+        );
         assert_eq!(inherit(&plain, false, &o, &g), None);
     }
 
@@ -564,18 +575,26 @@ mod tests {
         // An explicit DACL is kept as given (generic bits mapped), parent ignored.
         let given = SecurityDescriptor {
             control: SE_DACL_PRESENT,
-            dacl: Some(Acl::new(vec![Ace::allow(everyone(), 0x8000_0000, 0)])),
+            dacl: Some(Acl::new(vec![Ace::allow(
+                everyone(),
+                AccessMask(0x8000_0000),
+                0,
+            )])),
             ..Default::default()
         };
         let parent = sd_with(
             unix_user(1),
-            Some(vec![Ace::allow(everyone(), 0x1, OBJECT_INHERIT_ACE)]),
+            Some(vec![Ace::allow(
+                everyone(),
+                AccessMask(0x1),
+                OBJECT_INHERIT_ACE,
+            )]),
         );
         let sd = for_new_file(Some(&given), Some(&parent), &i).unwrap();
         assert_eq!(sd.owner, Some(unix_user(1000)));
         assert_eq!(
             sd.dacl.unwrap().aces,
-            vec![Ace::allow(everyone(), 0x0012_0089, 0)]
+            vec![Ace::allow(everyone(), AccessMask(0x0012_0089), 0)]
         );
         // A NULL DACL stays NULL (DACL_PRESENT without a DACL) through encoding.
         let null = SecurityDescriptor {
@@ -591,9 +610,15 @@ mod tests {
         assert_eq!(d.dacl, None);
         // Inherited without a SecD.
         let sd = for_new_file(None, Some(&parent), &i).unwrap();
-        assert_eq!(sd.dacl.unwrap().aces, vec![Ace::allow(everyone(), 0x1, 0)]);
+        assert_eq!(
+            sd.dacl.unwrap().aces,
+            vec![Ace::allow(everyone(), AccessMask(0x1), 0)]
+        );
         // A parent descriptor with nothing inheritable: owner and SYSTEM full control.
-        let plain = sd_with(unix_user(1), Some(vec![Ace::allow(everyone(), 1, 0)]));
+        let plain = sd_with(
+            unix_user(1),
+            Some(vec![Ace::allow(everyone(), AccessMask(1), 0)]),
+        );
         let sd = for_new_file(None, Some(&plain), &i).unwrap();
         assert_eq!(
             sd.dacl.unwrap().aces,

@@ -15,29 +15,29 @@ use smbx_wire::AccessMask;
 
 /// Rights every trustee with any access gets: READ_CONTROL | SYNCHRONIZE |
 /// FILE_READ_ATTRIBUTES.
-const BASE: u32 = AccessMask::READ_CONTROL.bits()
-    | AccessMask::SYNCHRONIZE.bits()
-    | AccessMask::FILE_READ_ATTRIBUTES.bits();
+const BASE: AccessMask = AccessMask::READ_CONTROL
+    .union(AccessMask::SYNCHRONIZE)
+    .union(AccessMask::FILE_READ_ATTRIBUTES);
 /// FILE_READ_DATA | FILE_READ_EA.
-const READ: u32 = AccessMask::FILE_READ_DATA.bits() | AccessMask::FILE_READ_EA.bits();
+const READ: AccessMask = AccessMask::FILE_READ_DATA.union(AccessMask::FILE_READ_EA);
 /// FILE_WRITE_DATA | FILE_APPEND_DATA | FILE_WRITE_EA | FILE_WRITE_ATTRIBUTES.
-const WRITE: u32 = AccessMask::FILE_WRITE_DATA.bits()
-    | AccessMask::FILE_APPEND_DATA.bits()
-    | AccessMask::FILE_WRITE_EA.bits()
-    | AccessMask::FILE_WRITE_ATTRIBUTES.bits();
+const WRITE: AccessMask = AccessMask::FILE_WRITE_DATA
+    .union(AccessMask::FILE_APPEND_DATA)
+    .union(AccessMask::FILE_WRITE_EA)
+    .union(AccessMask::FILE_WRITE_ATTRIBUTES);
 /// FILE_EXECUTE (FILE_TRAVERSE on directories).
-const EXECUTE: u32 = AccessMask::FILE_EXECUTE.bits();
+const EXECUTE: AccessMask = AccessMask::FILE_EXECUTE;
 /// FILE_DELETE_CHILD.
-const DELETE_CHILD: u32 = AccessMask::FILE_DELETE_CHILD.bits();
+const DELETE_CHILD: AccessMask = AccessMask::FILE_DELETE_CHILD;
 /// Extra rights of the owner: DELETE | WRITE_DAC | WRITE_OWNER | FILE_WRITE_ATTRIBUTES.
-const OWNER_EXTRA: u32 = AccessMask::DELETE.bits()
-    | AccessMask::WRITE_DAC.bits()
-    | AccessMask::WRITE_OWNER.bits()
-    | AccessMask::FILE_WRITE_ATTRIBUTES.bits();
+const OWNER_EXTRA: AccessMask = AccessMask::DELETE
+    .union(AccessMask::WRITE_DAC)
+    .union(AccessMask::WRITE_OWNER)
+    .union(AccessMask::FILE_WRITE_ATTRIBUTES);
 
 /// The access mask an rwx triple maps to.
-pub fn rwx_mask(bits: u32, is_dir: bool) -> u32 {
-    let mut m = 0;
+pub fn rwx_mask(bits: u32, is_dir: bool) -> AccessMask {
+    let mut m = AccessMask::empty();
     if bits & 4 != 0 {
         m |= READ;
     }
@@ -50,7 +50,7 @@ pub fn rwx_mask(bits: u32, is_dir: bool) -> u32 {
     if bits & 1 != 0 {
         m |= EXECUTE;
     }
-    if m != 0 {
+    if !m.is_empty() {
         m |= BASE;
     }
     m
@@ -70,25 +70,21 @@ pub fn posix_sd(uid: u32, gid: u32, mode: u32, is_dir: bool, secinfo: u32) -> Se
         let owner_bits = (mode >> 6) & 7;
         let mut owner = rwx_mask(owner_bits, is_dir) | OWNER_EXTRA | BASE;
         if owner_bits == 7 {
-            owner = AccessMask::FILE_ALL_ACCESS.bits();
+            owner = AccessMask::FILE_ALL_ACCESS;
         }
         let mut aces = vec![Ace::allow(unix_user(uid), owner, 0)];
         let group = rwx_mask((mode >> 3) & 7, is_dir);
-        if group != 0 {
+        if !group.is_empty() {
             aces.push(Ace::allow(unix_group(gid), group, 0));
         }
         let other = rwx_mask(mode & 7, is_dir);
-        if other != 0 {
+        if !other.is_empty() {
             aces.push(Ace::allow(everyone(), other, 0));
         }
-        aces.push(Ace::allow(
-            local_system(),
-            AccessMask::FILE_ALL_ACCESS.bits(),
-            0,
-        ));
+        aces.push(Ace::allow(local_system(), AccessMask::FILE_ALL_ACCESS, 0));
         aces.push(Ace::allow(
             builtin_administrators(),
-            AccessMask::FILE_ALL_ACCESS.bits(),
+            AccessMask::FILE_ALL_ACCESS,
             0,
         ));
         sd.dacl = Some(Acl::new(aces));
@@ -114,8 +110,8 @@ mod tests {
         match &dacl.aces[2] {
             Ace::Simple { mask, sid, .. } => {
                 assert_eq!(sid.to_string(), "S-1-1-0");
-                assert_eq!(*mask & WRITE, 0);
-                assert_ne!(*mask & READ, 0);
+                assert!(!mask.intersects(WRITE));
+                assert!(mask.intersects(READ));
             }
             a => panic!("{a:?}"),
         }
@@ -125,13 +121,13 @@ mod tests {
         assert_eq!(aces.len(), 3);
         assert!(matches!(
             &aces[0],
-            Ace::Simple { mask, .. } if *mask == AccessMask::FILE_ALL_ACCESS.bits()
+            Ace::Simple { mask, .. } if *mask == AccessMask::FILE_ALL_ACCESS
         ));
         // secinfo filters
         let sd = posix_sd(1, 2, 0o644, false, OWNER_SECURITY_INFORMATION);
         assert!(sd.owner.is_some() && sd.group.is_none() && sd.dacl.is_none());
         assert_eq!(posix_sd(1, 2, 0o644, false, 0).encode().len(), 20);
-        assert_eq!(rwx_mask(0, false), 0);
-        assert_ne!(rwx_mask(2, true) & DELETE_CHILD, 0);
+        assert!(rwx_mask(0, false).is_empty());
+        assert!(rwx_mask(2, true).contains(DELETE_CHILD));
     }
 }

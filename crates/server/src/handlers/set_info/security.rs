@@ -38,16 +38,16 @@ use smbx_wire::NtStatus;
 
 use crate::state::{acl, FileOpen};
 
-const READ_BITS: u32 = AccessMask::FILE_READ_DATA.bits()
-    | AccessMask::GENERIC_READ.bits()
-    | AccessMask::GENERIC_ALL.bits();
-const WRITE_BITS: u32 = AccessMask::FILE_WRITE_DATA.bits()
-    | AccessMask::FILE_APPEND_DATA.bits()
-    | AccessMask::GENERIC_WRITE.bits()
-    | AccessMask::GENERIC_ALL.bits();
-const EXEC_BITS: u32 = AccessMask::FILE_EXECUTE.bits()
-    | AccessMask::GENERIC_EXECUTE.bits()
-    | AccessMask::GENERIC_ALL.bits();
+const READ_BITS: AccessMask = AccessMask::FILE_READ_DATA
+    .union(AccessMask::GENERIC_READ)
+    .union(AccessMask::GENERIC_ALL);
+const WRITE_BITS: AccessMask = AccessMask::FILE_WRITE_DATA
+    .union(AccessMask::FILE_APPEND_DATA)
+    .union(AccessMask::GENERIC_WRITE)
+    .union(AccessMask::GENERIC_ALL);
+const EXEC_BITS: AccessMask = AccessMask::FILE_EXECUTE
+    .union(AccessMask::GENERIC_EXECUTE)
+    .union(AccessMask::GENERIC_ALL);
 
 /// Applies the parts of `buf` (a self-relative security descriptor) that
 /// `info` (SecurityInformation) selects, for a session with `token`; `admin`
@@ -182,15 +182,15 @@ fn unix_id(sid: &Sid, kind: u32) -> Option<u32> {
     }
 }
 
-fn rwx(mask: u32) -> u32 {
+fn rwx(mask: AccessMask) -> u32 {
     let mut m = 0;
-    if mask & READ_BITS != 0 {
+    if mask.intersects(READ_BITS) {
         m |= 4;
     }
-    if mask & WRITE_BITS != 0 {
+    if mask.intersects(WRITE_BITS) {
         m |= 2;
     }
-    if mask & EXEC_BITS != 0 {
+    if mask.intersects(EXEC_BITS) {
         m |= 1;
     }
     m
@@ -239,21 +239,21 @@ mod tests {
     #[test]
     fn maps_dacl_to_mode() {
         let aces = vec![
-            Ace::allow(unix_user(1000), 0x001f_01ff, 0),
-            Ace::allow(unix_group(100), 0x0012_0089, 0),
-            Ace::allow(everyone(), AccessMask::GENERIC_READ.bits(), 0),
+            Ace::allow(unix_user(1000), AccessMask::FILE_ALL_ACCESS, 0),
+            Ace::allow(unix_group(100), AccessMask(0x0012_0089), 0),
+            Ace::allow(everyone(), AccessMask::GENERIC_READ, 0),
             // Ignored: inherit-only, deny, unknown trustee.
-            Ace::allow(everyone(), AccessMask::GENERIC_ALL.bits(), INHERIT_ONLY_ACE),
-            Ace::deny(unix_user(1000), 0x2, 0),
+            Ace::allow(everyone(), AccessMask::GENERIC_ALL, INHERIT_ONLY_ACE),
+            Ace::deny(unix_user(1000), AccessMask::FILE_WRITE_DATA, 0),
             Ace::allow(
                 "S-1-5-21-1-2-3-1001".parse().unwrap(),
-                AccessMask::GENERIC_ALL.bits(),
+                AccessMask::GENERIC_ALL,
                 0,
             ),
         ];
         assert_eq!(dacl_to_mode(&aces, 1000, 100), 0o744);
         assert_eq!(dacl_to_mode(&[], 1000, 100), 0);
-        let exec_only = [Ace::allow(unix_group(100), 0x20, 0)];
+        let exec_only = [Ace::allow(unix_group(100), AccessMask::FILE_EXECUTE, 0)];
         assert_eq!(dacl_to_mode(&exec_only, 1, 100), 0o010);
     }
 
@@ -269,8 +269,8 @@ mod tests {
             control: SE_DACL_PRESENT | SE_DACL_PROTECTED,
             owner: Some(unix_user(9)),
             dacl: Some(smbx_wire::security_descriptor::Acl::new(vec![
-                Ace::allow(everyone(), AccessMask::GENERIC_READ.bits(), 0),
-                Ace::allow(everyone(), AccessMask::GENERIC_ALL.bits(), INHERIT_ONLY_ACE),
+                Ace::allow(everyone(), AccessMask::GENERIC_READ, 0),
+                Ace::allow(everyone(), AccessMask::GENERIC_ALL, INHERIT_ONLY_ACE),
             ])),
             ..Default::default()
         };
@@ -281,8 +281,8 @@ mod tests {
         assert_eq!(
             cur.dacl.as_ref().unwrap().aces,
             vec![
-                Ace::allow(everyone(), 0x0012_0089, 0),
-                Ace::allow(everyone(), AccessMask::GENERIC_ALL.bits(), INHERIT_ONLY_ACE),
+                Ace::allow(everyone(), AccessMask(0x0012_0089), 0),
+                Ace::allow(everyone(), AccessMask::GENERIC_ALL, INHERIT_ONLY_ACE),
             ]
         );
         // DACL_SECURITY_INFORMATION without SE_DACL_PRESENT: a NULL DACL.
