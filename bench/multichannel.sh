@@ -152,32 +152,7 @@ CONF
 mc_start_samba() {
   command -v smbd >/dev/null || { bench_log "no smbd (apt-get install -y samba): Samba skipped"; return 0; }
   local S=$BENCH_ROOT/samba port=4452 pid
-  mkdir -p "$S"/{private,lock,state,cache,pid,ncalrpc,log}
-  cat >"$S/smb.conf" <<CONF
-[global]
-  server role = standalone server
-  smb ports = $port
-  interfaces = $(mc_interfaces)
-  bind interfaces only = yes
-  server multi channel support = yes
-  disable netbios = yes
-  server min protocol = SMB2_02
-  passdb backend = smbpasswd:$S/smbpasswd
-  private dir = $S/private
-  lock directory = $S/lock
-  state directory = $S/state
-  cache directory = $S/cache
-  pid directory = $S/pid
-  ncalrpc dir = $S/ncalrpc
-  log file = $S/log/log.%m
-  load printers = no
-  printcap name = /dev/null
-  disable spoolss = yes
-[share]
-  path = $S/share
-  read only = no
-CONF
-  printf '%s\n%s\n' "$BENCH_PASS" "$BENCH_PASS" | smbpasswd -c "$S/smb.conf" -a -s "$BENCH_USER" >/dev/null 2>&1
+  bench_samba_setup "$S" "$port" "$(mc_interfaces)" "server multi channel support = yes"
   ip netns exec "$NS" setsid smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 </dev/null &
   pid=$!
   BENCH_PIDS+=("$pid")

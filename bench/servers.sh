@@ -90,17 +90,19 @@ bench_started() { # name port pid
   SERVERS+=("$1")
 }
 
-bench_start_samba() {
-  command -v smbd >/dev/null || { bench_log "no smbd (apt-get install -y samba): Samba skipped"; return 0; }
-  local S=$BENCH_ROOT/samba port pid
+# bench_samba_setup DIR PORT INTERFACES [GLOBAL_LINE]: a standalone smbd's
+# directories, smb.conf (one share, DIR/share, bound to INTERFACES, GLOBAL_LINE added
+# to [global]) and the bench user's password, all under DIR.
+bench_samba_setup() {
+  local S=$1 port=$2 ifs=$3 extra=${4:-}
   mkdir -p "$S"/{private,lock,state,cache,pid,ncalrpc,log}
-  port=$(bench_free_port)
   cat > "$S/smb.conf" <<CONF
 [global]
   server role = standalone server
   smb ports = $port
-  interfaces = 127.0.0.1
+  interfaces = $ifs
   bind interfaces only = yes
+  $extra
   disable netbios = yes
   server min protocol = SMB2_02
   passdb backend = smbpasswd:$S/smbpasswd
@@ -119,6 +121,13 @@ bench_start_samba() {
   read only = no
 CONF
   printf '%s\n%s\n' "$BENCH_PASS" "$BENCH_PASS" | smbpasswd -c "$S/smb.conf" -a -s "$BENCH_USER" >/dev/null 2>&1
+}
+
+bench_start_samba() {
+  command -v smbd >/dev/null || { bench_log "no smbd (apt-get install -y samba): Samba skipped"; return 0; }
+  local S=$BENCH_ROOT/samba port pid
+  port=$(bench_free_port)
+  bench_samba_setup "$S" "$port" 127.0.0.1
   # Own session: on SIGTERM, smbd signals its whole process group.
   setsid smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 </dev/null &
   pid=$!; BENCH_PIDS+=("$pid")
