@@ -317,17 +317,7 @@ impl FrameReader {
             } else {
                 (limit - self.filled).min(READ_CHUNK)
             };
-            self.buf.truncate(self.filled);
-            self.buf.reserve(want);
-            let n = (&mut *rd)
-                .take(want as u64)
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|_| "read error")?;
-            if n == 0 {
-                return Err("eof in frame");
-            }
-            self.filled += n;
+            self.fill(rd, want).await?;
         }
         if self.spliced.is_some() {
             self.splice_rest(rd, len).await?;
@@ -351,6 +341,27 @@ impl FrameReader {
         })
     }
 
+    /// Appends up to `want` bytes from `rd` to the frame, into spare capacity (nothing
+    /// is zero-filled first); the end of the stream inside a frame is an error.
+    async fn fill<R: AsyncRead + Unpin>(
+        &mut self,
+        rd: &mut R,
+        want: usize,
+    ) -> Result<(), &'static str> {
+        self.buf.truncate(self.filled);
+        self.buf.reserve(want);
+        let n = (&mut *rd)
+            .take(want as u64)
+            .read_buf(&mut self.buf)
+            .await
+            .map_err(|_| "read error")?;
+        if n == 0 {
+            return Err("eof in frame");
+        }
+        self.filled += n;
+        Ok(())
+    }
+
     /// Reads what the stream has already buffered of this frame into the message (it is
     /// in memory already), then sets up the pipe the rest is spliced into. Without a
     /// pipe (descriptors exhausted, or [`splice::MAX_PIPES`] still held by earlier
@@ -365,17 +376,7 @@ impl FrameReader {
             if want == 0 {
                 break;
             }
-            self.buf.truncate(self.filled);
-            self.buf.reserve(want);
-            let n = (&mut *rd)
-                .take(want as u64)
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|_| "read error")?;
-            if n == 0 {
-                return Err("eof in frame");
-            }
-            self.filled += n;
+            self.fill(rd, want).await?;
         }
         if self.filled < len {
             // Room for twice the bytes (a page of the pipe may hold less than a page),
