@@ -98,28 +98,12 @@ fn in_netns(name: &str) -> bool {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        Command::new("ip")
-            .args(["netns", "exec", &srv])
-            .arg(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--nocapture", "--test-threads=1"])
-            .env(INNER, &cli)
-            .output()
-            .expect("run the test in the namespace")
+        common::run_test_in_netns(&srv, name, INNER, &cli)
     });
     let _ = Command::new("ip").args(["netns", "del", &cli]).status();
     let _ = Command::new("ip").args(["netns", "del", &srv]).status();
     let out = run.unwrap_or_else(|e| std::panic::resume_unwind(e));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "inside the namespace:\n{text}");
-    eprintln!("inside the namespace:\n{text}");
-    assert!(
-        text.contains("1 passed"),
-        "the inner run did not run the test:\n{text}"
-    );
+    common::assert_inner_run_passed(&out);
     false
 }
 

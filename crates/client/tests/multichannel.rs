@@ -34,27 +34,11 @@ fn in_netns(name: &str) -> bool {
     let run = std::panic::catch_unwind(|| {
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
         ip(&["-n", &ns, "addr", "add", "127.0.0.2/8", "dev", "lo"]);
-        Command::new("ip")
-            .args(["netns", "exec", &ns])
-            .arg(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--nocapture", "--test-threads=1"])
-            .env(INNER, "1")
-            .output()
-            .expect("run the test in the namespace")
+        common::run_test_in_netns(&ns, name, INNER, "1")
     });
     let _ = Command::new("ip").args(["netns", "del", &ns]).status();
     let out = run.unwrap_or_else(|e| std::panic::resume_unwind(e));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "inside the namespace:\n{text}");
-    eprintln!("inside the namespace:\n{text}");
-    assert!(
-        text.contains("1 passed"),
-        "the inner run did not run the test:\n{text}"
-    );
+    common::assert_inner_run_passed(&out);
     false
 }
 

@@ -355,3 +355,31 @@ pub fn sha256(data: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// Runs test `name` of the current test binary again inside network namespace `ns`
+/// (created by the caller), with `env=value` set so the inner run knows it is the
+/// one to do the work; returns its output.
+pub fn run_test_in_netns(ns: &str, name: &str, env: &str, value: &str) -> std::process::Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, value)
+        .output()
+        .expect("run the test in the namespace")
+}
+
+/// Asserts the inner run of [`run_test_in_netns`] passed, and really ran its test.
+pub fn assert_inner_run_passed(out: &std::process::Output) {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "inside the namespace:\n{text}");
+    eprintln!("inside the namespace:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the inner run did not run the test:\n{text}"
+    );
+}
