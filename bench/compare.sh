@@ -21,7 +21,8 @@
 # missing).
 # Environment: DURATION (10), WARMUP (2), SEQ_O (8), FILE_MIB (1024), PROFILES (names below,
 #   space-separated; default all), SERVERS_WANTED ("samba smbx rocketsmbd"),
-#   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, ROCKETSMBD_BIN, KEEP=1 (keep
+#   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, SMBX_CLIENT_BIN (the
+#   smbx bench driving every server; default SMBX_BIN), ROCKETSMBD_BIN, KEEP=1 (keep
 #   the shares), SMBX_METRICS=1 (smbx runs with `metrics listen` on: compare a run with it
 #   against one without to see what the metrics cost; its last scrape is saved as
 #   $RESULTS/smbx-metrics.prom). rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that

@@ -13,6 +13,9 @@ BENCH_PASS='Bench-Passw0rd!'
 export SMBX_PASSWORD=$BENCH_PASS
 BENCH_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SMBX=${SMBX_BIN:-$BENCH_REPO/target/release/smbx}
+# The `smbx bench` that drives every server (default: the same binary as the smbx server);
+# set it to compare two smbx servers, or two clients, with everything else unchanged.
+SMBX_CLIENT=${SMBX_CLIENT_BIN:-$SMBX}
 ROCKETSMBD=${ROCKETSMBD_BIN:-$BENCH_REPO/target/rocketsmbd/bin/rocketsmbd}
 SERVERS=()
 BENCH_PIDS=()
@@ -225,7 +228,7 @@ CONF
 bench_json() {
   local out=$1 name=$2 pidv="PID_$2" urlv="URL_$2"
   shift 2
-  if ! "$SMBX" bench "$@" -Rjson --server-pid "${!pidv}" "${!urlv}" >"$out" 2>"$out.err"; then
+  if ! "$SMBX_CLIENT" bench "$@" -Rjson --server-pid "${!pidv}" "${!urlv}" >"$out" 2>"$out.err"; then
     bench_log "smbx bench $* against $name failed: $(tail -2 "$out.err" | tr '\n' ' ')"
     rm -f "$out"
     return 1
