@@ -26,6 +26,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use smbx_wire::ioctl::fsctl;
 use smbx_wire::{Command, NtStatus};
 
 use crate::channels::{Channel, ChannelSet, Link};
@@ -60,6 +61,13 @@ fn session_gone(e: &Error) -> bool {
     )
 }
 
+/// An IOCTL request's CtlCode (body offset 4, after any reserved headroom).
+fn ctl_code(r: &Request) -> Option<u32> {
+    let at = if r.headroom { HEADROOM } else { 0 } + 4;
+    let b = r.body.get(at..at + 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// True if sending `reqs` twice cannot do what sending them once would not.
 pub(crate) fn replayable(reqs: &[Request]) -> bool {
     let closes = reqs.iter().any(|r| r.command == Command::Close);
@@ -68,10 +76,15 @@ pub(crate) fn replayable(reqs: &[Request]) -> bool {
         | Command::Write
         | Command::SetInfo
         | Command::QueryInfo
-        | Command::Ioctl
         | Command::Flush
         | Command::Close
         | Command::Echo => true,
+        // A named pipe's transceive, peek or wait talks to a program, which would
+        // see a replay as a second call; the file system controls repeat safely.
+        Command::Ioctl => !matches!(
+            ctl_code(r),
+            Some(fsctl::PIPE_TRANSCEIVE | fsctl::PIPE_PEEK | fsctl::PIPE_WAIT) | None
+        ),
         // A path operation: CREATE ... CLOSE in one compound leaves no open behind.
         Command::Create => closes,
         _ => false,
@@ -270,6 +283,17 @@ mod tests {
             req(Command::Close)
         ]));
         assert!(!replayable(&[req(Command::ChangeNotify)]));
+        let ioctl = |code: u32| {
+            let mut body = vec![0u8; 56];
+            body[0..2].copy_from_slice(&57u16.to_le_bytes());
+            body[4..8].copy_from_slice(&code.to_le_bytes());
+            Request::new(Command::Ioctl, body, 1)
+        };
+        assert!(replayable(&[ioctl(fsctl::SET_ZERO_DATA)]));
+        assert!(replayable(&[ioctl(fsctl::SRV_COPYCHUNK_WRITE)]));
+        assert!(!replayable(&[ioctl(fsctl::PIPE_TRANSCEIVE)]));
+        assert!(!replayable(&[ioctl(fsctl::PIPE_PEEK)]));
+        assert!(!replayable(&[Request::new(Command::Ioctl, vec![0; 3], 1)]));
     }
 
     #[test]
