@@ -109,16 +109,6 @@ mc_interfaces() {
   echo "${line# }"
 }
 
-# mc_wait PORT PID: the server answers on link 1 (at most 30 s) while PID lives.
-mc_wait() {
-  for _ in $(seq 1 300); do
-    (exec 3<>"/dev/tcp/$NET.1.2/$1") 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
-
 # mc_start_smbx NAME [LINE...]: smbx in NS on $BENCH_ROOT/NAME/share; LINEs go to [global].
 mc_start_smbx() {
   local name=$1 S=$BENCH_ROOT/$1 port=4451 pid extra=""
@@ -140,7 +130,7 @@ CONF
   ip netns exec "$NS" setsid "$SMBX" serve --config "$S/smb.conf" >"$S/log" 2>&1 </dev/null &
   pid=$!
   BENCH_PIDS+=("$pid")
-  if mc_wait "$port" "$pid"; then
+  if bench_wait_port "$port" "$pid" "$NET.1.2"; then  # link 1
     printf -v "URL_$name" '%s' "smb://$BENCH_USER@$NET.1.2:$port/share/data.bin"
     SERVERS+=("$name")
   else
@@ -156,7 +146,7 @@ mc_start_samba() {
   ip netns exec "$NS" setsid smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 </dev/null &
   pid=$!
   BENCH_PIDS+=("$pid")
-  if mc_wait "$port" "$pid"; then
+  if bench_wait_port "$port" "$pid" "$NET.1.2"; then  # link 1
     printf -v "URL_samba" '%s' "smb://$BENCH_USER@$NET.1.2:$port/share/data.bin"
     SERVERS+=(samba)
   else

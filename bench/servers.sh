@@ -44,9 +44,9 @@ bench_need() { # command package -> 0 once the command exists (apt-get install w
 
 bench_free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
-bench_wait_port() { # port pid -> 0 once the port accepts, 1 if the process died or 30 s passed
+bench_wait_port() { # port pid [host] -> 0 once the port accepts, 1 if the process died or 30 s passed
   for _ in $(seq 1 300); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    (exec 3<>"/dev/tcp/${3:-127.0.0.1}/$1") 2>/dev/null && return 0
     kill -0 "$2" 2>/dev/null || return 1
     sleep 0.1
   done

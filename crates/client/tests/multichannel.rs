@@ -13,7 +13,7 @@ use std::process::Command;
 
 use common::{PASSWORD, USER};
 use futures_util::future::try_join_all;
-use smbx_client::{Client, ClientOptions, OpenOptions, Session};
+use smbx_client::{Client, ClientOptions, OpenOptions, Session, Tree};
 
 /// Set in the copy of the test that runs inside the namespace.
 const INNER: &str = "SMBX_MULTICHANNEL_NETNS";
@@ -55,21 +55,7 @@ async fn spread_io(addr: &str) -> Session {
         "the session should have bound the server's second address: {:?}",
         session.channel_stats()
     );
-    let data = common::random_bytes(8 << 20);
-    let f = tree
-        .open("mc.bin", &OpenOptions::create_truncate())
-        .await
-        .expect("open");
-    let piece = 64 * 1024;
-    let writes = data
-        .chunks(piece)
-        .enumerate()
-        .map(|(i, c)| f.write_at((i * piece) as u64, c));
-    try_join_all(writes).await.expect("writes");
-    let reads = (0..data.len() / piece).map(|i| f.read_at((i * piece) as u64, piece));
-    let back: Vec<u8> = try_join_all(reads).await.expect("reads").concat();
-    assert_eq!(common::sha256(&back), common::sha256(&data));
-    f.close().await.expect("close");
+    write_read_check(&tree, "mc.bin").await;
     session
 }
 
@@ -153,6 +139,12 @@ async fn samba_binds_second_address_and_spreads_io() {
 /// Writes and reads back 8 MiB through `session` (as [`spread_io`]) and checks it.
 async fn checked_io(session: &Session, name: &str) {
     let tree = session.tree("share").await.expect("tree");
+    write_read_check(&tree, name).await;
+}
+
+/// Writes 8 MiB to `name` in 64 KiB pieces, all at once, reads it back the same way
+/// and checks the SHA-256.
+async fn write_read_check(tree: &Tree, name: &str) {
     let data = common::random_bytes(8 << 20);
     let f = tree
         .open(name, &OpenOptions::create_truncate())
