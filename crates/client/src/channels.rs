@@ -8,10 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use smbx_wire::ioctl::{IfAddr, NetworkInterface, NETWORK_IF_RDMA_CAPABLE, NETWORK_IF_RSS_CAPABLE};
-use tokio::sync::mpsc;
 
+use crate::breaks::EventSink;
 use crate::client::Client;
-use crate::conn::Event;
 use crate::conn::SessionSecurity;
 
 /// Link speed assumed for a channel whose interface the server did not list (bit/s).
@@ -203,19 +202,23 @@ pub(crate) struct ChannelSet {
     /// Session.ChannelSequence ([MS-SMB2] 3.2.4.1): advanced at each channel
     /// failure, sent in every 3.x request of the session.
     sequence: AtomicU16,
-    /// The first connection's event queue: further channels forward their
-    /// oplock and lease breaks here.
-    events: mpsc::Sender<Event>,
+    /// Where every channel's oplock and lease breaks go: the sink of the
+    /// client the session logged on with.
+    sink: Arc<EventSink>,
 }
 
 impl ChannelSet {
     pub(crate) fn new(first: Channel) -> ChannelSet {
-        let events = first.link().client.connection().event_sender();
-        ChannelSet {
+        let client = first.link().client;
+        let set = ChannelSet {
             list: RwLock::new(vec![Arc::new(first)]),
             sequence: AtomicU16::new(0),
-            events,
-        }
+            sink: client.sink(),
+        };
+        // The first session on a connection starts its pump; later ones find
+        // it running into the same sink.
+        set.forward_events(&client);
+        set
     }
 
     /// The channel the session was established on.
@@ -252,21 +255,13 @@ impl ChannelSet {
         self.sequence.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Forwards `client`'s unsolicited messages (a further channel's oplock
-    /// and lease breaks) into the session's first connection's event queue,
-    /// until that channel's connection goes away.
+    /// Sends `client`'s unsolicited messages (a channel's oplock and lease
+    /// breaks) to the session's [`EventSink`], until that channel's connection
+    /// goes away.
     pub(crate) fn forward_events(&self, client: &Client) {
-        let Some(mut rx) = client.connection().take_events() else {
-            return;
-        };
-        let tx = self.events.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                if tx.send(ev).await.is_err() {
-                    return;
-                }
-            }
-        });
+        if let Some(rx) = client.connection().take_events() {
+            self.sink.pump(rx);
+        }
     }
 
     /// The server addresses channels already go to.

@@ -89,6 +89,9 @@ pub(crate) struct ClientInner {
     /// The server address of the connection (Direct TCP or SMB Direct), for
     /// multichannel.
     pub peer: OnceLock<SocketAddr>,
+    /// Where the breaks of this connection and of its sessions' channels go
+    /// (a re-established session's client adopts the one it replaces).
+    pub sink: std::sync::RwLock<Arc<crate::breaks::EventSink>>,
 }
 
 /// A connection to an SMB server, negotiated and ready for logons. Cheap to clone.
@@ -214,6 +217,7 @@ impl Client {
                 options,
                 host: host.to_string(),
                 peer: OnceLock::new(),
+                sink: std::sync::RwLock::new(crate::breaks::EventSink::new()),
             }),
         })
     }
@@ -235,9 +239,32 @@ impl Client {
 
     /// Unsolicited server messages (oplock/lease breaks), from this connection and
     /// from every further channel bound to its sessions (also re-established
-    /// ones); only the first caller gets them.
+    /// ones), once a session is logged on; only the first caller gets them.
+    /// Breaks of the leases of the client's own durable opens are acknowledged
+    /// by the client whether or not anyone reads them.
     pub fn events(&self) -> Option<mpsc::Receiver<Event>> {
-        self.inner.conn.take_events()
+        self.sink().take_app()
+    }
+
+    /// Lease breaks the client acknowledged itself (those of its durable
+    /// opens' leases), on every channel and re-established session.
+    pub fn breaks_acknowledged(&self) -> u64 {
+        self.sink().acknowledged()
+    }
+
+    /// The sink this connection's events (and its sessions' channels') go to.
+    pub(crate) fn sink(&self) -> Arc<crate::breaks::EventSink> {
+        self.inner
+            .sink
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Makes `sink` this client's, before any session pumps into it: a
+    /// re-established session's events reach the queue the application holds.
+    pub(crate) fn adopt_sink(&self, sink: Arc<crate::breaks::EventSink>) {
+        *self.inner.sink.write().unwrap_or_else(|e| e.into_inner()) = sink;
     }
 
     /// ECHO without a session.

@@ -362,13 +362,6 @@ impl Connection {
         self.events.lock().expect("events lock").take()
     }
 
-    /// Where this connection's unsolicited messages go: a further channel of a
-    /// session forwards its oplock and lease breaks into the first channel's
-    /// queue, so [`Connection::take_events`] there sees every channel's.
-    pub(crate) fn event_sender(&self) -> mpsc::Sender<Event> {
-        self.shared.events.clone()
-    }
-
     /// Credits currently granted and unused.
     pub fn credits_available(&self) -> usize {
         self.shared.credits.available_permits()

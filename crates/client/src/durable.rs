@@ -190,13 +190,14 @@ impl Tree {
         let direct = old.inner.conn.direct().is_some();
         let host = old.inner.host.clone();
         let client = crate::dial::connect(addr, direct, &host, old.inner.options.clone()).await?;
+        // Breaks on the new connection reach the queue the application holds,
+        // and the leases of the reclaimed opens are still acknowledged.
+        client.adopt_sink(old.sink());
         let session = client.relogin(&failed.inner.logon, failed.id()).await?;
         // The opens keep the ChannelSequence they saw ([MS-SMB2] 3.3.5.2.10).
         session
             .channels()
             .set_sequence(failed.channels().sequence());
-        // Breaks on the new connection reach the queue the application holds.
-        failed.inner.channels.forward_events(&client);
         let fresh = session.tree(&self.inner.share).await?;
         let (id, encrypt, response) = {
             let st = fresh.state();

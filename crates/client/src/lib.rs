@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod breaks;
 pub mod channels;
 mod client;
 mod conn;

@@ -337,7 +337,12 @@ impl Tree {
         let cr = CreateResponse::decode(&resp.msg)?;
         let durable = asked.filter(|_| crate::durable::granted(&cr.contexts));
         let handle = Arc::new(Handle::new(cr.file_id, durable));
-        if handle.durable.is_some() {
+        if let Some(d) = &handle.durable {
+            // Its lease's breaks are acknowledged by the client ([`crate::breaks`]).
+            self.session()
+                .client()
+                .sink()
+                .register(d.lease.lease_key, self);
             let mut opens = self.inner.opens.lock().expect("opens lock");
             opens.retain(|w| w.strong_count() > 0);
             opens.push(Arc::downgrade(&handle));
