@@ -17,7 +17,11 @@ use crate::conn::Connection;
 use crate::handlers::PreauthTarget;
 use crate::state::{ServerState, Session};
 
-/// Per-session security material. Lives inside `Session::state`; lock briefly.
+/// Per-session security material. Lives inside `Session::state`; lock briefly: the
+/// keys are shared (`Arc`), so signing, verifying, sealing and unsealing take them out
+/// of the lock and run after it is released (a 512 KiB message's GMAC or AES-GCM
+/// under the session's lock stalled every other request of the session, the read
+/// loop's unsealing included, on a worker thread parked on the mutex).
 #[derive(Default)]
 pub struct SessionSecurity {
     /// The authentication exchange in progress (first logon or re-authentication).
@@ -26,7 +30,7 @@ pub struct SessionSecurity {
     pub preauth: Option<PreauthHash>,
     /// Signs and verifies messages, seals server-to-client and unseals
     /// client-to-server ones (3.x), once keys exist.
-    pub keys: Protection,
+    pub keys: Arc<Protection>,
     /// The application key (3.x), for anyone who needs it.
     pub application_key: Vec<u8>,
     /// Signing algorithm of the connection the session was established on.
@@ -48,7 +52,7 @@ pub struct Channel {
     pub established: bool,
     /// The channel's own signing key (a bound 3.x channel); `None` signs with the
     /// session's key.
-    pub signer: Option<Signer>,
+    pub signer: Option<Arc<Signer>>,
     /// The binding authentication in progress on this connection.
     pub auth: Option<ServerAuth>,
     /// The binding's preauth integrity hash (3.1.1), until it completes.
@@ -73,8 +77,20 @@ impl SessionSecurity {
     /// else the session's.
     pub fn signer_for(&self, conn_id: u64) -> Option<&Signer> {
         self.established(conn_id)
-            .and_then(|c| c.signer.as_ref())
+            .and_then(|c| c.signer.as_deref())
             .or(self.keys.signer())
+    }
+
+    /// The key [`SessionSecurity::signer_for`] gives, shared, to use once the
+    /// session's lock is released.
+    pub fn signing_key(&self, conn_id: u64) -> Option<SigningKey> {
+        match self.established(conn_id).and_then(|c| c.signer.clone()) {
+            Some(s) => Some(SigningKey::Channel(s)),
+            None => self
+                .keys
+                .can_sign()
+                .then(|| SigningKey::Session(self.keys.clone())),
+        }
     }
 
     /// True if `conn_id` is an established channel.
@@ -92,6 +108,24 @@ impl SessionSecurity {
     /// The channel of `conn_id`, established or not.
     pub fn channel_mut(&mut self, conn_id: u64) -> Option<&mut Channel> {
         self.channels.iter_mut().find(|c| c.conn_id == conn_id)
+    }
+}
+
+/// A signing key held outside the session's lock (see [`SessionSecurity::signing_key`]).
+pub enum SigningKey {
+    /// A bound channel's own key.
+    Channel(Arc<Signer>),
+    /// The session's key.
+    Session(Arc<Protection>),
+}
+
+impl SigningKey {
+    /// The signer.
+    pub fn signer(&self) -> Option<&Signer> {
+        match self {
+            SigningKey::Channel(s) => Some(s),
+            SigningKey::Session(p) => p.signer(),
+        }
     }
 }
 
@@ -120,8 +154,10 @@ pub fn install_keys(conn: &Connection, sec: &mut SessionSecurity, keys: &Session
     let alg = signing_algorithm(dialect, alg);
     let cipher = connection_cipher(conn);
     // Sealing keys of the wrong length (never from `keys::derive`) leave signing only.
-    sec.keys = Protection::new(keys, Role::Server, alg, cipher)
-        .unwrap_or_else(|_| Protection::signing(Signer::new(alg, &keys.signing)));
+    sec.keys = Arc::new(
+        Protection::new(keys, Role::Server, alg, cipher)
+            .unwrap_or_else(|_| Protection::signing(Signer::new(alg, &keys.signing))),
+    );
     sec.signing_algorithm = Some(alg);
     sec.application_key = keys.application.clone();
     if cipher.is_some() {
@@ -132,7 +168,8 @@ pub fn install_keys(conn: &Connection, sec: &mut SessionSecurity, keys: &Session
 /// Signs `msg` (one compound member, header first) with the key of the session's
 /// channel on `conn_id` (the session's key when the channel has none of its own).
 pub fn sign(session: &Session, conn_id: u64, msg: &mut [u8]) {
-    if let Some(s) = session.state.lock().security.signer_for(conn_id) {
+    let key = session.state.lock().security.signing_key(conn_id);
+    if let Some(s) = key.as_ref().and_then(SigningKey::signer) {
         s.sign(msg);
     }
 }
@@ -151,10 +188,10 @@ pub fn can_encrypt(session: &Session) -> bool {
 /// channel on `conn_id` (the session's key on a connection not bound yet: a
 /// binding SESSION_SETUP is signed with it).
 pub fn verify(session: &Session, conn_id: u64, msg: &[u8]) -> bool {
-    match session.state.lock().security.signer_for(conn_id) {
-        Some(s) => s.verify(msg),
-        None => false,
-    }
+    let key = session.state.lock().security.signing_key(conn_id);
+    key.as_ref()
+        .and_then(SigningKey::signer)
+        .is_some_and(|s| s.verify(msg))
 }
 
 /// Decrypts a TRANSFORM message; returns the plaintext and the SessionId.
@@ -166,14 +203,15 @@ pub fn unseal(conn: &Connection, frame: &[u8]) -> Result<(Vec<u8>, u64), NtStatu
         .sessions
         .get(h.session_id)
         .ok_or(NtStatus::USER_SESSION_DELETED)?;
-    let st = session.state.lock();
-    if !st.security.is_bound(conn.id) {
-        return Err(NtStatus::USER_SESSION_DELETED);
-    }
+    let keys = {
+        let st = session.state.lock();
+        if !st.security.is_bound(conn.id) {
+            return Err(NtStatus::USER_SESSION_DELETED);
+        }
+        st.security.keys.clone()
+    };
     // Decrypted straight into a buffer of the plaintext's size from the frame pool.
-    let plain = st
-        .security
-        .keys
+    let plain = keys
         .unseal_with(frame, |n| conn.server.frames.take_exact(n))
         .map_err(|_| NtStatus::ACCESS_DENIED)?;
     Ok((plain, h.session_id))
@@ -218,13 +256,11 @@ pub fn seal_in_place(
             &found
         }
     };
-    let st = session.state.lock();
-    if !st.security.keys.can_seal() {
+    let keys = session.state.lock().security.keys.clone();
+    if !keys.can_seal() {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    st.security
-        .keys
-        .seal_in_place(session_id, buf)
+    keys.seal_in_place(session_id, buf)
         .map_err(|_| NtStatus::ENCRYPTION_FAILED)
 }
 
@@ -283,4 +319,48 @@ pub(crate) fn preauth_negotiate_request(conn: &Connection, msg: &[u8]) {
 pub(crate) fn negotiate_token(server: &ServerState) -> Vec<u8> {
     let kerberos = crate::kerberos::acceptor(&server.config()).is_some();
     ServerAuth::initial_token_for(&server.auth_policy(), kerberos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbx_security::keys::derive;
+
+    fn message() -> Vec<u8> {
+        let mut m = vec![0u8; 64 + 512];
+        m[..4].copy_from_slice(&[0xfe, b'S', b'M', b'B']);
+        m
+    }
+
+    fn signed_by(key: &SigningKey) -> Vec<u8> {
+        let mut m = message();
+        key.signer().expect("a signer").sign(&mut m);
+        m
+    }
+
+    #[test]
+    fn signing_keys_leave_the_lock_with_the_channel_they_belong_to() {
+        let alg = SigningAlgorithm::AesGmac;
+        let keys = derive(Dialect::SMB3_1_1, &[7u8; 16], Some(&[1u8; 64]), None);
+        let mut sec = SessionSecurity::default();
+        assert!(sec.signing_key(1).is_none(), "no keys yet");
+        sec.keys = Arc::new(Protection::new(&keys, Role::Server, alg, None).unwrap());
+        sec.channels.push(Channel::primary(1));
+        let mut bound = Channel::primary(2);
+        let own = Signer::new(alg, &[9u8; 16]);
+        bound.signer = Some(Arc::new(Signer::new(alg, &[9u8; 16])));
+        sec.channels.push(bound);
+
+        // The creating connection (and one not bound) sign with the session's key.
+        let session = sec.signing_key(1).unwrap();
+        assert!(matches!(session, SigningKey::Session(_)));
+        assert!(sec.keys.verify(&signed_by(&session)));
+        assert!(!own.verify(&signed_by(&session)));
+        assert!(matches!(sec.signing_key(3), Some(SigningKey::Session(_))));
+        // A bound channel signs with its own key, which the session's does not accept.
+        let channel = sec.signing_key(2).unwrap();
+        assert!(matches!(channel, SigningKey::Channel(_)));
+        assert!(own.verify(&signed_by(&channel)));
+        assert!(!sec.keys.verify(&signed_by(&channel)));
+    }
 }

@@ -4,6 +4,8 @@
 //! yields the channel's own signing key (3.1.1: derived with the binding's preauth
 //! hash), and the connection's signing algorithm. Encryption keys stay the session's.
 
+use std::sync::Arc;
+
 use smbx_security::auth::{AuthError, AuthStep, IdentityKind, ServerAuth};
 use smbx_security::keys;
 use smbx_security::signing::{Signer, SigningAlgorithm};
@@ -174,7 +176,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>, ss: &SessionSetupRequest) ->
                 preauth.as_ref().map(|h| h.value()),
                 None,
             );
-            ch.signer = Some(Signer::new(conn_alg, &k.signing));
+            ch.signer = Some(Arc::new(Signer::new(conn_alg, &k.signing)));
             ch.auth = None;
             ch.established = true;
             drop(st);
