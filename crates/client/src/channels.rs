@@ -51,6 +51,10 @@ pub(crate) struct Channel {
     replayed: AtomicU64,
     /// Times the channel was re-established after failing.
     reconnects: AtomicU64,
+    /// WRITE data the server RDMA-Read from buffers registered with this
+    /// channel's link, and READ data it RDMA-Wrote into them.
+    rdma_sent: AtomicU64,
+    rdma_received: AtomicU64,
     /// Set from the failure until a new connection is bound in its place.
     down: AtomicBool,
 }
@@ -67,6 +71,8 @@ impl Channel {
             bytes_received: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
+            rdma_sent: AtomicU64::new(0),
+            rdma_received: AtomicU64::new(0),
             down: AtomicBool::new(false),
         }
     }
@@ -102,6 +108,17 @@ impl Channel {
         if replay {
             self.replayed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Records `bytes` of a READ (`read`) or WRITE moved by RDMA through a
+    /// descriptor registered with this channel's link.
+    pub(crate) fn record_rdma(&self, read: bool, bytes: u64) {
+        let c = if read {
+            &self.rdma_received
+        } else {
+            &self.rdma_sent
+        };
+        c.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Marks `failed` (this channel's connection as a caller saw it) as dead:
@@ -154,9 +171,27 @@ impl Channel {
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             replayed: self.replayed.load(Ordering::Relaxed),
             reconnects: self.reconnects.load(Ordering::Relaxed),
+            rdma_sent: self.rdma_sent.load(Ordering::Relaxed),
+            rdma_received: self.rdma_received.load(Ordering::Relaxed),
             live: self.is_live(),
         }
     }
+}
+
+/// A channel a request must go on, and the connection it must use: a READ or
+/// WRITE whose buffer is registered with that connection's SMB Direct link
+/// (its descriptor means nothing to another connection).
+#[derive(Clone)]
+pub(crate) struct Pinned {
+    /// The channel (its load and stats).
+    pub channel: Arc<Channel>,
+    /// Its connection when the buffer was registered.
+    pub link: Link,
+    /// That connection's SMB Direct link.
+    pub direct: Arc<dyn smbx_transport::DirectLink>,
+    /// Sent with SMB2_FLAGS_REPLAY_OPERATION: a retry after the channel the
+    /// request was first sent on failed.
+    pub replay: bool,
 }
 
 /// A request's bytes counted as outstanding on its channel until dropped.
@@ -192,6 +227,12 @@ pub struct ChannelStats {
     pub replayed: u64,
     /// Times the channel was re-established (bound again) after it failed.
     pub reconnects: u64,
+    /// WRITE data moved by RDMA (the server read it from buffers registered
+    /// with this channel's SMB Direct link), not counted in `bytes_sent`.
+    pub rdma_sent: u64,
+    /// READ data moved by RDMA (the server wrote it into buffers registered
+    /// with this channel's link), not counted in `bytes_received`.
+    pub rdma_received: u64,
     /// False while the channel is down (failed and not yet re-established).
     pub live: bool,
 }
@@ -287,6 +328,26 @@ impl ChannelSet {
             .min_by_key(|c| c.load(bytes))
             .unwrap_or(&list[0])
             .clone()
+    }
+
+    /// The live SMB Direct channel with the most room for a READ or WRITE of
+    /// `bytes` whose data moves by RDMA, with its link at this moment.
+    pub(crate) fn pick_direct(&self, bytes: u64) -> Option<Pinned> {
+        let list = self.list.read().expect("channels lock");
+        list.iter()
+            .filter(|c| c.is_live())
+            .filter_map(|c| {
+                let link = c.link();
+                let direct = link.client.connection().direct()?.clone();
+                Some((c, link, direct))
+            })
+            .min_by_key(|(c, _, _)| c.load(bytes))
+            .map(|(c, link, direct)| Pinned {
+                channel: c.clone(),
+                link,
+                direct,
+                replay: false,
+            })
     }
 
     pub(crate) fn stats(&self) -> Vec<ChannelStats> {

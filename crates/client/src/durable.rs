@@ -220,7 +220,7 @@ impl Tree {
             };
             let was = h.id();
             let req = Request::new(Command::Create, reclaim_request(d, was).encode(), id);
-            let mut v = crate::failover::send(&session, vec![req], encrypt, false).await?;
+            let mut v = crate::failover::send(&session, vec![req], encrypt, None).await?;
             let resp = v.pop().ok_or(ProtocolError::NoResponse)?;
             match resp.ok() {
                 Ok(r) => {

@@ -29,7 +29,7 @@ use std::time::Duration;
 use smbx_wire::ioctl::fsctl;
 use smbx_wire::{Command, NtStatus};
 
-use crate::channels::{Channel, ChannelSet, Link};
+use crate::channels::{Channel, ChannelSet, Link, Pinned};
 use crate::client::Session;
 use crate::conn::{Request, Response, HEADROOM};
 use crate::error::{Error, Result};
@@ -48,7 +48,7 @@ const ALL_DOWN_WAIT: Duration = Duration::from_secs(60);
 const PROBE_WAIT: Duration = Duration::from_secs(5);
 
 /// True for a failure of the channel itself (not of the operation).
-fn channel_lost(e: &Error) -> bool {
+pub(crate) fn channel_lost(e: &Error) -> bool {
     matches!(e, Error::Disconnected(_) | Error::Timeout | Error::Io(_))
 }
 
@@ -91,15 +91,18 @@ pub(crate) fn replayable(reqs: &[Request]) -> bool {
     })
 }
 
-/// Sends `reqs` (one compound) on the session's channel with the most room (or
-/// the first channel, `pin_first`: its SMB Direct link carries the RDMA
-/// descriptors), counting them as outstanding there until answered; replays
-/// them on another channel if that one fails (see the module documentation).
+/// Sends `reqs` (one compound) on the session's channel with the most room,
+/// counting them as outstanding there until answered; replays them on another
+/// channel if that one fails (see the module documentation). A request pinned
+/// to a channel (`on`: its RDMA descriptor is registered with that channel's
+/// link) goes there and is not replayed elsewhere: when the channel fails, it is
+/// marked down and the error is the caller's, who registers the buffer again
+/// on another channel.
 pub(crate) async fn send(
     session: &Session,
     mut reqs: Vec<Request>,
     encrypt_tree: bool,
-    pin_first: bool,
+    on: Option<&Pinned>,
 ) -> Result<Vec<Response>> {
     let set = session.channels();
     let sent: u64 = reqs
@@ -116,16 +119,18 @@ pub(crate) async fn send(
         .sum::<u64>()
         .max(sent);
     // One channel has nowhere to replay to: no copy is kept.
-    let can_replay = set.len() > 1 && !pin_first && replayable(&reqs);
-    let mut replay = false;
+    let can_replay = set.len() > 1 && on.is_none() && replayable(&reqs);
+    let mut replay = on.is_some_and(|p| p.replay);
     let mut replays = 0u32;
     loop {
-        let ch = if pin_first {
-            set.first()
-        } else {
-            set.pick(weight)
+        let (ch, link) = match on {
+            Some(p) => (p.channel.clone(), p.link.clone()),
+            None => {
+                let ch = set.pick(weight);
+                let link = ch.link();
+                (ch, link)
+            }
         };
-        let link = ch.link();
         let sequence = set.sequence();
         for r in reqs.iter_mut() {
             r.replay = replay;

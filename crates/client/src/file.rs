@@ -21,6 +21,7 @@ use smbx_wire::{
     AccessMask, Command, CreateDisposition, CreateOptions, FileAttributes, NtStatus, ShareAccess,
 };
 
+use crate::channels::Pinned;
 use crate::conn::{body_writer, Request};
 use crate::credits::charge_for;
 use crate::durable::Handle;
@@ -32,6 +33,10 @@ use crate::tree::Tree;
 pub(crate) const INFO_BUFFER: u32 = 4096;
 
 pub use smbx_wire::FileId;
+
+/// Tries of one READ or WRITE by RDMA on a multichannel session, each on the
+/// SMB Direct channel with the most room, before it goes inline.
+const RDMA_TRIES: u32 = 3;
 
 /// The bodies of the handle-based requests.
 /// The RDMA channel to ask for: with remote invalidation from 3.0.2 on, where
@@ -453,34 +458,25 @@ impl File {
             return Ok(None);
         }
         // Over SMB Direct, large reads land by RDMA Write in a buffer registered for
-        // this one transfer (remote write only), described in the channel info.
-        let rdma = match self.tree.rdma_for(len, true) {
-            Some(link) => {
-                let reg = link
-                    .register(
-                        self.tree.pool().take(len),
-                        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                    )
-                    .map_err(rdma_error)?;
-                let desc = reg
-                    .descriptor(0, len as u32)
-                    .ok_or(InvalidArgument::LargerThanBuffer { what: "read", len })?;
-                let channel = rdma_channel(self.tree.dialect(), link.as_ref());
-                Some((reg, desc.encode(), channel))
+        // this one transfer with the link of the channel it is sent on.
+        let tries = self.rdma_tries();
+        for attempt in 0..tries {
+            let Some(mut on) = self.tree.rdma_for(len, true) else {
+                break;
+            };
+            on.replay = attempt > 0;
+            match self.read_rdma(&on, offset, len).await {
+                Err(e) if attempt + 1 < tries && crate::failover::channel_lost(&e) => {}
+                Err(e) if tries == 1 || !crate::failover::channel_lost(&e) => return Err(e),
+                Err(_) => break,
+                r => return r,
             }
-            None => None,
-        };
-        let (channel, channel_info) = match &rdma {
-            Some((_, desc, channel)) => (*channel, &desc[..]),
-            None => (0, &[][..]),
-        };
+        }
         let body = ReadRequest {
             padding: 0x50,
             length: len as u32,
             offset,
             file_id: self.id(),
-            channel,
-            channel_info,
             ..Default::default()
         }
         .encode();
@@ -492,19 +488,6 @@ impl File {
         }
         let resp = resp.ok()?;
         let r = ReadResponse::decode(&resp.msg)?;
-        if let Some((reg, _, _)) = rdma {
-            // The data arrived by RDMA; DataRemaining says how much.
-            let n = r.data_remaining as usize;
-            if !r.data.is_empty() || n > len {
-                return Err(ProtocolError::RdmaRead {
-                    inline: r.data.len(),
-                    remaining: n,
-                    asked: len,
-                }
-                .into());
-            }
-            return Ok(Some((reg.into_vec(), 0..n)));
-        }
         if r.data.len() > len {
             return Err(ProtocolError::ReadTooLong {
                 asked: len,
@@ -515,6 +498,68 @@ impl File {
         let start = r.data.as_ptr() as usize - resp.msg.as_ptr() as usize;
         let range = start..start + r.data.len();
         Ok(Some((resp.msg, range)))
+    }
+
+    /// How many times a READ or WRITE tries RDMA channels: several on a
+    /// multichannel session (a failed channel is marked down, the next try
+    /// registers with another), else once.
+    fn rdma_tries(&self) -> u32 {
+        if self.tree.session().channel_count() > 1 {
+            RDMA_TRIES
+        } else {
+            1
+        }
+    }
+
+    /// One READ whose data the server RDMA-Writes into a buffer registered
+    /// (remote write only) with the link of channel `on`, and sent there.
+    async fn read_rdma(
+        &self,
+        on: &Pinned,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
+        let link = &on.direct;
+        let reg = link
+            .register(
+                self.tree.pool().take(len),
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            )
+            .map_err(rdma_error)?;
+        let desc = reg
+            .descriptor(0, len as u32)
+            .ok_or(InvalidArgument::LargerThanBuffer { what: "read", len })?
+            .encode();
+        let body = ReadRequest {
+            padding: 0x50,
+            length: len as u32,
+            offset,
+            file_id: self.id(),
+            channel: rdma_channel(self.tree.dialect(), link.as_ref()),
+            channel_info: &desc,
+            ..Default::default()
+        }
+        .encode();
+        let mut req = Request::new(Command::Read, body, self.tree.id());
+        req.charge = charge_for(len, self.tree.large_mtu());
+        let resp = self.tree.call_on(req, on).await?;
+        if resp.status() == NtStatus::END_OF_FILE {
+            return Ok(None);
+        }
+        let resp = resp.ok()?;
+        let r = ReadResponse::decode(&resp.msg)?;
+        // The data arrived by RDMA; DataRemaining says how much.
+        let n = r.data_remaining as usize;
+        if !r.data.is_empty() || n > len {
+            return Err(ProtocolError::RdmaRead {
+                inline: r.data.len(),
+                remaining: n,
+                asked: len,
+            }
+            .into());
+        }
+        on.channel.record_rdma(true, n as u64);
+        Ok(Some((reg.into_vec(), 0..n)))
     }
 
     async fn read_chunk(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
@@ -558,8 +603,18 @@ impl File {
     }
 
     async fn write_chunk(&self, offset: u64, data: &[u8]) -> Result<usize> {
-        if let Some(link) = self.tree.rdma_for(data.len(), false) {
-            return self.write_rdma(link, offset, data).await;
+        let tries = self.rdma_tries();
+        for attempt in 0..tries {
+            let Some(mut on) = self.tree.rdma_for(data.len(), false) else {
+                break;
+            };
+            on.replay = attempt > 0;
+            match self.write_rdma(&on, offset, data).await {
+                Err(e) if attempt + 1 < tries && crate::failover::channel_lost(&e) => {}
+                Err(e) if tries == 1 || !crate::failover::channel_lost(&e) => return Err(e),
+                Err(_) => break,
+                r => return r,
+            }
         }
         let mut w = body_writer(&self.tree.pool(), 48 + data.len().max(1));
         WriteRequest {
@@ -585,13 +640,10 @@ impl File {
     }
 
     /// One WRITE whose data the server RDMA-Reads from a buffer registered for it
-    /// (remote read only, for this one transfer).
-    async fn write_rdma(
-        &self,
-        link: Arc<dyn DirectLink>,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<usize> {
+    /// (remote read only, for this one transfer) with the link of channel `on`,
+    /// and sent there.
+    async fn write_rdma(&self, on: &Pinned, offset: u64, data: &[u8]) -> Result<usize> {
+        let link = &on.direct;
         let mut buf = self.tree.pool().take(data.len());
         buf[..data.len()].copy_from_slice(data);
         let reg = link
@@ -615,7 +667,7 @@ impl File {
         .encode();
         let mut req = Request::new(Command::Write, body, self.tree.id());
         req.charge = charge_for(data.len(), self.tree.large_mtu());
-        let resp = self.tree.call(req).await;
+        let resp = self.tree.call_on(req, on).await;
         self.tree.pool().put(reg.into_vec());
         let n = decode_write_response(&resp?.ok()?.msg)? as usize;
         if n != data.len() {
@@ -625,6 +677,7 @@ impl File {
             }
             .into());
         }
+        on.channel.record_rdma(false, n as u64);
         Ok(n)
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use smbx_wire::tree::TreeConnectResponse;
 use smbx_wire::{AccessMask, Command, NtStatus};
 
+use crate::channels::Pinned;
 use crate::client::Session;
 use crate::conn::{Request, Response};
 use crate::credits::charge_for;
@@ -169,21 +170,18 @@ impl Tree {
     ) -> Option<u32> {
         let link = self.rdma_link()?;
         let p = link.params();
-        Some(if self.rdma().is_some() {
+        Some(if self.rdma_allowed() {
             p.max_read_write_size
         } else {
             inline(&p).saturating_sub(INLINE_HEADROOM)
         })
     }
 
-    /// The SMB Direct link when this tree's READs and WRITEs may use RDMA channels
-    /// (SMB 3.x; not on sealed trees: their payload must be encrypted, which RDMA transfers of
-    /// plaintext would bypass).
-    pub(crate) fn rdma(&self) -> Option<Arc<dyn smbx_transport::DirectLink>> {
-        if self.is_encrypted() || self.dialect() < smbx_wire::Dialect::SMB3_0 {
-            return None;
-        }
-        self.rdma_link()
+    /// True if this tree's READs and WRITEs may move their data by RDMA (SMB
+    /// 3.x; not on sealed trees: their payload must be encrypted, which RDMA
+    /// transfers of plaintext would bypass).
+    fn rdma_allowed(&self) -> bool {
+        !self.is_encrypted() && self.dialect() >= smbx_wire::Dialect::SMB3_0
     }
 
     /// The logon connection's SMB Direct link, if it is one.
@@ -191,16 +189,20 @@ impl Tree {
         self.session().inner.client.inner.conn.direct().cloned()
     }
 
-    /// The link to move `len` bytes of a READ (`read`) or WRITE by RDMA: when
-    /// [`Tree::rdma`] allows and the I/O is larger than the threshold or would not
-    /// fit one SMB Direct message inline.
-    pub(crate) fn rdma_for(
-        &self,
-        len: usize,
-        read: bool,
-    ) -> Option<Arc<dyn smbx_transport::DirectLink>> {
-        let link = self.rdma()?;
-        let p = link.params();
+    /// The SMB Direct channel to move `len` bytes of a READ (`read`) or WRITE
+    /// by RDMA on (the live one with the most room, whichever transport the
+    /// logon used): when RDMA is allowed on this tree, the transfer fits the
+    /// link's MaxReadWriteSize, and the I/O is larger than the threshold or
+    /// would not fit one SMB Direct message inline.
+    pub(crate) fn rdma_for(&self, len: usize, read: bool) -> Option<Pinned> {
+        if !self.rdma_allowed() {
+            return None;
+        }
+        let pinned = self.session().channels().pick_direct(len as u64)?;
+        let p = pinned.direct.params();
+        if len > p.max_read_write_size as usize {
+            return None;
+        }
         let inline = if read {
             p.max_fragmented_receive_size
         } else {
@@ -208,7 +210,7 @@ impl Tree {
         }
         .saturating_sub(INLINE_HEADROOM) as usize;
         let threshold = self.session().inner.client.inner.options.rdma_threshold;
-        (len > threshold || len > inline).then_some(link)
+        (len > threshold || len > inline).then_some(pinned)
     }
 
     /// The connection's pool of RDMA transfer buffers.
@@ -239,22 +241,32 @@ impl Tree {
         v.pop().ok_or_else(|| ProtocolError::NoResponse.into())
     }
 
-    /// Sends requests (one compound) on the session's channel with the most room
-    /// (the logon's connection when it is SMB Direct: READs and WRITEs carry
-    /// descriptors registered with its link), replayed on another channel if
-    /// that one fails ([`crate::failover`]).
+    /// Sends one request on the channel `on` (a READ or WRITE whose buffer is
+    /// registered with its link): not replayed elsewhere; when that channel
+    /// fails it is marked down and the caller registers again on another.
+    pub(crate) async fn call_on(&self, req: Request, on: &Pinned) -> Result<Response> {
+        let (session, encrypt) = {
+            let st = self.state();
+            (st.session.clone(), st.encrypt)
+        };
+        let mut v = crate::failover::send(&session, vec![req], encrypt, Some(on)).await?;
+        v.pop().ok_or_else(|| ProtocolError::NoResponse.into())
+    }
+
+    /// Sends requests (one compound) on the session's channel with the most
+    /// room, replayed on another channel if that one fails
+    /// ([`crate::failover`]).
     async fn compound_on_channel(&self, reqs: Vec<Request>) -> Result<Vec<Response>> {
-        let pin_first = self.rdma().is_some();
         let (mut session, encrypt) = {
             let st = self.state();
             (st.session.clone(), st.encrypt)
         };
         if !self.durable() {
-            return crate::failover::send(&session, reqs, encrypt, pin_first).await;
+            return crate::failover::send(&session, reqs, encrypt, None).await;
         }
         // Kept to send again on a re-established session (see crate::durable).
         let keep = crate::failover::replayable(&reqs).then(|| reqs.clone());
-        let mut res = crate::failover::send(&session, reqs, encrypt, pin_first).await;
+        let mut res = crate::failover::send(&session, reqs, encrypt, None).await;
         for _ in 0..crate::durable::MAX_REESTABLISH {
             let e = match res {
                 Err(e) if crate::durable::session_lost(&e) => e,
@@ -274,7 +286,7 @@ impl Tree {
                 }
                 st.session.clone()
             };
-            res = crate::failover::send(&session, again, encrypt, pin_first).await;
+            res = crate::failover::send(&session, again, encrypt, None).await;
         }
         res
     }

@@ -196,13 +196,15 @@ async fn smbx_channel_to_an_rdma_capable_interface_is_smb_direct() {
     );
     let stats = session.channel_stats();
     eprintln!("TCP logon, SMB Direct channel: {stats:?}");
-    for s in &stats {
-        assert!(s.live, "{stats:?}");
-        assert!(
-            s.bytes_sent >= 1 << 20 && s.bytes_received >= 1 << 20,
-            "a channel carried too little of the 8 MiB written and read: {stats:?}"
-        );
-    }
+    assert!(stats.iter().all(|s| s.live), "{stats:?}");
+    // Every 64 KiB WRITE and READ moved its data by RDMA, through buffers
+    // registered with the SMB Direct channel's link (not the logon's TCP one).
+    assert_eq!(
+        (stats[1].rdma_sent, stats[1].rdma_received),
+        (8 << 20, 8 << 20),
+        "the SMB Direct channel did not move the 8 MiB by RDMA: {stats:?}"
+    );
+    assert_eq!((stats[0].rdma_sent, stats[0].rdma_received), (0, 0));
     session.logoff().await.expect("logoff");
 
     // RDMA channels not allowed: the second channel is Direct TCP.
@@ -235,5 +237,19 @@ async fn smbx_channel_to_an_rdma_capable_interface_is_smb_direct() {
         channel_addrs(&session),
         vec![format!("127.0.0.1:{direct}"), format!("127.0.0.2:{direct}")]
     );
+    // Both SMB Direct channels move data by RDMA, each with its own link.
+    let stats = session.channel_stats();
+    eprintln!("SMB Direct logon and channel: {stats:?}");
+    assert_eq!(
+        stats.iter().map(|s| s.rdma_sent).sum::<u64>(),
+        8 << 20,
+        "{stats:?}"
+    );
+    for s in &stats {
+        assert!(
+            s.rdma_sent >= 1 << 20 && s.rdma_received >= 1 << 20,
+            "a channel moved too little by RDMA: {stats:?}"
+        );
+    }
     session.logoff().await.expect("logoff");
 }
