@@ -27,6 +27,7 @@ use tokio::sync::{oneshot, Notify};
 use crate::config::{Config, NegotiatedParams};
 use crate::connection::{Connection, DisconnectReason, Event, OutgoingMessage, SendError};
 use crate::pdu::BufferDescriptorV1;
+use crate::pools::{PoolError, Pools};
 
 /// A failure of the async connection.
 #[derive(Debug, thiserror::Error)]
@@ -52,23 +53,17 @@ pub enum DirectError {
     /// The configuration was rejected.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// The device's queue pair or regions are too small for SMB Direct.
+    #[error(transparent)]
+    Pools(#[from] PoolError),
 }
 
-/// Queue pair sizing used by the adapter.
+/// Queue pair sizing the adapter asks a provider for (the device may grant
+/// less: [`crate::pools::size`] fits the buffers into what it granted).
 pub fn qp_caps(config: &Config) -> QpCaps {
-    let recv = u32::from(config.receive_credit_max) + 1;
-    QpCaps {
-        max_send_wr: SEND_SLOTS + RDMA_WINDOW as u32 + 16,
-        max_recv_wr: recv,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-    }
+    crate::pools::wanted_caps(config)
 }
 
-/// Send buffers (and so messages in flight at the provider).
-const SEND_SLOTS: u32 = 256;
-/// RDMA Read/Write work requests one helper call keeps in flight.
-const RDMA_WINDOW: usize = 64;
 /// Upper-layer messages queued in the core before `send_message` waits.
 const QUEUE_LIMIT: usize = 64;
 
@@ -99,6 +94,8 @@ struct Inner<M> {
     send_mr: M,
     send_slot: usize,
     send_free: Vec<u32>,
+    /// The pools' sizes (from the device's limits).
+    pools: Pools,
     ops: HashMap<u64, oneshot::Sender<Completion>>,
     next_op: u64,
     messages: VecDeque<Vec<u8>>,
@@ -139,24 +136,36 @@ impl<Q: QueuePair> Drop for SmbDirectConnection<Q> {
     }
 }
 
+/// Fits the configuration to what the device granted `qp` ([`crate::pools`]):
+/// the pools' sizes, and `config` with the receive credits the queue can hold.
+fn fit<Q: QueuePair>(qp: &Q, config: Config) -> Result<(Config, Pools), DirectError> {
+    let pools = crate::pools::size(&config, qp.granted().as_ref())?;
+    let config = Config {
+        receive_credit_max: pools.receive_credit_max,
+        ..config
+    };
+    Ok((config, pools))
+}
+
 fn build_inner<D: ProtectionDomain>(
     pd: &D,
     conn: Connection,
     config: &Config,
+    pools: Pools,
 ) -> Result<Inner<D::Mr>, DirectError> {
-    let recv_slots = u32::from(config.receive_credit_max) + 1;
     let recv_slot = config.max_receive_size as usize;
     let send_slot = config.max_send_size.max(32) as usize;
-    let recv_mr = pd.alloc(recv_slot * recv_slots as usize, Access::LOCAL_WRITE)?;
-    let send_mr = pd.alloc(send_slot * SEND_SLOTS as usize, Access::LOCAL_WRITE)?;
+    let recv_mr = pd.alloc(recv_slot * pools.recv_slots as usize, Access::LOCAL_WRITE)?;
+    let send_mr = pd.alloc(send_slot * pools.send_slots as usize, Access::LOCAL_WRITE)?;
     Ok(Inner {
         conn,
         recv_mr,
         recv_slot,
-        recv_free: (0..recv_slots).rev().collect(),
+        recv_free: (0..pools.recv_slots).rev().collect(),
         send_mr,
         send_slot,
-        send_free: (0..SEND_SLOTS).rev().collect(),
+        send_free: (0..pools.send_slots).rev().collect(),
+        pools,
         ops: HashMap::new(),
         next_op: 0,
         messages: VecDeque::new(),
@@ -355,7 +364,11 @@ async fn drive<Q: QueuePair>(shared: Arc<Shared<Q>>) {
     }
     let _ = tokio::time::timeout(std::time::Duration::from_millis(200), async {
         loop {
-            if shared.lock().send_free.len() == SEND_SLOTS as usize {
+            let idle = {
+                let g = shared.lock();
+                g.send_free.len() == g.pools.send_slots as usize
+            };
+            if idle {
                 break;
             }
             match shared.qp.cq().next().await {
@@ -385,8 +398,9 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     {
         config.validate()?;
         let connecting = provider.connect(pd, addr, qp_caps(&config)).await?;
+        let (config, pools) = fit(connecting.qp(), config)?;
         let core = Connection::client(config.clone(), Instant::now());
-        let mut inner = build_inner(pd, core, &config)?;
+        let mut inner = build_inner(pd, core, &config, pools)?;
         let n = inner.conn.poll_post_receives();
         post_receives(connecting.qp(), &mut inner, n)?;
         let (qp, _peer) = connecting
@@ -407,8 +421,9 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         R: ConnectRequest<Qp = Q>,
     {
         config.validate()?;
+        let (config, pools) = fit(request.qp(), config)?;
         let core = Connection::server(config.clone(), Instant::now());
-        let mut inner = build_inner(request.pd(), core, &config)?;
+        let mut inner = build_inner(request.pd(), core, &config, pools)?;
         let n = inner.conn.poll_post_receives();
         post_receives(request.qp(), &mut inner, n)?;
         let qp = request
@@ -660,7 +675,8 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             ));
             done += n;
         }
-        for window in pieces.chunks(RDMA_WINDOW) {
+        let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
+        for window in pieces.chunks(window_len) {
             let mut waits = Vec::with_capacity(window.len());
             let posted = self.post_window(local, window, write, &mut waits);
             if let Err(e) = posted {

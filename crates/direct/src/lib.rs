@@ -23,6 +23,7 @@ pub mod config;
 pub mod connection;
 pub mod credits;
 pub mod pdu;
+pub mod pools;
 pub mod reassembly;
 
 pub use config::{Config, ConfigError, NegotiatedParams};

@@ -41,6 +41,6 @@ pub use provider::{
     ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
 };
 pub use types::{
-    Access, CloseReason, Completion, ConnParams, PeerParams, QpCaps, QpState, RemoteBuf, STag,
-    SendOp, SendWr, Sge, TermInfo, WcOpcode, WcStatus, MAX_PRIVATE_DATA,
+    Access, CloseReason, Completion, ConnParams, Granted, PeerParams, QpCaps, QpState, RemoteBuf,
+    STag, SendOp, SendWr, Sge, TermInfo, WcOpcode, WcStatus, MAX_PRIVATE_DATA,
 };

@@ -22,8 +22,8 @@ use std::net::SocketAddr;
 use crate::cq::CompletionQueue;
 use crate::error::Result;
 use crate::types::{
-    Access, CloseReason, ConnParams, PeerParams, QpCaps, QpState, RemoteBuf, STag, SendOp, SendWr,
-    Sge,
+    Access, CloseReason, ConnParams, Granted, PeerParams, QpCaps, QpState, RemoteBuf, STag, SendOp,
+    SendWr, Sge,
 };
 
 /// A registered memory region: an owned buffer plus its STag and rights.
@@ -162,6 +162,13 @@ pub trait QueuePair: Send + Sync + 'static {
 
     /// Peer transport address.
     fn peer_addr(&self) -> SocketAddr;
+
+    /// What the device granted this queue pair (work requests, scatter
+    /// entries, inline data, largest region); `None` when the provider has no
+    /// fixed limits (soft-iWARP).
+    fn granted(&self) -> Option<Granted> {
+        None
+    }
 
     /// Shorthand: post a Send of `sg`.
     fn post_send_simple(&self, wr_id: u64, sg: &[Sge<'_, Self::Mr>]) -> Result<()> {

@@ -271,6 +271,19 @@ impl Default for QpCaps {
     }
 }
 
+/// What a device granted a queue pair, for sizing the buffers and work
+/// queues a connection uses over it ([`crate::QueuePair::granted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granted {
+    /// The work queue sizes and scatter entries the queue pair has.
+    pub caps: QpCaps,
+    /// Sends of at most this many bytes may be copied into the work request
+    /// (inline data; 0: none).
+    pub max_inline: u32,
+    /// The largest memory region the device registers.
+    pub max_mr_size: u64,
+}
+
 /// State of a queue pair as the consumer sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QpState {

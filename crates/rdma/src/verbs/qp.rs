@@ -19,8 +19,8 @@ use crate::cq::CompletionQueue;
 use crate::error::{RdmaError, Result};
 use crate::provider::QueuePair;
 use crate::types::{
-    Access, CloseReason, Completion, PeerParams, QpCaps, QpState, STag, SendOp, SendWr, Sge,
-    WcOpcode, WcStatus,
+    Access, CloseReason, Completion, Granted, PeerParams, QpCaps, QpState, STag, SendOp, SendWr,
+    Sge, WcOpcode, WcStatus,
 };
 
 /// How long a closing queue pair waits for the device to flush outstanding
@@ -652,6 +652,14 @@ impl VerbsQp {
 
 impl QueuePair for VerbsQp {
     type Mr = VerbsMr;
+
+    fn granted(&self) -> Option<Granted> {
+        Some(Granted {
+            caps: self.conn.caps,
+            max_inline: self.conn.max_inline,
+            max_mr_size: self.conn.pd.limits().map_or(u64::MAX, |l| l.max_mr_size),
+        })
+    }
 
     fn post_send(&self, wr: &SendWr<'_, VerbsMr>) -> Result<()> {
         let c = &self.conn;
