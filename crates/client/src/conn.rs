@@ -1,158 +1,35 @@
-//! One SMB2 connection over a message link (Direct TCP or SMB Direct, see
-//! [`smbx_transport::link`]): requests go out through the link's sender, a reader task
-//! unseals, verifies and routes responses to the waiting requests by MessageId, and the
-//! credit window that bounds how many requests are in flight.
+//! One SMB2 connection (channel) over a message link (Direct TCP or SMB Direct, see
+//! [`smbx_transport::link`]): the thin driver of the sans-IO [`crate::request_core`].
+//! Senders charge credits, take MessageIds and register their requests in the core,
+//! then queue the frame on the link's sender; one reader task per channel opens
+//! each received frame (unseal, split, verify) and feeds the core, which says whom
+//! to wake; one timer task hands the core the time, so requests past their deadline
+//! fail with [`Error::Timeout`] and are cancelled on the server.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use smbx_security::protection::Protection;
-use smbx_security::signing::Signer;
-use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_transport::link::{self, LinkError, MessageReceiver, MessageSender};
 use smbx_transport::DirectLink;
-use smbx_wire::compound;
 use smbx_wire::framing::MAX_FRAME_LEN;
-use smbx_wire::header::{
-    FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_REPLAY_OPERATION, FLAGS_SIGNED,
-    TRANSFORM_PROTOCOL_ID,
-};
-use smbx_wire::oplock::OplockBreak;
-use smbx_wire::Dialect;
-use smbx_wire::{Command, Header, NtStatus, WireError, Writer, HEADER_SIZE};
+use smbx_wire::{Dialect, WireError};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, trace, warn};
 
-use crate::credits::credit_request;
-use crate::error::{DisconnectReason, Error, ProtocolError, Result, SecurityError};
+use crate::error::{DisconnectReason, Error, ProtocolError, Result};
+use crate::request_core::inbound;
+pub(crate) use crate::request_core::inbound::SessionSecurity;
+pub use crate::request_core::inbound::{Event, Response};
+use crate::request_core::outbound::{self, Cancel};
+pub(crate) use crate::request_core::outbound::{body_writer, HEADROOM};
+pub(crate) use crate::request_core::Request;
+use crate::request_core::{Acquire, InFlight, Matched, RequestCore, Sent};
 
-/// The MessageId of unsolicited server messages (oplock and lease breaks).
-const UNSOLICITED_ID: u64 = u64::MAX;
 /// Events buffered before further ones are dropped.
 const EVENT_QUEUE: usize = 256;
-
-/// One request of a (possibly compound) send.
-#[derive(Debug, Clone)]
-pub(crate) struct Request {
-    /// The command.
-    pub command: Command,
-    /// The body (everything after the 64-byte header).
-    pub body: Vec<u8>,
-    /// TreeId (0 when not tree-scoped).
-    pub tree_id: u32,
-    /// Credits this request costs (see [`crate::credits::charge_for`]); at least 1.
-    pub charge: u16,
-    /// True for the second and later members of a related compound.
-    pub related: bool,
-    /// True if `body` starts with [`HEADROOM`] reserved bytes, so that a lone request can
-    /// become its frame without another copy.
-    pub headroom: bool,
-    /// Send with SMB2_FLAGS_REPLAY_OPERATION (3.x): a request resent after its
-    /// channel failed (multichannel failover, channels.rs).
-    pub replay: bool,
-    /// ChannelSequence (3.x), carried in the low half of the header's Status
-    /// field: the session's count of channel failures ([MS-SMB2] 3.2.4.1).
-    pub channel_sequence: u16,
-}
-
-/// Bytes reserved before a body built with [`body_writer`]: frame header, TRANSFORM_HEADER
-/// and SMB2 header.
-pub(crate) const HEADROOM: usize = 4 + TRANSFORM_HEADER_LEN + HEADER_SIZE;
-
-/// A writer for a request body, with [`HEADROOM`] reserved in front. A large one (a
-/// WRITE's) is in a buffer from `pool`, which the writer task gives back once sent, so
-/// its pages are not faulted in afresh for every request.
-pub(crate) fn body_writer(pool: &smbx_transport::BufPool, body_len: usize) -> Writer {
-    let mut w = Writer::from_vec(pool.take_spare(HEADROOM + body_len));
-    w.zeros(HEADROOM);
-    w
-}
-
-impl Request {
-    /// A request costing one credit.
-    pub fn new(command: Command, body: Vec<u8>, tree_id: u32) -> Request {
-        Request {
-            command,
-            body,
-            tree_id,
-            charge: 1,
-            related: false,
-            headroom: false,
-            replay: false,
-            channel_sequence: 0,
-        }
-    }
-
-    /// A request whose body was built with [`body_writer`].
-    pub fn with_headroom(command: Command, body: Writer, tree_id: u32) -> Request {
-        Request {
-            headroom: true,
-            ..Request::new(command, body.into_vec(), tree_id)
-        }
-    }
-}
-
-/// One response: its header and the whole message starting at the header.
-#[derive(Debug, Clone)]
-pub struct Response {
-    /// The decoded header.
-    pub header: Header,
-    /// The message (header, body, and for compound members any padding).
-    pub msg: Vec<u8>,
-}
-
-impl Response {
-    /// The response status.
-    pub fn status(&self) -> NtStatus {
-        self.header.status
-    }
-    /// Ok(self) on success, the typed error otherwise.
-    pub fn ok(self) -> Result<Response> {
-        if self.header.status.is_error() {
-            return Err(Error::Status {
-                status: self.header.status,
-                command: self.header.command,
-            });
-        }
-        Ok(self)
-    }
-}
-
-/// Something the server sent without being asked.
-#[derive(Debug, Clone)]
-pub enum Event {
-    /// An oplock break notification.
-    OplockBreak(OplockBreak),
-    /// Any other unsolicited message (lease break notifications), raw.
-    Other(Response),
-}
-
-/// A session's keys on this connection and the client's policy for them.
-#[derive(Debug, Default)]
-pub(crate) struct SessionSecurity {
-    /// Signs requests, verifies responses, seals requests and unseals responses.
-    pub keys: Protection,
-    /// Sign requests and require signed responses (when not sealed).
-    pub sign: bool,
-    /// Seal every request of the session.
-    pub encrypt: bool,
-}
-
-impl SessionSecurity {
-    /// The protection of a channel bound to this session ([MS-SMB2] 3.2.5.3.1):
-    /// its own signer, the session's policy, sealing keys and nonce source.
-    pub fn for_channel(&self, signer: Signer) -> SessionSecurity {
-        SessionSecurity {
-            keys: self.keys.for_channel(signer),
-            sign: self.sign,
-            encrypt: self.encrypt,
-        }
-    }
-}
 
 /// Where a send goes: its session and whether it is sealed.
 #[derive(Clone, Default)]
@@ -168,47 +45,54 @@ pub(crate) struct Route {
     pub force_sign: bool,
 }
 
-struct Pending {
-    tx: oneshot::Sender<Result<Response>>,
-    charge: u16,
-    async_id: Option<u64>,
+/// What a request's waiter is told: its response (or why there is none) and the
+/// request itself when the send retained it.
+struct Reply {
+    res: Result<Response>,
+    request: Option<Request>,
 }
 
-#[derive(Default)]
-struct Table {
-    pending: HashMap<u64, Pending>,
-    /// Why the connection is closed, once it is.
-    closed: Option<DisconnectReason>,
-}
+/// The core as this driver runs it: a request in flight leaves a reply channel, a
+/// sender waiting for credits a wake-up channel.
+type Core = RequestCore<oneshot::Sender<Reply>, oneshot::Sender<()>>;
 
 struct Shared {
-    table: Mutex<Table>,
+    core: Mutex<Core>,
     sessions: RwLock<HashMap<u64, Arc<SessionSecurity>>>,
-    credits: Semaphore,
-    next_message_id: Mutex<u64>,
-    in_flight: AtomicUsize,
-    dialect: AtomicU16,
-    large_mtu: AtomicBool,
-    max_credits: u16,
+    /// Unbounded so that nothing awaits between spending MessageIds and queueing the
+    /// frame (a cancelled caller must not leave a hole in the server's window); the
+    /// credit window bounds what can be queued.
+    sender: Box<dyn MessageSender>,
     events: mpsc::Sender<Event>,
     /// I/O buffers reused across operations: RDMA transfer buffers over SMB
     /// Direct, received frames of 64 KiB and more over TCP.
     pool: Arc<smbx_transport::BufPool>,
 }
 
+/// Hands a woken credit waiter its credits; false (the credits go back) if it left.
+fn wake(tx: oneshot::Sender<()>) -> bool {
+    tx.send(()).is_ok()
+}
+
 impl Shared {
+    fn core(&self) -> std::sync::MutexGuard<'_, Core> {
+        self.core.lock().expect("core lock")
+    }
+
     fn close(&self, why: DisconnectReason) {
-        let pending = {
-            let mut t = self.table.lock().expect("table lock");
-            if t.closed.is_none() {
-                t.closed = Some(why.clone());
-            }
-            std::mem::take(&mut t.pending)
-        };
-        self.credits.close();
-        for (_, p) in pending {
-            let _ = p.tx.send(Err(Error::Disconnected(why.clone())));
+        let (lost, waiting) = self.core().close(why.clone());
+        drop(waiting);
+        for f in lost {
+            let _ = f.token.send(Reply {
+                res: Err(Error::Disconnected(why.clone())),
+                request: f.request,
+            });
         }
+    }
+
+    fn closed_error(&self) -> Error {
+        let why = self.core().closed().cloned();
+        Error::Disconnected(why.unwrap_or(DisconnectReason::Unknown))
     }
 
     fn session(&self, id: u64) -> Option<Arc<SessionSecurity>> {
@@ -218,15 +102,58 @@ impl Shared {
             .get(&id)
             .cloned()
     }
+
+    /// Sends SMB2 CANCEL for a request the client stopped waiting for (sealed or
+    /// signed as its session's requests are). CANCEL takes no credit and gets no
+    /// response of its own; failures are ignored.
+    fn cancel(&self, c: Cancel) {
+        let sec = self.session(c.session_id);
+        let keys = sec.as_ref().map(|s| &s.keys);
+        let seal = sec.as_ref().is_some_and(|s| s.encrypt);
+        let sign = sec.as_ref().is_some_and(|s| s.sign);
+        if let Some((buf, start)) = outbound::cancel_frame(c, keys, seal, sign) {
+            let _ = self.sender.send(buf, start);
+        }
+    }
+
+    /// Fails the requests past their deadline with a timeout and cancels them.
+    fn expire(&self, now: Instant) {
+        let due = self.core().expire(now);
+        for f in due {
+            debug!("message {} timed out", f.message_id);
+            self.cancel(f.cancel());
+            let _ = f.token.send(Reply {
+                res: Err(Error::Timeout),
+                request: f.request,
+            });
+        }
+    }
+}
+
+/// A sender waiting for credits: if it is dropped after the credits were spent for
+/// it (woken, not yet resumed), they go back to the window.
+struct CreditWait<'a> {
+    shared: &'a Shared,
+    rx: oneshot::Receiver<()>,
+    need: u32,
+    done: bool,
+}
+
+impl Drop for CreditWait<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut core = self.shared.core();
+        if self.rx.try_recv().is_ok() {
+            core.release(self.need, wake);
+        }
+    }
 }
 
 /// A connection to one server.
 pub struct Connection {
     shared: Arc<Shared>,
-    /// Unbounded so that nothing awaits between spending MessageIds and queueing the frame
-    /// (a cancelled caller must not leave a hole in the server's window); the credit
-    /// window bounds what can be queued.
-    sender: Box<dyn MessageSender>,
     events: Mutex<Option<mpsc::Receiver<Event>>>,
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
@@ -235,9 +162,10 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let core = self.shared.core();
         f.debug_struct("Connection")
-            .field("credits", &self.shared.credits.available_permits())
-            .field("in_flight", &self.shared.in_flight.load(Ordering::Relaxed))
+            .field("credits", &core.credits())
+            .field("in_flight", &core.in_flight())
             .finish_non_exhaustive()
     }
 }
@@ -257,24 +185,17 @@ impl Connection {
         max_credits: u16,
         timeout: Option<Duration>,
     ) -> Connection {
-        let (shared, events_rx) = Self::shared(max_credits, 8);
+        let pool = Arc::new(smbx_transport::BufPool::new(8));
         // Frames of the usual I/O sizes land in pooled buffers, never zero-filled first.
-        let (tx, rx, writer) = link::tcp(stream, MAX_FRAME_LEN, shared.pool.clone());
-        let reader = tokio::spawn(reader_task(Box::new(rx), shared.clone()));
+        let (tx, rx, writer) = link::tcp(stream, MAX_FRAME_LEN, pool.clone());
+        let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
         let sh = shared.clone();
         let writer = tokio::spawn(async move {
             if let Err(e) = writer.await {
                 sh.close(DisconnectReason::Write(Arc::new(e)));
             }
         });
-        Connection {
-            shared,
-            sender: Box::new(tx),
-            events: Mutex::new(Some(events_rx)),
-            timeout,
-            tasks: vec![reader, writer],
-            direct: None,
-        }
+        Self::run(shared, Box::new(rx), events_rx, timeout, vec![writer], None)
     }
 
     /// Runs over a negotiated SMB Direct link: messages without the Direct-TCP
@@ -284,17 +205,55 @@ impl Connection {
         max_credits: u16,
         timeout: Option<Duration>,
     ) -> Connection {
-        let (shared, events_rx) = Self::shared(max_credits, 64);
+        let pool = Arc::new(smbx_transport::BufPool::new(64));
         // Requests are posted on the link as they are sent: no writer task.
         let (tx, rx) = link::direct(link.clone());
-        let reader = tokio::spawn(reader_task(Box::new(rx), shared.clone()));
+        let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
+        Self::run(
+            shared,
+            Box::new(rx),
+            events_rx,
+            timeout,
+            Vec::new(),
+            Some(link),
+        )
+    }
+
+    fn shared(
+        sender: Box<dyn MessageSender>,
+        max_credits: u16,
+        pool: Arc<smbx_transport::BufPool>,
+    ) -> (Arc<Shared>, mpsc::Receiver<Event>) {
+        let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
+        let shared = Arc::new(Shared {
+            core: Mutex::new(RequestCore::new(max_credits)),
+            sessions: RwLock::new(HashMap::new()),
+            sender,
+            events: events_tx,
+            pool,
+        });
+        (shared, events_rx)
+    }
+
+    /// Starts the reader task (and the timer task when requests have a timeout).
+    fn run(
+        shared: Arc<Shared>,
+        rx: Box<dyn MessageReceiver>,
+        events: mpsc::Receiver<Event>,
+        timeout: Option<Duration>,
+        mut tasks: Vec<JoinHandle<()>>,
+        direct: Option<Arc<dyn DirectLink>>,
+    ) -> Connection {
+        tasks.push(tokio::spawn(reader_task(rx, shared.clone())));
+        if let Some(t) = timeout {
+            tasks.push(tokio::spawn(timer_task(shared.clone(), t)));
+        }
         Connection {
             shared,
-            sender: Box::new(tx),
-            events: Mutex::new(Some(events_rx)),
+            events: Mutex::new(Some(events)),
             timeout,
-            tasks: vec![reader],
-            direct: Some(link),
+            tasks,
+            direct,
         }
     }
 
@@ -308,34 +267,14 @@ impl Connection {
         self.direct.as_ref()
     }
 
-    fn shared(max_credits: u16, pool: usize) -> (Arc<Shared>, mpsc::Receiver<Event>) {
-        let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
-        let shared = Arc::new(Shared {
-            table: Mutex::new(Table::default()),
-            sessions: RwLock::new(HashMap::new()),
-            credits: Semaphore::new(1),
-            next_message_id: Mutex::new(0),
-            in_flight: AtomicUsize::new(0),
-            dialect: AtomicU16::new(0),
-            large_mtu: AtomicBool::new(false),
-            max_credits: max_credits.max(1),
-            events: events_tx,
-            pool: Arc::new(smbx_transport::BufPool::new(pool)),
-        });
-        (shared, events_rx)
-    }
-
     /// Records the negotiated dialect and whether multi-credit requests are allowed.
     pub(crate) fn set_negotiated(&self, dialect: Dialect, large_mtu: bool) {
-        self.shared
-            .dialect
-            .store(dialect.as_u16(), Ordering::Relaxed);
-        self.shared.large_mtu.store(large_mtu, Ordering::Relaxed);
+        self.shared.core().set_negotiated(dialect, large_mtu);
     }
 
     /// True if multi-credit requests are allowed.
     pub(crate) fn large_mtu(&self) -> bool {
-        self.shared.large_mtu.load(Ordering::Relaxed)
+        self.shared.core().large_mtu()
     }
 
     /// Installs a session's keys, so responses on it are verified and unsealed.
@@ -364,17 +303,12 @@ impl Connection {
 
     /// Credits currently granted and unused.
     pub fn credits_available(&self) -> usize {
-        self.shared.credits.available_permits()
+        self.shared.core().credits()
     }
 
     /// True once the connection has failed or been closed.
     pub fn is_closed(&self) -> bool {
-        self.shared
-            .table
-            .lock()
-            .expect("table lock")
-            .closed
-            .is_some()
+        self.shared.core().closed().is_some()
     }
 
     /// Sends requests as one compound (a single request is a compound of one) and waits
@@ -382,49 +316,47 @@ impl Connection {
     /// message as sent (for the preauth integrity hash).
     pub(crate) async fn send(
         &self,
-        mut reqs: Vec<Request>,
+        reqs: Vec<Request>,
         route: &Route,
         keep_sent: bool,
     ) -> Result<(Vec<Response>, Option<Vec<u8>>)> {
-        if reqs.is_empty() {
-            return Ok((Vec::new(), None));
-        }
-        let sh = &self.shared;
-        let large_mtu = sh.large_mtu.load(Ordering::Relaxed);
-        let dialect = Dialect::from_u16(sh.dialect.load(Ordering::Relaxed));
-        let charges: Vec<u16> = reqs
-            .iter()
-            .map(|r| if large_mtu { r.charge.max(1) } else { 1 })
-            .collect();
-        let total: u32 = charges.iter().map(|&c| c as u32).sum();
-        // Wait for the window to hold enough credits, then spend them.
-        let permits = sh
-            .credits
-            .acquire_many(total)
-            .await
-            .map_err(|_| self.closed_error())?;
-        permits.forget();
-        let first_id = {
-            let mut id = sh.next_message_id.lock().expect("message id lock");
-            let first = *id;
-            *id += total as u64;
-            first
-        };
-        let in_flight = sh.in_flight.fetch_add(total as usize, Ordering::Relaxed);
-        let ask = credit_request(
-            total.min(u16::MAX as u32) as u16,
-            sh.credits.available_permits(),
-            in_flight,
-            sh.max_credits,
-        );
+        self.exchange(reqs, route, keep_sent, false).await.0
+    }
 
+    /// Sends requests as one compound and waits for their responses, handing the
+    /// requests back as they were before they were framed (to be sent again, with the
+    /// replay flag, on another channel or session) whatever the outcome: no copy is
+    /// made before sending (a lone request framed in place is copied once into a
+    /// pooled buffer for the wire). `None` when the send failed before the requests
+    /// were recorded.
+    pub(crate) async fn send_retained(
+        &self,
+        reqs: Vec<Request>,
+        route: &Route,
+    ) -> (Result<Vec<Response>>, Option<Vec<Request>>) {
+        let (res, kept) = self.exchange(reqs, route, false, true).await;
+        (res.map(|(v, _)| v), kept)
+    }
+
+    async fn exchange(
+        &self,
+        reqs: Vec<Request>,
+        route: &Route,
+        keep_sent: bool,
+        retain: bool,
+    ) -> (
+        Result<(Vec<Response>, Option<Vec<u8>>)>,
+        Option<Vec<Request>>,
+    ) {
+        if reqs.is_empty() {
+            return (Ok((Vec::new(), None)), None);
+        }
+        let sh = &*self.shared;
         let seal_with = if route.encrypt {
-            let sec = route
-                .security
-                .as_ref()
-                .filter(|s| s.keys.can_seal())
-                .ok_or(ProtocolError::CannotSeal)?;
-            Some(sec.clone())
+            match route.security.as_ref().filter(|s| s.keys.can_seal()) {
+                Some(s) => Some(s),
+                None => return (Err(ProtocolError::CannotSeal.into()), Some(reqs)),
+            }
         } else {
             None
         };
@@ -432,188 +364,107 @@ impl Connection {
             (Some(s), false) if s.sign || route.force_sign => s.keys.signer(),
             _ => None,
         };
-
-        // A single request built with headroom becomes the frame in place; otherwise the
-        // members are copied into one buffer. Either way the layout is
-        // [frame header][TRANSFORM_HEADER if sealed][message...], starting at `frame_start`.
-        let sealed = seal_with.is_some();
         let n = reqs.len();
-        let in_place = n == 1 && reqs[0].headroom;
-        let mut ids = Vec::with_capacity(n);
-        let mut headers = Vec::with_capacity(n);
-        let mut next_id = first_id;
-        for (i, (req, &charge)) in reqs.iter().zip(&charges).enumerate() {
-            let mut flags = 0;
-            if req.related {
-                flags |= FLAGS_RELATED_OPERATIONS;
-            }
-            let smb3 = dialect.is_smb3();
-            if req.replay && smb3 {
-                flags |= FLAGS_REPLAY_OPERATION;
-            }
-            headers.push(Header {
-                credit_charge: if dialect == Dialect::SMB2_0_2 || dialect == Dialect::NONE {
-                    0
-                } else {
-                    charge
-                },
-                status: NtStatus(if smb3 { req.channel_sequence as u32 } else { 0 }),
-                command: req.command as u16,
-                credits: if i == 0 { ask } else { charge },
-                flags,
-                next_command: 0,
-                message_id: next_id,
-                async_id: 0,
-                tree_id: req.tree_id,
-                session_id: route.session_id,
-                signature: [0; 16],
-            });
-            ids.push((next_id, charge));
-            next_id += charge as u64;
-        }
-        let encode = |h: &Header| {
-            let mut w = Writer::with_capacity(HEADER_SIZE);
-            h.encode(&mut w);
-            w
+        let sent = Sent {
+            session_id: route.session_id,
+            tree_id: reqs[0].tree_id,
         };
-        // A single request built with headroom becomes the frame in place; otherwise the
-        // members are chained into one buffer. Either way the layout is
-        // [frame header][TRANSFORM_HEADER if sealed][message...], starting at `frame_start`.
-        let (mut buf, frame_start, msg_start) = if in_place {
-            let mut b = std::mem::take(&mut reqs[0].body);
-            let frame_start = if sealed { 0 } else { TRANSFORM_HEADER_LEN };
-            let msg_start = HEADROOM - HEADER_SIZE;
-            b[msg_start..HEADROOM].copy_from_slice(encode(&headers[0]).as_slice());
-            if let Some(signer) = signer {
-                signer.sign(&mut b[msg_start..]);
-            }
-            (b, frame_start, msg_start)
-        } else {
-            let body_len: usize = reqs.iter().map(|r| HEADER_SIZE + r.body.len() + 8).sum();
-            let prefix = 4 + if sealed { TRANSFORM_HEADER_LEN } else { 0 };
-            let mut b = Vec::with_capacity(prefix + body_len);
-            b.resize(prefix, 0);
-            let mut chain = compound::Builder::new(b);
-            for (req, hdr) in reqs.iter().zip(&headers) {
-                let m = chain.member();
-                m.extend_from_slice(encode(hdr).as_slice());
-                let body = if req.headroom {
-                    req.body.get(HEADROOM..).unwrap_or_default()
-                } else {
-                    &req.body[..]
-                };
-                m.extend_from_slice(body);
-            }
-            let (mut b, members) = chain.finish(false);
-            if let Some(signer) = signer {
-                for r in members {
-                    signer.sign(&mut b[r]);
-                }
-            }
-            (b, 0, prefix)
-        };
-        let sent = keep_sent.then(|| buf[msg_start..].to_vec());
-
-        // Register the waiters before the bytes can reach the server.
+        let timeout = self.timeout;
         let mut rxs = Vec::with_capacity(n);
-        {
-            let mut t = sh.table.lock().expect("table lock");
-            if let Some(why) = &t.closed {
-                return Err(Error::Disconnected(why.clone()));
-            }
-            for &(id, charge) in &ids {
-                let (tx, rx) = oneshot::channel();
-                t.pending.insert(
-                    id,
-                    Pending {
-                        tx,
-                        charge,
-                        async_id: None,
-                    },
-                );
-                rxs.push(rx);
-            }
-        }
 
-        if let Some(sec) = &seal_with {
-            sec.keys.seal_in_place(route.session_id, &mut buf[4..])?;
+        // Spend the credits (waiting our turn if the window is short), then take the
+        // MessageIds and record the requests before the bytes can reach the server.
+        let charges: Vec<u16>;
+        let begun = {
+            let mut core = sh.core();
+            charges = reqs.iter().map(|r| core.charge_of(r)).collect();
+            let total: u32 = charges.iter().map(|&c| c as u32).sum();
+            match core.acquire(total) {
+                Acquire::Charged => Ok(begin(&mut core, &charges, sent, timeout, &mut rxs)),
+                Acquire::Wait => {
+                    let (tx, rx) = oneshot::channel();
+                    core.enqueue(total, tx);
+                    Err(CreditWait {
+                        shared: sh,
+                        rx,
+                        need: total,
+                        done: false,
+                    })
+                }
+                Acquire::Closed(why) => Ok(Err(why)),
+            }
+        };
+        let begun = match begun {
+            Ok(b) => b,
+            Err(mut w) => {
+                let woken = (&mut w.rx).await;
+                w.done = true;
+                if woken.is_err() {
+                    return (Err(sh.closed_error()), Some(reqs));
+                }
+                begin(&mut sh.core(), &charges, sent, timeout, &mut rxs)
+            }
+        };
+        let (dialect, issued) = match begun {
+            Ok(b) => b,
+            Err(why) => return (Err(Error::Disconnected(why)), Some(reqs)),
+        };
+        let headers = outbound::headers(&reqs, &charges, issued, dialect, route.session_id);
+        let (mut frame, kept) =
+            outbound::frame(reqs, &headers, signer, seal_with.is_some(), retain, |len| {
+                sh.pool.take_spare(len)
+            });
+        let ids: Vec<u64> = headers.iter().map(|h| h.message_id).collect();
+        let mut kept = match kept {
+            Some(k) => sh.core().retain(&ids, k),
+            None => None,
+        };
+        let sent_bytes = keep_sent.then(|| frame.buf[frame.msg_start..].to_vec());
+        if let Some(sec) = seal_with {
+            if let Err(e) = sec
+                .keys
+                .seal_in_place(route.session_id, &mut frame.buf[frame.start..])
+            {
+                let lost = sh.core().forget(&ids);
+                return (Err(e.into()), kept.or_else(|| requests_of(lost)));
+            }
         }
         // Queued, never awaited: no MessageId is left unsent by a cancelled caller.
-        if let Err(e) = self.sender.send(buf, frame_start + 4) {
-            return Err(self.send_failed(e));
+        if let Err(e) = sh.sender.send(frame.buf, frame.start) {
+            let e = self.send_failed(e);
+            let lost = sh.core().forget(&ids);
+            return (Err(e), kept.or_else(|| requests_of(lost)));
         }
 
         let mut out = Vec::with_capacity(n);
+        let mut first_err = None;
+        let mut back = Vec::with_capacity(if retain { n } else { 0 });
         for rx in rxs {
-            let r = match self.timeout {
-                Some(d) => match tokio::time::timeout(d, rx).await {
-                    Ok(r) => r,
-                    Err(_) => {
-                        let tree_id = reqs.get(out.len()).map_or(0, |r| r.tree_id);
-                        for (id, async_id) in self.forget(&ids[out.len()..]) {
-                            self.cancel(route, id, async_id, tree_id);
-                        }
-                        return Err(Error::Timeout);
-                    }
+            let reply = match rx.await {
+                Ok(r) => r,
+                Err(_) => Reply {
+                    res: Err(sh.closed_error()),
+                    request: None,
                 },
-                None => rx.await,
             };
-            out.push(r.map_err(|_| self.closed_error())??);
-        }
-        Ok((out, sent))
-    }
-
-    /// Stops waiting for these MessageIds (after a timeout); their credits stay spent.
-    /// Returns the ones that were still pending, with their AsyncId if they went async.
-    fn forget(&self, ids: &[(u64, u16)]) -> Vec<(u64, Option<u64>)> {
-        let mut t = self.shared.table.lock().expect("table lock");
-        let mut out = Vec::new();
-        for (id, _) in ids {
-            if let Some(p) = t.pending.remove(id) {
-                self.shared
-                    .in_flight
-                    .fetch_sub(p.charge as usize, Ordering::Relaxed);
-                out.push((*id, p.async_id));
+            if let Some(r) = reply.request {
+                back.push(r);
+            }
+            match reply.res {
+                Ok(r) => out.push(r),
+                Err(e) if retain => {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => return (Err(e), None),
             }
         }
-        out
-    }
-
-    /// Sends SMB2 CANCEL for a request (async form when it went async). CANCEL takes no
-    /// credit and gets no response of its own; failures are ignored.
-    fn cancel(&self, route: &Route, message_id: u64, async_id: Option<u64>, tree_id: u32) {
-        let mut hdr = Header {
-            command: Command::Cancel as u16,
-            message_id,
-            tree_id,
-            session_id: route.session_id,
-            ..Default::default()
-        };
-        if let Some(a) = async_id {
-            hdr.flags |= FLAGS_ASYNC_COMMAND;
-            hdr.async_id = a;
+        if back.len() == n {
+            kept = Some(back);
         }
-        let sealed = route.encrypt;
-        let prefix = 4 + if sealed { TRANSFORM_HEADER_LEN } else { 0 };
-        let mut w = Writer::with_capacity(prefix + HEADER_SIZE + 4);
-        w.zeros(prefix);
-        hdr.encode(&mut w);
-        w.bytes(&smbx_wire::simple::SIMPLE_BODY);
-        let mut buf = w.into_vec();
-        let sec = route.security.as_ref();
-        if sealed {
-            let Some(sec) = sec else { return };
-            if sec
-                .keys
-                .seal_in_place(route.session_id, &mut buf[4..])
-                .is_err()
-            {
-                return;
-            }
-        } else if let Some(sec) = sec.filter(|s| s.sign) {
-            sec.keys.sign(&mut buf[prefix..]);
+        match first_err {
+            Some(e) => (Err(e), kept),
+            None => (Ok((out, sent_bytes)), kept),
         }
-        let _ = self.sender.send(buf, 4);
     }
 
     /// The error of a send the link refused; a failed link closes the connection.
@@ -625,19 +476,7 @@ impl Connection {
             }
             LinkError::Closed | LinkError::Frame(_) => {}
         }
-        self.closed_error()
-    }
-
-    fn closed_error(&self) -> Error {
-        let why = self
-            .shared
-            .table
-            .lock()
-            .expect("table lock")
-            .closed
-            .clone()
-            .unwrap_or(DisconnectReason::Unknown);
-        Error::Disconnected(why)
+        self.shared.closed_error()
     }
 
     /// Sends one request and returns its response (error statuses included).
@@ -662,6 +501,31 @@ impl Connection {
             t.abort();
         }
     }
+}
+
+/// Takes MessageIds for a send whose credits are spent, recording one reply channel
+/// per member (their receivers go to `rxs`) and the deadline `timeout` from now.
+fn begin(
+    core: &mut Core,
+    charges: &[u16],
+    sent: Sent,
+    timeout: Option<Duration>,
+    rxs: &mut Vec<oneshot::Receiver<Reply>>,
+) -> std::result::Result<(Dialect, crate::request_core::Issued), DisconnectReason> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let issued = core.begin(charges, sent, deadline, |_| {
+        let (tx, rx) = oneshot::channel();
+        rxs.push(rx);
+        tx
+    })?;
+    Ok((core.dialect(), issued))
+}
+
+/// The requests of `lost` in MessageId order, if each had one retained.
+fn requests_of(lost: Vec<InFlight<oneshot::Sender<Reply>>>) -> Option<Vec<Request>> {
+    let n = lost.len();
+    let v: Vec<Request> = lost.into_iter().filter_map(|f| f.request).collect();
+    (n > 0 && v.len() == n).then_some(v)
 }
 
 /// Receives whole messages until the link fails or the server closes it.
@@ -689,101 +553,58 @@ async fn reader_task(mut rx: Box<dyn MessageReceiver>, shared: Arc<Shared>) {
     rx.close().await;
 }
 
+/// Hands the core the time, a few times per timeout, so requests past their
+/// deadline fail and are cancelled.
+async fn timer_task(shared: Arc<Shared>, timeout: Duration) {
+    let tick = (timeout / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(tick).await;
+        if shared.core().closed().is_some() {
+            return;
+        }
+        shared.expire(Instant::now());
+    }
+}
+
 /// Unseals a frame if needed, splits a compound, and dispatches each response. Errors
 /// returned here are fatal to the connection; per-message failures go to their waiter.
 fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
-    let (plain, encrypted) = if frame.get(..4) == Some(&TRANSFORM_PROTOCOL_ID[..]) {
-        let th = smbx_security::transform::parse_header(&frame)?;
-        let sec = shared
-            .session(th.session_id)
-            .ok_or(ProtocolError::UnknownSession(th.session_id))?;
-        if !sec.keys.can_seal() {
-            return Err(ProtocolError::SealedWithoutCipher.into());
-        }
-        // Decrypted straight into a buffer of the plaintext's size (no move of the
-        // plaintext over the TRANSFORM_HEADER afterwards).
-        let plain = sec
-            .keys
-            .unseal_with(&frame, |n| shared.pool.take_exact(n))
-            .map_err(SecurityError::Unseal)?;
-        shared.pool.recycle(frame);
-        (plain, true)
-    } else {
-        (frame, false)
-    };
-    // Fast path: a single, uncompounded response keeps its buffer.
-    let first = Header::decode(&plain)?;
-    if first.next_command == 0 {
-        dispatch(first, plain, encrypted, shared);
-        return Ok(());
-    }
-    let mut members = compound::members(&plain);
-    while let Some(m) = members.next() {
-        let m = m.map_err(|e| ProtocolError::BadCompound {
-            what: e.reason(),
-            offset: members.offset(),
-        })?;
-        dispatch(m.header, plain[m.range].to_vec(), encrypted, shared);
-    }
-    Ok(())
+    let opened = inbound::open(
+        frame,
+        |id| shared.session(id),
+        |n| shared.pool.take_exact(n),
+        |f| shared.pool.recycle(f),
+    )?;
+    let encrypted = opened.encrypted;
+    inbound::split(opened.msg, |h, msg| dispatch(h, msg, encrypted, shared))
 }
 
-fn dispatch(h: Header, mut msg: Vec<u8>, encrypted: bool, shared: &Shared) {
-    if !h.is_response() {
-        warn!("ignoring a request from the server (command {})", h.command);
-        return;
-    }
-    if h.credits > 0 {
-        shared.credits.add_permits(h.credits as usize);
-    }
-    let interim = h.status == NtStatus::PENDING && h.is_async();
+fn dispatch(h: smbx_wire::Header, mut msg: Vec<u8>, encrypted: bool, shared: &Shared) {
     // Verify before believing anything else the message says.
-    let mut verdict: Result<()> = Ok(());
-    if h.message_id != UNSOLICITED_ID && h.session_id != 0 {
-        if let Some(sec) = shared.session(h.session_id) {
-            if !encrypted {
-                if sec.encrypt && !interim {
-                    verdict = Err(SecurityError::Unencrypted { command: h.command }.into());
-                } else if h.flags & FLAGS_SIGNED != 0 {
-                    // In place: a GMAC check would otherwise copy the message.
-                    if sec.keys.can_sign() && !sec.keys.verify_in_place(&mut msg) {
-                        verdict = Err(SecurityError::BadSignature { command: h.command }.into());
-                    }
-                } else if sec.sign && !interim {
-                    verdict = Err(SecurityError::Unsigned { command: h.command }.into());
-                }
-            }
+    let verdict = if h.session_id != 0 {
+        let sec = shared.session(h.session_id);
+        inbound::verify(&h, &mut msg, encrypted, sec.as_deref())
+    } else {
+        Ok(())
+    };
+    let matched = shared.core().on_response(&h, verdict.is_ok(), wake);
+    match matched {
+        Matched::Done { token, request } => {
+            let _ = token.send(Reply {
+                res: verdict.map(|_| Response { header: h, msg }),
+                request,
+            });
         }
-    }
-    if h.message_id == UNSOLICITED_ID {
-        if verdict.is_ok() {
-            let ev = match OplockBreak::decode(&msg) {
-                Ok(b) if h.command == Command::OplockBreak as u16 => Event::OplockBreak(b),
-                _ => Event::Other(Response { header: h, msg }),
-            };
-            if shared.events.try_send(ev).is_err() {
+        Matched::Interim => trace!("message {} went async ({:#x})", h.message_id, h.async_id),
+        Matched::Unsolicited => {
+            if shared.events.try_send(Event::from_message(h, msg)).is_err() {
                 warn!("dropping an unsolicited message: nobody reads events");
             }
         }
-        return;
-    }
-    let mut t = shared.table.lock().expect("table lock");
-    if interim && verdict.is_ok() {
-        if let Some(p) = t.pending.get_mut(&h.message_id) {
-            trace!("message {} went async ({:#x})", h.message_id, h.async_id);
-            p.async_id = Some(h.async_id);
+        Matched::Unknown => debug!("response to unknown message id {}", h.message_id),
+        Matched::NotAResponse => {
+            warn!("ignoring a request from the server (command {})", h.command)
         }
-        return;
-    }
-    match t.pending.remove(&h.message_id) {
-        Some(p) => {
-            drop(t);
-            shared
-                .in_flight
-                .fetch_sub(p.charge as usize, Ordering::Relaxed);
-            let _ = p.tx.send(verdict.map(|_| Response { header: h, msg }));
-        }
-        None => debug!("response to unknown message id {}", h.message_id),
     }
 }
 
@@ -793,9 +614,13 @@ mod tests {
     //! splitting, credit accounting, unsolicited messages, signature checks, disconnects.
 
     use super::*;
+    use crate::error::SecurityError;
+    use crate::request_core::UNSOLICITED_ID;
+    use smbx_security::protection::Protection;
     use smbx_security::signing::{Signer, SigningAlgorithm};
     use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_SERVER_TO_REDIR};
     use smbx_wire::simple::encode_simple;
+    use smbx_wire::{Command, Header, NtStatus, Writer};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
@@ -1082,8 +907,8 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, Error::Timeout), "{e}");
-        assert!(conn.shared.table.lock().unwrap().pending.is_empty());
-        assert_eq!(conn.shared.in_flight.load(Ordering::Relaxed), 0);
+        assert_eq!(conn.shared.core().pending(), 0);
+        assert_eq!(conn.shared.core().in_flight(), 0);
         // A late answer is dropped quietly, and its credits still count.
         let f = read_frame(&mut srv).await;
         let h = Header::decode(&f).unwrap();

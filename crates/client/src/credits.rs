@@ -1,5 +1,6 @@
 //! Credit arithmetic ([MS-SMB2] 3.2.4.1.5): how many credits a request costs and how many
-//! to ask for. The window itself (a semaphore of granted credits) lives in the connection.
+//! to ask for. The window itself (credits granted, spent, and the senders waiting for
+//! them) lives in [`crate::request_core`].
 
 /// The payload size one credit pays for with large MTU.
 pub const CREDIT_UNIT: usize = 65536;

@@ -136,13 +136,19 @@ pub(crate) async fn send(
             r.replay = replay;
             r.channel_sequence = sequence;
         }
-        let keep = (can_replay && replays < MAX_REPLAYS).then(|| reqs.clone());
         let guard = ch.start(weight);
         let route = session.route_on(&link, encrypt_tree);
-        let res = link.client.connection().send(reqs, &route, false).await;
+        let conn = link.client.connection();
+        // A request that may be replayed is handed back by the connection (as it was
+        // before it was framed), not copied before sending.
+        let (res, keep) = if can_replay && replays < MAX_REPLAYS {
+            conn.send_retained(reqs, &route).await
+        } else {
+            (conn.send(reqs, &route, false).await.map(|(v, _)| v), None)
+        };
         drop(guard);
         match (res, keep) {
-            (Ok((v, _)), Some(again))
+            (Ok(v), Some(again))
                 if v.iter().any(|r| r.status() == NtStatus::FILE_NOT_AVAILABLE) =>
             {
                 // The open moved on to a newer ChannelSequence while this
@@ -153,8 +159,11 @@ pub(crate) async fn send(
                 replays += 1;
                 tokio::time::sleep(FIRST_BACKOFF * replays).await;
             }
-            (Ok((v, _)), _) => {
+            (Ok(v), kept) => {
                 ch.record(sent, v.iter().map(|r| r.msg.len() as u64).sum(), replay);
+                for r in kept.into_iter().flatten() {
+                    conn.pool().recycle(r.body);
+                }
                 return Ok(v);
             }
             (Err(e), keep) if channel_lost(&e) && set.len() > 1 => {

@@ -53,6 +53,7 @@ mod file;
 pub mod info;
 pub mod options;
 mod reconnect;
+mod request_core;
 mod tree;
 pub mod url;
 
