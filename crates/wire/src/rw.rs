@@ -268,7 +268,7 @@ impl<'a> WriteRequest<'a> {
         let mut w = Writer::with_capacity(WRITE_FIXED + self.data.len().max(1));
         let (ci_off, ci_len) = self.channel_info_fields();
         w.u16(49)
-            .u16((HEADER_SIZE + WRITE_FIXED) as u16)
+            .u16(self.data_offset())
             .u32(self.data.len() as u32)
             .u64(self.offset)
             .bytes(&self.file_id.to_bytes())
@@ -289,6 +289,17 @@ impl<'a> WriteRequest<'a> {
 }
 
 impl WriteRequest<'_> {
+    /// DataOffset: right after the fixed part, or 0 when the data comes by RDMA (the
+    /// request carries buffer descriptors and no data), as cifs.ko sends it; ksmbd fails
+    /// an RDMA WRITE whose DataOffset or Length is not 0 with STATUS_INVALID_PARAMETER.
+    fn data_offset(&self) -> u16 {
+        if self.data.is_empty() && !self.channel_info.is_empty() {
+            0
+        } else {
+            (HEADER_SIZE + WRITE_FIXED) as u16
+        }
+    }
+
     fn channel_info_fields(&self) -> (u16, u16) {
         if self.data.is_empty() {
             channel_info_fields(self.channel_info)
@@ -322,7 +333,7 @@ impl WriteRequest<'_> {
     pub fn encode_into(&self, w: &mut Writer) {
         let (ci_off, ci_len) = self.channel_info_fields();
         w.u16(49)
-            .u16((HEADER_SIZE + WRITE_FIXED) as u16)
+            .u16(self.data_offset())
             .u32(self.data.len() as u32)
             .u64(self.offset)
             .bytes(&self.file_id.to_bytes())
@@ -487,6 +498,8 @@ mod channel_info_tests {
         w.encode_into(&mut into);
         assert_eq!(into.as_slice(), &b[..]);
         let m = msg(&b);
+        // Length and DataOffset are 0: the data comes by RDMA.
+        assert_eq!(&b[2..8], &[0u8; 6]);
         let d = WriteRequest::decode(&m).unwrap();
         assert_eq!((d.length, d.remaining_bytes), (0, 1 << 20));
         assert_eq!(d.channel_info, &desc);
