@@ -13,7 +13,7 @@ use smbx_wire::Dialect;
 use smbx_wire::{Header, NtStatus, Writer, HEADER_SIZE};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
-use crate::conn::writer::FileTail;
+use crate::conn::tail::FileTail;
 use crate::conn::Connection;
 use crate::dispatch::MemberInfo;
 use crate::handlers::{PendingFuture, PreauthTarget, Response};
@@ -318,8 +318,10 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
 mod tests {
     use super::*;
     use crate::state::ServerState;
+    use smbx_transport::link;
+    use smbx_transport::tcp::FrameReader;
     use smbx_wire::Command;
-    use tokio::sync::mpsc;
+    use tokio::net::{TcpListener, TcpStream};
 
     struct NoUsers;
     impl smbx_security::auth::CredentialStore for NoUsers {
@@ -328,19 +330,42 @@ mod tests {
         }
     }
 
-    fn conn() -> (
-        Arc<Connection>,
-        mpsc::Receiver<crate::conn::writer::Outgoing>,
-    ) {
+    /// The client's end of a connection's Direct TCP link.
+    struct Peer {
+        sock: tokio::net::tcp::OwnedReadHalf,
+        _wr: tokio::net::tcp::OwnedWriteHalf,
+        frames: FrameReader,
+    }
+
+    impl Peer {
+        /// The next message the connection sent.
+        async fn next(&mut self) -> Vec<u8> {
+            self.frames.next(&mut self.sock, None).await.unwrap().msg
+        }
+    }
+
+    /// A connection over a real loopback Direct TCP link, and the client's end of it.
+    async fn conn() -> (Arc<Connection>, Peer) {
         let state = Arc::new(ServerState::with_credentials(
             Arc::new(smbx_config::Config::default()),
             Arc::new(NoUsers),
         ));
-        let (tx, rx) = mpsc::channel(8);
-        let a = "127.0.0.1:1".parse().unwrap();
-        let c = Arc::new(Connection::new(1, state, a, a, tx));
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (a, s) = tokio::join!(TcpStream::connect(l.local_addr().unwrap()), l.accept());
+        let (a, s) = (a.unwrap(), s.unwrap().0);
+        let opts = link::TcpOptions::new(1 << 20, state.frames.clone());
+        let (tx, _rx, writer) = link::tcp_with(s, opts);
+        tokio::spawn(writer);
+        let addr = a.local_addr().unwrap();
+        let c = Arc::new(Connection::new(1, state, addr, addr, Box::new(tx)));
         c.negotiate.lock().dialect = Dialect::SMB3_1_1;
-        (c, rx)
+        let (sock, _wr) = a.into_split();
+        let peer = Peer {
+            sock,
+            _wr,
+            frames: FrameReader::new(1 << 20),
+        };
+        (c, peer)
     }
 
     fn req(id: u64) -> Header {
@@ -355,7 +380,7 @@ mod tests {
 
     #[tokio::test]
     async fn pending_sends_interim_then_final() {
-        let (c, mut rx) = conn();
+        let (c, mut rx) = conn().await;
         c.credits.lock().consume(0, 1).unwrap();
         let (gate_tx, gate_rx) = oneshot::channel::<()>();
         let resp = Response::pending(async move {
@@ -364,14 +389,14 @@ mod tests {
         });
         let om = build(&c, &req(0), resp, &MemberInfo::default(), false);
         send_chain(&c, vec![om], None, None).await;
-        let interim = rx.recv().await.unwrap().msg;
+        let interim = rx.next().await;
         let h = Header::decode(&interim).unwrap();
         assert_eq!(h.status, NtStatus::PENDING);
         assert!(h.is_async());
         assert_eq!(h.credits, 5);
         assert_eq!(c.pending.len(), 1);
         gate_tx.send(()).unwrap();
-        let fin = rx.recv().await.unwrap().msg;
+        let fin = rx.next().await;
         let f = Header::decode(&fin).unwrap();
         assert_eq!(f.status, NtStatus::SUCCESS);
         assert_eq!(f.async_id, h.async_id);
@@ -383,7 +408,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancel_by_async_id_and_message_id() {
-        let (c, mut rx) = conn();
+        let (c, mut rx) = conn().await;
         for (i, by_async) in [(0u64, true), (1, false)] {
             let om = build(
                 &c,
@@ -393,7 +418,7 @@ mod tests {
                 false,
             );
             send_chain(&c, vec![om], None, None).await;
-            let h = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
+            let h = Header::decode(&rx.next().await).unwrap();
             assert_eq!(h.status, NtStatus::PENDING);
             let found = if by_async {
                 c.pending.cancel_async(h.async_id, 0)
@@ -401,7 +426,7 @@ mod tests {
                 c.pending.cancel_message(i, 0)
             };
             assert!(found);
-            let f = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
+            let f = Header::decode(&rx.next().await).unwrap();
             assert_eq!(f.status, NtStatus::CANCELLED);
             assert_eq!(f.message_id, i);
         }
@@ -412,7 +437,7 @@ mod tests {
     /// result (LOGOFF closes the opens, which completes their waiters, then cancels).
     #[tokio::test]
     async fn ready_result_wins_over_cancel() {
-        let (c, mut rx) = conn();
+        let (c, mut rx) = conn().await;
         for i in 0..8u64 {
             let (gate_tx, gate_rx) = oneshot::channel::<()>();
             let resp = Response::pending(async move {
@@ -421,12 +446,12 @@ mod tests {
             });
             let om = build(&c, &req(i), resp, &MemberInfo::default(), false);
             send_chain(&c, vec![om], None, None).await;
-            let h = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
+            let h = Header::decode(&rx.next().await).unwrap();
             assert_eq!(h.status, NtStatus::PENDING);
             tokio::task::yield_now().await;
             gate_tx.send(()).unwrap();
             c.pending.cancel_all(None);
-            let f = Header::decode(&rx.recv().await.unwrap().msg).unwrap();
+            let f = Header::decode(&rx.next().await).unwrap();
             assert_eq!(f.status, NtStatus::RANGE_NOT_LOCKED);
             assert_eq!(f.message_id, i);
         }

@@ -8,6 +8,7 @@ use std::pin::Pin;
 
 use smbx_direct::{BufferDescriptorV1, DirectError, NegotiatedParams, SmbDirectConnection};
 use smbx_rdma::{Access, MemoryRegion, ProtectionDomain, Provider, QueuePair};
+use tokio::sync::OwnedSemaphorePermit;
 
 /// A boxed, sendable future (the trait is object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -46,6 +47,23 @@ pub trait DirectLink: Send + Sync + 'static {
     /// queue's length (the caller bounds it, as SMB2 credits do) and posted as SMB
     /// Direct credits allow. Saves the hand-off to a writer task.
     fn send_now(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError>;
+    /// Like [`DirectLink::send`] for the owned message `buf[start..]`, keeping `hold`
+    /// (a budget permit) until it is queued; one boxed future, not two.
+    fn send_owned(
+        &self,
+        buf: Vec<u8>,
+        start: usize,
+        invalidate: Option<u32>,
+        hold: Option<OwnedSemaphorePermit>,
+    ) -> BoxFuture<'_, Result<(), crate::link::LinkError>> {
+        Box::pin(async move {
+            let _hold = hold;
+            let msg = buf.get(start..).ok_or(crate::link::LinkError::TooLarge)?;
+            self.send(msg, invalidate)
+                .await
+                .map_err(crate::link::LinkError::Direct)
+        })
+    }
     /// The next whole SMB2 message. Cancel-safe: a dropped call loses nothing.
     fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>>;
     /// What negotiation settled on.
@@ -170,6 +188,24 @@ impl<P: Provider> DirectLink for Link<P> {
 
     fn send_now(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError> {
         self.conn.send_message_now(msg, invalidate)
+    }
+
+    fn send_owned(
+        &self,
+        buf: Vec<u8>,
+        start: usize,
+        invalidate: Option<u32>,
+        hold: Option<OwnedSemaphorePermit>,
+    ) -> BoxFuture<'_, Result<(), crate::link::LinkError>> {
+        Box::pin(async move {
+            let _hold = hold;
+            let msg = buf.get(start..).ok_or(crate::link::LinkError::TooLarge)?;
+            match invalidate {
+                Some(t) => self.conn.send_message_with_invalidate(msg, t).await,
+                None => self.conn.send_message(msg).await,
+            }
+            .map_err(crate::link::LinkError::Direct)
+        })
     }
 
     fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>> {

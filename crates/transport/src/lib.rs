@@ -13,7 +13,12 @@
 //! ([`direct::Link`]), so the server and the client never name a provider's
 //! types; [`soft`] binds it to the soft-iWARP provider (listen and connect).
 //! [`link`] puts both behind one message link (a sender and a receiver), so a
-//! connection sends and receives without asking which transport it runs on.
+//! connection sends and receives without asking which transport it runs on: the
+//! client's and the server's connections both run on it. The Direct TCP link holds
+//! what only a socket can do (the one writer, READ data sent from the file with
+//! sendfile, WRITE data spliced into a pipe); the server asks the link for
+//! capabilities (can it send a file tail, how large may a message be), and uses
+//! [`DirectLink`] itself only for RDMA transfers.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

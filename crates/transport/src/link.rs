@@ -1,25 +1,40 @@
 //! A message link: whole SMB2 messages out and in, whichever transport carries them,
 //! so that a connection's request core never branches on Direct TCP or SMB Direct.
 //!
-//! A link is two halves: a [`MessageSender`] (shared; never waits, so a caller that
-//! is cancelled after spending MessageIds leaves none unsent) and a
-//! [`MessageReceiver`] (owned by the one task that reads). [`tcp`] builds the Direct
-//! TCP pair (a 4-byte length prefix per message; a writer future that batches queued
-//! messages into one buffered write and gives large buffers back to the pool),
-//! [`direct`] the SMB Direct pair over a [`DirectLink`] (whole messages, no prefix).
+//! A link is two halves: a [`MessageSender`] (shared) and a [`MessageReceiver`]
+//! (owned by the one task that reads). [`tcp`] and [`tcp_with`] build the Direct TCP
+//! pair (a 4-byte length prefix per message; a writer future that batches queued
+//! messages into one buffered write, sends a READ's data from its file with sendfile,
+//! and gives large buffers back to the pool), [`direct`] the SMB Direct pair over a
+//! [`DirectLink`] (whole messages, no prefix).
+//!
+//! The client sends with [`MessageSender::send`], which never waits (a caller that is
+//! cancelled after spending MessageIds leaves none unsent; its credits bound what is
+//! queued), and receives with [`MessageReceiver::recv`]. The server sends an
+//! [`Outgoing`] with [`send_bounded`] (it waits while the link's queue is full; the
+//! message may carry a file [`Tail`], a budget permit held until it is written, and
+//! an STag for Send with Invalidate) and receives with
+//! [`MessageReceiver::recv_within`] (each message holds permits for its length from
+//! the connection's budget; a Direct TCP link may splice a large WRITE's data into a
+//! pipe). What differs between the transports is asked as capabilities
+//! ([`MessageSender::sends_file_tails`], [`MessageSender::max_message`]), never by
+//! which transport it is.
 
 use std::fmt;
 use std::future::Future;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
 use smbx_wire::framing::encode_frame_header;
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 use crate::direct::{BoxFuture, DirectLink};
 use crate::pool::BufPool;
+use crate::splice::SplicedPayload;
 use crate::tcp::FrameReader;
 use crate::DirectError;
 
@@ -61,11 +76,139 @@ impl std::error::Error for LinkError {
     }
 }
 
+/// Data that follows a message in the same frame and still lies in a file: a READ
+/// response's data, which a link that [sends file tails](MessageSender::sends_file_tails)
+/// sends from the page cache (sendfile) and any other reads in behind the message.
+pub trait Tail: Send + Sync {
+    /// Bytes it adds to the message (what the response promised).
+    fn len(&self) -> usize;
+    /// Whether it adds nothing.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Sends bytes from `at` on into the socket `sock` without waiting (sendfile);
+    /// returns how many went.
+    fn send_to(&self, sock: BorrowedFd<'_>, at: usize) -> io::Result<usize>;
+    /// Appends bytes from `at` to the end to `buf`, zeros for whatever the file no
+    /// longer holds (the message already promised them).
+    fn read_rest(&self, buf: &mut Vec<u8>, at: usize);
+}
+
+/// One message to send, with what travels beside it.
+pub struct Outgoing {
+    /// The message is `buf[start..]`.
+    pub buf: Vec<u8>,
+    /// Where the message starts in `buf`.
+    pub start: usize,
+    /// Data that follows the message in the same frame, from a file.
+    pub tail: Option<Box<dyn Tail>>,
+    /// Sends the message as Send with Invalidate of this peer STag (SMB Direct; a
+    /// Direct TCP link has no STags and ignores it).
+    pub invalidate: Option<u32>,
+    /// Held until the message is written to the socket (Direct TCP) or queued on the
+    /// link (SMB Direct): its share of the sender's memory budget.
+    pub hold: Option<OwnedSemaphorePermit>,
+}
+
+impl Outgoing {
+    /// The whole of `buf` as a message, with nothing beside it.
+    pub fn new(buf: Vec<u8>) -> Self {
+        Outgoing {
+            buf,
+            start: 0,
+            tail: None,
+            invalidate: None,
+            hold: None,
+        }
+    }
+
+    /// Bytes the message puts on the link: its own and its tail's.
+    pub fn len(&self) -> usize {
+        self.buf.len().saturating_sub(self.start) + self.tail.as_ref().map_or(0, |t| t.len())
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The message with its tail read in behind it (for a link that cannot send
+    /// from a file).
+    fn read_tail_in(&mut self) {
+        if let Some(t) = self.tail.take() {
+            t.read_rest(&mut self.buf, 0);
+        }
+    }
+}
+
+impl fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("len", &self.len())
+            .field("invalidate", &self.invalidate)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`MessageSender::try_send`] did not queue a message.
+#[derive(Debug)]
+pub enum TrySendError {
+    /// The link's queue is full: the message, back (wait with
+    /// [`MessageSender::send_waiting`]).
+    Full(Outgoing),
+    /// The link cannot send.
+    Failed(LinkError),
+}
+
 /// Sends whole messages.
 pub trait MessageSender: Send + Sync {
     /// Queues `buf[start..]` as one message; `buf[..start]` is room the sender may
-    /// use (at least [`PREFIX_ROOM`] bytes). Never waits.
+    /// use (at least [`PREFIX_ROOM`] bytes). Never waits, whatever the queue's length
+    /// (the caller bounds it, as SMB2 credits do).
     fn send(&self, buf: Vec<u8>, start: usize) -> Result<(), LinkError>;
+
+    /// Queues `out` if the link's queue has room now; gives it back when it is full.
+    fn try_send(&self, out: Outgoing) -> Result<(), TrySendError>;
+
+    /// Queues `out`, waiting while the link's queue is full. Boxed: try
+    /// [`MessageSender::try_send`] first, as [`send_bounded`] does.
+    fn send_waiting(&self, out: Outgoing) -> BoxFuture<'_, Result<(), LinkError>>;
+
+    /// Whether an [`Outgoing::tail`] goes from its file to the wire without passing
+    /// through memory (Direct TCP, sendfile); otherwise the link reads it in behind
+    /// the message.
+    fn sends_file_tails(&self) -> bool {
+        false
+    }
+
+    /// The largest message the link carries when that is less than a Direct TCP
+    /// frame (SMB Direct: the negotiated largest reassembled message).
+    fn max_message(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// Sends `out` on `sender`, waiting while its queue is full (the boxed wait only then).
+pub async fn send_bounded(sender: &dyn MessageSender, out: Outgoing) -> Result<(), LinkError> {
+    match sender.try_send(out) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Full(out)) => sender.send_waiting(out).await,
+        Err(TrySendError::Failed(e)) => Err(e),
+    }
+}
+
+/// A received message and what it holds.
+#[derive(Debug)]
+pub struct Received {
+    /// The message (for a spliced WRITE: its head and whatever of its data had been
+    /// buffered).
+    pub msg: Vec<u8>,
+    /// The rest of a large WRITE, spliced from the socket into a pipe (Direct TCP with
+    /// [`TcpOptions::splice_writes`]).
+    pub payload: Option<SplicedPayload>,
+    /// Permits for the message's length (at least 1) from the budget it was received
+    /// within.
+    pub permit: OwnedSemaphorePermit,
 }
 
 /// Receives whole messages.
@@ -75,12 +218,58 @@ pub trait MessageReceiver: Send {
 
     /// Releases the link once the reader is done with it.
     fn close(&mut self) -> BoxFuture<'_, ()>;
+
+    /// Gives back what a message received only in part holds (its permits from
+    /// [`MessageReceiver::recv_within`]'s budget) when the reader stops reading
+    /// before the link closes; nothing more is received after it.
+    fn stop_reading(&mut self) {}
+
+    /// The next message, holding permits for its length from `budget`: a Direct TCP
+    /// frame's are taken before its body is read, so a peer cannot make the reader
+    /// buffer more than the budget across messages still held. `Ok(None)` when the
+    /// peer closed the link. Cancel-safe: a dropped call loses nothing. Not boxed
+    /// (a reader that uses it knows its receiver's type).
+    fn recv_within(
+        &mut self,
+        budget: &Arc<Semaphore>,
+    ) -> impl Future<Output = Result<Option<Received>, LinkError>> + Send
+    where
+        Self: Sized;
+}
+
+/// A queued Direct TCP message.
+struct Queued {
+    out: Outgoing,
+    /// `out.buf[out.start..]` begins with its length prefix.
+    framed: bool,
+    /// It holds one of the queue's slots.
+    slot: bool,
 }
 
 /// The Direct TCP sender: messages go to the writer future through a queue.
-#[derive(Debug)]
 pub struct TcpSender {
-    queue: mpsc::UnboundedSender<(Vec<u8>, usize)>,
+    queue: mpsc::UnboundedSender<Queued>,
+    /// Room in the queue for [`MessageSender::try_send`] and
+    /// [`MessageSender::send_waiting`] (the writer frees a slot as it takes a message).
+    slots: Option<Arc<Semaphore>>,
+}
+
+impl fmt::Debug for TcpSender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TcpSender").finish_non_exhaustive()
+    }
+}
+
+impl TcpSender {
+    fn queue(&self, out: Outgoing, slot: bool) -> Result<(), LinkError> {
+        self.queue
+            .send(Queued {
+                out,
+                framed: false,
+                slot,
+            })
+            .map_err(|_| LinkError::Closed)
+    }
 }
 
 impl MessageSender for TcpSender {
@@ -89,7 +278,45 @@ impl MessageSender for TcpSender {
         let len = buf.len().checked_sub(start).ok_or(LinkError::TooLarge)?;
         let prefix = encode_frame_header(len).map_err(|_| LinkError::TooLarge)?;
         buf[from..start].copy_from_slice(&prefix);
-        self.queue.send((buf, from)).map_err(|_| LinkError::Closed)
+        let mut out = Outgoing::new(buf);
+        out.start = from;
+        self.queue
+            .send(Queued {
+                out,
+                framed: true,
+                slot: false,
+            })
+            .map_err(|_| LinkError::Closed)
+    }
+
+    fn try_send(&self, out: Outgoing) -> Result<(), TrySendError> {
+        let slot = match &self.slots {
+            None => false,
+            Some(s) => match s.try_acquire() {
+                Ok(p) => {
+                    p.forget();
+                    true
+                }
+                Err(TryAcquireError::NoPermits) => return Err(TrySendError::Full(out)),
+                Err(TryAcquireError::Closed) => {
+                    return Err(TrySendError::Failed(LinkError::Closed))
+                }
+            },
+        };
+        self.queue(out, slot).map_err(TrySendError::Failed)
+    }
+
+    fn send_waiting(&self, out: Outgoing) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(async move {
+            if let Some(s) = &self.slots {
+                s.acquire().await.map_err(|_| LinkError::Closed)?.forget();
+            }
+            self.queue(out, self.slots.is_some())
+        })
+    }
+
+    fn sends_file_tails(&self) -> bool {
+        true
     }
 }
 
@@ -114,6 +341,61 @@ impl MessageReceiver for TcpReceiver {
     fn close(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+
+    fn stop_reading(&mut self) {
+        self.frames = FrameReader::new(0);
+    }
+
+    async fn recv_within(
+        &mut self,
+        budget: &Arc<Semaphore>,
+    ) -> Result<Option<Received>, LinkError> {
+        match self.frames.next(&mut self.rd, Some(budget)).await {
+            Ok(f) => Ok(Some(Received {
+                msg: f.msg,
+                payload: f.payload,
+                permit: f.permit.ok_or(LinkError::Closed)?,
+            })),
+            Err("eof") => Ok(None),
+            Err("closed") => Err(LinkError::Closed),
+            Err(e) => Err(LinkError::Frame(e)),
+        }
+    }
+}
+
+/// How a Direct TCP link reads and queues ([`tcp_with`]).
+#[derive(Debug, Clone)]
+pub struct TcpOptions {
+    /// The largest frame received.
+    pub max_frame: usize,
+    /// Where received frames of the usual I/O sizes come from, and where sent
+    /// buffers go back.
+    pub pool: Arc<BufPool>,
+    /// The socket's read buffer (small messages arrive many to a read; larger frames
+    /// bypass it).
+    pub read_buffer: usize,
+    /// WRITEs of at least this many bytes have their data spliced from the socket into
+    /// a pipe ([`Received::payload`]; see [`crate::splice`]).
+    pub splice_writes: Option<usize>,
+    /// Messages [`MessageSender::try_send`] and [`MessageSender::send_waiting`] may
+    /// have queued before they wait (`None`: no bound).
+    pub queue: Option<usize>,
+}
+
+impl TcpOptions {
+    /// Frames up to `max_frame` bytes into buffers from `pool`, a 64 KiB read buffer
+    /// (small responses arrive many to a segment and each would otherwise cost two
+    /// reads; small enough that little of a large frame is copied out of it), no
+    /// splicing, no bound on the queue.
+    pub fn new(max_frame: usize, pool: Arc<BufPool>) -> Self {
+        TcpOptions {
+            max_frame,
+            pool,
+            read_buffer: 64 * 1024,
+            splice_writes: None,
+            queue: None,
+        }
+    }
 }
 
 /// A Direct TCP link over a connected socket: the two halves, and the writer future
@@ -129,40 +411,166 @@ pub fn tcp(
     TcpReceiver,
     impl Future<Output = std::io::Result<()>> + Send,
 ) {
+    tcp_with(stream, TcpOptions::new(max_frame, pool))
+}
+
+/// [`tcp`] with its options spelled out.
+pub fn tcp_with(
+    stream: TcpStream,
+    o: TcpOptions,
+) -> (
+    TcpSender,
+    TcpReceiver,
+    impl Future<Output = std::io::Result<()>> + Send,
+) {
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
+    let mut frames = FrameReader::with_pool(o.max_frame, o.pool.clone());
+    if let Some(min) = o.splice_writes {
+        frames = frames.splice_writes(min);
+    }
     let receiver = TcpReceiver {
-        // Small responses arrive many to a segment and each would otherwise cost two
-        // reads; small enough that little of a large frame is copied out of it.
-        rd: BufReader::with_capacity(64 * 1024, rd),
-        frames: FrameReader::with_pool(max_frame, pool.clone()),
+        rd: BufReader::with_capacity(o.read_buffer, rd),
+        frames,
     };
-    (TcpSender { queue: tx }, receiver, tcp_writer(wr, rx, pool))
+    let slots = o.queue.map(|n| Arc::new(Semaphore::new(n)));
+    let sender = TcpSender {
+        queue: tx,
+        slots: slots.clone(),
+    };
+    (sender, receiver, tcp_writer(wr, rx, o.pool, slots))
 }
 
+/// Bytes the writer gathers before writing to the socket.
+const WRITE_BUFFER: usize = 256 * 1024;
+
+/// Closes the queue's slots when the writer ends, so that senders waiting for one
+/// fail instead of waiting forever.
+struct CloseSlots(Option<Arc<Semaphore>>);
+
+impl Drop for CloseSlots {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.close();
+        }
+    }
+}
+
+/// Writes queued messages, batching whatever is queued into one buffered write,
+/// until every sender is gone or the socket fails; large message buffers go back to
+/// `pool` once written.
 async fn tcp_writer(
     wr: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<(Vec<u8>, usize)>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
     pool: Arc<BufPool>,
+    slots: Option<Arc<Semaphore>>,
 ) -> std::io::Result<()> {
-    let mut w = BufWriter::with_capacity(256 * 1024, wr);
-    while let Some((frame, start)) = rx.recv().await {
-        // Large frames go back to the pool once written (a class-sized one is kept).
-        let mut res = w.write_all(&frame[start..]).await;
-        pool.recycle(frame);
-        while res.is_ok() {
-            match rx.try_recv() {
-                Ok((f, start)) => {
-                    res = w.write_all(&f[start..]).await;
-                    pool.recycle(f);
-                }
-                Err(_) => break,
-            }
+    let slots = CloseSlots(slots);
+    let mut w = BufWriter::with_capacity(WRITE_BUFFER, wr);
+    while let Some(q) = rx.recv().await {
+        write_one(&mut w, q, &pool, &slots).await?;
+        while let Ok(q) = rx.try_recv() {
+            write_one(&mut w, q, &pool, &slots).await?;
         }
-        res.and(w.flush().await)?;
+        w.flush().await?;
     }
     let _ = w.shutdown().await;
+    Ok(())
+}
+
+async fn write_one(
+    w: &mut BufWriter<OwnedWriteHalf>,
+    q: Queued,
+    pool: &BufPool,
+    slots: &CloseSlots,
+) -> std::io::Result<()> {
+    if let (true, Some(s)) = (q.slot, &slots.0) {
+        s.add_permits(1);
+    }
+    // The hold (the message's share of a budget) is kept until written.
+    let Outgoing {
+        buf,
+        start,
+        tail,
+        hold: _hold,
+        ..
+    } = q.out;
+    let msg = buf.get(start..).unwrap_or_default();
+    let tail_len = tail.as_ref().map_or(0, |t| t.len());
+    let prefix;
+    let hdr: &[u8] = if q.framed {
+        &[]
+    } else {
+        prefix = encode_frame_header(msg.len() + tail_len)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        &prefix
+    };
+    if let Some(t) = tail {
+        // The frame header and fields go out with MSG_MORE, so the kernel sends
+        // them with the data that follows rather than as a segment of their own.
+        w.flush().await?;
+        crate::tcp::send_more(w.get_ref().as_ref(), hdr, msg).await?;
+        drop(buf);
+        return send_tail(w, &*t).await;
+    }
+    if w.buffer().len() + hdr.len() + msg.len() > WRITE_BUFFER {
+        w.flush().await?;
+    }
+    if msg.len() >= WRITE_BUFFER {
+        // Header and message in one write, not a 4-byte segment of its own.
+        let mut parts = [io::IoSlice::new(hdr), io::IoSlice::new(msg)];
+        write_all_vectored(w.get_mut(), &mut parts).await?;
+    } else {
+        w.write_all(hdr).await?;
+        w.write_all(msg).await?;
+    }
+    pool.recycle(buf);
+    Ok(())
+}
+
+/// Writes every byte of `parts`.
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut parts: &mut [io::IoSlice<'_>],
+) -> io::Result<()> {
+    while !parts.is_empty() {
+        let n = w.write_vectored(parts).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        io::IoSlice::advance_slices(&mut parts, n);
+    }
+    Ok(())
+}
+
+/// Sends the tail from its file (sendfile); what that cannot send (the file shrank,
+/// or sendfile is refused) is read and written, zeros past the end.
+async fn send_tail(w: &mut BufWriter<OwnedWriteHalf>, t: &dyn Tail) -> io::Result<()> {
+    let sock = w.get_ref().as_ref();
+    let len = t.len();
+    let mut sent = 0usize;
+    while sent < len {
+        sock.writable().await?;
+        match sock.try_io(Interest::WRITABLE, || t.send_to(sock.as_fd(), sent)) {
+            Ok(0) => break,
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if e.raw_os_error()
+                    .is_some_and(|c| c == libc::EPIPE || c == libc::ECONNRESET) =>
+            {
+                return Err(e)
+            }
+            Err(_) => break,
+        }
+    }
+    if sent < len {
+        let mut buf = Vec::new();
+        t.read_rest(&mut buf, sent);
+        w.write_all(&buf).await?;
+    }
     Ok(())
 }
 
@@ -177,26 +585,84 @@ impl MessageSender for DirectSender {
         let msg = buf.get(start..).ok_or(LinkError::TooLarge)?;
         self.link.send_now(msg, None).map_err(LinkError::Direct)
     }
+
+    /// The link's queue cannot be asked for room: always full (the link waits in
+    /// [`MessageSender::send_waiting`], with one boxed future, its own).
+    fn try_send(&self, out: Outgoing) -> Result<(), TrySendError> {
+        Err(TrySendError::Full(out))
+    }
+
+    fn send_waiting(&self, mut out: Outgoing) -> BoxFuture<'_, Result<(), LinkError>> {
+        out.read_tail_in();
+        let Outgoing {
+            buf,
+            start,
+            invalidate,
+            hold,
+            ..
+        } = out;
+        self.link.send_owned(buf, start, invalidate, hold)
+    }
+
+    fn max_message(&self) -> Option<usize> {
+        Some(self.link.params().max_fragmented_send_size as usize)
+    }
 }
 
 /// The SMB Direct receiver: messages reassembled by the link.
 pub struct DirectReceiver {
     link: Arc<dyn DirectLink>,
+    /// A message received but still waiting for budget ([`MessageReceiver::recv_within`]).
+    held: Option<Vec<u8>>,
 }
 
 impl MessageReceiver for DirectReceiver {
     fn recv(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, LinkError>> {
-        Box::pin(async move { self.link.recv().await.map(Some).map_err(LinkError::Direct) })
+        Box::pin(async move {
+            if let Some(m) = self.held.take() {
+                return Ok(Some(m));
+            }
+            self.link.recv().await.map(Some).map_err(LinkError::Direct)
+        })
     }
 
     fn close(&mut self) -> BoxFuture<'_, ()> {
         self.link.close()
     }
+
+    fn stop_reading(&mut self) {
+        self.held = None;
+    }
+
+    async fn recv_within(
+        &mut self,
+        budget: &Arc<Semaphore>,
+    ) -> Result<Option<Received>, LinkError> {
+        if self.held.is_none() {
+            self.held = Some(self.link.recv().await.map_err(LinkError::Direct)?);
+        }
+        let len = self.held.as_ref().map_or(1, |m| m.len().max(1));
+        let n = u32::try_from(len).map_err(|_| LinkError::TooLarge)?;
+        let permit = budget
+            .clone()
+            .acquire_many_owned(n)
+            .await
+            .map_err(|_| LinkError::Closed)?;
+        let msg = self.held.take().ok_or(LinkError::Closed)?;
+        Ok(Some(Received {
+            msg,
+            payload: None,
+            permit,
+        }))
+    }
 }
 
 /// An SMB Direct link as a message link's two halves.
 pub fn direct(link: Arc<dyn DirectLink>) -> (DirectSender, DirectReceiver) {
-    (DirectSender { link: link.clone() }, DirectReceiver { link })
+    (
+        DirectSender { link: link.clone() },
+        DirectReceiver { link, held: None },
+    )
 }
 
 #[cfg(test)]
@@ -238,6 +704,72 @@ mod tests {
         drop(peer);
 
         // The writer ends once the sender is gone.
+        drop(tx);
+        writer.await.unwrap().ok();
+    }
+
+    /// File data sent by the test tail: written from memory (a real one uses sendfile).
+    struct MemTail(Vec<u8>);
+
+    impl Tail for MemTail {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn send_to(&self, sock: BorrowedFd<'_>, at: usize) -> io::Result<usize> {
+            use std::io::Write;
+            std::fs::File::from(sock.try_clone_to_owned()?).write(&self.0[at..])
+        }
+        fn read_rest(&self, buf: &mut Vec<u8>, at: usize) {
+            buf.extend_from_slice(&self.0[at..]);
+        }
+    }
+
+    /// The server's side: a bounded queue (full, then waited for), a file tail in the
+    /// same frame as its message, a permit held until written, and messages received
+    /// holding their length from a budget.
+    #[tokio::test]
+    async fn tcp_link_bounded_with_tails_and_budget() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let mut o = TcpOptions::new(1 << 20, Arc::new(BufPool::new(2)));
+        o.queue = Some(1);
+        let (tx, mut rx, writer) = tcp_with(c.unwrap(), o);
+        let mut peer = s.unwrap().0;
+        assert!(tx.sends_file_tails());
+        assert_eq!(tx.max_message(), None);
+
+        // One slot: the second message waits until the writer takes the first.
+        let budget = Arc::new(Semaphore::new(100));
+        let mut first = Outgoing::new(b"head".to_vec());
+        first.tail = Some(Box::new(MemTail(b"-tail".to_vec())));
+        first.hold = Some(budget.clone().acquire_many_owned(60).await.unwrap());
+        assert_eq!(first.len(), 9);
+        tx.try_send(first).unwrap();
+        let second = match tx.try_send(Outgoing::new(b"next".to_vec())) {
+            Err(TrySendError::Full(o)) => o,
+            r => panic!("queue not full: {r:?}"),
+        };
+        let writer = tokio::spawn(writer);
+        send_bounded(&tx, second).await.unwrap();
+        let mut got = [0u8; 21];
+        peer.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"\0\0\0\x09head-tail\0\0\0\x04next");
+        // Written: the first message's hold is back in the budget.
+        assert_eq!(budget.available_permits(), 100);
+
+        // In: each message holds its length from the budget until dropped.
+        peer.write_all(b"\0\0\0\x05hello").await.unwrap();
+        let m = rx.recv_within(&budget).await.unwrap().unwrap();
+        assert_eq!(
+            (m.msg.as_slice(), m.payload.is_none()),
+            (&b"hello"[..], true)
+        );
+        assert_eq!(budget.available_permits(), 95);
+        drop(m);
+        assert_eq!(budget.available_permits(), 100);
+        drop(peer);
+        assert!(rx.recv_within(&budget).await.unwrap().is_none());
         drop(tx);
         writer.await.unwrap().ok();
     }

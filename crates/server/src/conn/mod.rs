@@ -1,10 +1,13 @@
-//! Connections: one task reads frames and dispatches them, one writer task owns the
-//! socket's write half. Anything (a handler completing later, an oplock break, an
-//! interim STATUS_PENDING) sends through [`Connection::send`] at any time.
+//! Connections: one task reads messages from the connection's message link
+//! (smbx_transport::link) and dispatches them; anything (a handler completing later,
+//! an oplock break, an interim STATUS_PENDING) sends through [`Connection::send`] at
+//! any time. The link hides the transport: Direct TCP or SMB Direct is chosen where
+//! the connection is accepted ([`serve`], [`serve_direct`]), and the rest asks the
+//! link for capabilities (file tails, the largest message), never for its transport.
 
 pub mod pending;
 mod serve;
-pub(crate) mod writer;
+pub(crate) mod tail;
 
 pub use serve::{serve, serve_direct};
 
@@ -12,8 +15,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smbx_transport::link::{self, MessageSender, Outgoing};
 use smbx_wire::Dialect;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::credits::CreditWindow;
 use crate::state::connections::ConnectionHandle;
@@ -115,7 +119,8 @@ impl Drop for PassTurn<'_> {
 
 /// The RDMA side of a connection that arrived over SMB Direct: the link (for
 /// RDMA Read and Write of READ and WRITE payloads) and the pool their
-/// registered buffers come from.
+/// registered buffers come from. (Messages go through the connection's message
+/// link, whatever the transport.)
 pub struct DirectIo {
     /// The SMB Direct link.
     pub link: Arc<dyn smbx_transport::DirectLink>,
@@ -157,14 +162,15 @@ pub struct Connection {
     pub logons: Arc<tokio::sync::Semaphore>,
     /// Chains start in arrival order (see [`StartOrder`]).
     pub(crate) start_order: StartOrder,
-    /// Set when the connection runs over SMB Direct.
+    /// Set when the connection runs over SMB Direct: its RDMA side.
     pub direct: Option<DirectIo>,
     /// The connection's memory budget, in bytes: requests received and not yet
     /// answered, and the responses they may produce ([`Connection::reserve`]),
     /// until those are written to the socket. The read loop stops reading while
     /// it is used up, so a client that stops reading its socket stops being read.
     pub(crate) budget: Arc<Semaphore>,
-    tx: mpsc::Sender<writer::Outgoing>,
+    /// The sending half of the connection's message link.
+    sender: Box<dyn MessageSender>,
     closed: watch::Sender<bool>,
 }
 
@@ -174,7 +180,7 @@ impl Connection {
         server: Arc<ServerState>,
         peer: SocketAddr,
         local: SocketAddr,
-        tx: mpsc::Sender<writer::Outgoing>,
+        sender: Box<dyn MessageSender>,
     ) -> Connection {
         let config = server.config();
         let max_credits = config.global.smb2_max_credits;
@@ -200,7 +206,7 @@ impl Connection {
             start_order: StartOrder::new(),
             direct: None,
             budget: Arc::new(Semaphore::new(budget)),
-            tx,
+            sender,
             closed: watch::Sender::new(false),
         }
     }
@@ -210,73 +216,68 @@ impl Connection {
         self.negotiate.lock().dialect
     }
 
-    /// Queues one complete SMB2 message (already signed or sealed) for the writer.
+    /// Queues one complete SMB2 message (already signed or sealed) on the link.
     /// Fails silently if the connection is gone.
     pub async fn send(&self, msg: Vec<u8>) {
         self.send_holding(msg, None, None).await
     }
 
     /// Like [`Connection::send`], keeping `permit` (the request's share of the
-    /// in-flight budget) until the message has been written to the socket; over
-    /// SMB Direct, `invalidate` sends it as Send with Invalidate of that client STag.
+    /// in-flight budget) until the message has been written to the socket (over SMB
+    /// Direct: queued on the link); `invalidate` sends it as Send with Invalidate of
+    /// that client STag (SMB Direct).
     pub(crate) async fn send_holding(
         &self,
         msg: Vec<u8>,
         permit: Option<OwnedSemaphorePermit>,
         invalidate: Option<u32>,
     ) {
-        self.server.metrics.network(
-            crate::metrics::Direction::Out,
-            crate::metrics::Transport::of(self),
-            msg.len(),
-        );
-        // Over SMB Direct the link queues and posts the message itself (no writer
-        // task hop); its queue is bounded (a peer that grants no SMB Direct send
-        // credits makes this wait), and the permit is released once it is queued.
-        if let Some(d) = &self.direct {
-            let _permit = permit;
-            if let Err(e) = d.link.send(&msg, invalidate).await {
-                tracing::debug!(conn = self.id, error = %e, "smb direct send failed");
-                self.close();
-            }
-            return;
-        }
-        let _ = self
-            .tx
-            .send(writer::Outgoing {
-                msg,
-                tail: None,
-                permit,
-            })
-            .await;
+        let mut out = Outgoing::new(msg);
+        out.hold = permit;
+        out.invalidate = invalidate;
+        self.send_out(out).await
     }
 
-    /// Sends `msg` followed in the same frame by `tail`, READ data still in
-    /// the file (Direct TCP only: the writer sends it from the page cache).
+    /// Sends `msg` followed in the same frame by `tail`, READ data still in the
+    /// file (a link that [sends file tails](Connection::sends_file_tails) sends it
+    /// from the page cache; any other reads it in).
     pub(crate) async fn send_with_tail(
         &self,
         msg: Vec<u8>,
-        tail: writer::FileTail,
+        tail: tail::FileTail,
         permit: Option<OwnedSemaphorePermit>,
     ) {
-        if self.direct.is_some() {
-            let mut msg = msg;
-            tail.read_into(&mut msg);
-            return self.send_holding(msg, permit, None).await;
-        }
+        let mut out = Outgoing::new(msg);
+        out.tail = Some(Box::new(tail));
+        out.hold = permit;
+        self.send_out(out).await
+    }
+
+    /// Queues `out` on the link, waiting while its queue is full (a peer that does
+    /// not read, or grants no SMB Direct send credits, makes this wait); a link that
+    /// fails closes the connection.
+    async fn send_out(&self, out: Outgoing) {
         self.server.metrics.network(
             crate::metrics::Direction::Out,
-            crate::metrics::Transport::Tcp,
-            msg.len() + tail.len,
+            crate::metrics::Transport::of(self),
+            out.len(),
         );
-        let _ = self
-            .tx
-            .send(writer::Outgoing {
-                msg,
-                tail: Some(tail),
-                permit,
-            })
-            .await;
+        if let Err(e) = link::send_bounded(&*self.sender, out).await {
+            tracing::debug!(conn = self.id, error = %e, "send failed");
+            self.close();
+        }
+    }
+
+    /// Whether READ data may stay in the file until it is sent
+    /// ([`Connection::send_with_tail`] sends it without copying it).
+    pub(crate) fn sends_file_tails(&self) -> bool {
+        self.sender.sends_file_tails()
+    }
+
+    /// The largest message the connection's link carries, when it limits messages
+    /// below a Direct TCP frame (SMB Direct: the negotiated reassembled size).
+    pub fn max_message(&self) -> Option<usize> {
+        self.sender.max_message()
     }
 
     /// The SMB Direct side, when the connection runs over RDMA.

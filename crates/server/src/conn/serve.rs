@@ -1,18 +1,17 @@
-//! The per-connection read loop: frames in, dispatch, timeouts, teardown.
+//! The per-connection read loop: messages in from the connection's link, dispatch,
+//! timeouts, teardown.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use smbx_transport::splice::SplicedPayload;
-use smbx_transport::tcp::{FrameReader, RecvLowat};
+use smbx_transport::link::{self, LinkError, MessageReceiver, TcpOptions};
 use smbx_transport::DirectLink;
-use tokio::io::{AsyncRead, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 
-use super::{writer, Connection};
+use super::Connection;
 use crate::dispatch::{self, Flow};
 use crate::state::ServerState;
 
@@ -21,19 +20,21 @@ pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
     let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
         return;
     };
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel(256);
     let id = server.next_connection_id();
     let span = conn_span(id, peer);
-    let conn = Arc::new(Connection::new(id, server.clone(), peer, local, tx));
-    let writer = tokio::spawn(writer::run(wr, rx, server.frames.clone()).instrument(span.clone()));
-    let src = TcpFrames {
-        frames: FrameReader::with_pool(conn.max_pdu(), server.frames.clone())
-            .splice_writes(SPLICE_WRITE_MIN),
-        rd: BufReader::with_capacity(READ_BUFFER, rd),
-    };
-    run(conn, src).instrument(span).await;
+    let (tx, rx, writer) = link::tcp_with(
+        stream,
+        TcpOptions {
+            max_frame: super::max_pdu(&server.config().global),
+            pool: server.frames.clone(),
+            read_buffer: READ_BUFFER,
+            splice_writes: Some(SPLICE_WRITE_MIN),
+            queue: Some(SEND_QUEUE),
+        },
+    );
+    let writer = tokio::spawn(writer.instrument(span.clone()));
+    let conn = Connection::new(id, server, peer, local, Box::new(tx));
+    run(conn, rx).instrument(span).await;
     // The writer ends once every sender (async completions hold the connection) is gone.
     let _ = writer.await;
 }
@@ -45,23 +46,23 @@ pub async fn serve_direct(
     link: Arc<dyn DirectLink>,
     pool: Arc<smbx_transport::BufPool>,
 ) {
-    let (tx, rx) = mpsc::channel(256);
     let id = server.next_connection_id();
     let span = conn_span(id, link.peer_addr());
-    let mut conn = Connection::new(id, server.clone(), link.peer_addr(), link.local_addr(), tx);
+    // Messages are posted on the link as they are sent: no writer task.
+    let (tx, rx) = link::direct(link.clone());
+    let mut conn = Connection::new(
+        id,
+        server,
+        link.peer_addr(),
+        link.local_addr(),
+        Box::new(tx),
+    );
     conn.direct = Some(super::DirectIo {
-        link: link.clone(),
+        link,
         pool,
         rdma_budget: Semaphore::new(super::RDMA_BUDGET),
     });
-    // Messages go straight to the link (Connection::send_holding): no writer task.
-    drop(rx);
-    let src = DirectFrames {
-        link: link.clone(),
-        held: None,
-    };
-    run(Arc::new(conn), src).instrument(span).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), link.close()).await;
+    run(conn, rx).instrument(span).await;
 }
 
 /// The span every log line of a connection is in: its id and client address, and
@@ -74,22 +75,25 @@ fn conn_span(id: u64, peer: std::net::SocketAddr) -> tracing::Span {
 /// Why a connection's read loop ends when the server shuts down.
 const SHUTTING_DOWN: &str = "server shutting down";
 
-/// Registers, runs and tears down a connection.
-async fn run<S: FrameSource>(conn: Arc<Connection>, mut src: S) {
+/// Registers, runs and tears down a connection; then releases its link.
+async fn run<R: MessageReceiver>(conn: Connection, mut rx: R) {
+    let conn = Arc::new(conn);
     let server = conn.server.clone();
     let id = conn.id;
     server.connections.insert(id, Arc::downgrade(&conn) as _);
     tracing::debug!(direct = conn.direct.is_some(), "connection accepted");
-    let why = read_loop(&conn, &mut src).await;
+    let why = read_loop(&conn, &mut rx).await;
     if why == SHUTTING_DOWN {
         // A frame read only in part gives its share of the budget back.
-        drop(src);
+        rx.stop_reading();
         drain(&conn).await;
     }
     tracing::debug!(why, "connection closing");
     teardown(&conn);
     server.connections.remove(id);
     crate::memory::note_activity();
+    drop(conn);
+    let _ = tokio::time::timeout(Duration::from_secs(2), rx.close()).await;
 }
 
 /// WRITEs of at least this many bytes have their data spliced from the socket into
@@ -100,60 +104,23 @@ pub const SPLICE_WRITE_MIN: usize = 64 * 1024;
 /// bypass it, and at most this much of a spliced WRITE's data goes through memory.
 const READ_BUFFER: usize = 16 * 1024;
 
-/// A received request: the message, a spliced WRITE's data, and the permits for
-/// its length.
-type Incoming = (Vec<u8>, Option<SplicedPayload>, OwnedSemaphorePermit);
+/// Responses queued for the socket before a sender waits.
+const SEND_QUEUE: usize = 256;
 
-/// Where a connection's requests come from: whole SMB2 messages, each holding
-/// permits for its length from the connection's in-flight budget. `next` must be
-/// cancel-safe (a timeout or a close drops it; nothing may be lost).
-trait FrameSource {
-    async fn next(&mut self, budget: &Arc<Semaphore>) -> Result<Incoming, &'static str>;
-}
-
-/// Direct TCP: length-prefixed frames from a socket.
-struct TcpFrames<R> {
-    frames: FrameReader,
-    rd: R,
-}
-
-impl<R: AsyncRead + RecvLowat + Unpin> FrameSource for TcpFrames<R> {
-    async fn next(&mut self, budget: &Arc<Semaphore>) -> Result<Incoming, &'static str> {
-        let f = self.frames.next(&mut self.rd, Some(budget)).await?;
-        Ok((f.msg, f.payload, f.permit.ok_or("closed")?))
-    }
-}
-
-/// SMB Direct: messages reassembled by the link (bounded by its negotiated
-/// fragmented size and receive credits).
-struct DirectFrames {
-    link: Arc<dyn DirectLink>,
-    /// A message received but still waiting for budget.
-    held: Option<Vec<u8>>,
-}
-
-impl FrameSource for DirectFrames {
-    async fn next(&mut self, budget: &Arc<Semaphore>) -> Result<Incoming, &'static str> {
-        if self.held.is_none() {
-            let m = self.link.recv().await.map_err(|e| {
-                tracing::debug!(error = %e, "smb direct receive ended");
-                "eof"
-            })?;
-            self.held = Some(m);
+/// Why the read loop ends when the link's receive fails.
+fn why(e: LinkError) -> &'static str {
+    match e {
+        LinkError::Frame(why) => why,
+        LinkError::Closed => "closed",
+        LinkError::TooLarge => "bad frame length",
+        LinkError::Direct(e) => {
+            tracing::debug!(error = %e, "smb direct receive ended");
+            "eof"
         }
-        let len = self.held.as_ref().map_or(1, |m| m.len().max(1));
-        let n = u32::try_from(len).map_err(|_| "bad frame length")?;
-        let permit = budget
-            .clone()
-            .acquire_many_owned(n)
-            .await
-            .map_err(|_| "closed")?;
-        let msg = self.held.take().ok_or("closed")?;
-        Ok((msg, None, permit))
     }
 }
 
-async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'static str {
+async fn read_loop<R: MessageReceiver>(conn: &Arc<Connection>, rx: &mut R) -> &'static str {
     let g = &conn.config.global;
     let unauth = Duration::from_secs(u64::from(g.unauthenticated_timeout_secs.max(1)));
     let dead = Duration::from_secs(u64::from(g.deadtime_secs));
@@ -174,20 +141,29 @@ async fn read_loop<S: FrameSource>(conn: &Arc<Connection>, src: &mut S) -> &'sta
         } else {
             None
         };
-        // `FrameSource::next` is cancel-safe: a timeout keeps a partial frame.
+        // `recv_within` is cancel-safe: a timeout keeps a partial frame.
         let frame = tokio::select! {
             r = async {
-                match deadline {
-                    Some(d) => tokio::time::timeout_at(d, src.next(&budget))
+                let r = match deadline {
+                    Some(d) => tokio::time::timeout_at(d, rx.recv_within(&budget))
                         .await
                         .map_err(|_| "timeout")?,
-                    None => src.next(&budget).await,
+                    None => rx.recv_within(&budget).await,
+                };
+                match r {
+                    Ok(Some(m)) => Ok(m),
+                    Ok(None) => Err("eof"),
+                    Err(e) => Err(why(e)),
                 }
             } => r,
             _ = conn.closing() => Err("closed by server"),
             _ = conn.server.shutdown.begun() => Err(SHUTTING_DOWN),
         };
-        let (frame, payload, permit) = match frame {
+        let link::Received {
+            msg: frame,
+            payload,
+            permit,
+        } = match frame {
             Ok(f) => {
                 crate::memory::note_activity();
                 f

@@ -47,7 +47,7 @@ use smbx_wire::error::ErrorResponse;
 use smbx_wire::Dialect;
 use smbx_wire::{Command, Header, NtStatus, HEADER_SIZE};
 
-use crate::conn::writer::FileTail;
+use crate::conn::tail::FileTail;
 use crate::conn::Connection;
 use crate::credits::required_charge;
 use crate::state::{FileId, Open, ServerState, Session, Tree};

@@ -6,7 +6,7 @@ use smbx_wire::Dialect;
 use smbx_wire::{AccessMask, NtStatus, HEADER_SIZE};
 
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::conn::writer::FileTail;
+use crate::conn::tail::FileTail;
 use crate::metrics::Transport;
 use crate::state::{Open, OpenKind};
 
@@ -83,9 +83,9 @@ async fn read(
     channel: Option<super::rdma::Channel>,
 ) -> HandlerResult {
     if channel.is_none() {
-        if let Some(d) = ctx.conn.direct() {
-            // Inline over SMB Direct: the response must fit one reassembled message.
-            let max = d.link.params().max_fragmented_send_size as usize;
+        if let Some(max) = ctx.conn.max_message() {
+            // Inline over a link that limits messages (SMB Direct: one reassembled
+            // message), the response must fit.
             if r.length as usize + 256 > max {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
@@ -155,10 +155,10 @@ async fn read(
             }
             // The response is built in one buffer: header room, READ
             // response fields, then the data. Over TCP, data already in the
-            // page cache is not read here at all: the writer sends it from the
-            // file after the response (conn::writer, sendfile).
+            // page cache is not read here at all: the link sends it from the
+            // file after the response (conn::tail, sendfile).
             const DATA: usize = HEADER_SIZE + 16;
-            if ctx.conn.direct().is_none() && len >= ZERO_COPY_MIN {
+            if ctx.conn.sends_file_tails() && len >= ZERO_COPY_MIN {
                 if let Some(n) = handle.cached_len(offset, len as u64) {
                     let n = n as usize;
                     if n == 0 || n < min {
