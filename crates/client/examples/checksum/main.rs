@@ -113,8 +113,17 @@ async fn run(args: &[String]) -> Result<String, String> {
         .open(&moved, &OpenOptions::read_only())
         .await
         .map_err(|e| ctx(format!("open {moved}: {e}")))?;
+    // The size the open reported, then exactly that many bytes (no READ past end of
+    // file: see random_io).
+    if g.size_at_open() != o.end as u64 {
+        return Err(ctx(format!(
+            "{moved}: {} bytes after the rename (want {})",
+            g.size_at_open(),
+            o.end
+        )));
+    }
     let back = g
-        .read_at(0, span + 1)
+        .read_at(0, o.end)
         .await
         .map_err(|e| ctx(format!("read {moved}: {e}")))?;
     g.close()

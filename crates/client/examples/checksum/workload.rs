@@ -137,12 +137,26 @@ pub async fn random_io(
         reads += 1;
     }
     let rsecs = started.elapsed().as_secs_f64();
+    // The size from the server's EndOfFile, then exactly that many bytes: no READ at or
+    // past end of file, whose STATUS_END_OF_FILE response ksmbd (Linux 6.1) signs over
+    // the wrong bytes.
+    let size = f
+        .stat()
+        .await
+        .map_err(|e| format!("stat the file: {e}"))?
+        .size;
+    if size != end as u64 {
+        return Err(format!("file size {size} (want {end})"));
+    }
     let whole = f
-        .read_at(0, span + 1)
+        .read_at(0, end)
         .await
         .map_err(|e| format!("read the whole file: {e}"))?;
     if whole.len() != end {
-        return Err(format!("file size {} (want {end})", whole.len()));
+        return Err(format!(
+            "read the whole file: {} bytes (want {end})",
+            whole.len()
+        ));
     }
     let want = sha256(&model[..end]);
     if sha256(&whole) != want {
