@@ -112,6 +112,23 @@ impl Channel {
     }
 }
 
+/// The most data an inline READ response carries over a link whose messages
+/// hold at most `max_message` bytes (SMB Direct: the peer's MaxFragmentedSize):
+/// the SMB2 header, the READ response's 16 bytes and, when the response is
+/// sealed, the TRANSFORM_HEADER come off. Linux cifs asks for exactly this much
+/// when it signs over SMB Direct (rsize = MaxFragmentedSize − 112 − 52).
+pub fn inline_read_limit(max_message: usize, sealed: bool) -> usize {
+    let transform = if sealed {
+        smbx_security::transform::TRANSFORM_HEADER_LEN
+    } else {
+        0
+    };
+    max_message.saturating_sub(smbx_wire::HEADER_SIZE + READ_RESPONSE_LEN + transform)
+}
+
+/// The READ response's fixed part (StructureSize 17 without its data byte).
+const READ_RESPONSE_LEN: usize = 16;
+
 /// A failed RDMA transfer: the provider terminates the connection on protocol
 /// errors; the request itself fails.
 fn fail(e: smbx_transport::DirectError) -> NtStatus {
@@ -137,6 +154,17 @@ pub fn answer_invalidating(res: HandlerResult, invalidate: Option<u32>) -> Handl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 1 MiB message holds a READ of 1 MiB − 80 bytes, 52 fewer when sealed;
+    /// what cifs asks for when signing (1 MiB − 164) fits either way.
+    #[test]
+    fn inline_reads_fill_the_message_exactly() {
+        let max = 1 << 20;
+        assert_eq!(inline_read_limit(max, false), max - 80);
+        assert_eq!(inline_read_limit(max, true), max - 132);
+        assert!(max - 164 <= inline_read_limit(max, true));
+        assert_eq!(inline_read_limit(100, true), 0);
+    }
 
     /// An error to a request with RDMA_V1_INVALIDATE still invalidates the client's
     /// STag; a success keeps what the handler set; without the channel, errors stay

@@ -86,7 +86,7 @@ async fn read(
         if let Some(max) = ctx.conn.max_message() {
             // Inline over a link that limits messages (SMB Direct: one reassembled
             // message), the response must fit.
-            if r.length as usize + 256 > max {
+            if r.length as usize > super::rdma::inline_read_limit(max, ctx.encrypted) {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
         }
