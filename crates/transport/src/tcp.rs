@@ -184,6 +184,9 @@ pub struct FrameReader {
     pipe_full: bool,
     /// Pipes of returned frames still alive (at most [`splice::MAX_PIPES`]).
     live_pipes: Arc<std::sync::atomic::AtomicUsize>,
+    /// The last frame was a large one: the next length prefix is read straight from
+    /// the socket when nothing is buffered (see [`FrameReader::read_prefix`]).
+    after_large: bool,
 }
 
 impl FrameReader {
@@ -204,6 +207,7 @@ impl FrameReader {
             spliced: None,
             pipe_full: false,
             live_pipes: Arc::default(),
+            after_large: false,
         }
     }
 
@@ -256,10 +260,7 @@ impl FrameReader {
         budget: Option<&Arc<Semaphore>>,
     ) -> Result<Frame, &'static str> {
         while self.hdr_got < 4 {
-            let n = rd
-                .read(&mut self.hdr[self.hdr_got..])
-                .await
-                .map_err(|_| "read error")?;
+            let n = self.read_prefix(rd).await.map_err(|_| "read error")?;
             if n == 0 {
                 return Err(if self.hdr_got == 0 {
                     "eof"
@@ -323,6 +324,7 @@ impl FrameReader {
             self.splice_rest(rd, len).await?;
         }
         self.set_lowat(rd, 0);
+        self.after_large = len >= POOLED_FRAME;
         let mut msg = std::mem::take(&mut self.buf);
         msg.truncate(self.filled);
         let permit = self.permit.take();
@@ -339,6 +341,29 @@ impl FrameReader {
             permit,
             payload: self.spliced.take(),
         })
+    }
+
+    /// Reads (more of) the length prefix. After a large frame, with nothing buffered, it
+    /// comes straight from the socket, exactly the prefix's bytes: a buffered read would
+    /// fill the reader's buffer with the start of the next (likely large) frame and copy
+    /// it out again into the frame's buffer (a whole 64 KiB READ response went through
+    /// the client's 64 KiB read buffer that way). Small messages keep arriving many to a
+    /// buffered read.
+    async fn read_prefix<R: AsyncRead + RecvLowat + Unpin>(
+        &mut self,
+        rd: &mut R,
+    ) -> std::io::Result<usize> {
+        let dst = &mut self.hdr[self.hdr_got..];
+        match rd.tcp_stream() {
+            Some(sock) if self.after_large && rd.buffered() == 0 => loop {
+                sock.readable().await?;
+                match sock.try_read(dst) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    r => return r,
+                }
+            },
+            _ => rd.read(dst).await,
+        }
     }
 
     /// Appends up to `want` bytes from `rd` to the frame, into spare capacity (nothing
@@ -731,6 +756,60 @@ mod tests {
     /// Over a real socket, with the low-water mark raised for each large body: frames of
     /// every size around the thresholds arrive whole, in order, and a small frame sent
     /// after a large one (with nothing after it) is not held back by the mark.
+    #[tokio::test]
+    async fn prefixes_after_large_frames_come_straight_from_the_socket() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        // Large then small then large, back to back (so a buffered read would take the
+        // next frame's start), and prefixes split across writes after a large frame.
+        let sizes = [POOLED_FRAME, 100, 300_000, 4, POOLED_FRAME + 1, 70, 200_000];
+        let bodies: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 13 + j * 5) as u8).collect())
+            .collect();
+        let sent = bodies.clone();
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let mut all = Vec::new();
+            for b in &sent[..4] {
+                all.extend_from_slice(&frame(b));
+            }
+            s.write_all(&all).await.unwrap();
+            for b in &sent[4..] {
+                let f = frame(b);
+                for part in [&f[..1], &f[1..3], &f[3..]] {
+                    s.write_all(part).await.unwrap();
+                    s.flush().await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        let (rd, _wr) = sock.into_split();
+        let mut rd = BufReader::with_capacity(64 * 1024, rd);
+        let mut fr = FrameReader::with_pool(16 << 20, Arc::new(BufPool::new(2)));
+        for b in &bodies {
+            // Dropping the read future mid-prefix (a timeout) loses nothing.
+            let f = loop {
+                match tokio::time::timeout(Duration::from_millis(5), fr.next(&mut rd, None)).await {
+                    Ok(f) => break f.unwrap(),
+                    Err(_) => continue,
+                }
+            };
+            assert_eq!(f.msg.len(), b.len());
+            assert!(f.msg == *b);
+        }
+        peer.await.unwrap();
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(5), fr.next(&mut rd, None))
+                .await
+                .unwrap()
+                .unwrap_err(),
+            "eof"
+        );
+    }
+
     #[tokio::test]
     async fn low_water_mark_never_holds_back_a_frame() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
