@@ -1,18 +1,44 @@
 # In the RDMA test guest (scripts/guest/run.sh): the kernel's SMB server (ksmbd, with
 # SMB Direct built in) on the soft RDMA device named in /test/dev.env (DEV=rxe|siw),
-# smbx's client on rdma-core verbs against it, running the checksum workload
-# (examples/checksum) at every SMB3 dialect, plain, signed and sealed. Userspace is
-# Debian bookworm's ksmbd-tools. Prints PASS/FAIL lines; non-zero on any failure.
+# smbx's client against it over TCP and on rdma-core verbs over SMB Direct, running the
+# checksum workload (examples/checksum) at every SMB3 dialect, plain, signed and sealed.
+# Userspace is ksmbd-tools 3.5 from bookworm-backports (scripts/guest/initramfs.sh says
+# why not bookworm's 3.4.7). /test/dev.env may set TRANSPORTS (default "tcp rdma").
+# Prints PASS/FAIL lines and KNOWN-FAIL for two ksmbd faults over SMB Direct (below);
+# non-zero on any FAIL.
+#
+# Known ksmbd (6.1.192) faults over SMB Direct, reported as KNOWN-FAIL when a run fails
+# with exactly their symptom: signed, every READ answered by RDMA Write is signed over the
+# 4-byte transport length plus the message (smb3_set_sign_rsp takes the READ's data iovec
+# to be the one before the response, and there is none), so the client rejects the
+# signature; sealed, ksmbd receives the encrypted CREATE that follows the tree connect but
+# never hands it to its SMB layer (the client's CANCEL for it, also sealed, is processed),
+# so the client times out.
+#
+# Nothing here opens a directory: the guest kernel's ksmbd (6.1.192) dereferences a NULL
+# oplock in smb2_open whenever an open gets no oplock or lease, which is every directory
+# open without a v2 directory lease (`smbx ls`, smbclient's ls, a cifs.ko mount's
+# readdir), and that request's worker dies.
 set -u
 [ -f /test/knobs.env ] && . /test/knobs.env
 DEV=rxe
 [ -f /test/dev.env ] && . /test/dev.env
+TRANSPORTS=${TRANSPORTS:-tcp rdma}
 fails=0
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+known() { # transport mode output: is this one of the known ksmbd faults above?
+    [ "$1" = rdma ] || return 1
+    case "$2:$3" in
+        --sign:*"bad signature on the Read response"*) return 0 ;;
+        --seal:*"timed out waiting for the server"* | --seal:"no answer in"*) return 0 ;;
+    esac
+    return 1
+}
 
 rdma link add ${DEV}0 type $DEV netdev eth0 || { echo "FAIL rdma link add"; exit 1; }
 mkdir -p /srv/k /etc/ksmbd /run /var/run
+chmod 777 /srv/k
 cat >/etc/ksmbd/ksmbd.conf <<CONF
 [global]
     server signing = auto
@@ -23,25 +49,34 @@ cat >/etc/ksmbd/ksmbd.conf <<CONF
     valid users = alice
 CONF
 ksmbd.adduser -a alice -p secret >/dev/null || fail "ksmbd.adduser"
-ksmbd.mountd -v -n >/tmp/mountd.log 2>&1 &
+ksmbd.mountd -n >/tmp/mountd.log 2>&1 &
 i=0
 while [ ! -e /sys/class/ksmbd-control/kill_server ] && [ $i -lt 50 ]; do i=$((i + 1)); sleep 0.2; done
 sleep 2
-dmesg | grep -i "ksmbd\|smb_direct" | tail -10
-cat /tmp/mountd.log | tail -5
+dmesg | grep -i "ksmbd\|smb_direct" | tail -5
 export SMBX_PASSWORD=secret SMBX_RDMA_PROVIDER=verbs
-if out=$(smbx ls smb://alice@10.0.2.15/share/ 2>&1); then pass "smbx client -> ksmbd over TCP"
-else fail "smbx client -> ksmbd over TCP: $out"; tail -20 /tmp/mountd.log; fi
-for d in 3.0 3.0.2 3.1.1; do
-    for mode in "" --sign --seal; do
-        name="smbx verbs client -> ksmbd over $DEV $d ${mode:-plain}"
-        if out=$(checksum "smb://alice@10.0.2.15/share?transport=rdma" --dialect $d $mode \
-            --bytes ${BYTES:-8M} --span 8M 2>&1); then
-            pass "$name: ${out#checksum: }"
-        else
-            fail "$name: $out"
-            dmesg | grep -i "ksmbd\|smb_direct" | tail -8
-        fi
+for t in $TRANSPORTS; do
+    case $t in
+        tcp) url="smb://alice@10.0.2.15/share"; over=TCP ;;
+        *) url="smb://alice@10.0.2.15/share?transport=rdma"; over="$DEV (verbs)" ;;
+    esac
+    for d in 3.0 3.0.2 3.1.1; do
+        for mode in "" --seal --sign; do
+            name="smbx client -> ksmbd over $over $d ${mode:-plain}"
+            s=$(date +%s)
+            # Sealed over SMB Direct hangs (above): 45 s, not the client's two timeouts.
+            lim=600
+            [ "$t$mode" = rdma--seal ] && lim=45
+            if out=$(timeout $lim checksum "$url" --dialect $d $mode --bytes ${BYTES:-8M} \
+                --span 8M 2>&1); then
+                pass "$name: ${out#checksum: } ($(($(date +%s) - s)) s)"
+            elif known $t "$mode" "${out:-no answer in $lim s}"; then
+                echo "KNOWN-FAIL $name: ${out:-no answer in $lim s}"
+            else
+                fail "$name: $out"
+                dmesg | grep -i "ksmbd\|smb_direct\|BUG\|RIP" | tail -8
+            fi
+        done
     done
 done
 ksmbd.control --shutdown >/dev/null 2>&1
