@@ -7,13 +7,14 @@
 # Prints PASS/FAIL lines and KNOWN-FAIL for two ksmbd faults over SMB Direct (below);
 # non-zero on any FAIL.
 #
-# Known ksmbd (6.1.192) faults over SMB Direct, reported as KNOWN-FAIL when a run fails
-# with exactly their symptom: signed, every READ answered by RDMA Write is signed over the
-# 4-byte transport length plus the message (smb3_set_sign_rsp takes the READ's data iovec
-# to be the one before the response, and there is none), so the client rejects the
-# signature; sealed, ksmbd receives the encrypted CREATE that follows the tree connect but
-# never hands it to its SMB layer (the client's CANCEL for it, also sealed, is processed),
-# so the client times out.
+# Two failures over SMB Direct, reported as KNOWN-FAIL when a run fails with exactly their
+# symptom. Signed: ksmbd (6.1.192) signs every READ answered by RDMA Write over the 4-byte
+# transport length plus the message (smb3_set_sign_rsp takes the READ's data iovec to be
+# the one before the response, and there is none), so the client rejects the signature.
+# Sealed: the CREATE after the tree connect gets no answer and the client times out; not
+# understood yet: ksmbd's debug log shows, after the sealed tree connect response, one SMBD
+# message from the client that carries no SMB2 data, then a second later the client's
+# sealed CANCEL for the CREATE, never the CREATE itself (the client's side is suspect).
 #
 # Nothing here opens a directory: the guest kernel's ksmbd (6.1.192) dereferences a NULL
 # oplock in smb2_open whenever an open gets no oplock or lease, which is every directory
