@@ -11,10 +11,11 @@
 # symptom. Signed: ksmbd (6.1.192) signs every READ answered by RDMA Write over the 4-byte
 # transport length plus the message (smb3_set_sign_rsp takes the READ's data iovec to be
 # the one before the response, and there is none), so the client rejects the signature.
-# Sealed: the CREATE after the tree connect gets no answer and the client times out; not
-# understood yet: ksmbd's debug log shows, after the sealed tree connect response, one SMBD
-# message from the client that carries no SMB2 data, then a second later the client's
-# sealed CANCEL for the CREATE, never the CREATE itself (the client's side is suspect).
+# Sealed: ksmbd's smb_direct_writev skips the response's first iovec, taking it to be the
+# 4-byte transport length; for an encrypted response that iovec also holds the 52-byte
+# transform header, so the client gets the ciphertext alone with RemainingDataLength 52,
+# waits for the rest of the sealed TREE_CONNECT response and times out (its CANCEL for
+# message 3 is what ksmbd logs).
 #
 # Nothing here opens a directory: the guest kernel's ksmbd (6.1.192) dereferences a NULL
 # oplock in smb2_open whenever an open gets no oplock or lease, which is every directory
