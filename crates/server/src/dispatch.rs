@@ -400,6 +400,7 @@ async fn run_member(
         preauth_response: None,
         sign_response: false,
         signature_ok,
+        channel_seq: None,
     };
     let req = Request {
         msg: raw,

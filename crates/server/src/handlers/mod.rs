@@ -214,6 +214,9 @@ pub struct Ctx<'a> {
     pub(crate) sign_response: bool,
     /// The request carried a signature that verified with its session's key.
     pub(crate) signature_ok: bool,
+    /// The open this request is counted outstanding on ([MS-SMB2] 3.3.5.2.10),
+    /// until the context drops.
+    pub(crate) channel_seq: Option<crate::state::channel_seq::Outstanding>,
 }
 
 impl<'a> Ctx<'a> {
@@ -269,7 +272,14 @@ impl<'a> Ctx<'a> {
                     self.command(),
                     Some(Command::Write | Command::Ioctl | Command::SetInfo)
                 );
-                f.check_channel_sequence(csn, modifying)?;
+                let replay = self.header.flags & smbx_wire::header::FLAGS_REPLAY_OPERATION != 0;
+                if f.check_channel_sequence(csn, replay, modifying)? {
+                    // A related member's count ends as the next one starts.
+                    self.channel_seq = Some(crate::state::channel_seq::Outstanding::new(
+                        open.clone(),
+                        csn,
+                    ));
+                }
             }
         }
         if let Some(f) = open.as_file() {

@@ -4,6 +4,7 @@
 //! time they use it, so state changes are re-checked under the object's lock.
 
 pub mod acl;
+pub mod channel_seq;
 pub mod connections;
 pub mod file;
 pub mod locks;

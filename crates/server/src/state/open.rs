@@ -56,8 +56,9 @@ pub struct FileOpen {
     pub durable: Mutex<Option<Box<Durable>>>,
     /// LockSequenceArray of LOCK replay detection (handlers/lock.rs).
     pub lock_sequences: Arc<super::locks::LockSequences>,
-    /// Open.ChannelSequence ([MS-SMB2] 3.3.5.2.10): see [`FileOpen::check_channel_sequence`].
-    channel_sequence: Mutex<u16>,
+    /// Open.ChannelSequence and its outstanding-request counts ([MS-SMB2]
+    /// 3.3.5.2.10): see [`FileOpen::check_channel_sequence`].
+    channel_sequence: Mutex<super::channel_seq::ChannelSequence>,
     /// A request other than its CREATE named this open's FileId: the client has the
     /// CREATE response, so a replay of that CREATE is a new one (handlers/create/replay.rs).
     used: AtomicBool,
@@ -137,7 +138,7 @@ impl FileOpen {
             final_write_time: AtomicU64::new(0),
             durable: Mutex::new(None),
             lock_sequences: Default::default(),
-            channel_sequence: Mutex::new(0),
+            channel_sequence: Mutex::new(Default::default()),
             used: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }
@@ -172,24 +173,28 @@ impl FileOpen {
 
     /// Sets Open.ChannelSequence (from the CREATE that made the open).
     pub fn set_channel_sequence(&self, csn: u16) {
-        *self.channel_sequence.lock() = csn;
+        self.channel_sequence.lock().set(csn);
     }
 
-    /// Verifies the ChannelSequence of a request on this open ([MS-SMB2] 3.3.5.2.10,
-    /// 3.x dialects): a newer one (by 16-bit wrapping difference) becomes the open's;
-    /// an older one fails a modifying request (WRITE, IOCTL, SET_INFO) with
-    /// FILE_NOT_AVAILABLE, since it comes from a channel the client has moved away
-    /// from. Outstanding-request counting per sequence is not kept: this server
-    /// completes a client's requests on an open in order on one channel.
-    pub fn check_channel_sequence(&self, csn: u16, modifying: bool) -> Result<(), NtStatus> {
-        let mut cur = self.channel_sequence.lock();
-        let diff = csn.wrapping_sub(*cur) as i16;
-        if diff > 0 {
-            *cur = csn;
-        } else if diff < 0 && modifying {
-            return Err(NtStatus::FILE_NOT_AVAILABLE);
-        }
-        Ok(())
+    /// Verifies the ChannelSequence `csn` of a request on this open ([MS-SMB2]
+    /// 3.3.5.2.10, 3.x dialects; `replay`: SMB2_FLAGS_REPLAY_OPERATION,
+    /// `modifying`: WRITE, IOCTL, SET_INFO) and counts it as outstanding (see
+    /// [`super::channel_seq::ChannelSequence::admit`]): true if counted, and then
+    /// [`FileOpen::release_channel_sequence`] must follow when it completes
+    /// ([`super::channel_seq::Outstanding`] does). A stale modifying request
+    /// fails with FILE_NOT_AVAILABLE.
+    pub fn check_channel_sequence(
+        &self,
+        csn: u16,
+        replay: bool,
+        modifying: bool,
+    ) -> Result<bool, NtStatus> {
+        self.channel_sequence.lock().admit(csn, replay, modifying)
+    }
+
+    /// A request counted by [`FileOpen::check_channel_sequence`] completed.
+    pub fn release_channel_sequence(&self, csn: u16) {
+        self.channel_sequence.lock().release(csn);
     }
 
     /// Closes the open ([MS-FSA] 2.1.5.4 cleanup): a DELETE_ON_CLOSE open makes delete
