@@ -330,24 +330,20 @@ impl ChannelSet {
             .clone()
     }
 
-    /// The live SMB Direct channel with the most room for a READ or WRITE of
-    /// `bytes` whose data moves by RDMA, with its link at this moment.
+    /// The channel with the most room for a READ or WRITE of `bytes`
+    /// ([`ChannelSet::pick`]) pinned with its link at this moment, if that
+    /// channel is SMB Direct (its data can then move by RDMA there); None for
+    /// a TCP channel (the request goes inline).
     pub(crate) fn pick_direct(&self, bytes: u64) -> Option<Pinned> {
-        let list = self.list.read().expect("channels lock");
-        list.iter()
-            .filter(|c| c.is_live())
-            .filter_map(|c| {
-                let link = c.link();
-                let direct = link.client.connection().direct()?.clone();
-                Some((c, link, direct))
-            })
-            .min_by_key(|(c, _, _)| c.load(bytes))
-            .map(|(c, link, direct)| Pinned {
-                channel: c.clone(),
-                link,
-                direct,
-                replay: false,
-            })
+        let channel = self.pick(bytes);
+        let link = channel.link();
+        let direct = link.client.connection().direct()?.clone();
+        Some(Pinned {
+            channel,
+            link,
+            direct,
+            replay: false,
+        })
     }
 
     pub(crate) fn stats(&self) -> Vec<ChannelStats> {

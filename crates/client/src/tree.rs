@@ -189,10 +189,10 @@ impl Tree {
         self.session().inner.client.inner.conn.direct().cloned()
     }
 
-    /// The SMB Direct channel to move `len` bytes of a READ (`read`) or WRITE
-    /// by RDMA on (the live one with the most room, whichever transport the
-    /// logon used): when RDMA is allowed on this tree, the transfer fits the
-    /// link's MaxReadWriteSize, and the I/O is larger than the threshold or
+    /// The channel to move `len` bytes of a READ (`read`) or WRITE by RDMA on:
+    /// the live channel with the most room, whichever transport the logon used,
+    /// when it is SMB Direct, RDMA is allowed on this tree, the transfer fits
+    /// the link's MaxReadWriteSize, and the I/O is larger than the threshold or
     /// would not fit one SMB Direct message inline.
     pub(crate) fn rdma_for(&self, len: usize, read: bool) -> Option<Pinned> {
         if !self.rdma_allowed() {

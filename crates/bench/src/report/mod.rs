@@ -348,7 +348,11 @@ impl Report {
                         address: c.addr.map(|a| a.to_string()),
                         link_speed: c.link_speed,
                         ios: c.requests,
-                        bytes: c.bytes_sent.saturating_add(c.bytes_received),
+                        bytes: c
+                            .bytes_sent
+                            .saturating_add(c.bytes_received)
+                            .saturating_add(c.rdma_sent)
+                            .saturating_add(c.rdma_received),
                         replayed: c.replayed,
                         reconnects: c.reconnects,
                         live: c.live,
