@@ -50,6 +50,8 @@ usage: smbx bench [flags] TARGET...
   -R<text|json|xml>  report format (default text)
   --progress     progress line each second on stderr (default: when stderr is a terminal)
   --server-pid <pid>  also report the CPU time of this process (and its children)
+  --ios <n>      each thread issues at most n I/Os per target (warm-up included), then the
+                 run ends once they complete (or at -d): a fixed amount of work
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
   --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4096)
   --multichannel <n>    smb:// targets bind up to n channels to their session (1..32)
@@ -171,6 +173,13 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
                         u32::try_from(pid)
                             .map_err(|_| ArgError(format!("--server-pid: {pid} is too large")))?,
                     );
+                }
+                "ios" => {
+                    let n = parse_u64(&value("an I/O count")?, "--ios", "an I/O count")?;
+                    if n == 0 {
+                        return err("--ios: the count must be at least 1");
+                    }
+                    p.max_ios = Some(n);
                 }
                 "engine" => {
                     p.engine = match value("auto, uring or psync")?.as_str() {
@@ -674,6 +683,10 @@ mod tests {
         assert_eq!(p.engine, Engine::Uring);
         let p = parse_str("--multichannel 3 f").unwrap();
         assert_eq!(p.multichannel, Some(3));
+        assert_eq!(parse_str("--ios 5000 f").unwrap().max_ios, Some(5000));
+        assert_eq!(parse_str("f").unwrap().max_ios, None);
+        assert!(parse_str("--ios 0 f").is_err());
+        assert!(parse_str("--ios x f").is_err());
         assert!(parse_str("--multichannel 0 f").is_err());
         assert!(parse_str("--multichannel 33 f").is_err());
         let p = parse_str("--transport rdma --rdma-threshold 65536 f").unwrap();

@@ -6,7 +6,7 @@
 //! resubmit. Only I/Os that complete during the measured phase are recorded.
 
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -93,6 +93,8 @@ struct Shared {
     epoch: Instant,
     measure_start_ns: AtomicU64,
     abort: AtomicBool,
+    /// Threads that issued and completed their `--ios` count.
+    finished: AtomicUsize,
     error: Mutex<Option<String>>,
     counters: Vec<Counters>,
 }
@@ -146,6 +148,7 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
         epoch: Instant::now(),
         measure_start_ns: AtomicU64::new(0),
         abort: AtomicBool::new(false),
+        finished: AtomicUsize::new(0),
         error: Mutex::new(None),
         counters: (0..layout.len()).map(|_| Counters::default()).collect(),
     };
@@ -262,14 +265,18 @@ impl Progress {
         }
     }
 
-    /// Sleeps `secs`, printing a line each second; returns early on abort.
+    /// Sleeps `secs`, printing a line each second; returns early on abort or once every
+    /// thread has done its `--ios` count.
     fn wait(&mut self, shared: &Shared, label: &str, secs: u64) {
         let start = Instant::now();
         let end = start + Duration::from_secs(secs);
         let mut tick = 1u64;
         loop {
             let now = Instant::now();
-            if now >= end || shared.abort.load(Ordering::Acquire) {
+            if now >= end
+                || shared.abort.load(Ordering::Acquire)
+                || shared.finished.load(Ordering::Acquire) == shared.counters.len()
+            {
                 return;
             }
             let next = (start + Duration::from_secs(tick)).min(end);
@@ -416,6 +423,10 @@ fn worker(
             let allowed = rate.map(|r| began.elapsed().as_secs_f64() * r + 1.0);
             for lane in &mut lanes {
                 while let Some(slot) = lane.free.pop() {
+                    if p.max_ios.is_some_and(|m| lane.submitted >= m) {
+                        lane.free.push(slot);
+                        break;
+                    }
                     if allowed.is_some_and(|a| lane.submitted as f64 >= a) {
                         lane.free.push(slot);
                         throttled = true;
@@ -454,6 +465,12 @@ fn worker(
         let inflight: usize = lanes.iter().map(|l| l.depth - l.free.len()).sum();
         if inflight == 0 {
             if stopping || shared.abort.load(Ordering::Relaxed) {
+                break;
+            }
+            if p.max_ios
+                .is_some_and(|m| lanes.iter().all(|l| l.submitted >= m))
+            {
+                shared.finished.fetch_add(1, Ordering::AcqRel);
                 break;
             }
             if let (true, Some(r)) = (throttled, rate) {

@@ -188,6 +188,9 @@ pub struct Profile {
     pub progress: bool,
     /// `--server-pid`: a process whose CPU time to report.
     pub server_pid: Option<u32>,
+    /// `--ios N`: each thread issues at most N I/Os to each target (warm-up included); the
+    /// run ends when they have completed, or at the end of `-d`, whichever comes first.
+    pub max_ios: Option<u64>,
     /// `--engine`.
     pub engine: Engine,
     /// `--transport tcp|rdma`: how smb:// targets are reached (a URL's `?transport=`
@@ -250,6 +253,7 @@ impl Default for Profile {
             max_len: None,
             progress: false,
             server_pid: None,
+            max_ios: None,
             engine: Engine::Auto,
             transport: None,
             rdma_threshold: None,
