@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use smbx_transport::link::{self, MessageSender, Outgoing};
+use smbx_transport::link::{MessageSender, Outgoing, TrySendError};
 use smbx_wire::Dialect;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
@@ -301,7 +301,14 @@ impl Connection {
             crate::metrics::Transport::of(self),
             out.len(),
         );
-        if let Err(e) = link::send_bounded(&*self.sender, out).await {
+        // The queue's room is tried first in place (no future of its own to build,
+        // move and poll on every response); only a full queue waits.
+        let res = match self.sender.try_send(out) {
+            Ok(()) => return,
+            Err(TrySendError::Full(out)) => self.sender.send_waiting(out).await,
+            Err(TrySendError::Failed(e)) => Err(e),
+        };
+        if let Err(e) = res {
             tracing::debug!(conn = self.id, error = %e, "send failed");
             self.close();
         }
