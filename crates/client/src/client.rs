@@ -168,7 +168,7 @@ impl Client {
             smbx_transport::verbs::ProviderChoice::from_env(),
             options.iwarp.clone(),
             smbx_transport::verbs::Options::default(),
-            smbx_transport::DirectConfig::default(),
+            options.direct.clone(),
         )
         .await
         .map_err(|e| {

@@ -114,6 +114,10 @@ pub struct ClientOptions {
     pub rdma_threshold: usize,
     /// Soft-iWARP options for [`Transport::Rdma`] (MPA revision, CRC, MSS).
     pub iwarp: smbx_transport::soft::Options,
+    /// SMB Direct sizes for [`Transport::Rdma`]: `max_send_size` (8192; a server
+    /// that sends at most 1364 bytes, as Windows, gets 1364-byte messages),
+    /// `max_receive_size` (8192), `max_fragmented_size` (1 MiB), credits.
+    pub direct: smbx_transport::DirectConfig,
     /// Kerberos or NTLM for [`crate::SmbUrl::open`] (and the commands built on it).
     pub kerberos: Kerberos,
     /// Most channels (connections) one session may use: 1 (the default) is one
@@ -159,6 +163,7 @@ impl Default for ClientOptions {
             transport: Transport::Tcp,
             rdma_threshold: 4096,
             iwarp: smbx_transport::soft::Options::default(),
+            direct: smbx_transport::DirectConfig::default(),
             kerberos: Kerberos::Off,
             max_channels: 1,
             rdma_channels: true,

@@ -92,6 +92,22 @@ pub fn emit(c: &Config) -> String {
         crate::direct::fmt_smb_direct_provider(g.smb_direct_provider),
     );
     kv(&mut o, "smb direct poll", fmt_bool(g.smb_direct_poll));
+    kv(
+        &mut o,
+        "smb direct max send size",
+        &g.smb_direct_max_send_size.to_string(),
+    );
+    kv(
+        &mut o,
+        "smb direct max receive size",
+        &g.smb_direct_max_receive_size.to_string(),
+    );
+    kv(
+        &mut o,
+        "smb direct max fragmented size",
+        &g.smb_direct_max_fragmented_size.to_string(),
+    );
+    kv(&mut o, "smb direct mss", &g.smb_direct_mss.to_string());
     let ports: Vec<String> = g.smb_ports.iter().map(u16::to_string).collect();
     kv(&mut o, "smb ports", &ports.join(" "));
     kv(&mut o, "smb2 max credits", &g.smb2_max_credits.to_string());

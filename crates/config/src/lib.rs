@@ -191,6 +191,19 @@ pub struct Global {
     /// completion queues instead of sleeping on the completion channel's
     /// descriptor (lowest latency, one core busy per connection).
     pub smb_direct_poll: bool,
+    /// `smb direct max send size` (smbx; default 8192): the largest SMB Direct
+    /// message the server sends. A client that itself sends at most 1364 bytes
+    /// (Windows, Linux) gets 1364-byte messages whatever this says.
+    pub smb_direct_max_send_size: u32,
+    /// `smb direct max receive size` (smbx; default 8192): the largest SMB Direct
+    /// message the server receives (the size of each posted receive).
+    pub smb_direct_max_receive_size: u32,
+    /// `smb direct max fragmented size` (smbx; default 1 MiB): the largest SMB2
+    /// message the server reassembles from SMB Direct fragments.
+    pub smb_direct_max_fragmented_size: u32,
+    /// `smb direct mss` (smbx; default 0): the TCP segment size soft-iWARP sizes
+    /// its FPDUs for; 0 is each connection's own (TCP_MAXSEG).
+    pub smb_direct_mss: u32,
     /// `metrics listen` (smbx; default unset = off): the address of the Prometheus
     /// endpoint (`http://ADDR/metrics`), such as `127.0.0.1:9445`.
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -274,6 +287,10 @@ impl Default for Global {
             smb_direct_crc: false,
             smb_direct_provider: SmbDirectProvider::Auto,
             smb_direct_poll: false,
+            smb_direct_max_send_size: 8192,
+            smb_direct_max_receive_size: 8192,
+            smb_direct_max_fragmented_size: 1 << 20,
+            smb_direct_mss: 0,
             metrics_listen: None,
             deadtime_secs: 10080 * 60,
             unauthenticated_timeout_secs: 60,

@@ -360,6 +360,50 @@ fn smb_direct_poll_defaults_off_and_can_be_turned_on() {
 }
 
 #[test]
+fn smb_direct_sizes_default_and_bounds() {
+    let g = Config::parse_str("[global]\n smb direct = yes\n", "a.conf")
+        .unwrap()
+        .global;
+    assert_eq!(
+        (
+            g.smb_direct_max_send_size,
+            g.smb_direct_max_receive_size,
+            g.smb_direct_max_fragmented_size,
+            g.smb_direct_mss
+        ),
+        (8192, 8192, 1 << 20, 0)
+    );
+    let g = Config::parse_str(
+        "[global]\n smb direct max send size = 1364\n smb direct max receive size = 4K\n \
+         smb direct max fragmented size = 2M\n smb direct mss = 1448\n",
+        "b.conf",
+    )
+    .unwrap()
+    .global;
+    assert_eq!(
+        (
+            g.smb_direct_max_send_size,
+            g.smb_direct_max_receive_size,
+            g.smb_direct_max_fragmented_size,
+            g.smb_direct_mss
+        ),
+        (1364, 4096, 2 << 20, 1448)
+    );
+    for bad in [
+        "smb direct max send size = 127",
+        "smb direct max send size = 65537",
+        "smb direct max receive size = 100K",
+        "smb direct max fragmented size = 131071",
+        "smb direct max fragmented size = 17M",
+        "smb direct mss = 535",
+        "smb direct mss = 65537",
+    ] {
+        let e = Config::parse_str(&format!("[global]\n{bad}\n"), "c.conf").unwrap_err();
+        assert_eq!(e.line, 2, "{bad}");
+    }
+}
+
+#[test]
 fn hardening_options() {
     let c = Config::parse_str(
         "[global]\nrestrict anonymous = 2\nmax open files = 100\nadmin users = root\n\

@@ -12,11 +12,24 @@ pub const SERVER_NEGOTIATE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Negotiate Request to receiving the response).
 pub const CLIENT_NEGOTIATE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The send size of Windows (its MaxSendSize and PreferredSendSize), also
+/// Linux cifs' and ksmbd's: 1364 bytes. An endpoint sends messages larger than
+/// this only to a peer that itself asks to send larger ones.
+pub const PEER_DEFAULT_SEND_SIZE: u32 = 1364;
+
+/// The largest send or receive size a configuration may ask for (each
+/// connection registers 256 buffers of each).
+pub const MAX_MESSAGE_SIZE: u32 = 65536;
+
 /// Local parameters of one SMB Direct endpoint. [`Config::default`] gives the
-/// values Windows uses.
+/// values Windows uses, but for the send size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Largest message this endpoint sends (MaxSendSize); 1364.
+    /// Largest message this endpoint sends (MaxSendSize, and the
+    /// PreferredSendSize a client offers); 8192. Negotiation lowers it to the
+    /// peer's MaxReceiveSize, and to the peer's own preferred send size when that
+    /// is larger than [`PEER_DEFAULT_SEND_SIZE`]: Windows and Linux peers,
+    /// which send 1364, get 1364-byte messages; two smbx endpoints send 8192.
     pub max_send_size: u32,
     /// Largest message this endpoint can receive (MaxReceiveSize); 8192.
     pub max_receive_size: u32,
@@ -41,7 +54,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            max_send_size: 1364,
+            max_send_size: 8192,
             max_receive_size: 8192,
             max_fragmented_size: 1024 * 1024,
             receive_credit_max: 255,
@@ -67,6 +80,9 @@ impl Config {
         }
         if self.max_receive_size < MIN_RECEIVE_SIZE {
             return Err(ConfigError("max_receive_size must be >= 128"));
+        }
+        if self.max_send_size > MAX_MESSAGE_SIZE || self.max_receive_size > MAX_MESSAGE_SIZE {
+            return Err(ConfigError("message sizes must be <= 65536"));
         }
         if self.max_fragmented_size < MIN_FRAGMENTED_SIZE {
             return Err(ConfigError("max_fragmented_size must be >= 131072"));

@@ -29,7 +29,10 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::config::{Config, NegotiatedParams, CLIENT_NEGOTIATE_TIMEOUT, SERVER_NEGOTIATE_TIMEOUT};
+use crate::config::{
+    Config, NegotiatedParams, CLIENT_NEGOTIATE_TIMEOUT, PEER_DEFAULT_SEND_SIZE,
+    SERVER_NEGOTIATE_TIMEOUT,
+};
 use crate::credits::{CreditError, Credits};
 use crate::pdu::{
     DataHeader, NegotiateRequest, NegotiateResponse, PduError, DATA_OFFSET,
@@ -183,6 +186,18 @@ pub struct Connection {
     keepalive_due: bool,
     response_owed: bool,
     stats: Stats,
+}
+
+/// The largest message an endpoint sends: its own maximum, no larger than the
+/// peer receives ([MS-SMBD] 3.1.5.2, 3.1.5.6) and no larger than the peer itself
+/// prefers to send unless that is below [`PEER_DEFAULT_SEND_SIZE`]. A peer that
+/// sends at most Windows' 1364 bytes (Windows, Linux cifs and ksmbd) gets
+/// messages of at most 1364 bytes whatever its receive size; a peer that asks
+/// to send more (an smbx peer) gets messages as large as it sends.
+fn send_size(own_max: u32, peer_max_receive: u32, peer_preferred_send: u32) -> u32 {
+    own_max
+        .min(peer_max_receive)
+        .min(peer_preferred_send.max(PEER_DEFAULT_SEND_SIZE))
 }
 
 impl Connection {
@@ -424,7 +439,11 @@ impl Connection {
             .max_receive_size
             .min(req.preferred_send_size)
             .max(MIN_RECEIVE_SIZE);
-        let max_send_size = cfg.max_send_size.min(req.max_receive_size);
+        let max_send_size = send_size(
+            cfg.max_send_size,
+            req.max_receive_size,
+            req.preferred_send_size,
+        );
         self.credits
             .set_receive_target(req.credits_requested.min(255));
         let grant = self.credits.receive_credit_target();
@@ -472,7 +491,11 @@ impl Connection {
             });
         }
         let params = NegotiatedParams {
-            max_send_size: cfg.max_send_size.min(rsp.max_receive_size),
+            max_send_size: send_size(
+                cfg.max_send_size,
+                rsp.max_receive_size,
+                rsp.preferred_send_size,
+            ),
             max_receive_size: rsp
                 .preferred_send_size
                 .max(MIN_RECEIVE_SIZE)

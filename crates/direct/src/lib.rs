@@ -26,7 +26,7 @@ pub mod pdu;
 pub mod pools;
 pub mod reassembly;
 
-pub use config::{Config, ConfigError, NegotiatedParams};
+pub use config::{Config, ConfigError, NegotiatedParams, PEER_DEFAULT_SEND_SIZE};
 pub use connection::{
     Connection, DisconnectReason, Event, OutgoingMessage, Role, SendError, Stats,
 };

@@ -11,7 +11,7 @@ use smbx_direct::pdu::{FLAG_RESPONSE_REQUESTED, SMBD_VERSION};
 use smbx_direct::reassembly::ReassemblyError;
 use smbx_direct::{
     BufferDescriptorV1, Config, Connection, DataHeader, DisconnectReason, Event, NegotiateRequest,
-    PduError, SendError,
+    PduError, SendError, PEER_DEFAULT_SEND_SIZE,
 };
 
 fn msg(credits_granted: u16, remaining: u32, payload: &[u8]) -> Vec<u8> {
@@ -331,9 +331,19 @@ fn last_credit_is_spent_only_with_a_grant() {
 
 #[test]
 fn fragmentation_round_trips() {
-    let mut p = Pair::negotiated();
+    // Windows' send size at both ends, and the default (8192).
+    for send in [PEER_DEFAULT_SEND_SIZE, 8192] {
+        fragmentation_round_trips_at(send);
+    }
+}
+
+fn fragmentation_round_trips_at(send: u32) {
+    let mut p = Pair::negotiated_with(Config {
+        max_send_size: send,
+        ..Config::default()
+    });
     let fp = p.client.conn.params().unwrap().max_fragment_payload();
-    assert_eq!(fp, 1364 - 24);
+    assert_eq!(fp, send as usize - 24);
     assert_eq!(p.client.conn.send_message(&[]), Err(SendError::Empty));
     assert_eq!(
         p.client.conn.send_message(&vec![0; (1 << 20) + 1]),
@@ -372,7 +382,7 @@ fn fragmentation_round_trips() {
         }
     }
     p.run(100_000);
-    assert_eq!(max_len, 1364);
+    assert_eq!(max_len, send as usize);
     assert_eq!(p.client.delivered.pop().unwrap(), data);
 }
 
@@ -381,7 +391,7 @@ fn send_with_invalidate_marks_first_fragment() {
     let mut p = Pair::negotiated();
     p.server
         .conn
-        .send_message_with_invalidate(&[5; 3000], 0xabcd)
+        .send_message_with_invalidate(&[5; 20_000], 0xabcd)
         .unwrap();
     let a = p.server.conn.poll_transmit().unwrap();
     let b = p.server.conn.poll_transmit();
@@ -392,7 +402,7 @@ fn send_with_invalidate_marks_first_fragment() {
     p.run(10);
     p.server
         .conn
-        .send_message_with_invalidate(&[5; 3000], 0xabcd)
+        .send_message_with_invalidate(&[5; 20_000], 0xabcd)
         .unwrap();
     let inv: Vec<_> = std::iter::from_fn(|| p.server.conn.poll_transmit())
         .map(|m| m.invalidate)

@@ -53,7 +53,7 @@ async fn exercise(opts: IwarpOptions) {
             .await
             .unwrap();
         let p = conn.params();
-        assert_eq!((p.max_send_size, p.max_receive_size), (1364, 1364));
+        assert_eq!((p.max_send_size, p.max_receive_size), (8192, 8192));
         // Echo messages until an empty-ish "rdma" command arrives.
         loop {
             let m = conn.recv_message().await.unwrap();

@@ -88,6 +88,7 @@ fn spec_test_vector_negotiate_request() {
     assert_eq!(r.encode().to_vec(), b);
     // A client with the Linux parameters produces exactly these bytes.
     let cfg = Config {
+        max_send_size: 1364,
         max_receive_size: 1364,
         ..Config::default()
     };
@@ -100,17 +101,60 @@ fn happy_path_defaults() {
     let p = Pair::negotiated();
     let cp = *p.client.conn.params().unwrap();
     let sp = *p.server.conn.params().unwrap();
-    // Server: receive = max(min(8192, 1364), 128); send = min(1364, 8192).
-    assert_eq!(sp.max_receive_size, 1364);
-    assert_eq!(sp.max_send_size, 1364);
-    assert_eq!(cp.max_send_size, 1364);
-    assert_eq!(cp.max_receive_size, 1364);
+    // Two endpoints with the defaults: the client prefers to send 8192, so the
+    // server receives 8192 and sends as large.
+    assert_eq!(sp.max_receive_size, 8192);
+    assert_eq!(sp.max_send_size, 8192);
+    assert_eq!(cp.max_send_size, 8192);
+    assert_eq!(cp.max_receive_size, 8192);
     assert_eq!(cp.max_fragmented_send_size, 1 << 20);
     assert_eq!(sp.max_fragmented_send_size, 1 << 20);
     assert_eq!(cp.max_read_write_size, 8 << 20);
     assert_eq!(cp.initial_send_credits, 255);
     assert_eq!(sp.receive_credit_target, 255);
     assert!(p.client.conn.is_connected() && p.server.conn.is_connected());
+}
+
+#[test]
+fn windows_sized_peers_get_windows_sized_messages() {
+    // Windows' client: PreferredSendSize 1364, MaxReceiveSize 8192. The server
+    // could send it 8192-byte messages but sends 1364, as Windows does.
+    let mut req = good_request();
+    req.max_receive_size = 8192;
+    let (s, out, ev) = serve(&req.encode(), Config::default());
+    assert!(matches!(ev[..], [Event::Negotiated(_)]), "{ev:?}");
+    let sp = *s.params().unwrap();
+    assert_eq!((sp.max_send_size, sp.max_receive_size), (1364, 1364));
+    let rsp = NegotiateResponse::decode(&out[0].bytes).unwrap();
+    assert_eq!(
+        (rsp.preferred_send_size, rsp.max_receive_size),
+        (1364, 1364)
+    );
+    // A client that asks to send 4096 gets 4096 (and no more than it receives).
+    req.preferred_send_size = 4096;
+    let (s, _, _) = serve(&req.encode(), Config::default());
+    assert_eq!(s.params().unwrap().max_send_size, 4096);
+    req.max_receive_size = 2000;
+    let (s, _, _) = serve(&req.encode(), Config::default());
+    assert_eq!(s.params().unwrap().max_send_size, 2000);
+    // A server configured for Windows' 1364 sends 1364 to anyone.
+    req.max_receive_size = 8192;
+    let windows = Config {
+        max_send_size: 1364,
+        ..Config::default()
+    };
+    let (s, _, _) = serve(&req.encode(), windows);
+    assert_eq!(s.params().unwrap().max_send_size, 1364);
+    // Windows' server answers PreferredSendSize 1364, MaxReceiveSize 8192: the
+    // client sends it 1364-byte messages too.
+    let (c, ev) = connect(&good_response().encode(), Config::default());
+    assert!(matches!(ev[..], [Event::Negotiated(_)]), "{ev:?}");
+    assert_eq!(c.params().unwrap().max_send_size, 1364);
+    // A server that sends 8192 and receives 8192 gets 8192.
+    let mut rsp = good_response();
+    rsp.preferred_send_size = 8192;
+    let (c, _) = connect(&rsp.encode(), Config::default());
+    assert_eq!(c.params().unwrap().max_send_size, 8192);
 }
 
 #[test]

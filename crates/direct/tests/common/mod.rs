@@ -62,7 +62,12 @@ impl Pair {
 
     /// A negotiated pair with default configurations.
     pub fn negotiated() -> Self {
-        let mut p = Pair::new(Config::default(), Config::default());
+        Pair::negotiated_with(Config::default())
+    }
+
+    /// A negotiated pair whose two ends both use `cfg`.
+    pub fn negotiated_with(cfg: Config) -> Self {
+        let mut p = Pair::new(cfg.clone(), cfg);
         p.run(10);
         assert!(p.client.negotiated && p.server.negotiated);
         p
