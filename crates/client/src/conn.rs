@@ -410,15 +410,18 @@ impl Connection {
             Err(why) => return (Err(Error::Disconnected(why)), Some(reqs)),
         };
         let headers = outbound::headers(&reqs, &charges, issued, dialect, route.session_id);
-        let (mut frame, kept) =
+        let (mut frame, kept_unsent) =
             outbound::frame(reqs, &headers, signer, seal_with.is_some(), retain, |len| {
                 sh.pool.take_spare(len)
             });
         let ids: Vec<u64> = headers.iter().map(|h| h.message_id).collect();
-        let mut kept = match kept {
-            Some(k) => sh.core().retain(&ids, k),
-            None => None,
-        };
+        let mut kept = None;
+        if let Some(k) = kept_unsent {
+            // Not kept: the connection closed since the MessageIds were taken.
+            if let Some(k) = sh.core().retain(&ids, k) {
+                return (Err(sh.closed_error()), Some(k));
+            }
+        }
         let sent_bytes = keep_sent.then(|| frame.buf[frame.msg_start..].to_vec());
         if let Some(sec) = seal_with {
             if let Err(e) = sec

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use smbx_transport::link::{self, MessageSender, Outgoing};
+use smbx_transport::link::{MessageSender, Outgoing, TrySendError};
 use smbx_wire::Dialect;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
@@ -55,16 +55,29 @@ pub struct NegotiateState {
 /// everything up to the first real wait have happened). So a CLOSE sent after a
 /// QUERY_DIRECTORY can never overtake it (smb2.compound_find.compound_find_close),
 /// while READs and WRITEs that wait on I/O still overlap.
+///
+/// Passing the turn wakes only the chains whose turn has come, not every chain
+/// waiting: with 32 requests arriving in one read, a broadcast woke each waiting
+/// chain once per earlier chain.
 pub(crate) struct StartOrder {
     next_ticket: std::sync::atomic::AtomicU64,
-    turn: tokio::sync::watch::Sender<u64>,
+    turn: Mutex<Turn>,
+}
+
+/// The ticket whose turn it is, and the chains waiting for a later one.
+struct Turn {
+    now: u64,
+    waiting: Vec<(u64, std::task::Waker)>,
 }
 
 impl StartOrder {
     fn new() -> Self {
         StartOrder {
             next_ticket: std::sync::atomic::AtomicU64::new(0),
-            turn: tokio::sync::watch::Sender::new(0),
+            turn: Mutex::new(Turn {
+                now: 0,
+                waiting: Vec::new(),
+            }),
         }
     }
 
@@ -77,8 +90,18 @@ impl StartOrder {
     /// Runs `fut` once `ticket`'s turn has come; the turn passes on after `fut`'s
     /// first poll (or if it is dropped before).
     pub(crate) async fn run<F: std::future::Future>(&self, ticket: u64, fut: F) -> F::Output {
-        let mut rx = self.turn.subscribe();
-        let _ = rx.wait_for(|t| *t >= ticket).await;
+        std::future::poll_fn(|cx| {
+            let mut t = self.turn.lock();
+            if t.now >= ticket {
+                return std::task::Poll::Ready(());
+            }
+            match t.waiting.iter_mut().find(|(k, _)| *k == ticket) {
+                Some((_, w)) => w.clone_from(cx.waker()),
+                None => t.waiting.push((ticket, cx.waker().clone())),
+            }
+            std::task::Poll::Pending
+        })
+        .await;
         let mut pass = PassTurn {
             order: self,
             next: ticket + 1,
@@ -103,10 +126,26 @@ struct PassTurn<'a> {
 
 impl PassTurn<'_> {
     fn pass(&mut self) {
-        if !self.done {
-            self.done = true;
-            let next = self.next;
-            self.order.turn.send_modify(|t| *t = (*t).max(next));
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let mut ready = Vec::new();
+        {
+            let mut t = self.order.turn.lock();
+            t.now = t.now.max(self.next);
+            let now = t.now;
+            let mut i = 0;
+            while i < t.waiting.len() {
+                if t.waiting[i].0 <= now {
+                    ready.push(t.waiting.swap_remove(i).1);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for w in ready {
+            w.wake();
         }
     }
 }
@@ -262,7 +301,14 @@ impl Connection {
             crate::metrics::Transport::of(self),
             out.len(),
         );
-        if let Err(e) = link::send_bounded(&*self.sender, out).await {
+        // The queue's room is tried first in place (no future of its own to build,
+        // move and poll on every response); only a full queue waits.
+        let res = match self.sender.try_send(out) {
+            Ok(()) => return,
+            Err(TrySendError::Full(out)) => self.sender.send_waiting(out).await,
+            Err(TrySendError::Failed(e)) => Err(e),
+        };
+        if let Err(e) = res {
             tracing::debug!(conn = self.id, error = %e, "send failed");
             self.close();
         }
@@ -304,6 +350,12 @@ impl Connection {
             return None;
         }
         let n = u32::try_from(bytes.max(1)).ok()?;
+        // Usually the budget has room: taken without subscribing to the close signal.
+        if !*self.closed.borrow() {
+            if let Ok(p) = self.budget.clone().try_acquire_many_owned(n) {
+                return Some(p);
+            }
+        }
         tokio::select! {
             p = self.budget.clone().acquire_many_owned(n) => p.ok(),
             _ = self.closing() => None,
@@ -365,4 +417,41 @@ impl ServerState {
 /// The connection behind a handle of the connection table (every entry is one).
 fn as_connection(c: Arc<dyn ConnectionHandle>) -> Option<Arc<Connection>> {
     c.into_any().downcast::<Connection>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chains start in ticket order however their tasks are scheduled, and a chain
+    /// that waits after its first poll does not hold up the next one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn chains_start_in_ticket_order_and_overlap() {
+        let order = Arc::new(StartOrder::new());
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new(Semaphore::new(0));
+        let tickets: Vec<u64> = (0..16).map(|_| order.ticket()).collect();
+        let mut tasks = Vec::new();
+        // Spawned last ticket first.
+        for &t in tickets.iter().rev() {
+            let (order, started, gate) = (order.clone(), started.clone(), gate.clone());
+            tasks.push(tokio::spawn(async move {
+                order
+                    .run(t, async {
+                        started.lock().push(t);
+                        // Every chain waits here until all have started.
+                        gate.acquire().await.unwrap().forget();
+                    })
+                    .await
+            }));
+        }
+        while started.lock().len() < tickets.len() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*started.lock(), tickets);
+        gate.add_permits(tickets.len());
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
 }

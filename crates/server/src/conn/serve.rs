@@ -129,6 +129,9 @@ async fn read_loop<R: MessageReceiver>(conn: &Arc<Connection>, rx: &mut R) -> &'
     // the traffic, until a user (or guest) logon succeeds; then `deadtime`
     // counts idle time between requests.
     let unauth_deadline = tokio::time::Instant::now() + unauth;
+    // Subscribed once for the connection, not at every frame.
+    let mut closing = std::pin::pin!(conn.closing());
+    let mut shutdown = std::pin::pin!(conn.server.shutdown.begun());
     loop {
         if conn.server.shutdown.deadline().is_some() {
             return SHUTTING_DOWN;
@@ -156,8 +159,8 @@ async fn read_loop<R: MessageReceiver>(conn: &Arc<Connection>, rx: &mut R) -> &'
                     Err(e) => Err(why(e)),
                 }
             } => r,
-            _ = conn.closing() => Err("closed by server"),
-            _ = conn.server.shutdown.begun() => Err(SHUTTING_DOWN),
+            _ = closing.as_mut() => Err("closed by server"),
+            _ = shutdown.as_mut() => Err(SHUTTING_DOWN),
         };
         let link::Received {
             msg: frame,
