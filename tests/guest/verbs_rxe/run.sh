@@ -4,36 +4,10 @@
 # 3.0, signed and sealed. Prints "PASS name" / "FAIL name" lines; exits non-zero on
 # any failure.
 set -u
-[ -f /test/knobs.env ] && . /test/knobs.env
-# cifs.ko with signing or sealing over SMB Direct fails against smbx today (see the
-# README, "SMB Direct on RDMA NICs"): those mounts run when CIFS_MODES names them.
-CIFS_MODES=${CIFS_MODES:-plain}
-fails=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
-
-rdma link add rxe0 type rxe netdev eth0 || { echo "FAIL rdma link add"; exit 1; }
-mkdir -p /srv/share
-cat >/srv/smb.conf <<CONF
-[global]
-    smb ports = 4445
-    smb direct = yes
-    smb direct provider = verbs
-    passdb backend = smbpasswd:/srv/smbpasswd
-    map to guest = never
-[share]
-    path = /srv/share
-    read only = no
-CONF
-echo secret | smbx user add --config /srv/smb.conf --stdin alice >/dev/null || fail "user add"
+. /test/lib/verbs.sh
+verbs_server rxe
 smbx rdma && pass "smbx rdma lists" || fail "smbx rdma lists"
 smbx rdma | grep -q "rxe0.*RoCE" && pass "smbx rdma names rxe0 RoCE" || fail "smbx rdma names rxe0 RoCE"
-RUST_LOG=info smbx serve --config /srv/smb.conf >/tmp/server.log 2>&1 &
-srv=$!
-i=0
-while ! grep -q "listening for SMB Direct" /tmp/server.log; do
-    i=$((i + 1)); [ $i -gt 100 ] && break; sleep 0.2
-done
 cat /tmp/server.log
 grep -q "listening for SMB Direct.*verbs (rxe0, RoCE)" /tmp/server.log \
     && pass "server listens through verbs on rxe0" || fail "server listens through verbs on rxe0"
@@ -62,26 +36,8 @@ smbx put --transport rdma /tmp/src smb://alice@10.0.2.15/share/f-3.0 \
     && [ "$(sha256sum /tmp/back | cut -d' ' -f1)" = "$want" ] \
     && pass "verbs/rxe smbx put and get" || fail "verbs/rxe smbx put and get"
 # The kernel's SMB Direct client (cifs.ko, FRMR registrations, RDMA_V1_INVALIDATE)
-# against the verbs server; it dials 5445, then 445 where RoCE listens. The same
-# workload through the mount (tests/guest/lib/checksum.sh).
-. /test/lib/checksum.sh
-mkdir -p /mnt/c
-for v in 3.0 3.0.2 3.1.1; do
-    for m in $CIFS_MODES; do
-        mode=${m#plain}
-        name="cifs.ko rdma vers=$v $m over rxe"
-        dmesg -c >/dev/null
-        if mount -t cifs //10.0.2.15/share /mnt/c \
-            -o rdma,vers=$v,ip=10.0.2.15,username=alice,password=secret,cache=none,noserverino${mode:+,$mode}; then
-            if out=$(checksum_fs /mnt/c $(size_bytes ${BYTES:-8M}) 8388608); then pass "$name: ${out#checksum: }"
-            else fail "$name: $out"; tail -5 /tmp/server.log; fi
-            umount /mnt/c
-        else
-            fail "$name (mount)"
-        fi
-        dmesg | grep -i "smbd\|cifs\|rdma" | tail -5
-    done
-done
+# against the verbs server, the same workload through the mount.
+cifs_mounts "over rxe"
 # The server saw the files through SMB Direct: compare on disk too.
 [ "$(sha256sum /srv/share/f-3.0 | cut -d' ' -f1)" = "$want" ] \
     && pass "file on the server's disk" || fail "file on the server's disk"

@@ -6,35 +6,10 @@
 #  3. this guest's verbs client puts and gets to the host's smbx server on
 #     soft-iWARP (10.0.2.2, port in host.env).
 set -u
-[ -f /test/knobs.env ] && . /test/knobs.env
-# cifs.ko with signing or sealing over SMB Direct fails against smbx today (see the
-# README, "SMB Direct on RDMA NICs"): those mounts run when CIFS_MODES names them.
-CIFS_MODES=${CIFS_MODES:-plain}
+. /test/lib/verbs.sh
 . /test/host.env
-fails=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
-
-rdma link add siw0 type siw netdev eth0 || { echo "FAIL rdma link add"; exit 1; }
-mkdir -p /srv/share
-cat >/srv/smb.conf <<CONF
-[global]
-    smb ports = 4445
-    smb direct = yes
-    smb direct provider = verbs
-    passdb backend = smbpasswd:/srv/smbpasswd
-    map to guest = never
-[share]
-    path = /srv/share
-    read only = no
-CONF
-echo secret | smbx user add --config /srv/smb.conf --stdin alice >/dev/null || fail "user add"
+verbs_server siw
 smbx rdma | grep -q "siw0.*iWARP.*5445" && pass "smbx rdma names siw0 iWARP 5445" || fail "smbx rdma names siw0"
-RUST_LOG=info smbx serve --config /srv/smb.conf >/tmp/server.log 2>&1 &
-i=0
-while ! grep -q "listening for SMB Direct" /tmp/server.log; do
-    i=$((i + 1)); [ $i -gt 100 ] && break; sleep 0.2
-done
 grep "listening" /tmp/server.log
 grep -q "SMB Direct addr=10.0.2.15:5445 provider=verbs (siw0, iWARP)" /tmp/server.log \
     && pass "server listens through verbs on siw0:5445" || fail "server listens through verbs on siw0:5445"
@@ -82,24 +57,8 @@ smbx put --transport rdma /tmp/src "smb://alice@10.0.2.2:$HOST_DIRECT_PORT/share
     && pass "verbs/siw guest client -> host soft-iWARP server: smbx put" \
     || fail "verbs/siw guest client -> host soft-iWARP server: smbx put"
 # The kernel's SMB Direct client (cifs.ko) over siw mounting the verbs server, the
-# workload through the mount (tests/guest/lib/checksum.sh).
-. /test/lib/checksum.sh
-mkdir -p /mnt/c
-for v in 3.0 3.0.2 3.1.1; do
-    for m in $CIFS_MODES; do
-        mode=${m#plain}
-        name="cifs.ko rdma vers=$v $m over siw"
-        if mount -t cifs //10.0.2.15/share /mnt/c \
-            -o rdma,vers=$v,ip=10.0.2.15,username=alice,password=secret,cache=none,noserverino${mode:+,$mode}; then
-            if out=$(checksum_fs /mnt/c $(size_bytes ${BYTES:-8M}) 8388608); then pass "$name: ${out#checksum: }"
-            else fail "$name: $out"; tail -5 /tmp/server.log; fi
-            umount /mnt/c
-        else
-            fail "$name (mount)"
-        fi
-        dmesg -c | grep -i "smbd\|cifs\|rdma" | tail -8
-    done
-done
+# workload through the mount.
+cifs_mounts "over siw"
 
 echo "$want" >/tmp/want
 grep -i "panic" /tmp/server.log | head
