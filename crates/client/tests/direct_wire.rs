@@ -212,7 +212,16 @@ fn assert_clean_over_tcp(name: &str, fpdu: &[u8], dir: &Path) {
 }
 
 fn wire_check(name: &str, iwarp: IwarpOptions, server_conf: &str) {
-    let (server, port) = start_smbx_direct(server_conf);
+    // FPDUs sized for an Ethernet segment at both ends (on loopback they would
+    // be sized for its ~64 KiB MSS).
+    let (server, port) = start_smbx_direct(&format!(
+        "    smb direct mss = {}\n{server_conf}",
+        capture::MSS
+    ));
+    let iwarp = IwarpOptions {
+        mss: Some(capture::MSS as u32),
+        ..iwarp
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -84,6 +84,11 @@ async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
 }
 
 async fn run_session(opts: IwarpOptions) -> Session {
+    // FPDUs sized for an Ethernet segment (loopback's MSS is ~64 KiB).
+    let opts = IwarpOptions {
+        mss: Some(capture::MSS as u32),
+        ..opts
+    };
     let prov = SoftIwarp::new(opts.clone());
     let cpd = prov.alloc_pd().unwrap();
     let lis = prov

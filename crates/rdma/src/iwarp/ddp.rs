@@ -209,6 +209,28 @@ pub fn encode_fpdu(out: &mut Vec<u8>, hdr: &DdpHdr, payload: &[&[u8]], crc: bool
     out.extend_from_slice(&c.to_le_bytes());
 }
 
+/// Append the length field and header of an FPDU whose `len` payload bytes
+/// are sent from elsewhere (vectored output); [`encode_fpdu_tail`] follows
+/// them.
+pub fn encode_fpdu_head(out: &mut Vec<u8>, hdr: &DdpHdr, len: usize) {
+    let ulpdu = hdr.len() + len;
+    debug_assert!(ulpdu <= usize::from(u16::MAX));
+    out.extend_from_slice(&(ulpdu as u16).to_be_bytes());
+    hdr.write(out);
+}
+
+/// Append the pad and CRC of an FPDU of `ulpdu` bytes; `crc` holds the CRC-32C
+/// over its length field, header and payload so far (`None`: CRC off, zero).
+pub fn encode_fpdu_tail(out: &mut Vec<u8>, ulpdu: usize, crc: Option<Crc32c>) {
+    let pad = &[0u8; 3][..pad_len(ulpdu)];
+    out.extend_from_slice(pad);
+    let c = crc.map_or(0, |mut c| {
+        c.update(pad);
+        c.finish()
+    });
+    out.extend_from_slice(&c.to_le_bytes());
+}
+
 /// Append an FPDU whose payload is `len` bytes produced in place by `fill`
 /// (e.g. copied from a locked memory region), without an intermediate buffer.
 pub fn encode_fpdu_with(
@@ -258,17 +280,10 @@ pub struct FpduError {
 
 /// Decode the FPDU at the front of `buf`. `Ok(None)`: need more bytes.
 pub fn decode_fpdu(buf: &[u8], crc: bool) -> Result<Option<Fpdu<'_>>, FpduError> {
-    let Some(lb) = buf.get(..2) else {
+    let Some(ulpdu) = ulpdu_len(buf)? else {
         return Ok(None);
     };
-    let ulpdu = usize::from(u16::from_be_bytes([lb[0], lb[1]]));
-    let err = |term| Err(FpduError { term });
-    // The smallest legal ULPDU is a tagged header; anything shorter cannot be framed.
-    if ulpdu < TAGGED_HDR {
-        return err(term::MPA_FPDU_START);
-    }
-    let pad = pad_len(ulpdu);
-    let total = 2 + ulpdu + pad + 4;
+    let total = fpdu_len(ulpdu);
     let Some(f) = buf.get(..total) else {
         return Ok(None);
     };
@@ -277,11 +292,71 @@ pub fn decode_fpdu(buf: &[u8], crc: bool) -> Result<Option<Fpdu<'_>>, FpduError>
         c.update(&f[..total - 4]);
         let got = u32::from_le_bytes([f[total - 4], f[total - 3], f[total - 2], f[total - 1]]);
         if c.finish() != got {
-            return err(term::MPA_CRC);
+            return Err(FpduError {
+                term: term::MPA_CRC,
+            });
         }
     }
     let u = &f[2..2 + ulpdu];
-    let (ctl, rd) = (u[0], u[1]);
+    let hdr = parse_hdr(u)?;
+    Ok(Some(Fpdu {
+        hdr,
+        payload: &u[hdr.len()..],
+        wire_len: total,
+    }))
+}
+
+/// Decode only the header of the FPDU at the front of `buf` (its payload may
+/// not have arrived): the header and the ULPDU length. `Ok(None)`: the header
+/// is not complete yet. The CRC, which covers the whole FPDU, is not checked.
+pub fn decode_header(buf: &[u8]) -> Result<Option<(DdpHdr, usize)>, FpduError> {
+    let Some(ulpdu) = ulpdu_len(buf)? else {
+        return Ok(None);
+    };
+    let Some(&ctl) = buf.get(2) else {
+        return Ok(None);
+    };
+    let need = if ctl & DDP_T != 0 {
+        TAGGED_HDR
+    } else {
+        UNTAGGED_HDR
+    };
+    let Some(u) = buf.get(2..2 + need.min(ulpdu)) else {
+        return Ok(None);
+    };
+    Ok(Some((parse_hdr(u)?, ulpdu)))
+}
+
+/// Bytes on the wire of an FPDU whose ULPDU is `ulpdu` bytes: length field,
+/// ULPDU, pad and CRC.
+pub const fn fpdu_len(ulpdu: usize) -> usize {
+    2 + ulpdu + pad_len(ulpdu) + 4
+}
+
+/// The ULPDU length field at the front of `buf`, checked to hold at least a
+/// tagged header; `Ok(None)` before two bytes arrived.
+fn ulpdu_len(buf: &[u8]) -> Result<Option<usize>, FpduError> {
+    let Some(lb) = buf.get(..2) else {
+        return Ok(None);
+    };
+    let ulpdu = usize::from(u16::from_be_bytes([lb[0], lb[1]]));
+    // The smallest legal ULPDU is a tagged header; anything shorter cannot be framed.
+    if ulpdu < TAGGED_HDR {
+        return Err(FpduError {
+            term: term::MPA_FPDU_START,
+        });
+    }
+    Ok(Some(ulpdu))
+}
+
+/// Parse the DDP/RDMAP header at the front of the ULPDU bytes `u` (at least
+/// [`TAGGED_HDR`] long; an untagged header needs [`UNTAGGED_HDR`]).
+fn parse_hdr(u: &[u8]) -> Result<DdpHdr, FpduError> {
+    let err = |term| Err(FpduError { term });
+    let (ctl, rd) = match u {
+        [c, r, ..] => (*c, *r),
+        _ => return err(term::MPA_FPDU_START),
+    };
     let tagged = ctl & DDP_T != 0;
     let last = ctl & DDP_L != 0;
     if ctl & 0x03 != DDP_DV {
@@ -295,37 +370,28 @@ pub fn decode_fpdu(buf: &[u8], crc: bool) -> Result<Option<Fpdu<'_>>, FpduError>
         return err(term::RDMAP_VERSION);
     }
     let opcode = rd & 0x0F;
-    let be32 = |o: usize| u32::from_be_bytes([u[o], u[o + 1], u[o + 2], u[o + 3]]);
-    if tagged {
-        let stag = be32(2);
-        let to = (u64::from(be32(6)) << 32) | u64::from(be32(10));
-        Ok(Some(Fpdu {
-            hdr: DdpHdr::Tagged {
-                last,
-                opcode,
-                stag,
-                to,
-            },
-            payload: &u[TAGGED_HDR..],
-            wire_len: total,
-        }))
-    } else {
-        if ulpdu < UNTAGGED_HDR {
-            return err(term::MPA_FPDU_START);
+    let need = if tagged { TAGGED_HDR } else { UNTAGGED_HDR };
+    let Some(h) = u.get(..need) else {
+        return err(term::MPA_FPDU_START);
+    };
+    let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+    Ok(if tagged {
+        DdpHdr::Tagged {
+            last,
+            opcode,
+            stag: be32(2),
+            to: (u64::from(be32(6)) << 32) | u64::from(be32(10)),
         }
-        Ok(Some(Fpdu {
-            hdr: DdpHdr::Untagged {
-                last,
-                opcode,
-                inv_stag: be32(2),
-                qn: be32(6),
-                msn: be32(10),
-                mo: be32(14),
-            },
-            payload: &u[UNTAGGED_HDR..],
-            wire_len: total,
-        }))
-    }
+    } else {
+        DdpHdr::Untagged {
+            last,
+            opcode,
+            inv_stag: be32(2),
+            qn: be32(6),
+            msn: be32(10),
+            mo: be32(14),
+        }
+    })
 }
 
 /// A decoded RDMA Read Request body.

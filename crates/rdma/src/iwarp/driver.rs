@@ -14,6 +14,9 @@ use super::qp::QpShared;
 use crate::types::CloseReason;
 
 const RBUF: usize = 256 * 1024;
+/// What the driver reads after a direct placement: the FPDU's trailer (at
+/// most 7 bytes) and the next header, with little of the payload behind it.
+const SMALL_READ: usize = 64;
 const WBUDGET: usize = 256 * 1024;
 /// How long an initiator waits for the peer's first bytes before it sends a
 /// zero-length RDMA Write to wake the peer's receive path, and how often.
@@ -42,6 +45,8 @@ pub(crate) async fn run(
     rbuf[..re].copy_from_slice(&leftover);
     let mut out: Vec<u8> = Vec::with_capacity(WBUDGET + 70_000);
     let mut wpos = 0usize;
+    // Payloads go out from their regions (writev), not copied into `out`.
+    eng.set_vectored(true);
     // Process anything that arrived with the MPA reply.
     let n = eng.on_input(&rbuf[rs..re], &mut out);
     rs += n;
@@ -49,8 +54,8 @@ pub(crate) async fn run(
         if eng.closed().is_none() && qp.lock().disconnect {
             eng.set_closed(CloseReason::LocalDisconnect);
         }
-        if eng.closed().is_none() && out.len() - wpos < WBUDGET / 2 {
-            if wpos == out.len() {
+        if eng.closed().is_none() && out.len() - wpos + eng.queued_payload() < WBUDGET / 2 {
+            if wpos == out.len() && !eng.has_holes() {
                 out.clear();
                 wpos = 0;
             }
@@ -58,24 +63,26 @@ pub(crate) async fn run(
         }
         eng.deliver_completions();
         // Write as much as the socket takes now.
-        while wpos < out.len() {
-            match stream.try_write(&out[wpos..]) {
+        while wpos < out.len() || eng.has_holes() {
+            match eng.write_vectored(&out, wpos, |iov| stream.try_write_vectored(iov)) {
                 Ok(0) => break,
                 Ok(k) => {
-                    wpos += k;
+                    wpos = eng.advance(&out, wpos, k);
                     sent = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
                     eng.set_closed(CloseReason::Transport(e.to_string()));
-                    wpos = out.len();
+                    break;
                 }
             }
         }
-        if wpos == out.len() {
+        if wpos == out.len() && !eng.has_holes() {
             out.clear();
             wpos = 0;
         }
+        // Sends and Writes whose last byte the socket just took complete now.
+        eng.deliver_completions();
         if eng.closed().is_some() {
             break;
         }
@@ -84,7 +91,7 @@ pub(crate) async fn run(
         } else if sent && next_nudge.is_none() {
             next_nudge = Some(Instant::now() + NUDGE_AFTER);
         }
-        let want_write = wpos < out.len();
+        let want_write = (wpos < out.len() || eng.has_holes()) && eng.closed().is_none();
         let more_tx = !want_write && eng.has_tx_work();
         if more_tx {
             tokio::task::yield_now().await;
@@ -96,13 +103,32 @@ pub(crate) async fn run(
                     eng.set_closed(CloseReason::Transport(e.to_string()));
                     continue;
                 }
+                if let Some((mr, off, left)) = eng.placement().map(|(m, o, l)| (m.clone(), o, l)) {
+                    // A long tagged payload: straight from the socket into its region.
+                    let got = match mr.lock().get_mut(off..off + left) {
+                        Some(d) => stream.try_read(d),
+                        None => Err(io::Error::other("placement outside its region")),
+                    };
+                    match got {
+                        Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
+                        Ok(k) => {
+                            heard = true;
+                            eng.placed(k);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => eng.set_closed(CloseReason::Transport(e.to_string())),
+                    }
+                    continue;
+                }
                 if rs == re { rs = 0; re = 0; }
                 if rbuf.len() - re < 70_000 {
                     rbuf.copy_within(rs..re, 0);
                     re -= rs;
                     rs = 0;
                 }
-                match stream.try_read(&mut rbuf[re..]) {
+                // Right after a placement, read just past the next FPDU's header.
+                let end = if eng.wants_small_read() { (re + SMALL_READ).min(rbuf.len()) } else { rbuf.len() };
+                match stream.try_read(&mut rbuf[re..end]) {
                     Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
                     Ok(k) => {
                         heard = true;
@@ -134,13 +160,21 @@ pub(crate) async fn run(
         }
     }
     // Clean teardown: flush what is queued (e.g. a Terminate), then FIN.
-    if wpos < out.len() {
-        let _ = tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            stream.write_all(&out[wpos..]),
-        )
-        .await;
-    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while wpos < out.len() || eng.has_holes() {
+            match eng.write_vectored(&out, wpos, |iov| stream.try_write_vectored(iov)) {
+                Ok(0) => break,
+                Ok(k) => wpos = eng.advance(&out, wpos, k),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if stream.writable().await.is_err() {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    })
+    .await;
     let _ = stream.shutdown().await;
     eng.shutdown();
 }

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::crc::Crc32c;
 use super::ddp::{self, op, qn, term, DdpHdr, ReadReq, TAGGED_HDR, UNTAGGED_HDR};
 use super::mr::SoftMr;
 use super::qp::{QpShared, RecvWqe, Seg, SendWqe, WqeKind};
@@ -86,8 +87,65 @@ pub struct Engine {
     expect_rtr: Option<Rtr>,
     rtr_read_pending: bool,
     write_cache: Option<SoftMr>,
+    /// The tagged payload being placed straight from the socket.
+    placing: Option<Placing>,
+    /// Bytes of the placed FPDU's pad and CRC still to skip.
+    rx_skip: usize,
+    /// A placement just ended (see [`Engine::wants_small_read`]).
+    small_read: bool,
+    /// Vectored output ([`Engine::set_vectored`]): payloads not copied into
+    /// `out` but sent from their regions.
+    vectored: bool,
+    /// The payloads `out` leaves out, in order (vectored output).
+    holes: VecDeque<Hole>,
+    /// Their bytes.
+    hole_bytes: usize,
+    /// Send and Write completions waiting for their last byte to be written
+    /// (vectored output): the position in `out` after their last FPDU.
+    tx_done: VecDeque<(usize, Completion)>,
     closed: Option<CloseReason>,
     completions: Vec<Completion>,
+}
+
+/// Least payload still to come for an FPDU to be placed directly: below it,
+/// the extra read costs more than the copy it saves (and FPDUs sized for an
+/// Ethernet MSS never qualify).
+const PLACE_MIN: usize = 16 * 1024;
+
+/// Most payload pieces one vectored write sends.
+const MAX_HOLES: usize = 64;
+
+/// A payload that vectored output sends from its region: it goes on the wire
+/// before `out[at..]`.
+#[derive(Debug)]
+struct Hole {
+    at: usize,
+    mr: SoftMr,
+    off: usize,
+    len: usize,
+}
+
+/// Which checked destination a tagged payload goes to.
+enum Target {
+    /// The region of [`Engine::write_cache`] (an RDMA Write).
+    Write,
+    /// The sink of the oldest outstanding Read Request (a Read Response).
+    ReadResp,
+}
+
+/// A tagged FPDU whose payload is placed as it arrives: checked whole when
+/// its header arrived.
+#[derive(Debug)]
+struct Placing {
+    mr: SoftMr,
+    /// Offset in the region's buffer of the next byte.
+    off: usize,
+    /// Payload bytes still to come.
+    left: usize,
+    /// Pad and CRC after the payload.
+    trailer: usize,
+    /// The Read Response's completion, delivered once the payload is in.
+    done: Option<Completion>,
 }
 
 fn comp(wr_id: u64, opcode: WcOpcode, status: WcStatus, byte_len: usize) -> Completion {
@@ -143,6 +201,59 @@ fn scatter(sg: &[Seg], mut at: usize, src: &[u8]) {
     }
 }
 
+/// Append one FPDU with header `h` whose payload is `n` bytes at logical
+/// offset `at` of `sg`: copied into `out`, or, given `holes`, queued as
+/// references to the regions (`out` then holds the header and trailer; the
+/// CRC, when on, is computed over the regions in place).
+/// Returns the payload bytes queued in `holes`.
+fn encode_payload(
+    out: &mut Vec<u8>,
+    holes: Option<&mut VecDeque<Hole>>,
+    h: &DdpHdr,
+    sg: &[Seg],
+    at: usize,
+    n: usize,
+    crc: bool,
+) -> usize {
+    let Some(holes) = holes else {
+        ddp::encode_fpdu_with(out, h, n, crc, |d| gather(sg, at, d));
+        return 0;
+    };
+    let start = out.len();
+    ddp::encode_fpdu_head(out, h, n);
+    let mut c = crc.then(|| {
+        let mut c = Crc32c::new();
+        c.update(&out[start..]);
+        c
+    });
+    let (mut skip, mut left) = (at, n);
+    for (mr, off, len) in sg {
+        if left == 0 {
+            break;
+        }
+        if skip >= *len {
+            skip -= len;
+            continue;
+        }
+        let k = (len - skip).min(left);
+        if let Some(c) = c.as_mut() {
+            if let Some(b) = mr.lock().get(off + skip..off + skip + k) {
+                c.update(b);
+            }
+        }
+        holes.push_back(Hole {
+            at: out.len(),
+            mr: mr.clone(),
+            off: off + skip,
+            len: k,
+        });
+        left -= k;
+        skip = 0;
+    }
+    ddp::encode_fpdu_tail(out, h.len() + n, c);
+    n - left
+}
+
 impl Engine {
     /// An engine for a queue pair that has just completed MPA setup.
     pub(crate) fn new(qp: Arc<QpShared>, cfg: EngineConfig) -> Engine {
@@ -162,6 +273,13 @@ impl Engine {
             expect_rtr: cfg.expect_rtr,
             rtr_read_pending: false,
             write_cache: None,
+            placing: None,
+            rx_skip: 0,
+            small_read: false,
+            vectored: false,
+            holes: VecDeque::new(),
+            hole_bytes: 0,
+            tx_done: VecDeque::new(),
             closed: None,
             completions: Vec::new(),
         }
@@ -200,7 +318,7 @@ impl Engine {
     /// Encode FPDUs into `out` until it holds at least `budget` bytes or there
     /// is nothing more to send now.
     pub fn pump_tx(&mut self, out: &mut Vec<u8>, budget: usize) {
-        while self.closed.is_none() && out.len() < budget {
+        while self.closed.is_none() && out.len() + self.hole_bytes < budget {
             if self.cur_tx.is_none() && !self.start_next(out) {
                 break;
             }
@@ -333,6 +451,9 @@ impl Engine {
     fn step_tx(&mut self, out: &mut Vec<u8>) {
         let crc = self.cfg.crc;
         let max = self.cfg.max_ulpdu;
+        let holes = self.vectored.then_some(&mut self.holes);
+        let mut finished: Option<Completion> = None;
+        let mut queued = 0;
         let Some(cur) = self.cur_tx.as_mut() else {
             return;
         };
@@ -347,14 +468,13 @@ impl Engine {
                     to: r.sink_to.wrapping_add(r.sent as u64),
                 };
                 let at = r.sent;
-                ddp::encode_fpdu_with(out, &h, n, crc, |d| {
-                    if let Some((mr, off)) = &r.src {
-                        let b = mr.lock();
-                        if let Some(s) = b.get(off + at..off + at + n) {
-                            d.copy_from_slice(s);
-                        }
+                match &r.src {
+                    Some((mr, off)) => {
+                        let sg = [(mr.clone(), *off, r.len)];
+                        queued += encode_payload(out, holes, &h, &sg, at, n, crc);
                     }
-                });
+                    None => ddp::encode_fpdu(out, &h, &[], crc),
+                }
                 r.sent += n;
                 last
             }
@@ -377,10 +497,10 @@ impl Engine {
                         mo: *sent as u32,
                     };
                     let at = *sent;
-                    ddp::encode_fpdu_with(out, &h, n, crc, |d| gather(&wqe.sg, at, d));
+                    queued += encode_payload(out, holes, &h, &wqe.sg, at, n, crc);
                     *sent += n;
                     if last {
-                        self.completions.push(comp(
+                        finished = Some(comp(
                             wqe.wr_id,
                             WcOpcode::Send,
                             WcStatus::Success,
@@ -399,10 +519,10 @@ impl Engine {
                         to: remote.to.wrapping_add(*sent as u64),
                     };
                     let at = *sent;
-                    ddp::encode_fpdu_with(out, &h, n, crc, |d| gather(&wqe.sg, at, d));
+                    queued += encode_payload(out, holes, &h, &wqe.sg, at, n, crc);
                     *sent += n;
                     if last {
-                        self.completions.push(comp(
+                        finished = Some(comp(
                             wqe.wr_id,
                             WcOpcode::RdmaWrite,
                             WcStatus::Success,
@@ -450,6 +570,106 @@ impl Engine {
         if done {
             self.cur_tx = None;
         }
+        if let Some(c) = finished {
+            if self.vectored {
+                // Its bytes are read from the regions until written.
+                self.tx_done.push_back((out.len(), c));
+            } else {
+                self.completions.push(c);
+            }
+        }
+        self.hole_bytes += queued;
+    }
+
+    // ------------------------------------------------- vectored output
+
+    /// Sends payloads from their regions instead of copying them into `out`
+    /// (the TCP driver; tests and [`super::SansIoConn`] want whole bytes).
+    /// Then `out` holds headers and trailers, [`Engine::write_vectored`]
+    /// gathers the rest, and [`Engine::advance`] accounts for what the socket
+    /// took; a Send or RDMA Write completes once its last byte was taken.
+    pub fn set_vectored(&mut self, on: bool) {
+        self.vectored = on;
+    }
+
+    /// Payload bytes queued besides `out` (vectored output).
+    pub fn queued_payload(&self) -> usize {
+        self.hole_bytes
+    }
+
+    /// Whether payloads are still queued besides `out`.
+    pub fn has_holes(&self) -> bool {
+        !self.holes.is_empty()
+    }
+
+    /// Calls `write` with the bytes to send next, from `out[wpos..]` and the
+    /// queued payloads (their regions locked meanwhile); returns what it did.
+    pub fn write_vectored(
+        &self,
+        out: &[u8],
+        wpos: usize,
+        write: impl FnOnce(&[std::io::IoSlice<'_>]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let holes: Vec<&Hole> = self.holes.iter().take(MAX_HOLES).collect();
+        let mut guards: Vec<(&SoftMr, std::sync::MutexGuard<'_, Vec<u8>>)> = Vec::new();
+        for h in &holes {
+            if !guards.iter().any(|(m, _)| m.same(&h.mr)) {
+                guards.push((&h.mr, h.mr.lock()));
+            }
+        }
+        let mut iov = Vec::with_capacity(2 * holes.len() + 1);
+        let mut pos = wpos;
+        for h in &holes {
+            if let Some(b) = out.get(pos..h.at).filter(|b| !b.is_empty()) {
+                iov.push(std::io::IoSlice::new(b));
+            }
+            pos = pos.max(h.at);
+            let region = guards
+                .iter()
+                .find(|(m, _)| m.same(&h.mr))
+                .and_then(|(_, g)| g.get(h.off..h.off + h.len));
+            match region {
+                Some(b) => iov.push(std::io::IoSlice::new(b)),
+                None => return Err(std::io::Error::other("payload outside its region")),
+            }
+        }
+        if holes.len() == self.holes.len() {
+            if let Some(b) = out.get(pos..).filter(|b| !b.is_empty()) {
+                iov.push(std::io::IoSlice::new(b));
+            }
+        }
+        write(&iov)
+    }
+
+    /// `n` bytes from [`Engine::write_vectored`] went out: returns the new
+    /// write position in `out` and releases the completions now due.
+    pub fn advance(&mut self, out: &[u8], mut wpos: usize, mut n: usize) -> usize {
+        loop {
+            let next = self.holes.front().map_or(out.len(), |h| h.at);
+            let k = next.saturating_sub(wpos).min(n);
+            wpos += k;
+            n -= k;
+            if n == 0 {
+                break;
+            }
+            let Some(h) = self.holes.front_mut() else {
+                break;
+            };
+            let k = h.len.min(n);
+            h.off += k;
+            h.len -= k;
+            n -= k;
+            self.hole_bytes -= k;
+            if h.len == 0 {
+                self.holes.pop_front();
+            }
+        }
+        while self.tx_done.front().is_some_and(|(at, _)| *at <= wpos) {
+            if let Some((_, c)) = self.tx_done.pop_front() {
+                self.completions.push(c);
+            }
+        }
+        wpos
     }
 
     // ---------------------------------------------------------------- RX
@@ -459,10 +679,40 @@ impl Engine {
     /// Terminate to `out` and close the engine.
     pub fn on_input(&mut self, input: &[u8], out: &mut Vec<u8>) -> usize {
         let mut used = 0;
+        self.small_read = false;
+        if self.closed.is_some() {
+            return 0;
+        }
+        // A payload being placed directly takes the first bytes (a caller
+        // that does not read into `placement()` itself hands them in here).
+        if let Some((_, _, left)) = self.placement() {
+            let n = left.min(input.len());
+            if let Some(p) = &self.placing {
+                let mut b = p.mr.lock();
+                if let Some(d) = b.get_mut(p.off..p.off + n) {
+                    d.copy_from_slice(&input[..n]);
+                }
+            }
+            self.placed(n);
+            used = n;
+            if self.placing.is_some() {
+                return used;
+            }
+        }
+        let skip = self.rx_skip.min(input.len() - used);
+        self.rx_skip -= skip;
+        used += skip;
         while self.closed.is_none() {
             let rest = &input[used..];
             match ddp::decode_fpdu(rest, self.cfg.crc) {
-                Ok(None) => break,
+                Ok(None) => {
+                    match self.start_placement(rest) {
+                        Ok(true) => used = input.len(),
+                        Ok(false) => {}
+                        Err(t) => self.terminate(t, rest.get(..2 + TAGGED_HDR), out),
+                    }
+                    break;
+                }
                 Err(e) => {
                     let hdr = rest.get(..2 + UNTAGGED_HDR);
                     self.terminate(e.term, hdr, out);
@@ -623,15 +873,13 @@ impl Engine {
         }
     }
 
-    fn lookup_remote(&mut self, stag: u32) -> Option<SoftMr> {
-        if let Some(m) = &self.write_cache {
-            if m.stag().0 == stag {
-                return Some(m.clone());
-            }
+    /// The region `stag` names, from the one-entry cache when it is the last
+    /// one written (borrowed: no reference count traffic per FPDU).
+    fn lookup_remote(&mut self, stag: u32) -> Option<&SoftMr> {
+        if self.write_cache.as_ref().is_none_or(|m| m.stag().0 != stag) {
+            self.write_cache = Some(self.qp.pd.lookup(STag(stag))?);
         }
-        let m = self.qp.pd.lookup(STag(stag))?;
-        self.write_cache = Some(m.clone());
-        Some(m)
+        self.write_cache.as_ref()
     }
 
     fn on_write(&mut self, stag: u32, to: u64, payload: &[u8]) -> Result<(), TermInfo> {
@@ -641,6 +889,13 @@ impl Engine {
         if payload.is_empty() {
             return Ok(());
         }
+        let off = self.write_target(stag, to, payload.len())?;
+        self.place_now(&Target::Write, off, payload)
+    }
+
+    /// Checks an RDMA Write of `len` bytes (more than zero) at `to` of `stag`;
+    /// returns the offset in the region, which [`Engine::write_cache`] then holds.
+    fn write_target(&mut self, stag: u32, to: u64, len: usize) -> Result<usize, TermInfo> {
         let mr = self.lookup_remote(stag).ok_or(term::DDP_T_INVALID_STAG)?;
         if !mr.is_valid() {
             return Err(term::DDP_T_INVALID_STAG);
@@ -648,14 +903,30 @@ impl Engine {
         if !mr.access().contains(Access::REMOTE_WRITE) {
             return Err(term::RDMAP_ACCESS);
         }
-        let len = payload.len() as u64;
+        let len = len as u64;
         if to.checked_add(len).is_none() {
             return Err(term::DDP_T_TO_WRAP);
         }
-        let off = mr.offset_of(to, len).ok_or(term::DDP_T_BASE_BOUNDS)?;
+        mr.offset_of(to, len).ok_or(term::DDP_T_BASE_BOUNDS)
+    }
+
+    /// The region a checked placement goes to.
+    fn target_mr(&self, t: &Target) -> Option<&SoftMr> {
+        match t {
+            Target::Write => self.write_cache.as_ref(),
+            Target::ReadResp => self.orq.front().map(|r| &r.sink.0),
+        }
+    }
+
+    /// Copies `bytes` to `off` of a checked target's region.
+    fn place_now(&self, t: &Target, off: usize, bytes: &[u8]) -> Result<(), TermInfo> {
+        let mr = self.target_mr(t).ok_or(term::DDP_T_INVALID_STAG)?;
         let mut b = mr.lock();
-        match b.get_mut(off..off + payload.len()) {
-            Some(d) => d.copy_from_slice(payload),
+        match off
+            .checked_add(bytes.len())
+            .and_then(|end| b.get_mut(off..end))
+        {
+            Some(d) => d.copy_from_slice(bytes),
             None => return Err(term::DDP_T_BASE_BOUNDS),
         }
         Ok(())
@@ -678,41 +949,149 @@ impl Engine {
             }
             return Err(term::RDMAP_OPCODE);
         }
-        let Some(r) = self.orq.front_mut() else {
+        let at = self.read_resp_target(last, stag, to, payload.len())?;
+        self.place_now(&Target::ReadResp, at, payload)?;
+        if let Some(c) = self.read_resp_advance(last, payload.len()) {
+            self.completions.push(c);
+        }
+        Ok(())
+    }
+
+    /// Checks a Read Response segment of `len` bytes at `to` of `stag` against
+    /// the oldest outstanding Read Request; returns the offset in its sink.
+    fn read_resp_target(
+        &self,
+        last: bool,
+        stag: u32,
+        to: u64,
+        len: usize,
+    ) -> Result<usize, TermInfo> {
+        let Some(r) = self.orq.front() else {
             return Err(term::RDMAP_OPCODE);
         };
         if stag != r.sink_stag {
             return Err(term::DDP_T_INVALID_STAG);
         }
         let rel = to.checked_sub(r.sink_to).ok_or(term::DDP_T_BASE_BOUNDS)?;
-        let len = payload.len() as u64;
-        if rel != r.received || rel + len > r.size {
+        let len = len as u64;
+        if rel != r.received || rel + len > r.size || (last && rel + len != r.size) {
             return Err(term::DDP_T_BASE_BOUNDS);
         }
-        let (mr, off, _) = &r.sink;
-        let at = off + rel as usize;
-        {
-            let mut b = mr.lock();
-            match b.get_mut(at..at + payload.len()) {
-                Some(d) => d.copy_from_slice(payload),
-                None => return Err(term::DDP_T_BASE_BOUNDS),
-            }
+        let (_, off, _) = &r.sink;
+        usize::try_from(rel)
+            .ok()
+            .and_then(|rel| off.checked_add(rel))
+            .ok_or(term::DDP_T_BASE_BOUNDS)
+    }
+
+    /// Counts a checked Read Response segment of `len` bytes as received; the
+    /// last one retires the request and returns its completion.
+    fn read_resp_advance(&mut self, last: bool, len: usize) -> Option<Completion> {
+        let r = self.orq.front_mut()?;
+        r.received += len as u64;
+        if !last {
+            return None;
         }
-        r.received += len;
-        if last {
-            if r.received != r.size {
-                return Err(term::DDP_T_BASE_BOUNDS);
-            }
-            let r = self.orq.pop_front().ok_or(term::RDMAP_OPCODE)?;
-            self.completions.push(comp(
-                r.wr_id,
-                WcOpcode::RdmaRead,
-                WcStatus::Success,
-                r.size as usize,
-            ));
-            // A read slot freed: the driver will call pump_tx again.
+        // A read slot frees: the driver will call pump_tx again.
+        let r = self.orq.pop_front()?;
+        Some(comp(
+            r.wr_id,
+            WcOpcode::RdmaRead,
+            WcStatus::Success,
+            r.size as usize,
+        ))
+    }
+
+    // ------------------------------------------------- direct placement
+
+    /// With the FPDU at the front of `rest` incomplete: when it is a tagged
+    /// segment (RDMA Write or Read Response) with at least [`PLACE_MIN`]
+    /// payload bytes still to come and CRC is off, checks it whole as if it
+    /// had arrived, places what `rest` holds of its payload and returns true:
+    /// the rest of the payload then goes straight into its region
+    /// ([`Engine::placement`]), with no copy through the receive buffer.
+    fn start_placement(&mut self, rest: &[u8]) -> Result<bool, TermInfo> {
+        if self.cfg.crc || self.expect_rtr.is_some() || self.rtr_read_pending {
+            return Ok(false);
         }
-        Ok(())
+        let (hdr, ulpdu) = match ddp::decode_header(rest) {
+            Ok(Some(h)) => h,
+            Ok(None) => return Ok(false),
+            Err(e) => return Err(e.term),
+        };
+        let DdpHdr::Tagged {
+            last,
+            opcode,
+            stag,
+            to,
+        } = hdr
+        else {
+            return Ok(false);
+        };
+        let plen = ulpdu - TAGGED_HDR;
+        let have = rest.len().saturating_sub(2 + TAGGED_HDR).min(plen);
+        if plen - have < PLACE_MIN {
+            return Ok(false);
+        }
+        let payload = &rest[2 + TAGGED_HDR..2 + TAGGED_HDR + have];
+        let (target, off, done) = match opcode {
+            op::WRITE => (Target::Write, self.write_target(stag, to, plen)?, None),
+            op::READ_RESP => {
+                let at = self.read_resp_target(last, stag, to, plen)?;
+                (Target::ReadResp, at, Some(last))
+            }
+            _ => return Err(term::RDMAP_OPCODE),
+        };
+        self.place_now(&target, off, payload)?;
+        let mr = self
+            .target_mr(&target)
+            .ok_or(term::DDP_T_INVALID_STAG)?
+            .clone();
+        let done = match done {
+            Some(last) => self.read_resp_advance(last, plen),
+            None => None,
+        };
+        self.placing = Some(Placing {
+            mr,
+            off: off + have,
+            left: plen - have,
+            trailer: ddp::fpdu_len(ulpdu) - 2 - ulpdu,
+            done,
+        });
+        Ok(true)
+    }
+
+    /// Where the next bytes from the socket go while an FPDU's payload is
+    /// placed directly: (region, offset in its buffer, bytes still to come).
+    /// Read into that range, then report with [`Engine::placed`]. `None`: read
+    /// into the receive buffer and hand it to [`Engine::on_input`].
+    pub fn placement(&self) -> Option<(&SoftMr, usize, usize)> {
+        self.placing.as_ref().map(|p| (&p.mr, p.off, p.left))
+    }
+
+    /// `n` bytes (at most the placement's remainder) were read into the
+    /// placement's range. The FPDU's pad and CRC follow in the stream.
+    pub fn placed(&mut self, n: usize) {
+        let Some(p) = self.placing.as_mut() else {
+            return;
+        };
+        let n = n.min(p.left);
+        p.off += n;
+        p.left -= n;
+        if p.left == 0 {
+            if let Some(p) = self.placing.take() {
+                self.rx_skip = p.trailer;
+                self.completions.extend(p.done);
+            }
+            self.small_read = true;
+        }
+    }
+
+    /// True right after a direct placement ended: the driver reads only a few
+    /// bytes next (the FPDU's trailer and the next header), so that a long
+    /// payload behind them is placed directly too.
+    pub fn wants_small_read(&self) -> bool {
+        self.small_read
     }
 
     fn on_send(
@@ -859,6 +1238,14 @@ impl Engine {
         }
         self.irq.clear();
         self.write_cache = None;
+        if let Some(c) = self.placing.take().and_then(|p| p.done) {
+            self.completions.push(flushed(c.wr_id, WcOpcode::RdmaRead));
+        }
+        self.holes.clear();
+        self.hole_bytes = 0;
+        for (_, c) in self.tx_done.drain(..) {
+            self.completions.push(flushed(c.wr_id, c.opcode));
+        }
         {
             let mut g = self.qp.lock();
             for w in g.sq.drain(..) {
@@ -964,6 +1351,296 @@ mod tests {
             total: len,
         });
         mr
+    }
+
+    /// `n` pattern bytes.
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 + 7) as u8).collect()
+    }
+
+    /// As the driver does while a payload is placed directly: "reads" up to
+    /// `max` bytes of `src` into the placement's range.
+    fn read_into_placement(e: &mut Engine, src: &mut &[u8], max: usize) {
+        let (mr, off, left) = e.placement().map(|(m, o, l)| (m.clone(), o, l)).unwrap();
+        let k = left.min(max).min(src.len());
+        mr.lock()[off..off + k].copy_from_slice(&src[..k]);
+        *src = &src[k..];
+        e.placed(k);
+    }
+
+    #[test]
+    fn long_write_is_placed_straight_from_the_socket() {
+        let (mut e, qp) = engine(false);
+        let mr = qp
+            .pd
+            .alloc(100_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let data = pattern(60_000);
+        let rmr = post_recv(&qp, 16);
+        let mut stream = write(mr.stag().0, mr.addr() + 100, &data);
+        let fpdu = stream.len();
+        stream.extend(send(1, 0, true, b"hi"));
+        let mut out = Vec::new();
+        // The header and 984 payload bytes arrive: all taken, the rest is placed.
+        assert_eq!(e.on_input(&stream[..1000], &mut out), 1000);
+        let (_, off, left) = e.placement().unwrap();
+        assert_eq!((off, left), (100 + 984, 60_000 - 984));
+        let mut rest = &stream[1000..];
+        read_into_placement(&mut e, &mut rest, 30_000);
+        assert!(!e.wants_small_read());
+        read_into_placement(&mut e, &mut rest, usize::MAX);
+        assert!(e.placement().is_none() && e.wants_small_read());
+        assert_eq!(rest.len(), stream.len() - fpdu + pad_of(60_014) + 4);
+        // The trailer is skipped; the Send behind it is received.
+        assert_eq!(e.on_input(rest, &mut out), rest.len());
+        assert!(out.is_empty() && e.closed().is_none());
+        mr.with(|b| assert!(b[100..60_100] == data[..]));
+        assert_eq!(rmr.with(|b| b[..2].to_vec()), b"hi");
+        let c: Vec<_> = e.take_completions().collect();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].opcode, WcOpcode::Recv);
+    }
+
+    fn pad_of(ulpdu: usize) -> usize {
+        ddp::fpdu_len(ulpdu) - 2 - ulpdu - 4
+    }
+
+    #[test]
+    fn placement_through_on_input_alone() {
+        // A caller that never reads into placement() (tests, fuzzers) hands
+        // every byte to on_input: the same bytes land in the same places.
+        for cut in [17usize, 1000, 20_000, 59_990, 60_016, 60_020] {
+            let (mut e, qp) = engine(false);
+            let mr = qp
+                .pd
+                .alloc(70_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                .unwrap();
+            let rmr = post_recv(&qp, 16);
+            let data = pattern(60_000);
+            let mut stream = write(mr.stag().0, mr.addr(), &data);
+            stream.extend(write(mr.stag().0, mr.addr() + 60_000, b"tail"));
+            stream.extend(send(1, 0, true, b"ok"));
+            let mut out = Vec::new();
+            let mut pending: Vec<u8> = Vec::new();
+            for chunk in [&stream[..cut], &stream[cut..]] {
+                pending.extend_from_slice(chunk);
+                loop {
+                    let n = e.on_input(&pending, &mut out);
+                    pending.drain(..n);
+                    if n == 0 || pending.is_empty() {
+                        break;
+                    }
+                }
+            }
+            assert!(pending.is_empty(), "cut {cut}");
+            assert!(out.is_empty() && e.closed().is_none(), "cut {cut}");
+            mr.with(|b| {
+                assert!(b[..60_000] == data[..], "cut {cut}");
+                assert_eq!(&b[60_000..60_004], b"tail");
+            });
+            assert_eq!(rmr.with(|b| b[..2].to_vec()), b"ok");
+        }
+    }
+
+    #[test]
+    fn long_read_response_completes_once_placed() {
+        let (mut e, qp) = engine(false);
+        let sink = qp.pd.alloc(50_000, Access::LOCAL_WRITE).unwrap();
+        qp.lock().sq.push_back(SendWqe {
+            wr_id: 9,
+            kind: WqeKind::Read {
+                remote: crate::types::RemoteBuf {
+                    stag: STag(5),
+                    to: 0,
+                    len: 40_000,
+                },
+            },
+            sg: vec![(sink.clone(), 1000, 40_000)],
+            total: 40_000,
+            solicited: false,
+        });
+        let mut out = Vec::new();
+        e.pump_tx(&mut out, 1 << 20);
+        out.clear();
+        let data = pattern(40_000);
+        let mut b = Vec::new();
+        let h = DdpHdr::Tagged {
+            last: true,
+            opcode: op::READ_RESP,
+            stag: sink.stag().0,
+            to: sink.addr() + 1000,
+        };
+        ddp::encode_fpdu(&mut b, &h, &[&data], false);
+        assert_eq!(e.on_input(&b[..300], &mut out), 300);
+        assert!(e.placement().is_some());
+        assert_eq!(e.take_completions().count(), 0, "not before the data is in");
+        let mut rest = &b[300..];
+        read_into_placement(&mut e, &mut rest, usize::MAX);
+        let c: Vec<_> = e.take_completions().collect();
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].opcode, c[0].status, c[0].byte_len),
+            (9, WcOpcode::RdmaRead, WcStatus::Success, 40_000)
+        );
+        sink.with(|s| assert!(s[1000..41_000] == data[..]));
+        assert_eq!(e.on_input(rest, &mut out), rest.len());
+        assert!(out.is_empty() && e.closed().is_none());
+    }
+
+    #[test]
+    fn long_tagged_segments_are_checked_before_any_byte_is_placed() {
+        // Only the header of each has arrived: the Terminate goes at once.
+        let term_of = |input: &[u8], e: &mut Engine| {
+            let mut out = Vec::new();
+            e.on_input(input, &mut out);
+            assert!(e.placement().is_none());
+            let f = ddp::decode_fpdu(&out, false).unwrap().expect("a Terminate");
+            ddp::parse_terminate(f.payload)
+        };
+        let big = pattern(40_000);
+        let (mut e, _qp) = engine(false);
+        let w = write(0xABCD_0001, 0, &big);
+        assert_eq!(term_of(&w[..64], &mut e), Some(term::DDP_T_INVALID_STAG));
+        let (mut e, qp) = engine(false);
+        let mr = qp
+            .pd
+            .alloc(50_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let w = write(mr.stag().0, mr.addr() + 10_001, &big);
+        assert_eq!(term_of(&w[..64], &mut e), Some(term::DDP_T_BASE_BOUNDS));
+        mr.with(|b| assert!(b.iter().all(|&x| x == 0)));
+        let (mut e, qp) = engine(false);
+        let mr = qp.pd.alloc(50_000, Access::LOCAL_WRITE).unwrap();
+        let w = write(mr.stag().0, mr.addr(), &big);
+        assert_eq!(term_of(&w[..64], &mut e), Some(term::RDMAP_ACCESS));
+        // A Read Response nobody asked for.
+        let (mut e, _qp) = engine(false);
+        let mut b = Vec::new();
+        let h = DdpHdr::Tagged {
+            last: true,
+            opcode: op::READ_RESP,
+            stag: 3,
+            to: 0,
+        };
+        ddp::encode_fpdu(&mut b, &h, &[&big], false);
+        assert_eq!(term_of(&b[..64], &mut e), Some(term::RDMAP_OPCODE));
+    }
+
+    #[test]
+    fn with_crc_nothing_is_placed_before_the_whole_fpdu_arrived() {
+        let (mut e, qp) = engine(true);
+        let mr = qp
+            .pd
+            .alloc(50_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let data = pattern(40_000);
+        let w = write(mr.stag().0, mr.addr(), &data);
+        let mut out = Vec::new();
+        assert_eq!(e.on_input(&w[..20_000], &mut out), 0);
+        assert!(e.placement().is_none());
+        mr.with(|b| assert!(b.iter().all(|&x| x == 0)));
+        assert_eq!(e.on_input(&w, &mut out), w.len());
+        mr.with(|b| assert!(b[..40_000] == data[..]));
+    }
+
+    /// Queues an RDMA Write of `src[..]` (two scatter entries) and a Send.
+    fn queue_write_and_send(qp: &Arc<QpShared>, src: &SoftMr, n: usize) {
+        let mut g = qp.lock();
+        g.sq.push_back(SendWqe {
+            wr_id: 1,
+            kind: WqeKind::Write {
+                remote: crate::types::RemoteBuf {
+                    stag: STag(0x1234_5601),
+                    to: 4096,
+                    len: n as u32,
+                },
+            },
+            sg: vec![(src.clone(), 10, 1000), (src.clone(), 2000, n - 1000)],
+            total: n,
+            solicited: false,
+        });
+        g.sq.push_back(SendWqe {
+            wr_id: 2,
+            kind: WqeKind::Send { inv: Some(77) },
+            sg: vec![(src.clone(), 0, 300)],
+            total: 300,
+            solicited: false,
+        });
+    }
+
+    #[test]
+    fn vectored_output_sends_the_same_bytes_and_completes_after_them() {
+        for crc in [false, true] {
+            let n = 100_000;
+            // Copy mode: the reference bytes.
+            let (mut e, qp) = engine(crc);
+            let src = qp
+                .pd
+                .register(pattern(n + 2000), Access::LOCAL_WRITE)
+                .unwrap();
+            queue_write_and_send(&qp, &src, n);
+            let mut want = Vec::new();
+            e.pump_tx(&mut want, 1 << 20);
+            assert_eq!(e.take_completions().count(), 2);
+            // Vectored: `out` holds headers and trailers only.
+            let (mut e, qp) = engine(crc);
+            let src = qp
+                .pd
+                .register(pattern(n + 2000), Access::LOCAL_WRITE)
+                .unwrap();
+            e.set_vectored(true);
+            queue_write_and_send(&qp, &src, n);
+            let mut out = Vec::new();
+            e.pump_tx(&mut out, 1 << 20);
+            assert!(out.len() < 2000, "{} bytes copied", out.len());
+            assert_eq!(e.queued_payload(), n + 300);
+            assert_eq!(e.take_completions().count(), 0, "nothing sent yet");
+            // The socket takes 7,777 bytes at a time.
+            let mut got = Vec::new();
+            let mut wpos = 0;
+            let mut done = Vec::new();
+            while wpos < out.len() || e.has_holes() {
+                let k = e
+                    .write_vectored(&out, wpos, |iov| {
+                        let mut k = 0;
+                        for b in iov {
+                            let t = b.len().min(7777 - k);
+                            got.extend_from_slice(&b[..t]);
+                            k += t;
+                        }
+                        Ok(k)
+                    })
+                    .unwrap();
+                wpos = e.advance(&out, wpos, k);
+                for c in e.take_completions() {
+                    done.push((c.wr_id, got.len()));
+                }
+            }
+            assert!(got == want, "crc {crc}: same bytes on the wire");
+            assert_eq!(e.queued_payload(), 0);
+            // The Write completes once its last FPDU is out, the Send at the end.
+            assert_eq!(done.len(), 2);
+            assert!(done[0].0 == 1 && done[0].1 >= n);
+            assert_eq!(done[1], (2, want.len()));
+        }
+    }
+
+    #[test]
+    fn vectored_output_flushes_at_shutdown() {
+        let (mut e, qp) = engine(false);
+        let src = qp
+            .pd
+            .register(pattern(60_000), Access::LOCAL_WRITE)
+            .unwrap();
+        e.set_vectored(true);
+        queue_write_and_send(&qp, &src, 50_000);
+        let mut out = Vec::new();
+        e.pump_tx(&mut out, 1 << 20);
+        e.shutdown();
+        let c: Vec<_> = std::iter::from_fn(|| qp.cq.try_next()).collect();
+        assert_eq!(c.len(), 2);
+        assert!(c.iter().all(|c| c.status == WcStatus::Flushed));
+        assert!(!e.has_holes());
     }
 
     #[test]
