@@ -77,17 +77,7 @@ run_one() {
   local bin=$1 tag=$2 ios=$3 S=$BENCH_ROOT/smbx port pid
   shift 3
   port=$(bench_free_port)
-  cat > "$S/smb.conf" <<CONF
-[global]
-  smb ports = $port
-  interfaces = 127.0.0.1
-  bind interfaces only = yes
-  passdb backend = smbpasswd:$S/smbpasswd
-[share]
-  path = $S/share
-  read only = no
-CONF
-  printf '%s\n' "$BENCH_PASS" | "$bin" user add --config "$S/smb.conf" --stdin "$BENCH_USER" >/dev/null
+  bench_smbx_conf "$bin" "$port"
   setsid "$VALGRIND" --tool=callgrind --callgrind-out-file="$OUT/$tag.out" \
     "$bin" serve --config "$S/smb.conf" >"$OUT/$tag.log" 2>&1 </dev/null &
   pid=$!; BENCH_PIDS+=("$pid")

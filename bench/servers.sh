@@ -141,19 +141,13 @@ bench_start_samba() {
   fi
 }
 
-# bench_start_smbx [LINE...]: smbx on $BENCH_ROOT/smbx/share; each LINE is added to [global].
-# SMBX_METRICS=1 adds `metrics listen` on a free loopback port: METRICS_URL_smbx is its
-# http://127.0.0.1:PORT/metrics (bench_scrape_smbx saves a scrape).
-bench_start_smbx() {
-  local S=$BENCH_ROOT/smbx port pid extra="" mport
-  if [ "${SMBX_METRICS:-0}" = 1 ]; then
-    mport=$(bench_free_port)
-    set -- "$@" "metrics listen = 127.0.0.1:$mport"
-    METRICS_URL_smbx=http://127.0.0.1:$mport/metrics
-    bench_log "smbx serves Prometheus metrics at $METRICS_URL_smbx (SMBX_METRICS=1)"
-  fi
+# bench_smbx_conf BIN PORT [LINE...]: $BENCH_ROOT/smbx/smb.conf serving $BENCH_ROOT/smbx/share
+# on 127.0.0.1:PORT (each LINE added to [global]) and the bench user in its password database,
+# added with BIN.
+bench_smbx_conf() {
+  local bin=$1 port=$2 S=$BENCH_ROOT/smbx extra=""
+  shift 2
   if [ $# -gt 0 ]; then extra=$(printf '  %s\n' "$@"); fi
-  port=$(bench_free_port)
   cat > "$S/smb.conf" <<CONF
 [global]
   smb ports = $port
@@ -165,7 +159,22 @@ $extra
   path = $S/share
   read only = no
 CONF
-  printf '%s\n' "$BENCH_PASS" | "$SMBX" user add --config "$S/smb.conf" --stdin "$BENCH_USER" >/dev/null
+  printf '%s\n' "$BENCH_PASS" | "$bin" user add --config "$S/smb.conf" --stdin "$BENCH_USER" >/dev/null
+}
+
+# bench_start_smbx [LINE...]: smbx on $BENCH_ROOT/smbx/share; each LINE is added to [global].
+# SMBX_METRICS=1 adds `metrics listen` on a free loopback port: METRICS_URL_smbx is its
+# http://127.0.0.1:PORT/metrics (bench_scrape_smbx saves a scrape).
+bench_start_smbx() {
+  local S=$BENCH_ROOT/smbx port pid mport
+  if [ "${SMBX_METRICS:-0}" = 1 ]; then
+    mport=$(bench_free_port)
+    set -- "$@" "metrics listen = 127.0.0.1:$mport"
+    METRICS_URL_smbx=http://127.0.0.1:$mport/metrics
+    bench_log "smbx serves Prometheus metrics at $METRICS_URL_smbx (SMBX_METRICS=1)"
+  fi
+  port=$(bench_free_port)
+  bench_smbx_conf "$SMBX" "$port" "$@"
   setsid "$SMBX" serve --config "$S/smb.conf" >"$S/log" 2>&1 </dev/null &
   pid=$!; BENCH_PIDS+=("$pid")
   if bench_wait_port "$port" "$pid"; then
