@@ -15,7 +15,8 @@
 #
 # Environment: DURATION (10), WARMUP (2), FILE_MIB (1024), PROFILES (names below), RDMA_QUERY
 #   (extra URL parameters for the SMB Direct target, e.g. "&rdma_threshold=65536"),
-#   RESULTS (target/bench-direct: the JSON reports), SMBX_BIN, KEEP=1.
+#   RESULTS (target/bench-direct: the JSON reports), SMBX_BIN (the server), SMBX_CLIENT_BIN (the
+#   `smbx bench` that drives it; default SMBX_BIN), KEEP=1.
 # Needs python3 and a release build of smbx (built if missing). No root needed.
 set -euo pipefail
 # shellcheck source=bench/servers.sh
@@ -60,7 +61,7 @@ for p in $PROFILES; do
   for t in tcp rdma; do
     bench_log "$p over $t"
     # shellcheck disable=SC2086
-    "$SMBX" bench ${FLAGS[$p]} -d"$DURATION" -W"$WARMUP" -Rjson --server-pid "$PID" "${URL[$t]}" \
+    "$SMBX_CLIENT" bench ${FLAGS[$p]} -d"$DURATION" -W"$WARMUP" -Rjson --server-pid "$PID" "${URL[$t]}" \
       >"$RESULTS/$p.$t.json" 2>"$RESULTS/$p.$t.err" ||
       { bench_log "failed: $(tail -2 "$RESULTS/$p.$t.err" | tr '\n' ' ')"; rm -f "$RESULTS/$p.$t.json"; }
   done
@@ -77,11 +78,9 @@ def load(p, t):
         return None
 def fig(j):
     lat = j.get("latency_us") or {}
-    srv = (j.get("cpu") or {}).get("server_cycles_per_byte")
-    if srv is None:
-        srv = j.get("server_cycles_per_byte")
+    cyc = j.get("cycles") or {}
     return [j["iops"], j["bytes_per_sec"] / 1e6, lat.get("p50"), lat.get("p99"),
-            j.get("cycles_per_byte"), srv]
+            cyc.get("machine"), cyc.get("server")]
 cols = ["IOPS", "MB/s", "p50 us", "p99 us", "cyc/B", "srv cyc/B"]
 print(f"\n{'profile':<18} {'transport':<10} " + " ".join(f"{c:>10}" for c in cols))
 ratios = {}
