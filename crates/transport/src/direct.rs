@@ -55,15 +55,7 @@ pub trait DirectLink: Send + Sync + 'static {
         start: usize,
         invalidate: Option<u32>,
         hold: Option<OwnedSemaphorePermit>,
-    ) -> BoxFuture<'_, Result<(), crate::link::LinkError>> {
-        Box::pin(async move {
-            let _hold = hold;
-            let msg = buf.get(start..).ok_or(crate::link::LinkError::TooLarge)?;
-            self.send(msg, invalidate)
-                .await
-                .map_err(crate::link::LinkError::Direct)
-        })
-    }
+    ) -> BoxFuture<'_, Result<(), crate::link::LinkError>>;
     /// The next whole SMB2 message. Cancel-safe: a dropped call loses nothing.
     fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>>;
     /// What negotiation settled on.
@@ -172,18 +164,23 @@ impl<P: Provider> Link<P> {
     }
 }
 
+impl<P: Provider> Link<P> {
+    /// Sends one SMB2 message, its first fragment as Send with Invalidate of `invalidate`.
+    async fn post(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError> {
+        match invalidate {
+            Some(t) => self.conn.send_message_with_invalidate(msg, t).await,
+            None => self.conn.send_message(msg).await,
+        }
+    }
+}
+
 impl<P: Provider> DirectLink for Link<P> {
     fn send<'a>(
         &'a self,
         msg: &'a [u8],
         invalidate: Option<u32>,
     ) -> BoxFuture<'a, Result<(), DirectError>> {
-        Box::pin(async move {
-            match invalidate {
-                Some(t) => self.conn.send_message_with_invalidate(msg, t).await,
-                None => self.conn.send_message(msg).await,
-            }
-        })
+        Box::pin(self.post(msg, invalidate))
     }
 
     fn send_now(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError> {
@@ -200,11 +197,9 @@ impl<P: Provider> DirectLink for Link<P> {
         Box::pin(async move {
             let _hold = hold;
             let msg = buf.get(start..).ok_or(crate::link::LinkError::TooLarge)?;
-            match invalidate {
-                Some(t) => self.conn.send_message_with_invalidate(msg, t).await,
-                None => self.conn.send_message(msg).await,
-            }
-            .map_err(crate::link::LinkError::Direct)
+            self.post(msg, invalidate)
+                .await
+                .map_err(crate::link::LinkError::Direct)
         })
     }
 
