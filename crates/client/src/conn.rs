@@ -940,13 +940,6 @@ mod tests {
             ..SessionSecurity::default()
         };
         conn.add_session(5, Arc::new(sec));
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
         let base = response(
             &Header {
                 session_id: 5,
@@ -957,24 +950,7 @@ mod tests {
             0,
             &encode_simple(),
         );
-        for i in 0..20_000u32 {
-            let mut f = base.clone();
-            // Mutate a few bytes, sometimes the length, sometimes the magic.
-            for _ in 0..1 + rnd() % 6 {
-                let pos = (rnd() as usize) % f.len();
-                f[pos] = rnd() as u8;
-            }
-            match i % 5 {
-                0 => f.truncate((rnd() as usize) % f.len()),
-                1 => f.extend((0..rnd() % 200).map(|_| rnd() as u8)),
-                2 => f[..4].copy_from_slice(&smbx_wire::header::TRANSFORM_PROTOCOL_ID),
-                _ => {}
-            }
-            // Chains: NextCommand pointing anywhere.
-            if i % 7 == 0 && f.len() >= 24 {
-                let next = (rnd() % 256) as u32;
-                f[20..24].copy_from_slice(&next.to_le_bytes());
-            }
+        for f in crate::request_core::tests::hostile_variants(&base, 20_000) {
             let _ = process_frame(f, &conn.shared);
         }
     }

@@ -400,4 +400,4 @@ fn in_flight<T>(message_id: u64, p: Pending<T>) -> InFlight<T> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -347,35 +347,13 @@ fn hostile_frames_and_compounds() {
     .encode(&mut base);
     base.bytes(&encode_simple());
     let base = base.into_vec();
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
     let shared = std::sync::Arc::new(SessionSecurity {
         keys: Protection::signing(Signer::new(SigningAlgorithm::AesCmac, &[1; 16])),
         sign: true,
         ..SessionSecurity::default()
     });
     let mut c = core();
-    for i in 0..20_000u32 {
-        let mut f = base.clone();
-        for _ in 0..1 + rnd() % 6 {
-            let pos = (rnd() as usize) % f.len();
-            f[pos] = rnd() as u8;
-        }
-        match i % 5 {
-            0 => f.truncate((rnd() as usize) % f.len()),
-            1 => f.extend((0..rnd() % 200).map(|_| rnd() as u8)),
-            2 => f[..4].copy_from_slice(&smbx_wire::header::TRANSFORM_PROTOCOL_ID),
-            _ => {}
-        }
-        if i % 7 == 0 && f.len() >= 24 {
-            let next = (rnd() % 256) as u32;
-            f[20..24].copy_from_slice(&next.to_le_bytes());
-        }
+    for f in hostile_variants(&base, 20_000) {
         let Ok(o) = inbound::open(f, |_| Some(shared.clone()), Vec::with_capacity, drop) else {
             continue;
         };
@@ -415,4 +393,36 @@ fn hostile_frames_and_compounds() {
     let h = Header { session_id: 5, ..h };
     assert!(inbound::verify(&h, &mut base.clone(), false, Some(&sec)).is_err());
     let _ = HEADROOM;
+}
+
+/// `n` hostile variants of the response frame `base`, the same sequence every run: a few
+/// bytes overwritten, and in turn truncated, extended, given the TRANSFORM magic, or given
+/// a NextCommand pointing anywhere. Shared with conn.rs's driver test.
+pub(crate) fn hostile_variants(base: &[u8], n: u32) -> impl Iterator<Item = Vec<u8>> + '_ {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..n).map(move |i| {
+        let mut f = base.to_vec();
+        for _ in 0..1 + rnd() % 6 {
+            let pos = (rnd() as usize) % f.len();
+            f[pos] = rnd() as u8;
+        }
+        match i % 5 {
+            0 => f.truncate((rnd() as usize) % f.len()),
+            1 => f.extend((0..rnd() % 200).map(|_| rnd() as u8)),
+            2 => f[..4].copy_from_slice(&smbx_wire::header::TRANSFORM_PROTOCOL_ID),
+            _ => {}
+        }
+        // Chains: NextCommand pointing anywhere.
+        if i % 7 == 0 && f.len() >= 24 {
+            let next = (rnd() % 256) as u32;
+            f[20..24].copy_from_slice(&next.to_le_bytes());
+        }
+        f
+    })
 }
