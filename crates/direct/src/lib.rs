@@ -22,6 +22,7 @@
 pub mod config;
 pub mod connection;
 pub mod credits;
+pub mod payload;
 pub mod pdu;
 pub mod pools;
 pub mod reassembly;
@@ -30,6 +31,7 @@ pub use config::{Config, ConfigError, NegotiatedParams, PEER_DEFAULT_SEND_SIZE};
 pub use connection::{
     Connection, DisconnectReason, Event, OutgoingMessage, Role, SendError, Stats,
 };
+pub use payload::{Payload, PayloadPool, PayloadStats};
 pub use pdu::{BufferDescriptorV1, DataHeader, NegotiateRequest, NegotiateResponse, PduError};
 
 pub mod adapter;

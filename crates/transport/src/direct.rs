@@ -6,7 +6,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 
-use smbx_direct::{BufferDescriptorV1, DirectError, NegotiatedParams, SmbDirectConnection};
+use smbx_direct::{
+    BufferDescriptorV1, DirectError, NegotiatedParams, Payload, PayloadPool, PayloadStats,
+    SmbDirectConnection,
+};
 use smbx_rdma::{Access, MemoryRegion, ProtectionDomain, Provider, QueuePair};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -67,6 +70,13 @@ pub trait DirectLink: Send + Sync + 'static {
     /// Registers `buf` with `access` in this link's protection domain.
     fn register(&self, buf: Vec<u8>, access: Access)
         -> Result<Box<dyn RegisteredBuf>, DirectError>;
+    /// A buffer of `len` bytes from the link's registered payload pool
+    /// ([`smbx_direct::payload`]): registered once for local access only (the
+    /// peer cannot name it) and reused, for the data the server RDMA-Writes
+    /// (READ) or RDMA-Reads (WRITE); back to the pool when dropped.
+    fn payload(&self, len: usize) -> Result<Box<dyn RegisteredBuf>, DirectError>;
+    /// What the payload pool did (registrations, buffers taken).
+    fn payload_stats(&self) -> PayloadStats;
     /// RDMA Writes the first `len` bytes of `local` into the peer's buffers
     /// (in descriptor order): the server's side of an SMB2 READ.
     fn rdma_write<'a>(
@@ -128,10 +138,47 @@ impl<M: MemoryRegion> RegisteredBuf for MrBuf<M> {
     }
 }
 
+impl<Pd: ProtectionDomain> RegisteredBuf for Payload<Pd> {
+    fn len(&self) -> usize {
+        Payload::len(self)
+    }
+    fn descriptor(&self, offset: u64, len: u32) -> Option<BufferDescriptorV1> {
+        let end = offset.checked_add(u64::from(len))?;
+        if end > Payload::len(self) as u64 {
+            return None;
+        }
+        self.mr().remote(offset, len).map(|r| BufferDescriptorV1 {
+            offset: r.to,
+            token: r.stag.0,
+            length: r.len,
+        })
+    }
+    fn with(&self, f: &mut dyn FnMut(&[u8])) {
+        Payload::with(self, |b| f(b))
+    }
+    fn with_mut(&self, f: &mut dyn FnMut(&mut [u8])) {
+        Payload::with_mut(self, |b| f(b))
+    }
+    fn into_vec(self: Box<Self>) -> Vec<u8> {
+        Payload::with(&self, |b| b.to_vec())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A local buffer of a transfer: its region, and the pooled buffer it is
+/// when it is one.
+type Local<'a, P> = (
+    &'a <P as Provider>::Mr,
+    Option<&'a Payload<<P as Provider>::Pd>>,
+);
+
 /// [`DirectLink`] over provider `P`.
 pub struct Link<P: Provider> {
     conn: SmbDirectConnection<P::Qp>,
     pd: P::Pd,
+    payload: PayloadPool<P::Pd>,
     local: SocketAddr,
     peer: SocketAddr,
 }
@@ -141,9 +188,16 @@ impl<P: Provider> Link<P> {
     pub fn new(conn: SmbDirectConnection<P::Qp>, pd: P::Pd) -> Self {
         let local = conn.qp().local_addr();
         let peer = conn.qp().peer_addr();
+        let payload = PayloadPool::new(
+            pd.clone(),
+            conn.params().max_read_write_size as usize,
+            conn.qp().granted().map(|g| g.max_mr_size),
+            smbx_direct::payload::DEFAULT_KEEP,
+        );
         Link {
             conn,
             pd,
+            payload,
             local,
             peer,
         }
@@ -154,13 +208,45 @@ impl<P: Provider> Link<P> {
         &self.conn
     }
 
-    fn mr<'a>(&self, b: &'a dyn RegisteredBuf) -> Result<&'a P::Mr, DirectError> {
-        b.as_any()
-            .downcast_ref::<MrBuf<P::Mr>>()
-            .map(|m| &m.mr)
+    /// The region of `b`, and the pooled buffer it is when it is one.
+    fn mr<'a>(&self, b: &'a dyn RegisteredBuf) -> Result<Local<'a, P>, DirectError> {
+        let any = b.as_any();
+        if let Some(m) = any.downcast_ref::<MrBuf<P::Mr>>() {
+            return Ok((&m.mr, None));
+        }
+        any.downcast_ref::<Payload<P::Pd>>()
+            .map(|p| (p.mr(), Some(p)))
             .ok_or(DirectError::InvalidTransfer(
                 "buffer registered with another provider",
             ))
+    }
+
+    /// RDMA Writes (`write`) or Reads `len` bytes between `local` and the
+    /// peer's buffers. A pooled buffer goes back to its pool for reuse only
+    /// when the transfer finished (every work request on it completed).
+    async fn transfer(
+        &self,
+        local: &dyn RegisteredBuf,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+        write: bool,
+    ) -> Result<(), DirectError> {
+        let (mr, pooled) = self.mr(local)?;
+        if pooled.is_some_and(|p| len > p.len() as u64) {
+            return Err(DirectError::InvalidTransfer("longer than the buffer"));
+        }
+        if let Some(p) = pooled {
+            p.transfer_started();
+        }
+        let r = if write {
+            self.conn.rdma_write(mr, 0, len, remote).await
+        } else {
+            self.conn.rdma_read(mr, 0, len, remote).await
+        };
+        if let (Some(p), Ok(())) = (pooled, &r) {
+            p.transfer_done();
+        }
+        r
     }
 }
 
@@ -228,16 +314,21 @@ impl<P: Provider> DirectLink for Link<P> {
         Ok(Box::new(MrBuf::<P::Mr> { mr }))
     }
 
+    fn payload(&self, len: usize) -> Result<Box<dyn RegisteredBuf>, DirectError> {
+        Ok(Box::new(self.payload.take(len)?))
+    }
+
+    fn payload_stats(&self) -> PayloadStats {
+        self.payload.stats()
+    }
+
     fn rdma_write<'a>(
         &'a self,
         local: &'a dyn RegisteredBuf,
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
-        Box::pin(async move {
-            let mr = self.mr(local)?;
-            self.conn.rdma_write(mr, 0, len, remote).await
-        })
+        Box::pin(self.transfer(local, len, remote, true))
     }
 
     fn rdma_read<'a>(
@@ -246,10 +337,7 @@ impl<P: Provider> DirectLink for Link<P> {
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
-        Box::pin(async move {
-            let mr = self.mr(local)?;
-            self.conn.rdma_read(mr, 0, len, remote).await
-        })
+        Box::pin(self.transfer(local, len, remote, false))
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

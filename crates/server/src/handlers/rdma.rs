@@ -4,7 +4,7 @@
 //! them and RDMA-Reads WRITE data from them, and with RDMA_V1_INVALIDATE answers
 //! with Send with Invalidate of the first descriptor's token.
 
-use smbx_transport::{Access, BufferDescriptorV1};
+use smbx_transport::{BufferDescriptorV1, RegisteredBuf};
 use smbx_wire::rw::{CHANNEL_NONE, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
 use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
@@ -78,37 +78,35 @@ impl Channel {
             .map_err(|_| NtStatus::CONNECTION_DISCONNECTED)
     }
 
-    /// RDMA-Writes `data[..len]` into the client's buffers; returns the buffer.
-    pub async fn push(&self, data: Vec<u8>, len: usize) -> Result<Vec<u8>, NtStatus> {
-        let reg = self
-            .io()
-            .link
-            .register(data, Access::LOCAL_READ)
-            .map_err(fail)?;
+    /// A buffer of `len` bytes from the connection's registered payload pool
+    /// (registered once, local access only; back to the pool when dropped).
+    pub fn payload(&self, len: usize) -> Result<Box<dyn RegisteredBuf>, NtStatus> {
+        self.io().link.payload(len).map_err(fail)
+    }
+
+    /// RDMA-Writes the first `len` bytes of `buf` (a [`Channel::payload`]) into the
+    /// client's buffers.
+    pub async fn push(&self, buf: &dyn RegisteredBuf, len: usize) -> Result<(), NtStatus> {
         self.io()
             .link
-            .rdma_write(&*reg, len as u64, &self.descriptors)
+            .rdma_write(buf, len as u64, &self.descriptors)
             .await
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Write, len);
-        Ok(reg.into_vec())
+        Ok(())
     }
 
-    /// RDMA-Reads `len` bytes of the client's buffers into a pooled buffer.
-    pub async fn pull(&self, len: usize) -> Result<Vec<u8>, NtStatus> {
-        let buf = self.io().pool.take(len);
-        let reg = self
-            .io()
-            .link
-            .register(buf, Access::LOCAL_WRITE)
-            .map_err(fail)?;
+    /// RDMA-Reads `len` bytes of the client's buffers into a buffer of the
+    /// connection's registered payload pool.
+    pub async fn pull(&self, len: usize) -> Result<Box<dyn RegisteredBuf>, NtStatus> {
+        let buf = self.payload(len)?;
         self.io()
             .link
-            .rdma_read(&*reg, len as u64, &self.descriptors)
+            .rdma_read(&*buf, len as u64, &self.descriptors)
             .await
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Read, len);
-        Ok(reg.into_vec())
+        Ok(buf)
     }
 }
 

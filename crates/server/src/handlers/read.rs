@@ -131,20 +131,23 @@ async fn read(
             let min = r.minimum_count as usize;
             let offset = r.offset;
             if let Some(ch) = channel {
-                // Read into a pooled buffer, RDMA-Write it into the client's buffers.
+                // Read straight into a registered buffer of the connection's payload
+                // pool, RDMA-Write it into the client's buffers.
                 let _budget = ch.reserve(len).await?;
-                let mut buf = ch.io().pool.take(len);
+                let buf = ch.payload(len)?;
                 let (buf, n) = run_blocking(len >= BLOCKING_THRESHOLD, move || {
-                    let n = handle.read_at(&mut buf[..len], offset)?;
+                    let mut read = Ok(0);
+                    buf.with_mut(&mut |b| read = handle.read_at(b, offset));
+                    let n = read?;
                     if (n == 0 && len > 0) || n < min {
                         return Err(NtStatus::END_OF_FILE);
                     }
                     Ok((buf, n))
                 })
                 .await?;
-                let buf = ch.push(buf, n).await?;
+                ch.push(&*buf, n).await?;
                 ctx.server.metrics.data(false, Transport::SmbDirect, n);
-                ch.io().pool.put(buf);
+                drop(buf);
                 f.position
                     .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
                 let mut h = [0u8; 16];

@@ -142,12 +142,8 @@ async fn write(
                     f.handle.stat().ok().map(|i| i.last_write_time)
                 });
             let handle = &f.handle;
-            let data = match &pulled {
-                Some(b) => &b[..data_len],
-                None => w.data,
-            };
             let spliced = req.payload;
-            let work = || -> Result<usize, NtStatus> {
+            let work = |data: &[u8]| -> Result<usize, NtStatus> {
                 let n = match spliced {
                     Some(p) => write_spliced(handle, data, p, offset)?,
                     None => handle.write_at(data, offset)?,
@@ -165,23 +161,32 @@ async fn write(
             // three times the context switches, ~0.35 server cycles per byte). A
             // write-through one still leaves the worker: it waits for the disk.
             let big = data_len >= BLOCKING_THRESHOLD && (spliced.is_none() || through);
-            let n = if big
-                && tokio::runtime::Handle::current().runtime_flavor()
-                    == tokio::runtime::RuntimeFlavor::MultiThread
-            {
-                tokio::task::block_in_place(work)?
-            } else {
-                work()?
+            let run = |data: &[u8]| {
+                if big
+                    && tokio::runtime::Handle::current().runtime_flavor()
+                        == tokio::runtime::RuntimeFlavor::MultiThread
+                {
+                    tokio::task::block_in_place(|| work(data))
+                } else {
+                    work(data)
+                }
+            };
+            let n = match &pulled {
+                // The data is in the registered payload buffer the RDMA Read filled.
+                Some(b) => {
+                    let mut r = Err(NtStatus::INTERNAL_ERROR);
+                    b.with(&mut |d| r = run(d));
+                    r?
+                }
+                None => run(w.data)?,
             };
             drop(budget);
             ctx.server
                 .metrics
                 .data(true, crate::metrics::Transport::of(ctx.conn), n);
             let mut resp = Response::ok(encode_write_response(n as u32));
+            drop(pulled);
             if let Some(ch) = channel {
-                if let Some(b) = pulled {
-                    ch.io().pool.put(b);
-                }
                 resp.invalidate = ch.invalidate;
             }
             Ok(resp)
