@@ -192,6 +192,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Client> {
         let peer = stream.peer_addr().ok();
+        options.socket.apply(&stream)?;
         let conn = Connection::start(stream, options.max_credits, options.timeout);
         let client = Client::start(conn, host, options).await?;
         if let Some(p) = peer {

@@ -136,6 +136,12 @@ pub struct ClientOptions {
     /// again (PreviousSessionId), reclaims them and replays what was in
     /// flight. On by default when `max_channels > 1`; SMB 3.x only.
     pub durable_handles: bool,
+    /// Socket options of every Direct TCP connection (the logon's and each
+    /// channel's), as the server's smb.conf `socket options`
+    /// ([`smbx_transport::SocketOptions::parse`]): keepalive and
+    /// `TCP_USER_TIMEOUT` let a connection whose path died fail by itself even
+    /// with no request waiting. Default: the system's.
+    pub socket: smbx_transport::SocketOptions,
 }
 
 impl Default for ClientOptions {
@@ -169,6 +175,7 @@ impl Default for ClientOptions {
             rdma_channels: true,
             direct_port: Transport::Rdma.default_port(),
             durable_handles: false,
+            socket: smbx_transport::SocketOptions::default(),
         }
     }
 }

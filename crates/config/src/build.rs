@@ -42,6 +42,7 @@ enum Setting {
     SmbDirectMss(u32),
     MetricsListen(Option<std::net::SocketAddr>),
     Deadtime(u32),
+    SocketOptions(String),
     UnauthTimeout(u32),
     MaxOpenFiles(u32),
     OplockBreakTimeout(u32),
@@ -103,7 +104,6 @@ const UNSUPPORTED: &[&str] = &[
     "map archive",
     "map hidden",
     "map system",
-    "socket options",
     "os level",
     "wins support",
     "local master",
@@ -269,6 +269,7 @@ fn parse_setting(
             }
             ControlSocket(p)
         }
+        "socketoptions" => SocketOptions(v.split_whitespace().collect::<Vec<_>>().join(" ")),
         "deadtime" => Deadtime(
             parse_u32(v, 0, u32::MAX / 60).map_err(|a| format!("{a} (minutes; 0 = never)"))? * 60,
         ),
@@ -399,6 +400,7 @@ fn apply_global(
         SmbDirectMss(v) => g.smb_direct_mss = v,
         MetricsListen(v) => g.metrics_listen = v,
         Deadtime(v) => g.deadtime_secs = v,
+        SocketOptions(v) => g.socket_options = v,
         UnauthTimeout(v) => g.unauthenticated_timeout_secs = v,
         MaxOpenFiles(v) => g.max_open_files = v,
         OplockBreakTimeout(v) => g.oplock_break_timeout_ms = v,

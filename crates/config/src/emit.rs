@@ -108,6 +108,9 @@ pub fn emit(c: &Config) -> String {
         &g.smb_direct_max_fragmented_size.to_string(),
     );
     kv(&mut o, "smb direct mss", &g.smb_direct_mss.to_string());
+    if !g.socket_options.is_empty() {
+        kv(&mut o, "socket options", &g.socket_options);
+    }
     let ports: Vec<String> = g.smb_ports.iter().map(u16::to_string).collect();
     kv(&mut o, "smb ports", &ports.join(" "));
     kv(&mut o, "smb2 max credits", &g.smb2_max_credits.to_string());

@@ -209,6 +209,10 @@ pub struct Global {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `deadtime` (written in minutes, as in Samba), in seconds; 0 = never.
     pub deadtime_secs: u32,
+    /// `socket options` (Samba's syntax, `SO_KEEPALIVE TCP_KEEPIDLE=30 ...`; default
+    /// empty), as written: set on every accepted TCP connection after the server's
+    /// own SO_KEEPALIVE (smbx_transport::SocketOptions parses and applies it).
+    pub socket_options: String,
     /// `unauthenticated timeout` in seconds: how long a connection may stay
     /// without completing session setup.
     pub unauthenticated_timeout_secs: u32,
@@ -293,6 +297,7 @@ impl Default for Global {
             smb_direct_mss: 0,
             metrics_listen: None,
             deadtime_secs: 10080 * 60,
+            socket_options: String::new(),
             unauthenticated_timeout_secs: 60,
             max_open_files: 16384,
             oplock_break_timeout_ms: 35_000,

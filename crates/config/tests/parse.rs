@@ -31,6 +31,7 @@ const REALISTIC: &str = r#"
    server multi channel support = no
    smb direct = yes
    deadtime = 15
+   socket options = SO_KEEPALIVE   TCP_KEEPIDLE=30	TCP_USER_TIMEOUT=20000
    read only = no
    vfs objects = acl_xattr streams_xattr
    frobnicate = 7
@@ -82,6 +83,10 @@ fn parses_realistic_config() {
     assert!(g.smb_direct);
     assert_eq!(g.smb_direct_port, 5445);
     assert_eq!(g.deadtime_secs, 15 * 60);
+    assert_eq!(
+        g.socket_options,
+        "SO_KEEPALIVE TCP_KEEPIDLE=30 TCP_USER_TIMEOUT=20000"
+    );
 
     assert_eq!(c.shares.len(), 2, "[homes] is ignored");
     let public = c.share("public").expect("case-insensitive lookup");
@@ -108,11 +113,11 @@ fn parses_realistic_config() {
 
     let joined = c.warnings.join("\n");
     assert!(
-        joined.contains("office.conf:31: unknown option \"frobnicate\""),
+        joined.contains("office.conf:32: unknown option \"frobnicate\""),
         "{joined}"
     );
     assert!(
-        joined.contains("office.conf:33:") && joined.contains("[homes]"),
+        joined.contains("office.conf:34:") && joined.contains("[homes]"),
         "{joined}"
     );
     assert!(

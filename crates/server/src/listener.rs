@@ -9,7 +9,7 @@ use std::time::Duration;
 use smbx_config::Config;
 use smbx_transport::soft::Options as IwarpOptions;
 use smbx_transport::verbs::{DirectListener, ProviderChoice};
-use smbx_transport::{BufPool, DirectConfig};
+use smbx_transport::{BufPool, DirectConfig, SocketOptions};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::shutdown::{CLOSE_GRACE, DRAIN_TIMEOUT};
@@ -146,6 +146,17 @@ impl Server {
         crate::memory::limit_arenas();
         let config = state.config();
         let addrs = bind_addresses(&config);
+        let (sockopts, warnings) = socket_options(&config);
+        for w in warnings {
+            tracing::warn!("socket options: {w}; ignored");
+        }
+        // A value the system refuses is told once here, on a socket like the ones
+        // accepted later.
+        if let Ok(probe) = tokio::net::TcpSocket::new_v4() {
+            if let Err(e) = sockopts.apply(&probe) {
+                tracing::warn!("socket options: {e}");
+            }
+        }
         let mut listeners = Vec::new();
         for a in addrs {
             let l = TcpListener::bind(a)
@@ -326,12 +337,26 @@ async fn accept_loop(l: TcpListener, state: Arc<ServerState>, slots: Slots) -> i
             drop(stream);
             continue;
         };
+        if let Err(e) = socket_options(&state.config()).0.apply(&stream) {
+            tracing::debug!(%peer, error = %e, "socket options not set");
+        }
         let state = state.clone();
         tokio::spawn(async move {
             crate::conn::serve(state, stream).await;
             drop(slot);
         });
     }
+}
+
+/// The options every accepted TCP connection gets: SO_KEEPALIVE (as smbd sets
+/// it), then `socket options`; and a message per token of it not applied.
+fn socket_options(config: &Config) -> (SocketOptions, Vec<String>) {
+    let (user, warnings) = SocketOptions::parse(&config.global.socket_options);
+    let base = SocketOptions {
+        keepalive: Some(true),
+        ..SocketOptions::default()
+    };
+    (base.overridden_by(&user), warnings)
 }
 
 /// How long an SMB Direct connection may be silent before the server sends a

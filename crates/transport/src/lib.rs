@@ -27,6 +27,7 @@ pub mod direct;
 pub mod link;
 pub mod netif;
 pub mod pool;
+pub mod sockopt;
 pub mod soft;
 pub mod splice;
 pub mod tcp;
@@ -36,6 +37,7 @@ pub use direct::{DirectLink, Link, RegisteredBuf};
 pub use pool::BufPool;
 pub use smbx_direct::{BufferDescriptorV1, Config as DirectConfig, DirectError, NegotiatedParams};
 pub use smbx_rdma::Access;
+pub use sockopt::SocketOptions;
 
 /// The default SMB Direct port for iWARP ([MS-SMBD] 2.1).
 pub const SMB_DIRECT_PORT: u16 = 5445;
