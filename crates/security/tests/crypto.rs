@@ -215,12 +215,22 @@ fn hmac_and_gmac_sign_verify() {
         s.sign(&mut m);
         assert_ne!(m[16] & 0x8, 0, "SIGNED flag set");
         assert!(s.verify(&m));
-        assert!(s.verify_in_place(&mut m.clone()));
+        // In place: the message is as it was afterwards, verified or not.
+        let mut c = m.clone();
+        assert!(s.verify_in_place(&mut c));
+        assert_eq!(c, m);
         let mut t = m.clone();
         t[70] ^= 1;
         assert!(!s.verify(&t));
+        let mut c = t.clone();
+        assert!(!s.verify_in_place(&mut c));
+        assert_eq!(c, t);
+        let mut t = m.clone();
+        t[50] ^= 1; // the signature itself
+        assert!(!s.verify(&t));
         assert!(!s.verify_in_place(&mut t));
         assert!(!s.verify(&m[..63]));
+        assert!(!s.verify_in_place(&mut m.clone()[..63]));
     }
     assert_eq!(SigningAlgorithm::from_wire(3), None);
 }

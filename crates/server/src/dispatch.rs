@@ -206,8 +206,10 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
     let mut out: Vec<OutMember> = Vec::with_capacity(n);
     // What the previous member leaves for related ones.
     let mut prev = Related::START;
+    let encrypted = chain.encrypted;
     for (i, m) in chain.members.iter().enumerate() {
-        let raw = &chain.buf[m.range.clone()];
+        // Mutable only so a signature is checked in place (see `check_session`).
+        let raw = &mut chain.buf[m.range.clone()];
         let mut hdr = m.header.clone();
         if hdr.cmd() == Some(Command::Cancel) {
             cancel(&conn, &hdr);
@@ -219,7 +221,7 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
         } else {
             prev.apply(&mut hdr);
         }
-        if let (Some(sid), false) = (chain.encrypted, hdr.session_id == 0) {
+        if let (Some(sid), false) = (encrypted, hdr.session_id == 0) {
             if sid != hdr.session_id && early.is_none() {
                 early = Some(NtStatus::ACCESS_DENIED);
             }
@@ -228,7 +230,13 @@ pub(crate) async fn process_chain(conn: Arc<Connection>, mut chain: Chain) {
         let started = std::time::Instant::now();
         let (resp, mut info) = match early {
             Some(st) => (Err(st), MemberInfo::default()),
-            None => run_member(&conn, &server, &chain, raw, &hdr, &prev, last).await,
+            None => {
+                let from = FromChain {
+                    encrypted: encrypted.is_some(),
+                    payload: chain.payload.as_ref(),
+                };
+                run_member(&conn, &server, from, raw, &hdr, &prev, last).await
+            }
         };
         info.started = Some(started);
         if info.disconnect {
@@ -300,12 +308,22 @@ fn needs_tree(cmd: Command) -> bool {
     needs_session(cmd) && !matches!(cmd, Command::Logoff | Command::TreeConnect)
 }
 
-/// Resolves and checks session and tree, then runs the handler.
+/// What a member takes from its chain besides its bytes.
+struct FromChain<'a> {
+    /// The chain arrived sealed.
+    encrypted: bool,
+    /// A lone WRITE's spliced data.
+    payload: Option<&'a SplicedPayload>,
+}
+
+/// Resolves and checks session and tree, then runs the handler. `raw` is mutable
+/// only for the signature check, which zeroes the Signature field while it runs
+/// and restores it.
 async fn run_member(
     conn: &Arc<Connection>,
     server: &Arc<ServerState>,
-    chain: &Chain,
-    raw: &[u8],
+    chain: FromChain<'_>,
+    raw: &mut [u8],
     hdr: &Header,
     prev: &Related,
     last: bool,
@@ -327,7 +345,7 @@ async fn run_member(
         info.disconnect = true;
         return (Err(NtStatus::INVALID_PARAMETER), info);
     }
-    let encrypted = chain.encrypted.is_some();
+    let encrypted = chain.encrypted;
 
     // Session ([MS-SMB2] 3.3.5.2.9) and signing (3.3.5.2.4).
     let mut session = None;
@@ -398,7 +416,7 @@ async fn run_member(
     };
     let req = Request {
         msg: raw,
-        payload: chain.payload.as_ref(),
+        payload: chain.payload,
     };
     let result = AssertUnwindSafe(handlers::route(cmd, &mut ctx, &req))
         .catch_unwind()
@@ -442,7 +460,7 @@ fn check_session(
     server: &ServerState,
     cmd: Command,
     hdr: &Header,
-    raw: &[u8],
+    raw: &mut [u8],
     encrypted: bool,
 ) -> Result<(Option<Arc<Session>>, bool), NtStatus> {
     let Some(s) = server.sessions.get(hdr.session_id) else {

@@ -186,12 +186,14 @@ pub fn can_encrypt(session: &Session) -> bool {
 
 /// Verifies the signature of one received member with the key of the session's
 /// channel on `conn_id` (the session's key on a connection not bound yet: a
-/// binding SESSION_SETUP is signed with it).
-pub fn verify(session: &Session, conn_id: u64, msg: &[u8]) -> bool {
+/// binding SESSION_SETUP is signed with it). In place: the Signature field is
+/// zeroed while the signature is computed and restored after, so a GMAC check
+/// copies nothing (`msg` is as it was on return).
+pub fn verify(session: &Session, conn_id: u64, msg: &mut [u8]) -> bool {
     let key = session.state.lock().security.signing_key(conn_id);
     key.as_ref()
         .and_then(SigningKey::signer)
-        .is_some_and(|s| s.verify(msg))
+        .is_some_and(|s| s.verify_in_place(msg))
 }
 
 /// Decrypts a TRANSFORM message; returns the plaintext and the SessionId.
