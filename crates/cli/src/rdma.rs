@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 
-use smbx_transport::verbs::{rdma_addresses, RdmaAddress};
+use smbx_transport::verbs::{device_use, rdma_addresses, DeviceUse, RdmaAddress};
+use smbx_transport::DirectConfig;
 
 /// Runs `smbx rdma [--json]`.
 pub fn main(args: &[String]) -> ExitCode {
@@ -15,7 +16,10 @@ pub fn main(args: &[String]) -> ExitCode {
                 println!(
                     "Usage: smbx rdma [--json]\n\nLists the RDMA devices (name, node type iWARP/RoCE/InfiniBand, ports, \
                      link state, network interfaces and addresses), whether rdma-core (libibverbs, librdmacm) \
-                     is installed, and the SMB Direct port each device is served on (5445 iWARP, 445 RoCE/IB)."
+                     is installed, and the SMB Direct port each device is served on (5445 iWARP, 445 RoCE/IB); \
+                     with rdma-core, each device's limits (max_qp_wr, max_sge, max_mr_size, inline data), what an \
+                     SMB Direct connection's queue pair gets there, and the pools smbx sizes from that (receive \
+                     credits, send buffers, RDMA Read/Write work requests), for smb.conf's default SMB Direct sizes."
                 );
                 return ExitCode::SUCCESS;
             }
@@ -28,10 +32,23 @@ pub fn main(args: &[String]) -> ExitCode {
     let devices = smbx_rdma::verbs::devices();
     let addrs = rdma_addresses();
     let core = smbx_rdma::verbs::Verbs::available();
-    if json {
-        println!("{}", to_json(&devices, &addrs, &core));
+    let uses = if core.is_ok() {
+        let config = DirectConfig::default();
+        let opts = smbx_transport::verbs::Options::default();
+        devices
+            .iter()
+            .map(|d| {
+                let u = device_use(&d.name, &config, &opts).map_err(|e| e.to_string());
+                (d.name.clone(), u)
+            })
+            .collect()
     } else {
-        print!("{}", to_text(&devices, &addrs, &core));
+        Vec::new()
+    };
+    if json {
+        println!("{}", to_json(&devices, &addrs, &core, &uses));
+    } else {
+        print!("{}", to_text(&devices, &addrs, &core, &uses));
     }
     ExitCode::SUCCESS
 }
@@ -40,10 +57,43 @@ fn addrs_of<'a>(addrs: &'a [RdmaAddress], dev: &str) -> Vec<&'a RdmaAddress> {
     addrs.iter().filter(|a| a.device == dev).collect()
 }
 
+/// What SMB Direct uses on each device (by name), or why it could not be probed.
+type Uses = [(String, Result<DeviceUse, String>)];
+
+/// The limits in use on one device, three lines.
+fn use_text(name: &str, u: &Result<DeviceUse, String>) -> String {
+    let u = match u {
+        Ok(u) => u,
+        Err(e) => return format!("{name}: limits unknown: {e}\n"),
+    };
+    let l = &u.probe.limits;
+    let g = &u.probe.granted;
+    let mut o = format!(
+        "{name} limits: max_qp_wr {}, max_sge {}, max_mr_size {}, max_cqe {}, max_qp_rd_atom {}, max_qp_init_rd_atom {}, max_mw {}\n",
+        l.max_qp_wr, l.max_sge, l.max_mr_size, l.max_cqe, l.max_qp_rd_atom, l.max_qp_init_rd_atom, l.max_mw
+    );
+    o.push_str(&format!(
+        "{name} queue pair: {} send and {} receive work requests, {} send and {} receive scatter entries, max_inline_data {}\n",
+        g.caps.max_send_wr, g.caps.max_recv_wr, g.caps.max_send_sge, g.caps.max_recv_sge, g.max_inline
+    ));
+    let c = DirectConfig::default();
+    match &u.pools {
+        Ok(p) => o.push_str(&format!(
+            "{name} pools per connection: {} receive credits ({} receives of {} bytes), {} send buffers of {} bytes, \
+             {} RDMA Read/Write work requests in flight, sends up to {} bytes inline\n",
+            p.receive_credit_max, p.recv_slots, c.max_receive_size, p.send_slots, c.max_send_size,
+            p.rdma_window, p.max_inline
+        )),
+        Err(e) => o.push_str(&format!("{name} pools per connection: none fits: {e}\n")),
+    }
+    o
+}
+
 fn to_text(
     devices: &[smbx_rdma::verbs::Device],
     addrs: &[RdmaAddress],
     core: &Result<(), String>,
+    uses: &Uses,
 ) -> String {
     let mut o = String::new();
     match core {
@@ -99,13 +149,47 @@ fn to_text(
             ));
         }
     }
+    for (name, u) in uses {
+        o.push_str(&use_text(name, u));
+    }
     o
+}
+
+/// The limits in use on one device as JSON.
+fn use_json(u: &Result<DeviceUse, String>) -> serde_json::Value {
+    let u = match u {
+        Ok(u) => u,
+        Err(e) => return serde_json::json!({ "error": e }),
+    };
+    let l = &u.probe.limits;
+    let g = &u.probe.granted;
+    serde_json::json!({
+        "device": {
+            "max_qp_wr": l.max_qp_wr, "max_sge": l.max_sge, "max_mr_size": l.max_mr_size,
+            "max_cqe": l.max_cqe, "max_qp_rd_atom": l.max_qp_rd_atom,
+            "max_qp_init_rd_atom": l.max_qp_init_rd_atom, "max_mw": l.max_mw,
+        },
+        "queue_pair": {
+            "max_send_wr": g.caps.max_send_wr, "max_recv_wr": g.caps.max_recv_wr,
+            "max_send_sge": g.caps.max_send_sge, "max_recv_sge": g.caps.max_recv_sge,
+            "max_inline_data": g.max_inline,
+        },
+        "pools": match &u.pools {
+            Ok(p) => serde_json::json!({
+                "receive_credits": p.receive_credit_max, "receives": p.recv_slots,
+                "send_buffers": p.send_slots, "rdma_work_requests": p.rdma_window,
+                "max_inline": p.max_inline,
+            }),
+            Err(e) => serde_json::json!({ "error": e.to_string() }),
+        },
+    })
 }
 
 fn to_json(
     devices: &[smbx_rdma::verbs::Device],
     addrs: &[RdmaAddress],
     core: &Result<(), String>,
+    uses: &Uses,
 ) -> serde_json::Value {
     serde_json::json!({
         "rdma_core": match core { Ok(()) => serde_json::Value::Null, Err(e) => e.clone().into() },
@@ -120,6 +204,7 @@ fn to_json(
             "ports": d.ports.iter().map(|p| serde_json::json!({
                 "port": p.number, "state": p.state, "phys_state": p.phys_state, "link_layer": p.link_layer,
             })).collect::<Vec<_>>(),
+            "limits": uses.iter().find(|(n, _)| n == &d.name).map(|(_, u)| use_json(u)),
         })).collect::<Vec<_>>(),
     })
 }
@@ -130,7 +215,7 @@ mod tests {
 
     #[test]
     fn no_devices_says_what_to_do() {
-        let t = to_text(&[], &[], &Err("librdmacm.so.1 not found".into()));
+        let t = to_text(&[], &[], &Err("librdmacm.so.1 not found".into()), &[]);
         assert!(
             t.contains("rdma-core: missing: librdmacm.so.1 not found"),
             "{t}"
@@ -159,14 +244,91 @@ mod tests {
             transport: smbx_rdma::verbs::Transport::Iwarp,
             active: true,
         };
-        let t = to_text(std::slice::from_ref(&d), std::slice::from_ref(&a), &Ok(()));
+        let t = to_text(
+            std::slice::from_ref(&d),
+            std::slice::from_ref(&a),
+            &Ok(()),
+            &[],
+        );
         let row = t.lines().find(|l| l.starts_with("siw0")).expect(&t);
         for w in ["iWARP", "ACTIVE", "LinkUp", "eth0", "5445", "10.0.2.15"] {
             assert!(row.contains(w), "{row}");
         }
-        let j = to_json(&[d], &[a], &Ok(()));
+        let j = to_json(&[d], &[a], &Ok(()), &[]);
         assert_eq!(j["devices"][0]["transport"], "iWARP");
         assert_eq!(j["devices"][0]["addresses"][0], "10.0.2.15");
         assert_eq!(j["rdma_core_installed"], true);
+    }
+    /// With rdma-core, each device's limits, its queue pair's grant and the pools
+    /// sized from them are shown (text and JSON); a device that could not be probed
+    /// says why.
+    #[test]
+    fn the_limits_in_use() {
+        use smbx_transport::verbs::{DeviceLimits, Pools, Probe};
+        let limits = DeviceLimits {
+            max_mr_size: 1 << 40,
+            max_qp_wr: 1_048_576,
+            max_sge: 32,
+            max_cqe: 4_194_303,
+            max_qp_rd_atom: 128,
+            max_qp_init_rd_atom: 128,
+            max_mw: 0,
+            cap_flags: 0,
+        };
+        let granted = smbx_rdma::Granted {
+            caps: smbx_rdma::QpCaps {
+                max_send_wr: 336,
+                max_recv_wr: 256,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+            },
+            max_inline: 256,
+            max_mr_size: 1 << 40,
+        };
+        let pools = smbx_transport::verbs::Pools {
+            send_slots: 256,
+            recv_slots: 256,
+            rdma_window: 64,
+            receive_credit_max: 255,
+            max_inline: 256,
+        };
+        let u = DeviceUse {
+            probe: Probe { limits, granted },
+            pools: Ok::<Pools, _>(pools),
+        };
+        let uses = vec![
+            ("rxe0".to_string(), Ok(u)),
+            (
+                "mlx5_0".to_string(),
+                Err("ibv_open_device: EPERM".to_string()),
+            ),
+        ];
+        let dev = smbx_rdma::verbs::Device {
+            name: "rxe0".into(),
+            node_type: "1: CA".into(),
+            transport: smbx_rdma::verbs::Transport::Roce,
+            ports: vec![],
+            netdevs: vec!["eth0".into()],
+        };
+        let t = to_text(std::slice::from_ref(&dev), &[], &Ok(()), &uses);
+        for w in [
+            "rxe0 limits: max_qp_wr 1048576, max_sge 32, max_mr_size 1099511627776",
+            "rxe0 queue pair: 336 send and 256 receive work requests",
+            "max_inline_data 256",
+            "rxe0 pools per connection: 255 receive credits (256 receives",
+            "256 send buffers",
+            "64 RDMA Read/Write work requests",
+            "mlx5_0: limits unknown: ibv_open_device: EPERM",
+        ] {
+            assert!(t.contains(w), "{w:?} missing in {t}");
+        }
+        let all = to_json(&[dev], &[], &Ok(()), &uses);
+        assert_eq!(all["devices"][0]["limits"]["pools"]["send_buffers"], 256);
+        let j = use_json(&uses[0].1);
+        assert_eq!(j["device"]["max_sge"], 32);
+        assert_eq!(j["queue_pair"]["max_inline_data"], 256);
+        assert_eq!(j["pools"]["receive_credits"], 255);
+        assert_eq!(j["pools"]["rdma_work_requests"], 64);
+        assert!(use_json(&uses[1].1)["error"].is_string());
     }
 }

@@ -91,6 +91,32 @@ pub fn rdma_addresses() -> Vec<RdmaAddress> {
     out
 }
 
+pub use smbx_direct::pools::{PoolError, Pools};
+pub use smbx_rdma::verbs::{DeviceLimits, Probe};
+
+/// What SMB Direct uses on one device: its limits, what a connection's queue
+/// pair gets there (the sizes SMB Direct asks for with `config`), and the
+/// pools sized from that ([`smbx_direct::pools::size`]), or why none fits.
+#[derive(Clone, Debug)]
+pub struct DeviceUse {
+    /// The device's limits and its queue pair's grant.
+    pub probe: Probe,
+    /// Receive credits, send buffers and RDMA work requests per connection.
+    pub pools: Result<Pools, PoolError>,
+}
+
+/// Probes the device `name` as a connection with `config` and `opts` would
+/// use it (`smbx rdma`).
+pub fn device_use(
+    name: &str,
+    config: &Config,
+    opts: &VerbsOptions,
+) -> Result<DeviceUse, DirectError> {
+    let probe = verbs::probe(name, qp_caps(config), opts)?;
+    let pools = smbx_direct::pools::size(config, Some(&probe.granted));
+    Ok(DeviceUse { probe, pools })
+}
+
 /// The RDMA device behind `ip`, if any (the first one listed).
 pub fn rdma_address_for(ip: IpAddr) -> Option<RdmaAddress> {
     rdma_addresses().into_iter().find(|a| a.ip == ip)

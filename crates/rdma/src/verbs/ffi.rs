@@ -337,6 +337,13 @@ type P = *mut c_void;
 
 /// The rdma-core calls, resolved once per process.
 pub(crate) struct Lib {
+    pub ibv_get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut P,
+    pub ibv_free_device_list: unsafe extern "C" fn(*mut P),
+    pub ibv_get_device_name: unsafe extern "C" fn(P) -> *const c_char,
+    pub ibv_open_device: unsafe extern "C" fn(P) -> *mut IbvContext,
+    pub ibv_close_device: unsafe extern "C" fn(*mut IbvContext) -> c_int,
+    pub ibv_create_qp: unsafe extern "C" fn(P, *mut IbvQpInitAttr) -> P,
+    pub ibv_destroy_qp: unsafe extern "C" fn(P) -> c_int,
     pub ibv_query_device: unsafe extern "C" fn(*mut IbvContext, *mut IbvDeviceAttr) -> c_int,
     pub ibv_alloc_pd: unsafe extern "C" fn(*mut IbvContext) -> P,
     pub ibv_dealloc_pd: unsafe extern "C" fn(P) -> c_int,
@@ -438,6 +445,13 @@ fn load() -> Result<Lib, String> {
         }};
     }
     Ok(Lib {
+        ibv_get_device_list: f!(v, ibv_get_device_list),
+        ibv_free_device_list: f!(v, ibv_free_device_list),
+        ibv_get_device_name: f!(v, ibv_get_device_name),
+        ibv_open_device: f!(v, ibv_open_device),
+        ibv_close_device: f!(v, ibv_close_device),
+        ibv_create_qp: f!(v, ibv_create_qp),
+        ibv_destroy_qp: f!(v, ibv_destroy_qp),
         ibv_query_device: f!(v, ibv_query_device),
         ibv_alloc_pd: f!(v, ibv_alloc_pd),
         ibv_dealloc_pd: f!(v, ibv_dealloc_pd),

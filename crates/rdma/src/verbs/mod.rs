@@ -6,6 +6,7 @@
 //! * [`device`] — the devices the kernel has (sysfs), for listing and for
 //!   choosing a provider per address.
 //! * [`mr`] — protection domains and memory regions.
+//! * [`probe`] — what a device grants a queue pair, without a connection.
 //! * the queue pair and its completion driver: completions come through the
 //!   completion channel's file descriptor, registered with tokio (no busy
 //!   polling unless [`VerbsOptions::busy_poll`]).
@@ -20,6 +21,7 @@ mod cm;
 pub mod device;
 mod ffi;
 pub mod mr;
+pub mod probe;
 mod qp;
 
 use std::os::fd::{AsRawFd, RawFd};
@@ -28,6 +30,7 @@ use std::sync::Arc;
 pub use cm::{VerbsConnectRequest, VerbsConnecting, VerbsListener};
 pub use device::{devices, Device, Port, Transport};
 pub use mr::{DeviceLimits, VerbsMr, VerbsPd};
+pub use probe::{probe, Probe};
 pub use qp::VerbsQp;
 
 use crate::error::{RdmaError, Result};

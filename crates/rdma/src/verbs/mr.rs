@@ -33,6 +33,22 @@ pub struct DeviceLimits {
     pub cap_flags: u32,
 }
 
+impl DeviceLimits {
+    /// The limits in `ibv_query_device`'s answer.
+    pub(crate) fn of(attr: &IbvDeviceAttr) -> DeviceLimits {
+        DeviceLimits {
+            max_mr_size: attr.max_mr_size(),
+            max_qp_wr: attr.max_qp_wr(),
+            max_sge: attr.max_sge(),
+            max_cqe: attr.max_cqe(),
+            max_qp_rd_atom: attr.max_qp_rd_atom(),
+            max_qp_init_rd_atom: attr.max_qp_init_rd_atom(),
+            max_mw: attr.max_mw(),
+            cap_flags: attr.device_cap_flags(),
+        }
+    }
+}
+
 /// A protection domain bound to a device (`struct ibv_pd`).
 pub(crate) struct Bound {
     pub ctx: *mut IbvContext,
@@ -131,16 +147,7 @@ impl VerbsPd {
         if pd.is_null() {
             return Err(RdmaError::Io(std::io::Error::last_os_error()));
         }
-        let limits = DeviceLimits {
-            max_mr_size: attr.max_mr_size(),
-            max_qp_wr: attr.max_qp_wr(),
-            max_sge: attr.max_sge(),
-            max_cqe: attr.max_cqe(),
-            max_qp_rd_atom: attr.max_qp_rd_atom(),
-            max_qp_init_rd_atom: attr.max_qp_init_rd_atom(),
-            max_mw: attr.max_mw(),
-            cap_flags: attr.device_cap_flags(),
-        };
+        let limits = DeviceLimits::of(&attr);
         let b = Bound {
             ctx,
             pd,

@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use super::ffi::{
     self, ev, IbvCompChannel, IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge, IbvWc, Lib,
 };
-use super::mr::{VerbsMr, VerbsPd};
+use super::mr::{DeviceLimits, VerbsMr, VerbsPd};
 use super::{set_nonblocking, Fd, IdHolder, VerbsOptions};
 use crate::cq::CompletionQueue;
 use crate::error::{RdmaError, Result};
@@ -109,6 +109,51 @@ fn unspecified() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 0))
 }
 
+/// The queue pair capabilities to ask a device with `lim` for: `caps` clamped
+/// to its work requests and scatter entries, and `max_inline` bytes of inline data.
+pub(crate) fn wanted_cap(lim: &DeviceLimits, caps: QpCaps, max_inline: u32) -> ffi::IbvQpCap {
+    let max_wr = lim.max_qp_wr.max(1);
+    let max_sge = lim.max_sge.clamp(1, MAX_SGE as u32);
+    ffi::IbvQpCap {
+        max_send_wr: caps.max_send_wr.clamp(1, max_wr),
+        max_recv_wr: caps.max_recv_wr.clamp(1, max_wr),
+        max_send_sge: caps.max_send_sge.clamp(1, max_sge),
+        max_recv_sge: caps.max_recv_sge.clamp(1, max_sge),
+        max_inline_data: max_inline,
+    }
+}
+
+/// Creates an RC queue pair on `cq` with `create` (rdma_create_qp, or
+/// ibv_create_qp for a probe), asking for `want` and, when the device refuses
+/// inline data, again without. Returns what the device granted, or the last error.
+pub(crate) fn create_rc(
+    cq: *mut c_void,
+    mut want: ffi::IbvQpCap,
+    mut create: impl FnMut(&mut IbvQpInitAttr) -> bool,
+) -> std::result::Result<ffi::IbvQpCap, std::io::Error> {
+    let mut last = std::io::Error::from_raw_os_error(libc::EINVAL);
+    for inline in [want.max_inline_data, 0] {
+        want.max_inline_data = inline;
+        let mut attr = IbvQpInitAttr {
+            qp_context: std::ptr::null_mut(),
+            send_cq: cq,
+            recv_cq: cq,
+            srq: std::ptr::null_mut(),
+            cap: want,
+            qp_type: ffi::IBV_QPT_RC,
+            sq_sig_all: 0,
+        };
+        if create(&mut attr) {
+            return Ok(attr.cap);
+        }
+        last = std::io::Error::last_os_error();
+        if inline == 0 {
+            break;
+        }
+    }
+    Err(last)
+}
+
 impl Conn {
     /// Creates the completion channel, CQ and RC queue pair on `id` (whose
     /// device `pd` is bound to) and starts the driver.
@@ -126,15 +171,7 @@ impl Conn {
             .ok_or(RdmaError::Setup("protection domain not bound".into()))?;
         let lim = b.limits;
         let ctx = b.ctx;
-        let max_wr = lim.max_qp_wr.max(1);
-        let max_sge = lim.max_sge.clamp(1, MAX_SGE as u32);
-        let mut want = ffi::IbvQpCap {
-            max_send_wr: caps.max_send_wr.clamp(1, max_wr),
-            max_recv_wr: caps.max_recv_wr.clamp(1, max_wr),
-            max_send_sge: caps.max_send_sge.clamp(1, max_sge),
-            max_recv_sge: caps.max_recv_sge.clamp(1, max_sge),
-            max_inline_data: opts.max_inline,
-        };
+        let want = wanted_cap(&lim, caps, opts.max_inline);
         let cqe = (want.max_send_wr + want.max_recv_wr).min(lim.max_cqe.max(1));
         // SAFETY: `ctx` is the live device context of `id`.
         let comp = unsafe { (lib.ibv_create_comp_channel)(ctx) };
@@ -158,38 +195,19 @@ impl Conn {
             cleanup_comp(lib);
             return Err(RdmaError::Setup(format!("ibv_create_cq({cqe}): {e}")));
         }
-        let mut created = false;
-        let mut last = std::io::Error::from_raw_os_error(libc::EINVAL);
-        // Ask for inline data; without it if the device has none.
-        for inline in [want.max_inline_data, 0] {
-            want.max_inline_data = inline;
-            let mut attr = IbvQpInitAttr {
-                qp_context: std::ptr::null_mut(),
-                send_cq: cq,
-                recv_cq: cq,
-                srq: std::ptr::null_mut(),
-                cap: want,
-                qp_type: ffi::IBV_QPT_RC,
-                sq_sig_all: 0,
-            };
+        let created = create_rc(cq, want, |attr| {
             // SAFETY: live id, domain and CQ; `attr` is filled in.
-            let rc = unsafe { (lib.rdma_create_qp)(id.id, b.pd, &mut attr) };
-            if rc == 0 {
-                want = attr.cap;
-                created = true;
-                break;
+            unsafe { (lib.rdma_create_qp)(id.id, b.pd, attr) == 0 }
+        });
+        let want = match created {
+            Ok(granted) => granted,
+            Err(last) => {
+                // SAFETY: created above, no QP uses them.
+                unsafe { (lib.ibv_destroy_cq)(cq) };
+                cleanup_comp(lib);
+                return Err(RdmaError::Setup(format!("rdma_create_qp: {last}")));
             }
-            last = std::io::Error::last_os_error();
-            if inline == 0 {
-                break;
-            }
-        }
-        if !created {
-            // SAFETY: created above, no QP uses them.
-            unsafe { (lib.ibv_destroy_cq)(cq) };
-            cleanup_comp(lib);
-            return Err(RdmaError::Setup(format!("rdma_create_qp: {last}")));
-        }
+        };
         // SAFETY: rdma_create_qp set id->qp.
         let qp = unsafe { (*id.id).qp };
         let (local, peer_addr) = ffi::id_addrs(id.id);
