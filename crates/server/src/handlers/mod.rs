@@ -215,7 +215,8 @@ pub struct Ctx<'a> {
     /// The request carried a signature that verified with its session's key.
     pub(crate) signature_ok: bool,
     /// The open this request is counted outstanding on ([MS-SMB2] 3.3.5.2.10),
-    /// until the context drops.
+    /// until the context drops (or, for a request that goes async, until its
+    /// final response: [`route`] moves it into the operation).
     pub(crate) channel_seq: Option<crate::state::channel_seq::Outstanding>,
 }
 
@@ -273,12 +274,9 @@ impl<'a> Ctx<'a> {
                     Some(Command::Write | Command::Ioctl | Command::SetInfo)
                 );
                 let replay = self.header.flags & smbx_wire::header::FLAGS_REPLAY_OPERATION != 0;
-                if f.check_channel_sequence(csn, replay, modifying)? {
+                if let Some(counted) = f.check_channel_sequence(csn, replay, modifying)? {
                     // A related member's count ends as the next one starts.
-                    self.channel_seq = Some(crate::state::channel_seq::Outstanding::new(
-                        open.clone(),
-                        csn,
-                    ));
+                    self.channel_seq = Some(counted);
                 }
             }
         }
@@ -313,6 +311,19 @@ impl<'a> Ctx<'a> {
 
 /// Routes one request to its handler.
 pub(crate) async fn route(cmd: Command, ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
+    let mut r = route_command(cmd, ctx, req).await?;
+    // A request that goes async stays outstanding on its open ([MS-SMB2]
+    // 3.3.5.2.10) until its final response, not its interim one.
+    if r.pending.is_some() {
+        if let Some(counted) = ctx.channel_seq.take() {
+            let fut = r.pending.take().expect("pending checked above");
+            r.pending = Some(Box::pin(counted.held_during(fut)));
+        }
+    }
+    Ok(r)
+}
+
+async fn route_command(cmd: Command, ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     match cmd {
         Command::Negotiate => negotiate::handle(ctx, req).await,
         Command::SessionSetup => session_setup::handle(ctx, req).await,

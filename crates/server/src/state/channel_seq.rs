@@ -9,11 +9,11 @@
 //! SET_INFO, IOCTL) is refused with STATUS_FILE_NOT_AVAILABLE, and the client
 //! replays it again later.
 
+use std::future::Future;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use smbx_wire::NtStatus;
-
-use super::open::Open;
 
 /// The ChannelSequence state of one open.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -82,26 +82,50 @@ impl ChannelSequence {
     }
 }
 
-/// A request counted as outstanding on an open until this drops (the request
-/// completed, or went async and answered its interim response).
+/// Open.ChannelSequence and its counts, shared by the open and the requests
+/// counted on it.
+pub type Shared = Arc<Mutex<ChannelSequence>>;
+
+/// A request counted as outstanding on an open until this drops: when the
+/// request's final response is built (an async one's too: the dispatcher keeps
+/// this in the operation's future, [`Outstanding::held_during`], not in the
+/// request that answered STATUS_PENDING).
 pub struct Outstanding {
-    open: Arc<Open>,
+    seq: Shared,
     csn: u16,
 }
 
 impl Outstanding {
-    /// Counts a request with ChannelSequence `csn` that
-    /// [`super::FileOpen::check_channel_sequence`] admitted on `open`.
-    pub fn new(open: Arc<Open>, csn: u16) -> Outstanding {
-        Outstanding { open, csn }
+    /// Admits a request with ChannelSequence `csn` on `seq` (see
+    /// [`ChannelSequence::admit`]): the guard that counts it when it is counted,
+    /// None when it runs uncounted; a stale modifying request is refused.
+    pub fn admit(
+        seq: &Shared,
+        csn: u16,
+        replay: bool,
+        modifying: bool,
+    ) -> Result<Option<Outstanding>, NtStatus> {
+        Ok(seq
+            .lock()
+            .admit(csn, replay, modifying)?
+            .then(|| Outstanding {
+                seq: seq.clone(),
+                csn,
+            }))
+    }
+
+    /// Runs `fut` (the rest of an operation that went async) and keeps the
+    /// request counted until it completes.
+    pub async fn held_during<F: Future>(self, fut: F) -> F::Output {
+        let out = fut.await;
+        drop(self);
+        out
     }
 }
 
 impl Drop for Outstanding {
     fn drop(&mut self) {
-        if let Some(f) = self.open.as_file() {
-            f.release_channel_sequence(self.csn);
-        }
+        self.seq.lock().release(self.csn);
     }
 }
 
@@ -156,6 +180,43 @@ mod tests {
         s.release(6);
         s.release(1);
         assert_eq!(s.counts(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn an_async_request_is_outstanding_until_its_final_response() {
+        let seq: Shared = Arc::default();
+        seq.lock().set(3);
+        let guard = Outstanding::admit(&seq, 3, false, true)
+            .unwrap()
+            .expect("counted");
+        assert_eq!(seq.lock().counts(), (1, 0));
+        // The request answered STATUS_PENDING; the rest of it runs later.
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let op = tokio::spawn(guard.held_during(async move {
+            let _ = finished.await;
+        }));
+        tokio::task::yield_now().await;
+        // The client lost the channel and advanced to 4: the async request is
+        // still running here, so a replay on 4 may be a copy of it.
+        assert_eq!(seq.lock().counts(), (1, 0));
+        let newer = Outstanding::admit(&seq, 4, false, true)
+            .unwrap()
+            .expect("counted");
+        assert_eq!(seq.lock().counts(), (1, 1));
+        assert_eq!(
+            Outstanding::admit(&seq, 4, true, true).unwrap_err(),
+            NtStatus::FILE_NOT_AVAILABLE
+        );
+        // Its final response: the count ends, and the replay is admitted.
+        done.send(()).unwrap();
+        op.await.unwrap();
+        assert_eq!(seq.lock().counts(), (1, 0));
+        let replay = Outstanding::admit(&seq, 4, true, true).unwrap();
+        assert!(replay.is_some());
+        drop((newer, replay));
+        assert_eq!(seq.lock().counts(), (0, 0));
+        // An uncounted request (older sequence, not modifying) has no guard.
+        assert!(Outstanding::admit(&seq, 3, false, false).unwrap().is_none());
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub struct FileOpen {
     pub lock_sequences: Arc<super::locks::LockSequences>,
     /// Open.ChannelSequence and its outstanding-request counts ([MS-SMB2]
     /// 3.3.5.2.10): see [`FileOpen::check_channel_sequence`].
-    channel_sequence: Mutex<super::channel_seq::ChannelSequence>,
+    channel_sequence: super::channel_seq::Shared,
     /// A request other than its CREATE named this open's FileId: the client has the
     /// CREATE response, so a replay of that CREATE is a new one (handlers/create/replay.rs).
     used: AtomicBool,
@@ -138,7 +138,7 @@ impl FileOpen {
             final_write_time: AtomicU64::new(0),
             durable: Mutex::new(None),
             lock_sequences: Default::default(),
-            channel_sequence: Mutex::new(Default::default()),
+            channel_sequence: Default::default(),
             used: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }
@@ -179,22 +179,16 @@ impl FileOpen {
     /// Verifies the ChannelSequence `csn` of a request on this open ([MS-SMB2]
     /// 3.3.5.2.10, 3.x dialects; `replay`: SMB2_FLAGS_REPLAY_OPERATION,
     /// `modifying`: WRITE, IOCTL, SET_INFO) and counts it as outstanding (see
-    /// [`super::channel_seq::ChannelSequence::admit`]): true if counted, and then
-    /// [`FileOpen::release_channel_sequence`] must follow when it completes
-    /// ([`super::channel_seq::Outstanding`] does). A stale modifying request
-    /// fails with FILE_NOT_AVAILABLE.
+    /// [`super::channel_seq::ChannelSequence::admit`]) until the returned guard
+    /// drops (None: it runs uncounted). A stale modifying request fails with
+    /// FILE_NOT_AVAILABLE.
     pub fn check_channel_sequence(
         &self,
         csn: u16,
         replay: bool,
         modifying: bool,
-    ) -> Result<bool, NtStatus> {
-        self.channel_sequence.lock().admit(csn, replay, modifying)
-    }
-
-    /// A request counted by [`FileOpen::check_channel_sequence`] completed.
-    pub fn release_channel_sequence(&self, csn: u16) {
-        self.channel_sequence.lock().release(csn);
+    ) -> Result<Option<super::channel_seq::Outstanding>, NtStatus> {
+        super::channel_seq::Outstanding::admit(&self.channel_sequence, csn, replay, modifying)
     }
 
     /// Closes the open ([MS-FSA] 2.1.5.4 cleanup): a DELETE_ON_CLOSE open makes delete
