@@ -246,6 +246,9 @@ pub(crate) struct ChannelSet {
     /// Where every channel's oplock and lease breaks go: the sink of the
     /// client the session logged on with.
     sink: Arc<EventSink>,
+    /// Set once the server refused to bind a channel because it no longer
+    /// knows the session: no channel can come back.
+    gone: AtomicBool,
 }
 
 impl ChannelSet {
@@ -255,6 +258,7 @@ impl ChannelSet {
             list: RwLock::new(vec![Arc::new(first)]),
             sequence: AtomicU16::new(0),
             sink: client.sink(),
+            gone: AtomicBool::new(false),
         };
         // The first session on a connection starts its pump; later ones find
         // it running into the same sink.
@@ -309,6 +313,17 @@ impl ChannelSet {
     pub(crate) fn addrs(&self) -> Vec<SocketAddr> {
         let list = self.list.read().expect("channels lock");
         list.iter().filter_map(|c| c.addr).collect()
+    }
+
+    /// Records that the server no longer knows the session (it refused a
+    /// binding with USER_SESSION_DELETED or NETWORK_SESSION_EXPIRED).
+    pub(crate) fn mark_session_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+    }
+
+    /// True once [`ChannelSet::mark_session_gone`] was called.
+    pub(crate) fn session_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
     }
 
     /// True if some channel is live.

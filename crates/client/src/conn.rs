@@ -418,7 +418,9 @@ impl Connection {
         let mut kept = None;
         if let Some(k) = kept_unsent {
             // Not kept: the connection closed since the MessageIds were taken.
-            if let Some(k) = sh.core().retain(&ids, k) {
+            // (The core's lock is released before closed_error takes it again.)
+            let unkept = sh.core().retain(&ids, k);
+            if let Some(k) = unkept {
                 return (Err(sh.closed_error()), Some(k));
             }
         }

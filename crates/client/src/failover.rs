@@ -222,11 +222,13 @@ fn channel_failed(session: &Session, ch: &Arc<Channel>, link: &Link, e: &Error) 
     }
 }
 
-/// Waits (bounded) until some channel of `set` is live; false if none came back.
+/// Waits (bounded) until some channel of `set` is live; false if none came
+/// back, or the server no longer knows the session (then the caller's tree is
+/// re-established on a new one, [`crate::durable`]).
 async fn wait_for_live(set: &ChannelSet) -> bool {
     let deadline = tokio::time::Instant::now() + ALL_DOWN_WAIT;
     while !set.any_live() {
-        if tokio::time::Instant::now() >= deadline {
+        if tokio::time::Instant::now() >= deadline || set.session_gone() {
             return false;
         }
         tokio::time::sleep(FIRST_BACKOFF).await;
@@ -253,6 +255,9 @@ pub(crate) fn spawn_rebind(session: &Session, ch: Arc<Channel>) {
                 return;
             };
             let session = Session { inner };
+            if session.channels().session_gone() {
+                return;
+            }
             match session.bind_one(addr).await {
                 Ok(link) => {
                     tracing::info!(
@@ -263,6 +268,7 @@ pub(crate) fn spawn_rebind(session: &Session, ch: Arc<Channel>) {
                 }
                 Err(e) if session_gone(&e) => {
                     tracing::warn!("multichannel: {addr} not re-established: {e}");
+                    session.channels().mark_session_gone();
                     return;
                 }
                 Err(e) => tracing::debug!("multichannel: {addr} not back yet: {e}"),

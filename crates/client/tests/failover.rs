@@ -15,6 +15,16 @@
 //! back over all channels and the server's copy have the written SHA-256; then
 //! an oplock break the server sends on a channel other than the logon's first
 //! connection reaches `Client::events`. Needs root (namespaces, a unix user).
+//!
+//! The `*_reclaims_after_the_server_drops_the_session` tests take every link
+//! down for longer than the server's TCP keepalive and user timeout (smb.conf
+//! `socket options`), so the server drops the connections and with them the
+//! session, keeping the durable opens; once the server shows that (`smbx status`,
+//! `smbstatus`) the links come back, and the client — its own connections given
+//! up by `ClientOptions::socket`'s user timeout — logs on again with
+//! PreviousSessionId, reclaims the open (same persistent FileId, not a new open)
+//! and replays the writes that were in flight: the data read back and the
+//! server's copy have the written SHA-256.
 
 mod common;
 
@@ -401,4 +411,238 @@ fn samba_survives_losing_a_link() {
     let server = common::start_samba(&interfaces());
     let (port, dir) = (server.port, server.share_dir("share"));
     client_side(scenario(port, dir));
+}
+
+/// How quickly the server gives up a peer that went silent: keepalive after 2 s
+/// idle, 2 probes 1 s apart, and sent data unacknowledged for at most 4 s.
+const SERVER_SOCKET_OPTIONS: &str =
+    "SO_KEEPALIVE TCP_KEEPIDLE=2 TCP_KEEPINTVL=1 TCP_KEEPCNT=2 TCP_USER_TIMEOUT=4000";
+
+/// Which server a drop scenario runs against, and how to ask it about sessions.
+#[derive(Clone)]
+enum Observer {
+    /// `smbx status --json --config CONF`.
+    Smbx(std::path::PathBuf),
+    /// `smbstatus --json -s CONF`.
+    Samba(std::path::PathBuf),
+}
+
+impl Observer {
+    /// (sessions the server has, durable opens it keeps for a reconnect, or
+    /// None where it does not say), from its status command.
+    fn sessions(&self) -> (usize, Option<u64>) {
+        let out = match self {
+            Observer::Smbx(conf) => Command::new(common::smbx_bin())
+                .args(["status", "--json", "--config"])
+                .arg(conf)
+                .output(),
+            Observer::Samba(conf) => Command::new("smbstatus")
+                .args(["--json", "-s"])
+                .arg(conf)
+                .output(),
+        }
+        .expect("run the status command");
+        assert!(
+            out.status.success(),
+            "status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+        match self {
+            Observer::Smbx(_) => (
+                v["totals"]["sessions"].as_u64().expect("sessions") as usize,
+                v["totals"]["disconnected_durable_opens"].as_u64(),
+            ),
+            Observer::Samba(_) => (v["sessions"].as_object().map_or(0, |m| m.len()), None),
+        }
+    }
+
+    /// The smbx server's opens' FileIds ("persistent:volatile"); empty for Samba.
+    fn open_ids(&self) -> Vec<String> {
+        let Observer::Smbx(conf) = self else {
+            return Vec::new();
+        };
+        let out = Command::new(common::smbx_bin())
+            .args(["status", "--json", "--config"])
+            .arg(conf)
+            .output()
+            .expect("smbx status");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+        v["opens"]
+            .as_array()
+            .expect("opens")
+            .iter()
+            .filter_map(|o| o["file_id"].as_str().map(str::to_string))
+            .collect()
+    }
+}
+
+/// Every link down in the middle of a durable transfer until the server has
+/// dropped the session; then back.
+async fn dropped_session(port: u16, share_dir: std::path::PathBuf, server: Observer) {
+    let mut opts = options();
+    opts.durable_handles = true;
+    // The client's connections give up by themselves too.
+    (opts.socket, _) = smbx_transport::SocketOptions::parse(SERVER_SOCKET_OPTIONS);
+    let client = Client::connect(&format!("10.231.1.1:{port}"), opts)
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree");
+    assert_eq!(session.channel_count(), LINKS as usize);
+    let old_session = session.id();
+    drop((client, session));
+    let f = Arc::new(
+        tree.open("dropped.bin", &OpenOptions::create_truncate())
+            .await
+            .expect("open"),
+    );
+    assert!(f.is_durable(), "no durable handle granted");
+    let old_id = f.id();
+    assert_eq!(server.sessions().0, 1, "one session before the outage");
+
+    let data = Arc::new(common::random_bytes(TOTAL / 2));
+    let down = Arc::new(tokio::sync::Notify::new());
+    // The links come back once the server dropped the session (polled,
+    // bounded: 90 s), keeping the open for its durable timeout.
+    let watcher = {
+        let (down, server) = (down.clone(), server.clone());
+        tokio::spawn(async move {
+            down.notified().await;
+            let mut seen = None;
+            for _ in 0..900 {
+                let s = tokio::task::spawn_blocking({
+                    let server = server.clone();
+                    move || server.sessions()
+                })
+                .await
+                .expect("status");
+                if s.0 == 0 {
+                    seen = Some(s);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            for k in 1..=LINKS {
+                link(k, true);
+            }
+            seen
+        })
+    };
+    let done = Arc::new(AtomicUsize::new(0));
+    let pieces = data.len() / PIECE;
+    stream::iter(0..pieces)
+        .map(|i| {
+            let (f, data, done, down) = (f.clone(), data.clone(), done.clone(), down.clone());
+            async move {
+                let off = i * PIECE;
+                let n = f.write_at(off as u64, &data[off..off + PIECE]).await?;
+                assert_eq!(n, PIECE);
+                if done.fetch_add(1, Ordering::AcqRel) + 1 == pieces / 4 {
+                    for k in 1..=LINKS {
+                        link(k, false);
+                    }
+                    down.notify_one();
+                }
+                smbx_client::Result::Ok(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("every write completes though the server dropped the session");
+    let seen = watcher.await.expect("watcher");
+    let (sessions, kept) = seen.expect("the server never dropped the session");
+    eprintln!(
+        "server while the links were down: {sessions} session(s), {kept:?} durable open(s) kept"
+    );
+    if let Some(kept) = kept {
+        assert!(kept >= 1, "the server kept no durable open");
+    }
+
+    // A new session, and the same open: reclaimed, not created again.
+    let session = tree.session();
+    assert_ne!(
+        session.id(),
+        old_session,
+        "the session was not re-established"
+    );
+    assert_eq!(
+        f.id().persistent,
+        old_id.persistent,
+        "the open was not reclaimed: {old_id:?} -> {:?}",
+        f.id()
+    );
+    if let Observer::Smbx(_) = server {
+        let ids = server.open_ids();
+        let want = format!("{:x}:", old_id.persistent);
+        assert!(
+            ids.iter()
+                .any(|i| i.trim_start_matches("0x").starts_with(&want)),
+            "the server has no open with persistent id {want}: {ids:?}"
+        );
+        assert_eq!(
+            server.sessions(),
+            (1, Some(0)),
+            "one session, nothing left waiting"
+        );
+    }
+    let back = f.read_at(0, data.len()).await.expect("read back");
+    assert_eq!(common::sha256(&back), common::sha256(&data));
+    Arc::into_inner(f)
+        .expect("writes done")
+        .close()
+        .await
+        .expect("close");
+    let disk = std::fs::read(share_dir.join("dropped.bin")).expect("server copy");
+    assert_eq!(common::sha256(&disk), common::sha256(&data));
+    eprintln!("after the re-establishment: {:?}", session.channel_stats());
+    session.logoff().await.expect("logoff");
+}
+
+#[test]
+fn smbx_reclaims_after_the_server_drops_the_session() {
+    if !in_netns("smbx_reclaims_after_the_server_drops_the_session") {
+        return;
+    }
+    let server = common::start_smbx(&format!(
+        "{}    socket options = {SERVER_SOCKET_OPTIONS}\n",
+        interfaces()
+    ));
+    let log = server.log();
+    assert!(
+        !log.contains("socket options"),
+        "socket options refused: {log}"
+    );
+    let (port, dir) = (server.port, server.share_dir("share"));
+    let observer = Observer::Smbx(server.root.path().join("smb.conf"));
+    client_side(dropped_session(port, dir, observer));
+    let log = server.log();
+    assert!(
+        !log.contains("socket options"),
+        "socket options refused: {log}"
+    );
+}
+
+#[test]
+fn samba_reclaims_after_the_server_drops_the_session() {
+    if !in_netns("samba_reclaims_after_the_server_drops_the_session") {
+        return;
+    }
+    // Samba's `socket options` has no TCP_USER_TIMEOUT: a connection with data
+    // unacknowledged retransmits for net.ipv4.tcp_retries2 (15: ~15 minutes)
+    // before keepalive may start. This namespace's own value bounds it instead
+    // (5: about 13 s with the minimum retransmission timeout of 200 ms).
+    let st = Command::new("sysctl")
+        .args(["-qw", "net.ipv4.tcp_retries2=5"])
+        .status()
+        .expect("sysctl");
+    assert!(st.success());
+    let server = common::start_samba(&format!(
+        "{}    socket options = SO_KEEPALIVE TCP_KEEPIDLE=2 TCP_KEEPINTVL=1 TCP_KEEPCNT=2\n    durable handles = yes\n    kernel share modes = no\n    posix locking = no\n    smb2 leases = yes\n",
+        interfaces()
+    ));
+    let (port, dir) = (server.port, server.share_dir("share"));
+    let observer = Observer::Samba(server.root.path().join("smb.conf"));
+    client_side(dropped_session(port, dir, observer));
 }
