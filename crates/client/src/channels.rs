@@ -148,6 +148,34 @@ impl Channel {
         self.down.store(false, Ordering::Release);
     }
 
+    /// The largest READ (`read`) or WRITE this channel's connection carries:
+    /// its negotiated MaxReadSize / MaxWriteSize and, over SMB Direct, what
+    /// one transfer moves there — the peer's MaxReadWriteSize by RDMA (`rdma`),
+    /// else one reassembled message inline ([`Channel::inline_limit`]).
+    pub(crate) fn max_io(&self, read: bool, rdma: bool) -> u32 {
+        let link = self.link();
+        let n = &link.client.inner.negotiated;
+        let mut max = if read { n.max_read } else { n.max_write };
+        if let Some(d) = link.client.connection().direct() {
+            let p = d.params();
+            max = max.min(if rdma {
+                p.max_read_write_size
+            } else {
+                inline_limit(&p, read)
+            });
+        }
+        max
+    }
+
+    /// The largest READ (`read`) or WRITE that fits this channel inline: over
+    /// SMB Direct one reassembled message (the peer's fragmented size) less
+    /// room for headers; no limit over TCP.
+    pub(crate) fn inline_max(&self, read: bool) -> Option<u32> {
+        let link = self.link();
+        let d = link.client.connection().direct()?;
+        Some(inline_limit(&d.params(), read))
+    }
+
     pub(crate) fn is_live(&self) -> bool {
         !self.down.load(Ordering::Acquire) && !self.link().client.connection().is_closed()
     }
@@ -176,6 +204,21 @@ impl Channel {
             live: self.is_live(),
         }
     }
+}
+
+/// Room left for SMB2 headers (and a transform header) when an inline READ or
+/// WRITE must fit one SMB Direct message.
+pub(crate) const INLINE_HEADROOM: u32 = 1024;
+
+/// The largest READ (`read`: its response) or WRITE carried inline over an
+/// SMB Direct link with `p`: one reassembled message less [`INLINE_HEADROOM`].
+pub(crate) fn inline_limit(p: &smbx_transport::NegotiatedParams, read: bool) -> u32 {
+    if read {
+        p.max_fragmented_receive_size
+    } else {
+        p.max_fragmented_send_size
+    }
+    .saturating_sub(INLINE_HEADROOM)
 }
 
 /// A channel a request must go on, and the connection it must use: a READ or
@@ -343,6 +386,32 @@ impl ChannelSet {
             .min_by_key(|c| c.load(bytes))
             .unwrap_or(&list[0])
             .clone()
+    }
+
+    /// As [`ChannelSet::pick`], among the live channels that carry a READ
+    /// (`read`) or WRITE of `io` bytes inline (an SMB Direct channel's
+    /// messages are bounded); any live channel when none does.
+    pub(crate) fn pick_inline(&self, bytes: u64, io: u64, read: bool) -> Arc<Channel> {
+        let fitting = {
+            let list = self.list.read().expect("channels lock");
+            list.iter()
+                .filter(|c| c.is_live())
+                .filter(|c| c.inline_max(read).is_none_or(|m| u64::from(m) >= io))
+                .min_by_key(|c| c.load(bytes))
+                .cloned()
+        };
+        fitting.unwrap_or_else(|| self.pick(bytes))
+    }
+
+    /// The largest READ (`read`) or WRITE every channel of the session
+    /// carries ([`Channel::max_io`]; by RDMA where `rdma` and the channel is
+    /// SMB Direct): a piece of that size goes, or is replayed, on any of them.
+    pub(crate) fn max_io(&self, read: bool, rdma: bool) -> u32 {
+        let list = self.list.read().expect("channels lock");
+        list.iter()
+            .map(|c| c.max_io(read, rdma))
+            .min()
+            .unwrap_or(u32::MAX)
     }
 
     /// The channel with the most room for a READ or WRITE of `bytes`

@@ -118,6 +118,9 @@ pub(crate) async fn send(
         .map(|r| (r.charge.max(1) as u64) * 65536)
         .sum::<u64>()
         .max(sent);
+    // A READ's or WRITE's weight is its message size: an SMB Direct channel
+    // carries it inline only up to its fragmented size.
+    let read = reqs.iter().any(|r| r.command == Command::Read);
     // One channel has nowhere to replay to: no copy is kept.
     let can_replay = set.len() > 1 && on.is_none() && replayable(&reqs);
     let mut replay = on.is_some_and(|p| p.replay);
@@ -126,7 +129,7 @@ pub(crate) async fn send(
         let (ch, link) = match on {
             Some(p) => (p.channel.clone(), p.link.clone()),
             None => {
-                let ch = set.pick(weight);
+                let ch = set.pick_inline(weight, weight, read);
                 let link = ch.link();
                 (ch, link)
             }

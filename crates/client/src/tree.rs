@@ -28,10 +28,6 @@ use smbx_wire::rw::{ReadRequest, ReadResponse};
 use smbx_wire::set_info::{FileRenameInfo, FILE_DISPOSITION_INFORMATION, FILE_RENAME_INFORMATION};
 use smbx_wire::simple::encode_simple;
 
-/// Room left for SMB2 headers (and a transform header) when an inline READ or WRITE
-/// must fit one SMB Direct message.
-const INLINE_HEADROOM: u32 = 1024;
-
 /// Output buffer size of one QUERY_DIRECTORY.
 const DIR_BUFFER: u32 = 65536;
 
@@ -146,35 +142,16 @@ impl Tree {
         self.state().response.maximal_access
     }
 
-    /// Largest READ: the negotiated MaxReadSize; over SMB Direct also what one
-    /// transfer can carry (an RDMA transfer, or one reassembled message inline).
+    /// Largest READ: what every channel of the session carries — its
+    /// negotiated MaxReadSize and, over SMB Direct, one transfer (by RDMA, or
+    /// one reassembled message inline) — so a piece fits whichever channel it
+    /// goes, or is replayed, on.
     pub(crate) fn max_read(&self) -> u32 {
-        let n = self.session().inner.client.inner.negotiated.max_read;
-        match self.direct_limit(|p| p.max_fragmented_receive_size) {
-            Some(cap) => n.min(cap),
-            None => n,
-        }
+        self.session().channels().max_io(true, self.rdma_allowed())
     }
     /// Largest WRITE (as [`Tree::max_read`]).
     pub(crate) fn max_write(&self) -> u32 {
-        let n = self.session().inner.client.inner.negotiated.max_write;
-        match self.direct_limit(|p| p.max_fragmented_send_size) {
-            Some(cap) => n.min(cap),
-            None => n,
-        }
-    }
-
-    fn direct_limit(
-        &self,
-        inline: impl Fn(&smbx_transport::NegotiatedParams) -> u32,
-    ) -> Option<u32> {
-        let link = self.rdma_link()?;
-        let p = link.params();
-        Some(if self.rdma_allowed() {
-            p.max_read_write_size
-        } else {
-            inline(&p).saturating_sub(INLINE_HEADROOM)
-        })
+        self.session().channels().max_io(false, self.rdma_allowed())
     }
 
     /// True if this tree's READs and WRITEs may move their data by RDMA (SMB
@@ -182,11 +159,6 @@ impl Tree {
     /// transfers of plaintext would bypass).
     fn rdma_allowed(&self) -> bool {
         !self.is_encrypted() && self.dialect() >= smbx_wire::Dialect::SMB3_0
-    }
-
-    /// The logon connection's SMB Direct link, if it is one.
-    fn rdma_link(&self) -> Option<Arc<dyn smbx_transport::DirectLink>> {
-        self.session().inner.client.inner.conn.direct().cloned()
     }
 
     /// The channel to move `len` bytes of a READ (`read`) or WRITE by RDMA on:
@@ -203,12 +175,7 @@ impl Tree {
         if len > p.max_read_write_size as usize {
             return None;
         }
-        let inline = if read {
-            p.max_fragmented_receive_size
-        } else {
-            p.max_fragmented_send_size
-        }
-        .saturating_sub(INLINE_HEADROOM) as usize;
+        let inline = crate::channels::inline_limit(&p, read) as usize;
         let threshold = self.session().inner.client.inner.options.rdma_threshold;
         (len > threshold || len > inline).then_some(pinned)
     }

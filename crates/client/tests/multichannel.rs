@@ -266,3 +266,75 @@ async fn smbx_channel_to_an_rdma_capable_interface_is_smb_direct() {
     }
     session.logoff().await.expect("logoff");
 }
+
+/// Writes `pieces` pieces of 4 MiB to `name` at once, reads them back the same
+/// way and checks the SHA-256: each piece is larger than what one SMB Direct
+/// transfer may carry in the tests below.
+async fn large_io_check(tree: &Tree, name: &str, pieces: usize) {
+    const PIECE: usize = 4 << 20;
+    let data = common::random_bytes(pieces * PIECE);
+    let f = tree
+        .open(name, &OpenOptions::create_truncate())
+        .await
+        .expect("open");
+    let writes = data
+        .chunks(PIECE)
+        .enumerate()
+        .map(|(i, c)| f.write_at((i * PIECE) as u64, c));
+    try_join_all(writes).await.expect("writes");
+    let reads = (0..pieces).map(|i| f.read_at((i * PIECE) as u64, PIECE));
+    let back: Vec<u8> = try_join_all(reads).await.expect("reads").concat();
+    assert_eq!(common::sha256(&back), common::sha256(&data));
+    f.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smbx_sizes_each_request_for_the_channel_it_goes_on() {
+    if !in_netns("smbx_sizes_each_request_for_the_channel_it_goes_on") {
+        return;
+    }
+    // The logon is TCP (MaxReadSize/MaxWriteSize 8 MiB); the second channel is
+    // SMB Direct, where one RDMA transfer carries at most 1 MiB (the client's
+    // MaxReadWriteSize) and one message at most 1 MiB (the server's fragmented
+    // size). 4 MiB I/O, eight at once, lands on both channels: each READ and
+    // WRITE must be sized for the SMB Direct one too.
+    let (server, direct) = common::start_smbx_direct(
+        "    interfaces = 127.0.0.1 127.0.0.2\n    server multi channel support = yes\n",
+    );
+    let mut opts = ClientOptions {
+        direct_port: direct,
+        ..ClientOptions::default().with_max_channels(2)
+    };
+    opts.direct.max_read_write_size = 1 << 20;
+    let client = Client::connect(&server.addr(), opts)
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    // By RDMA on the plain share.
+    let tree = session.tree("share").await.expect("tree");
+    assert_eq!(session.channel_count(), 2, "{:?}", session.channel_stats());
+    large_io_check(&tree, "large.bin", 8).await;
+    let stats = session.channel_stats();
+    eprintln!("4 MiB I/O, TCP logon and SMB Direct channel: {stats:?}");
+    assert!(
+        stats[0].bytes_sent >= 4 << 20 && stats[0].bytes_received >= 4 << 20,
+        "the TCP channel carried too little: {stats:?}"
+    );
+    assert!(
+        stats[1].rdma_sent >= 1 << 20 && stats[1].rdma_received >= 1 << 20,
+        "the SMB Direct channel moved too little by RDMA: {stats:?}"
+    );
+    // Inline on the sealed share (no RDMA for encrypted data): every message on
+    // the SMB Direct channel fits its fragmented size.
+    let before = session.channel_stats()[1].bytes_sent;
+    let secret = session.tree("secret").await.expect("sealed tree");
+    large_io_check(&secret, "sealed.bin", 4).await;
+    let stats = session.channel_stats();
+    eprintln!("sealed 4 MiB I/O: {stats:?}");
+    assert!(stats.iter().all(|s| s.live), "{stats:?}");
+    assert!(
+        stats[1].bytes_sent > before,
+        "the SMB Direct channel carried nothing sealed: {stats:?}"
+    );
+    session.logoff().await.expect("logoff");
+}
