@@ -3,23 +3,40 @@
 
 use std::process::ExitCode;
 
+use smbx_client::channels::interface_addr;
+use smbx_client::url::SmbUrl;
+use smbx_client::{
+    ClientOptions, NetworkInterface, NETWORK_IF_RDMA_CAPABLE, NETWORK_IF_RSS_CAPABLE,
+};
 use smbx_transport::verbs::{device_use, rdma_addresses, DeviceUse, RdmaAddress};
 use smbx_transport::DirectConfig;
 
 /// Runs `smbx rdma [--json]`.
 pub fn main(args: &[String]) -> ExitCode {
     let mut json = false;
-    for a in args {
+    let mut server = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json = true,
+            "--server" => match it.next() {
+                Some(u) => server = Some(u.clone()),
+                None => {
+                    eprintln!("smbx rdma: --server needs an smb://user@host/share URL");
+                    return ExitCode::from(2);
+                }
+            },
             "-h" | "--help" => {
                 println!(
-                    "Usage: smbx rdma [--json]\n\nLists the RDMA devices (name, node type iWARP/RoCE/InfiniBand, ports, \
+                    "Usage: smbx rdma [--json] [--server smb://user@host/share]\n\nLists the RDMA devices (name, node type iWARP/RoCE/InfiniBand, ports, \
                      link state, network interfaces and addresses), whether rdma-core (libibverbs, librdmacm) \
                      is installed, and the SMB Direct port each device is served on (5445 iWARP, 445 RoCE/IB); \
                      with rdma-core, each device's limits (max_qp_wr, max_sge, max_mr_size, inline data), what an \
                      SMB Direct connection's queue pair gets there, and the pools smbx sizes from that (receive \
-                     credits, send buffers, RDMA Read/Write work requests), for smb.conf's default SMB Direct sizes."
+                     credits, send buffers, RDMA Read/Write work requests), for smb.conf's default SMB Direct sizes. \
+                     With --server, the interfaces that server reports (FSCTL_QUERY_NETWORK_INTERFACE_INFO: \
+                     address, link speed, RSS and RDMA capable), logged on as the URL's user (password in the \
+                     URL or SMBX_PASSWORD)."
                 );
                 return ExitCode::SUCCESS;
             }
@@ -28,6 +45,22 @@ pub fn main(args: &[String]) -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if let Some(url) = server {
+        return match server_interfaces(&url) {
+            Ok(ifs) if json => {
+                println!("{}", interfaces_json(&ifs));
+                ExitCode::SUCCESS
+            }
+            Ok(ifs) => {
+                print!("{}", interfaces_text(&ifs));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("smbx rdma: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let devices = smbx_rdma::verbs::devices();
     let addrs = rdma_addresses();
@@ -51,6 +84,74 @@ pub fn main(args: &[String]) -> ExitCode {
         print!("{}", to_text(&devices, &addrs, &core, &uses));
     }
     ExitCode::SUCCESS
+}
+
+/// Logs on to the share `url` names and asks the server for its interfaces.
+fn server_interfaces(url: &str) -> Result<Vec<NetworkInterface>, String> {
+    let u = SmbUrl::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    let pw = u
+        .password
+        .clone()
+        .or_else(|| std::env::var("SMBX_PASSWORD").ok());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let (tree, _) = u
+            .open(pw.as_deref(), ClientOptions::default())
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        tree.session()
+            .network_interfaces(&tree)
+            .await
+            .map_err(|e| format!("FSCTL_QUERY_NETWORK_INTERFACE_INFO: {e}"))
+    })
+}
+
+/// The capability words of one interface: `RSS`, `RDMA`, or `-`.
+fn capabilities(ni: &NetworkInterface) -> String {
+    let mut c = Vec::new();
+    if ni.capability & NETWORK_IF_RSS_CAPABLE != 0 {
+        c.push("RSS");
+    }
+    if ni.capability & NETWORK_IF_RDMA_CAPABLE != 0 {
+        c.push("RDMA");
+    }
+    if c.is_empty() {
+        "-".into()
+    } else {
+        c.join(",")
+    }
+}
+
+fn interfaces_text(ifs: &[NetworkInterface]) -> String {
+    let mut o = format!(
+        "{:<40} {:<8} {:>12} CAPABILITY\n",
+        "SERVER INTERFACE", "IFINDEX", "MBIT/S"
+    );
+    for ni in ifs {
+        o.push_str(&format!(
+            "{:<40} {:<8} {:>12} {}\n",
+            interface_addr(ni, 0).ip(),
+            ni.if_index,
+            ni.link_speed / 1_000_000,
+            capabilities(ni)
+        ));
+    }
+    o
+}
+
+fn interfaces_json(ifs: &[NetworkInterface]) -> serde_json::Value {
+    serde_json::json!({
+        "interfaces": ifs.iter().map(|ni| serde_json::json!({
+            "address": interface_addr(ni, 0).ip().to_string(),
+            "if_index": ni.if_index,
+            "link_speed": ni.link_speed,
+            "rss_capable": ni.capability & NETWORK_IF_RSS_CAPABLE != 0,
+            "rdma_capable": ni.capability & NETWORK_IF_RDMA_CAPABLE != 0,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn addrs_of<'a>(addrs: &'a [RdmaAddress], dev: &str) -> Vec<&'a RdmaAddress> {
@@ -330,5 +431,32 @@ mod tests {
         assert_eq!(j["pools"]["receive_credits"], 255);
         assert_eq!(j["pools"]["rdma_work_requests"], 64);
         assert!(use_json(&uses[1].1)["error"].is_string());
+    }
+    /// The server's interfaces: the RDMA-capable one says RDMA, the other not.
+    #[test]
+    fn server_interfaces_show_the_rdma_flag() {
+        let ifs = [
+            NetworkInterface {
+                if_index: 2,
+                capability: NETWORK_IF_RDMA_CAPABLE,
+                link_speed: 1_000_000_000,
+                addr: smbx_client::IfAddr::V4([10, 0, 2, 15]),
+            },
+            NetworkInterface {
+                if_index: 3,
+                capability: 0,
+                link_speed: 10_000_000_000,
+                addr: smbx_client::IfAddr::V4([10, 0, 3, 15]),
+            },
+        ];
+        let t = interfaces_text(&ifs);
+        let row = |ip: &str| t.lines().find(|l| l.starts_with(ip)).expect(&t).to_string();
+        assert!(row("10.0.2.15").ends_with(" RDMA"), "{t}");
+        assert!(row("10.0.2.15").contains(" 1000 "), "{t}");
+        assert!(row("10.0.3.15").ends_with(" -"), "{t}");
+        let j = interfaces_json(&ifs);
+        assert_eq!(j["interfaces"][0]["rdma_capable"], true);
+        assert_eq!(j["interfaces"][1]["rdma_capable"], false);
+        assert_eq!(j["interfaces"][1]["address"], "10.0.3.15");
     }
 }

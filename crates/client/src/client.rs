@@ -912,6 +912,37 @@ impl Session {
         self.inner.channels.stats()
     }
 
+    /// The server's network interfaces as FSCTL_QUERY_NETWORK_INTERFACE_INFO on
+    /// `tree` reports them ([MS-SMB2] 3.2.4.20.x): addresses, link speed, and the
+    /// RSS and RDMA capability flags.
+    pub async fn network_interfaces(
+        &self,
+        tree: &Tree,
+    ) -> Result<Vec<smbx_wire::ioctl::NetworkInterface>> {
+        let body = IoctlRequest {
+            ctl_code: fsctl::QUERY_NETWORK_INTERFACE_INFO,
+            file_id: smbx_wire::FileId::NO_FILE,
+            input: &[],
+            max_input_response: 0,
+            output: &[],
+            max_output_response: 64 * 1024,
+            flags: SMB2_0_IOCTL_IS_FSCTL,
+        }
+        .encode();
+        let resp = self
+            .inner
+            .client
+            .connection()
+            .call(
+                Request::new(Command::Ioctl, body, tree.id()),
+                &self.route(tree.is_encrypted()),
+            )
+            .await?
+            .ok()?;
+        let out = IoctlResponse::decode(&resp.msg)?.output;
+        Ok(smbx_wire::ioctl::decode_network_interfaces(&out)?)
+    }
+
     /// Multichannel discovery and binding ([MS-SMB2] 3.2.4.20.x, 3.2.5.3.1): asks
     /// the server for its interfaces (FSCTL_QUERY_NETWORK_INTERFACE_INFO on
     /// `tree`), chooses up to `max_channels - 1` further addresses ([`plan`]),
@@ -931,26 +962,7 @@ impl Session {
         {
             return Ok(0);
         }
-        let body = IoctlRequest {
-            ctl_code: fsctl::QUERY_NETWORK_INTERFACE_INFO,
-            file_id: smbx_wire::FileId::NO_FILE,
-            input: &[],
-            max_input_response: 0,
-            output: &[],
-            max_output_response: 64 * 1024,
-            flags: SMB2_0_IOCTL_IS_FSCTL,
-        }
-        .encode();
-        let resp = client
-            .connection()
-            .call(
-                Request::new(Command::Ioctl, body, tree.id()),
-                &self.route(tree.is_encrypted()),
-            )
-            .await?
-            .ok()?;
-        let out = IoctlResponse::decode(&resp.msg)?.output;
-        let ifs = smbx_wire::ioctl::decode_network_interfaces(&out)?;
+        let ifs = self.network_interfaces(tree).await?;
         self.inner.rdma_interfaces.learn(&ifs);
         let Some(mut peer) = client.inner.peer.get().copied() else {
             return Ok(0);

@@ -69,6 +69,9 @@ pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport};
 pub use reconnect::ReconnectingTree;
 pub use smbx_security::cipher::CipherId;
 pub use smbx_security::signing::SigningAlgorithm;
+pub use smbx_wire::ioctl::{
+    IfAddr, NetworkInterface, NETWORK_IF_RDMA_CAPABLE, NETWORK_IF_RSS_CAPABLE,
+};
 pub use smbx_wire::Dialect;
 pub use smbx_wire::{
     AccessMask, CreateDisposition, CreateOptions, FileAttributes, NtStatus, ShareAccess,
