@@ -157,7 +157,6 @@ pub struct Connection {
     events: Mutex<Option<mpsc::Receiver<Event>>>,
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
-    direct: Option<Arc<dyn DirectLink>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -195,7 +194,7 @@ impl Connection {
                 sh.close(DisconnectReason::Write(Arc::new(e)));
             }
         });
-        Self::run(shared, Box::new(rx), events_rx, timeout, vec![writer], None)
+        Self::run(shared, rx, events_rx, timeout, vec![writer])
     }
 
     /// Runs over a negotiated SMB Direct link: messages without the Direct-TCP
@@ -207,16 +206,9 @@ impl Connection {
     ) -> Connection {
         let pool = Arc::new(smbx_transport::BufPool::new(64));
         // Requests are posted on the link as they are sent: no writer task.
-        let (tx, rx) = link::direct(link.clone());
+        let (tx, rx) = link::direct(link);
         let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
-        Self::run(
-            shared,
-            Box::new(rx),
-            events_rx,
-            timeout,
-            Vec::new(),
-            Some(link),
-        )
+        Self::run(shared, rx, events_rx, timeout, Vec::new())
     }
 
     fn shared(
@@ -236,13 +228,12 @@ impl Connection {
     }
 
     /// Starts the reader task (and the timer task when requests have a timeout).
-    fn run(
+    fn run<R: MessageReceiver + 'static>(
         shared: Arc<Shared>,
-        rx: Box<dyn MessageReceiver>,
+        rx: R,
         events: mpsc::Receiver<Event>,
         timeout: Option<Duration>,
         mut tasks: Vec<JoinHandle<()>>,
-        direct: Option<Arc<dyn DirectLink>>,
     ) -> Connection {
         tasks.push(tokio::spawn(reader_task(rx, shared.clone())));
         if let Some(t) = timeout {
@@ -253,7 +244,6 @@ impl Connection {
             events: Mutex::new(Some(events)),
             timeout,
             tasks,
-            direct,
         }
     }
 
@@ -262,9 +252,9 @@ impl Connection {
         &self.shared.pool
     }
 
-    /// The SMB Direct link, when the connection runs over one.
+    /// The link's RDMA side, when it has one (SMB Direct).
     pub(crate) fn direct(&self) -> Option<&Arc<dyn DirectLink>> {
-        self.direct.as_ref()
+        self.shared.sender.rdma()
     }
 
     /// Records the negotiated dialect and whether multi-credit requests are allowed.
@@ -534,7 +524,9 @@ fn requests_of(lost: Vec<InFlight<oneshot::Sender<Reply>>>) -> Option<Vec<Reques
 }
 
 /// Receives whole messages until the link fails or the server closes it.
-async fn reader_task(mut rx: Box<dyn MessageReceiver>, shared: Arc<Shared>) {
+/// Generic over the receiver, so that waiting for a message is polled in place in
+/// the task's own future (no boxed future per message).
+async fn reader_task<R: MessageReceiver>(mut rx: R, shared: Arc<Shared>) {
     let why = loop {
         match rx.recv().await {
             Ok(Some(msg)) => {

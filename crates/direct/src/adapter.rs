@@ -535,17 +535,25 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             let notified = self.shared.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut g = self.shared.lock();
-                if let Some(e) = closed_error(&g) {
-                    return Err(e);
-                }
-                if g.conn.queued_messages() < QUEUE_LIMIT {
-                    return self.queue_and_post(&mut g, data, token);
-                }
+            if self.try_send_message(data, token)? {
+                return Ok(());
             }
             notified.await;
         }
+    }
+
+    /// Queues one upper-layer message and posts what credits allow if the send
+    /// queue has room now; `Ok(false)` (nothing queued) when it is full. With
+    /// `token`, the first fragment goes as Send with Invalidate.
+    pub fn try_send_message(&self, data: &[u8], token: Option<u32>) -> Result<bool, DirectError> {
+        let mut g = self.shared.lock();
+        if let Some(e) = closed_error(&g) {
+            return Err(e);
+        }
+        if g.conn.queued_messages() >= QUEUE_LIMIT {
+            return Ok(false);
+        }
+        self.queue_and_post(&mut g, data, token).map(|()| true)
     }
 
     /// Queues one upper-layer message and posts what credits allow, without
@@ -578,6 +586,16 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             self.shared.kick.notify_one();
         }
         Ok(())
+    }
+
+    /// The next whole upper-layer message if one has arrived (completions waiting
+    /// on the queue are taken first), without waiting; `None` when none has.
+    pub fn try_recv_message(&self) -> Option<Vec<u8>> {
+        let mut g = self.shared.lock();
+        if g.messages.is_empty() {
+            self.take_completions(&mut g);
+        }
+        g.messages.pop_front()
     }
 
     /// Receives the next whole upper-layer message.

@@ -65,7 +65,7 @@ pub(crate) async fn on_frame(
 ) -> Flow {
     conn.server.metrics.network(
         crate::metrics::Direction::In,
-        crate::metrics::Transport::of(conn),
+        conn.transport(),
         frame.len() + payload.as_ref().map_or(0, |p| p.len()),
     );
     let proto = frame.get(..4);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use smbx_config::Config;
 use smbx_transport::soft::Options as IwarpOptions;
 use smbx_transport::verbs::{DirectListener, ProviderChoice};
-use smbx_transport::{BufPool, DirectConfig, SocketOptions};
+use smbx_transport::{DirectConfig, SocketOptions};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::shutdown::{CLOSE_GRACE, DRAIN_TIMEOUT};
@@ -342,7 +342,12 @@ async fn accept_loop(l: TcpListener, state: Arc<ServerState>, slots: Slots) -> i
         }
         let state = state.clone();
         tokio::spawn(async move {
-            crate::conn::serve(state, stream).await;
+            let (tx, rx, writer) = crate::conn::tcp_link(&state, stream);
+            let writer = tokio::spawn(writer);
+            crate::conn::serve(state, tx, rx).await;
+            // The writer ends once every sender (async completions hold the
+            // connection) is gone.
+            let _ = writer.await;
             drop(slot);
         });
     }
@@ -454,7 +459,6 @@ async fn direct_accept_loop(
     state: Arc<ServerState>,
     slots: Slots,
 ) -> io::Result<()> {
-    let pool = Arc::new(BufPool::default());
     // The TCP accepts happen in the provider's listener (smbx-rdma), which backs off
     // on its own failures; a failure here is logged once per burst.
     let mut failures = 0u64;
@@ -481,10 +485,13 @@ async fn direct_accept_loop(
             continue;
         };
         let state = state.clone();
-        let pool = pool.clone();
         tokio::spawn(async move {
             match incoming.negotiate().await {
-                Ok(link) => crate::conn::serve_direct(state, link, pool).await,
+                Ok(link) => {
+                    // Messages are posted on the link as they are sent: no writer.
+                    let (tx, rx) = smbx_transport::link::direct(link);
+                    crate::conn::serve(state, tx, rx).await
+                }
                 Err(e) => tracing::debug!(%peer, error = %e, "smb direct negotiation failed"),
             }
             drop(slot);

@@ -356,8 +356,7 @@ mod tests {
         let opts = link::TcpOptions::new(1 << 20, state.frames.clone());
         let (tx, _rx, writer) = link::tcp_with(s, opts);
         tokio::spawn(writer);
-        let addr = a.local_addr().unwrap();
-        let c = Arc::new(Connection::new(1, state, addr, addr, Box::new(tx)));
+        let c = Arc::new(Connection::new(1, state, Box::new(tx)));
         c.negotiate.lock().dialect = Dialect::SMB3_1_1;
         let (sock, _wr) = a.into_split();
         let peer = Peer {

@@ -13,6 +13,8 @@ use smbx_direct::{
 use smbx_rdma::{Access, MemoryRegion, ProtectionDomain, Provider, QueuePair};
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::link::{LinkError, Outgoing, TrySendError};
+
 /// A boxed, sendable future (the trait is object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -58,9 +60,16 @@ pub trait DirectLink: Send + Sync + 'static {
         start: usize,
         invalidate: Option<u32>,
         hold: Option<OwnedSemaphorePermit>,
-    ) -> BoxFuture<'_, Result<(), crate::link::LinkError>>;
+    ) -> BoxFuture<'_, Result<(), LinkError>>;
+    /// Queues `out` (its tail read in behind it) if the link's send queue has room
+    /// now, posting what SMB Direct credits allow, as [`DirectLink::send_owned`] does
+    /// once there is room; gives it back when the queue is full. No future, no box.
+    fn try_send(&self, out: Outgoing) -> Result<(), TrySendError>;
     /// The next whole SMB2 message. Cancel-safe: a dropped call loses nothing.
     fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>>;
+    /// The next whole SMB2 message if one has arrived, without waiting (try it
+    /// before [`DirectLink::recv`]: no future to box when messages are queued).
+    fn try_recv(&self) -> Option<Vec<u8>>;
     /// What negotiation settled on.
     fn params(&self) -> NegotiatedParams;
     /// Local transport address.
@@ -279,18 +288,35 @@ impl<P: Provider> DirectLink for Link<P> {
         start: usize,
         invalidate: Option<u32>,
         hold: Option<OwnedSemaphorePermit>,
-    ) -> BoxFuture<'_, Result<(), crate::link::LinkError>> {
+    ) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(async move {
             let _hold = hold;
-            let msg = buf.get(start..).ok_or(crate::link::LinkError::TooLarge)?;
-            self.post(msg, invalidate)
-                .await
-                .map_err(crate::link::LinkError::Direct)
+            let msg = buf.get(start..).ok_or(LinkError::TooLarge)?;
+            self.post(msg, invalidate).await.map_err(LinkError::Direct)
         })
+    }
+
+    fn try_send(&self, mut out: Outgoing) -> Result<(), TrySendError> {
+        out.read_tail_in();
+        let msg = out
+            .buf
+            .get(out.start..)
+            .ok_or(TrySendError::Failed(LinkError::TooLarge))?;
+        // Queued: the message was copied into the link's fragments, and `out` (its
+        // buffer and its budget hold) is dropped here.
+        match self.conn.try_send_message(msg, out.invalidate) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(TrySendError::Full(out)),
+            Err(e) => Err(TrySendError::Failed(LinkError::Direct(e))),
+        }
     }
 
     fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>> {
         Box::pin(self.conn.recv_message())
+    }
+
+    fn try_recv(&self) -> Option<Vec<u8>> {
+        self.conn.try_recv_message()
     }
 
     fn params(&self) -> NegotiatedParams {

@@ -23,6 +23,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
@@ -134,7 +135,7 @@ impl Outgoing {
 
     /// The message with its tail read in behind it (for a link that cannot send
     /// from a file).
-    fn read_tail_in(&mut self) {
+    pub(crate) fn read_tail_in(&mut self) {
         if let Some(t) = self.tail.take() {
             t.read_rest(&mut self.buf, 0);
         }
@@ -158,6 +159,35 @@ pub enum TrySendError {
     Full(Outgoing),
     /// The link cannot send.
     Failed(LinkError),
+}
+
+/// Which transport carries a link: for labels (logs, metrics, status), never for
+/// behaviour (that is asked as capabilities).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Direct TCP (port 445).
+    Tcp = 0,
+    /// SMB Direct (RDMA).
+    SmbDirect = 1,
+}
+
+impl Transport {
+    /// Every transport, in the order of their numbers (for per-transport tables).
+    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::SmbDirect];
+
+    /// Its name in labels: `tcp` or `smbdirect`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::SmbDirect => "smbdirect",
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
 }
 
 /// Sends whole messages.
@@ -186,6 +216,21 @@ pub trait MessageSender: Send + Sync {
     fn max_message(&self) -> Option<usize> {
         None
     }
+
+    /// The link's RDMA side (registration, RDMA Read and Write of READ and WRITE
+    /// payloads) when it has one (SMB Direct).
+    fn rdma(&self) -> Option<&Arc<dyn DirectLink>> {
+        None
+    }
+
+    /// Which transport carries the link (for labels only).
+    fn transport(&self) -> Transport;
+
+    /// The peer's transport address.
+    fn peer_addr(&self) -> SocketAddr;
+
+    /// The local transport address.
+    fn local_addr(&self) -> SocketAddr;
 }
 
 /// Sends `out` on `sender`, waiting while its queue is full (the boxed wait only then).
@@ -213,8 +258,11 @@ pub struct Received {
 
 /// Receives whole messages.
 pub trait MessageReceiver: Send {
-    /// The next message; `Ok(None)` when the peer closed the link.
-    fn recv(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, LinkError>>;
+    /// The next message; `Ok(None)` when the peer closed the link. Not boxed (a
+    /// reader knows its receiver's type): nothing is allocated per message to wait.
+    fn recv(&mut self) -> impl Future<Output = Result<Option<Vec<u8>>, LinkError>> + Send
+    where
+        Self: Sized;
 
     /// Releases the link once the reader is done with it.
     fn close(&mut self) -> BoxFuture<'_, ()>;
@@ -252,6 +300,8 @@ pub struct TcpSender {
     /// Room in the queue for [`MessageSender::try_send`] and
     /// [`MessageSender::send_waiting`] (the writer frees a slot as it takes a message).
     slots: Option<Arc<Semaphore>>,
+    peer: SocketAddr,
+    local: SocketAddr,
 }
 
 impl fmt::Debug for TcpSender {
@@ -318,6 +368,18 @@ impl MessageSender for TcpSender {
     fn sends_file_tails(&self) -> bool {
         true
     }
+
+    fn transport(&self) -> Transport {
+        Transport::Tcp
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
 }
 
 /// The Direct TCP receiver: frames read through a buffered reader into pooled buffers.
@@ -328,14 +390,12 @@ pub struct TcpReceiver {
 }
 
 impl MessageReceiver for TcpReceiver {
-    fn recv(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, LinkError>> {
-        Box::pin(async move {
-            match self.frames.next(&mut self.rd, None).await {
-                Ok(f) => Ok(Some(f.msg)),
-                Err("eof") => Ok(None),
-                Err(e) => Err(LinkError::Frame(e)),
-            }
-        })
+    async fn recv(&mut self) -> Result<Option<Vec<u8>>, LinkError> {
+        match self.frames.next(&mut self.rd, None).await {
+            Ok(f) => Ok(Some(f.msg)),
+            Err("eof") => Ok(None),
+            Err(e) => Err(LinkError::Frame(e)),
+        }
     }
 
     fn close(&mut self) -> BoxFuture<'_, ()> {
@@ -424,6 +484,10 @@ pub fn tcp_with(
     impl Future<Output = std::io::Result<()>> + Send,
 ) {
     let _ = stream.set_nodelay(true);
+    // A socket that has no addresses any more is dead: its first read fails.
+    let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+    let peer = stream.peer_addr().unwrap_or(unknown);
+    let local = stream.local_addr().unwrap_or(unknown);
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let mut frames = FrameReader::with_pool(o.max_frame, o.pool.clone());
@@ -438,6 +502,8 @@ pub fn tcp_with(
     let sender = TcpSender {
         queue: tx,
         slots: slots.clone(),
+        peer,
+        local,
     };
     (sender, receiver, tcp_writer(wr, rx, o.pool, slots))
 }
@@ -586,10 +652,8 @@ impl MessageSender for DirectSender {
         self.link.send_now(msg, None).map_err(LinkError::Direct)
     }
 
-    /// The link's queue cannot be asked for room: always full (the link waits in
-    /// [`MessageSender::send_waiting`], with one boxed future, its own).
     fn try_send(&self, out: Outgoing) -> Result<(), TrySendError> {
-        Err(TrySendError::Full(out))
+        self.link.try_send(out)
     }
 
     fn send_waiting(&self, mut out: Outgoing) -> BoxFuture<'_, Result<(), LinkError>> {
@@ -607,6 +671,22 @@ impl MessageSender for DirectSender {
     fn max_message(&self) -> Option<usize> {
         Some(self.link.params().max_fragmented_send_size as usize)
     }
+
+    fn rdma(&self) -> Option<&Arc<dyn DirectLink>> {
+        Some(&self.link)
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::SmbDirect
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.link.peer_addr()
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.link.local_addr()
+    }
 }
 
 /// The SMB Direct receiver: messages reassembled by the link.
@@ -616,14 +696,20 @@ pub struct DirectReceiver {
     held: Option<Vec<u8>>,
 }
 
+impl DirectReceiver {
+    /// The message held back, else one the link has queued (taken in place), else
+    /// the link's boxed wait: only when nothing has arrived yet.
+    async fn next(&mut self) -> Result<Vec<u8>, LinkError> {
+        if let Some(m) = self.held.take().or_else(|| self.link.try_recv()) {
+            return Ok(m);
+        }
+        self.link.recv().await.map_err(LinkError::Direct)
+    }
+}
+
 impl MessageReceiver for DirectReceiver {
-    fn recv(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, LinkError>> {
-        Box::pin(async move {
-            if let Some(m) = self.held.take() {
-                return Ok(Some(m));
-            }
-            self.link.recv().await.map(Some).map_err(LinkError::Direct)
-        })
+    async fn recv(&mut self) -> Result<Option<Vec<u8>>, LinkError> {
+        self.next().await.map(Some)
     }
 
     fn close(&mut self) -> BoxFuture<'_, ()> {
@@ -639,7 +725,7 @@ impl MessageReceiver for DirectReceiver {
         budget: &Arc<Semaphore>,
     ) -> Result<Option<Received>, LinkError> {
         if self.held.is_none() {
-            self.held = Some(self.link.recv().await.map_err(LinkError::Direct)?);
+            self.held = Some(self.next().await?);
         }
         let len = self.held.as_ref().map_or(1, |m| m.len().max(1));
         let n = u32::try_from(len).map_err(|_| LinkError::TooLarge)?;

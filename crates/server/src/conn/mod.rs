@@ -2,20 +2,21 @@
 //! (smbx_transport::link) and dispatches them; anything (a handler completing later,
 //! an oplock break, an interim STATUS_PENDING) sends through [`Connection::send`] at
 //! any time. The link hides the transport: Direct TCP or SMB Direct is chosen where
-//! the connection is accepted ([`serve`], [`serve_direct`]), and the rest asks the
-//! link for capabilities (file tails, the largest message), never for its transport.
+//! the connection is accepted (the listener builds the link, [`serve`] takes any),
+//! and the rest asks the link for capabilities (file tails, the largest message, an
+//! RDMA side), never for its transport; [`Connection::transport`] is for labels.
 
 pub mod pending;
 mod serve;
 pub(crate) mod tail;
 
-pub use serve::{serve, serve_direct};
+pub use serve::{serve, tcp_link};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use smbx_transport::link::{MessageSender, Outgoing, TrySendError};
+use smbx_transport::link::{MessageSender, Outgoing, Transport, TrySendError};
 use smbx_wire::Dialect;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
@@ -156,15 +157,13 @@ impl Drop for PassTurn<'_> {
     }
 }
 
-/// The RDMA side of a connection that arrived over SMB Direct: the link (for
-/// RDMA Read and Write of READ and WRITE payloads) and the pool their
-/// registered buffers come from. (Messages go through the connection's message
-/// link, whatever the transport.)
+/// The RDMA side of a connection whose link has one (SMB Direct): the link's RDMA
+/// handle (RDMA Read and Write of READ and WRITE payloads, from and into its
+/// registered payload pool) and the connection's bound on what they hold.
+/// (Messages go through the connection's message link, whatever the transport.)
 pub struct DirectIo {
     /// The SMB Direct link.
     pub link: Arc<dyn smbx_transport::DirectLink>,
-    /// I/O buffers, shared by the connections of one listener.
-    pub pool: Arc<smbx_transport::BufPool>,
     /// Bytes that in-flight RDMA transfers of this connection may hold.
     pub rdma_budget: tokio::sync::Semaphore,
 }
@@ -201,8 +200,8 @@ pub struct Connection {
     pub logons: Arc<tokio::sync::Semaphore>,
     /// Chains start in arrival order (see [`StartOrder`]).
     pub(crate) start_order: StartOrder,
-    /// Set when the connection runs over SMB Direct: its RDMA side.
-    pub direct: Option<DirectIo>,
+    /// The RDMA side, when the link has one.
+    direct: Option<DirectIo>,
     /// The connection's memory budget, in bytes: requests received and not yet
     /// answered, and the responses they may produce ([`Connection::reserve`]),
     /// until those are written to the socket. The read loop stops reading while
@@ -217,19 +216,21 @@ impl Connection {
     pub(crate) fn new(
         id: u64,
         server: Arc<ServerState>,
-        peer: SocketAddr,
-        local: SocketAddr,
         sender: Box<dyn MessageSender>,
     ) -> Connection {
         let config = server.config();
+        let direct = sender.rdma().map(|link| DirectIo {
+            link: link.clone(),
+            rdma_budget: Semaphore::new(RDMA_BUDGET),
+        });
         let max_credits = config.global.smb2_max_credits;
         let budget = budget_bytes(&config.global);
         Connection {
             id,
-            server,
             config,
-            peer,
-            local,
+            peer: sender.peer_addr(),
+            local: sender.local_addr(),
+            server,
             negotiate: Mutex::new(NegotiateState::default()),
             credits: Mutex::new(CreditWindow::new(if max_credits == 0 {
                 8192
@@ -243,7 +244,7 @@ impl Connection {
                 crate::state::session::MAX_LOGONS_PER_CONNECTION,
             )),
             start_order: StartOrder::new(),
-            direct: None,
+            direct,
             budget: Arc::new(Semaphore::new(budget)),
             sender,
             closed: watch::Sender::new(false),
@@ -296,11 +297,9 @@ impl Connection {
     /// not read, or grants no SMB Direct send credits, makes this wait); a link that
     /// fails closes the connection.
     async fn send_out(&self, out: Outgoing) {
-        self.server.metrics.network(
-            crate::metrics::Direction::Out,
-            crate::metrics::Transport::of(self),
-            out.len(),
-        );
+        self.server
+            .metrics
+            .network(crate::metrics::Direction::Out, self.transport(), out.len());
         // The queue's room is tried first in place (no future of its own to build,
         // move and poll on every response); only a full queue waits.
         let res = match self.sender.try_send(out) {
@@ -326,9 +325,15 @@ impl Connection {
         self.sender.max_message()
     }
 
-    /// The SMB Direct side, when the connection runs over RDMA.
+    /// The RDMA side, when the connection's link has one (SMB Direct).
     pub fn direct(&self) -> Option<&DirectIo> {
         self.direct.as_ref()
+    }
+
+    /// Which transport carries the connection, for labels (logs, metrics, status);
+    /// what it can do is asked of the link, not derived from this.
+    pub fn transport(&self) -> Transport {
+        self.sender.transport()
     }
 
     /// Asks the connection to close (the read loop exits, state is torn down).

@@ -5,24 +5,41 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use smbx_transport::link::{self, LinkError, MessageReceiver, TcpOptions};
-use smbx_transport::DirectLink;
+use smbx_transport::link::{self, LinkError, MessageReceiver, MessageSender, TcpOptions};
 use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use super::Connection;
 use crate::dispatch::{self, Flow};
 use crate::state::ServerState;
 
-/// Serves one accepted TCP connection until it closes.
-pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
-    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
-        return;
-    };
+/// Serves one connection over its message link (Direct TCP, SMB Direct: the link
+/// says what it can do) until it closes. A Direct TCP link's writer runs beside it
+/// ([`tcp_link`]).
+pub async fn serve<S, R>(server: Arc<ServerState>, tx: S, rx: R)
+where
+    S: MessageSender + 'static,
+    R: MessageReceiver,
+{
     let id = server.next_connection_id();
-    let span = conn_span(id, peer);
-    let (tx, rx, writer) = link::tcp_with(
+    let span = conn_span(id, tx.peer_addr());
+    let conn = Connection::new(id, server, Box::new(tx));
+    run(conn, rx).instrument(span).await;
+}
+
+/// The Direct TCP link of an accepted socket, with the server's options: a frame
+/// may be as large as the largest PDU, large WRITEs' data is spliced, responses
+/// wait when [`SEND_QUEUE`] are queued. Run the writer future beside [`serve`]
+/// (it ends once every sender, the connection's async completions included, is gone).
+pub fn tcp_link(
+    server: &ServerState,
+    stream: TcpStream,
+) -> (
+    link::TcpSender,
+    link::TcpReceiver,
+    impl std::future::Future<Output = std::io::Result<()>> + Send,
+) {
+    link::tcp_with(
         stream,
         TcpOptions {
             max_frame: super::max_pdu(&server.config().global),
@@ -31,38 +48,7 @@ pub async fn serve(server: Arc<ServerState>, stream: TcpStream) {
             splice_writes: Some(SPLICE_WRITE_MIN),
             queue: Some(SEND_QUEUE),
         },
-    );
-    let writer = tokio::spawn(writer.instrument(span.clone()));
-    let conn = Connection::new(id, server, peer, local, Box::new(tx));
-    run(conn, rx).instrument(span).await;
-    // The writer ends once every sender (async completions hold the connection) is gone.
-    let _ = writer.await;
-}
-
-/// Serves one negotiated SMB Direct connection until it closes: SMB2 messages
-/// arrive whole (no Direct-TCP prefix), READ and WRITE may move their data by RDMA.
-pub async fn serve_direct(
-    server: Arc<ServerState>,
-    link: Arc<dyn DirectLink>,
-    pool: Arc<smbx_transport::BufPool>,
-) {
-    let id = server.next_connection_id();
-    let span = conn_span(id, link.peer_addr());
-    // Messages are posted on the link as they are sent: no writer task.
-    let (tx, rx) = link::direct(link.clone());
-    let mut conn = Connection::new(
-        id,
-        server,
-        link.peer_addr(),
-        link.local_addr(),
-        Box::new(tx),
-    );
-    conn.direct = Some(super::DirectIo {
-        link,
-        pool,
-        rdma_budget: Semaphore::new(super::RDMA_BUDGET),
-    });
-    run(conn, rx).instrument(span).await;
+    )
 }
 
 /// The span every log line of a connection is in: its id and client address, and
@@ -81,7 +67,7 @@ async fn run<R: MessageReceiver>(conn: Connection, mut rx: R) {
     let server = conn.server.clone();
     let id = conn.id;
     server.connections.insert(id, Arc::downgrade(&conn) as _);
-    tracing::debug!(direct = conn.direct.is_some(), "connection accepted");
+    tracing::debug!(transport = %conn.transport(), "connection accepted");
     let why = read_loop(&conn, &mut rx).await;
     if why == SHUTTING_DOWN {
         // A frame read only in part gives its share of the budget back.

@@ -337,12 +337,7 @@ fn session_row(server: &ServerState, s: &Session) -> Option<SessionStatus> {
         .filter_map(|id| server.connection(*id))
         .map(|c| ChannelStatus {
             connection_id: c.id,
-            transport: if c.direct().is_some() {
-                "smbdirect"
-            } else {
-                "tcp"
-            }
-            .into(),
+            transport: c.transport().label().into(),
             local: c.local.to_string(),
             client: c.peer.to_string(),
         })

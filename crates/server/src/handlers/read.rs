@@ -199,7 +199,7 @@ async fn read(
             let n = (msg.len() - DATA) as u64;
             ctx.server
                 .metrics
-                .data(false, Transport::of(ctx.conn), n as usize);
+                .data(false, ctx.conn.transport(), n as usize);
             f.position
                 .store(offset + n, std::sync::atomic::Ordering::Relaxed);
             Ok(Response::ok_with_header_room(msg))

@@ -181,9 +181,7 @@ async fn write(
                 None => run(w.data)?,
             };
             drop(budget);
-            ctx.server
-                .metrics
-                .data(true, crate::metrics::Transport::of(ctx.conn), n);
+            ctx.server.metrics.data(true, ctx.conn.transport(), n);
             let mut resp = Response::ok(encode_write_response(n as u32));
             drop(pulled);
             if let Some(ch) = channel {

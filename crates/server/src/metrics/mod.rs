@@ -39,7 +39,6 @@ use std::time::Duration;
 
 use smbx_wire::{Command, NtStatus};
 
-use crate::conn::Connection;
 use crate::state::ServerState;
 use exposition::{Exposition, Kind};
 use histogram::Histogram;
@@ -53,34 +52,8 @@ const COMMAND_SLOTS: usize = Command::OplockBreak as usize + 2;
 /// The slot of an unknown command code.
 const UNKNOWN_COMMAND: usize = COMMAND_SLOTS - 1;
 
-/// The transport a connection runs over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// Direct TCP (port 445).
-    Tcp = 0,
-    /// SMB Direct (RDMA).
-    SmbDirect = 1,
-}
-
-impl Transport {
-    /// The transport of `conn`.
-    pub fn of(conn: &Connection) -> Transport {
-        if conn.direct.is_some() {
-            Transport::SmbDirect
-        } else {
-            Transport::Tcp
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Transport::Tcp => "tcp",
-            Transport::SmbDirect => "smbdirect",
-        }
-    }
-
-    const ALL: [Transport; 2] = [Transport::Tcp, Transport::SmbDirect];
-}
+/// The transport a connection runs over (its link says: [`crate::conn::Connection::transport`]).
+pub use smbx_transport::link::Transport;
 
 /// Which way file data or a message went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +209,7 @@ fn live(state: &ServerState) -> Live {
         channels: [0; 2],
     };
     for c in conns {
-        let t = Transport::of(&c) as usize;
+        let t = c.transport() as usize;
         l.connections[t] += 1;
         l.channels[t] += c.sessions.lock().len() as u64;
     }
