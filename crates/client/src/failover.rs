@@ -100,10 +100,24 @@ pub(crate) fn replayable(reqs: &[Request]) -> bool {
 /// on another channel.
 pub(crate) async fn send(
     session: &Session,
-    mut reqs: Vec<Request>,
+    reqs: Vec<Request>,
     encrypt_tree: bool,
     on: Option<&Pinned>,
 ) -> Result<Vec<Response>> {
+    send_keeping(session, reqs, encrypt_tree, on, false).await.0
+}
+
+/// [`send`], and with `keep` a failed send's requests handed back as they were
+/// before they were framed (by the connection, [`crate::conn::Connection::send_retained`];
+/// no copy made before sending) when they may be replayed, for the caller to send
+/// again on a re-established session ([`crate::durable`]).
+pub(crate) async fn send_keeping(
+    session: &Session,
+    mut reqs: Vec<Request>,
+    encrypt_tree: bool,
+    on: Option<&Pinned>,
+    keep: bool,
+) -> (Result<Vec<Response>>, Option<Vec<Request>>) {
     let set = session.channels();
     let sent: u64 = reqs
         .iter()
@@ -121,8 +135,10 @@ pub(crate) async fn send(
     // A READ's or WRITE's weight is its message size: an SMB Direct channel
     // carries it inline only up to its fragmented size.
     let read = reqs.iter().any(|r| r.command == Command::Read);
-    // One channel has nowhere to replay to: no copy is kept.
-    let can_replay = set.len() > 1 && on.is_none() && replayable(&reqs);
+    // One channel has nowhere to replay to: the requests are retained then only
+    // for a caller that keeps them.
+    let retain = on.is_none() && (set.len() > 1 || keep) && replayable(&reqs);
+    let can_replay = retain && set.len() > 1;
     let mut replay = on.is_some_and(|p| p.replay);
     let mut replays = 0u32;
     loop {
@@ -144,7 +160,7 @@ pub(crate) async fn send(
         let conn = link.client.connection();
         // A request that may be replayed is handed back by the connection (as it was
         // before it was framed), not copied before sending.
-        let (res, keep) = if can_replay && replays < MAX_REPLAYS {
+        let (res, keep) = if retain && replays < MAX_REPLAYS {
             conn.send_retained(reqs, &route).await
         } else {
             (conn.send(reqs, &route, false).await.map(|(v, _)| v), None)
@@ -152,7 +168,7 @@ pub(crate) async fn send(
         drop(guard);
         match (res, keep) {
             (Ok(v), Some(again))
-                if v.iter().any(|r| r.status() == NtStatus::FILE_NOT_AVAILABLE) =>
+                if can_replay && v.iter().any(|r| r.status() == NtStatus::FILE_NOT_AVAILABLE) =>
             {
                 // The open moved on to a newer ChannelSequence while this
                 // request was on its way ([MS-SMB2] 3.2.5.1.x): replay it.
@@ -167,7 +183,7 @@ pub(crate) async fn send(
                 for r in kept.into_iter().flatten() {
                     conn.pool().recycle(r.body);
                 }
-                return Ok(v);
+                return (Ok(v), None);
             }
             (Err(e), keep) if channel_lost(&e) && set.len() > 1 => {
                 // A request that timed out on a channel that still answers was
@@ -176,7 +192,7 @@ pub(crate) async fn send(
                 // it may be, else the timeout is the caller's.
                 if matches!(e, Error::Timeout) && answers(session, &ch, &link).await {
                     let Some(again) = keep else {
-                        return Err(e);
+                        return (Err(e), None);
                     };
                     reqs = again;
                     replay = true;
@@ -185,16 +201,16 @@ pub(crate) async fn send(
                 }
                 channel_failed(session, &ch, &link, &e);
                 let Some(again) = keep else {
-                    return Err(e);
+                    return (Err(e), None);
                 };
                 if !wait_for_live(set).await {
-                    return Err(e);
+                    return (Err(e), Some(again));
                 }
                 reqs = again;
                 replay = true;
                 replays += 1;
             }
-            (Err(e), _) => return Err(e),
+            (Err(e), keep) => return (Err(e), keep),
         }
     }
 }

@@ -231,9 +231,10 @@ impl Tree {
         if !self.durable() {
             return crate::failover::send(&session, reqs, encrypt, None).await;
         }
-        // Kept to send again on a re-established session (see crate::durable).
-        let keep = crate::failover::replayable(&reqs).then(|| reqs.clone());
-        let mut res = crate::failover::send(&session, reqs, encrypt, None).await;
+        // Handed back when the send fails, to send again on a re-established
+        // session (see crate::durable); not copied before sending.
+        let (mut res, mut kept) =
+            crate::failover::send_keeping(&session, reqs, encrypt, None, true).await;
         for _ in 0..crate::durable::MAX_REESTABLISH {
             let e = match res {
                 Err(e) if crate::durable::session_lost(&e) => e,
@@ -242,10 +243,9 @@ impl Tree {
             if !self.reestablish(&session, &e).await? {
                 return Err(e);
             }
-            let Some(again) = &keep else {
+            let Some(mut again) = kept.take() else {
                 return Err(e);
             };
-            let mut again = again.clone();
             session = {
                 let st = self.state();
                 for r in again.iter_mut() {
@@ -253,7 +253,7 @@ impl Tree {
                 }
                 st.session.clone()
             };
-            res = crate::failover::send(&session, again, encrypt, None).await;
+            (res, kept) = crate::failover::send_keeping(&session, again, encrypt, None, true).await;
         }
         res
     }
