@@ -504,11 +504,7 @@ impl Tree {
             .delete_on_close(true)
             .to_request(smb_path(path));
         open.create_options |= create_options::NON_DIRECTORY_FILE;
-        first_error(
-            self.compound(vec![self.create_req(open), self.close_req()])
-                .await?,
-        )?;
-        Ok(())
+        self.path_op(open, None).await
     }
 
     /// Creates a directory.
@@ -518,11 +514,7 @@ impl Tree {
             .share(share::ALL)
             .disposition(disposition::CREATE)
             .to_request(smb_path(path));
-        first_error(
-            self.compound(vec![self.create_req(open), self.close_req()])
-                .await?,
-        )?;
-        Ok(())
+        self.path_op(open, None).await
     }
 
     /// Removes an empty directory (FileDispositionInformation: DeletePending, as one
@@ -543,11 +535,7 @@ impl Tree {
             ),
             self.id(),
         );
-        first_error(
-            self.compound(vec![self.create_req(open), set, self.close_req()])
-                .await?,
-        )?;
-        Ok(())
+        self.path_op(open, Some(set)).await
     }
 
     /// Renames (moves) `from` to `to` within the share; fails if `to` exists unless
@@ -572,10 +560,16 @@ impl Tree {
             ),
             self.id(),
         );
-        first_error(
-            self.compound(vec![self.create_req(open), set, self.close_req()])
-                .await?,
-        )?;
+        self.path_op(open, Some(set)).await
+    }
+
+    /// Opens `open`, sends `then` on what it opened, and closes it, as one compound
+    /// (a path operation); fails with the first member's error.
+    async fn path_op(&self, open: CreateRequestBuilder, then: Option<Request>) -> Result<()> {
+        let mut reqs = vec![self.create_req(open)];
+        reqs.extend(then);
+        reqs.push(self.close_req());
+        first_error(self.compound(reqs).await?)?;
         Ok(())
     }
 
