@@ -196,8 +196,9 @@ impl SocketOptions {
     }
 }
 
+/// Sets the integer socket option `opt` at `level` to `v` (clamped to a C int).
 #[allow(unsafe_code)]
-fn set_int(sock: &impl AsFd, level: i32, opt: i32, v: u32) -> std::io::Result<()> {
+pub(crate) fn set_int(sock: &impl AsFd, level: i32, opt: i32, v: u32) -> std::io::Result<()> {
     let v = libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
     // SAFETY: the descriptor is borrowed from a live socket for the call; the value
     // is a c_int on the stack whose size is passed with it.

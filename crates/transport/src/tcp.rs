@@ -12,7 +12,7 @@
 //! ([`crate::splice::spliceable_write`]) the rest is spliced from the socket into a pipe
 //! and returned as the frame's [`Frame::payload`].
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use smbx_wire::framing::decode_frame_header;
@@ -76,25 +76,9 @@ impl RecvLowat for tokio::io::DuplexStream {}
 
 /// Sets `SO_RCVLOWAT` on a socket: poll and epoll report it readable (and a blocking
 /// read returns) only once `bytes` are queued, or at end of stream.
-#[allow(unsafe_code)]
 pub fn set_socket_recv_lowat(sock: &impl AsFd, bytes: usize) -> std::io::Result<()> {
-    let v = libc::c_int::try_from(bytes.max(1)).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the descriptor is borrowed from a live socket for the call, and the option
-    // value is a c_int on the stack whose size is passed with it.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_fd().as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    let v = u32::try_from(bytes.max(1)).unwrap_or(u32::MAX);
+    crate::sockopt::set_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)
 }
 
 /// Sends `hdr` then `msg` with MSG_MORE: more data follows at once (for example from
