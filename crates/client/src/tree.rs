@@ -369,24 +369,7 @@ impl Tree {
         .encode();
         let mut read = Request::new(Command::Read, read_body, self.id());
         read.charge = charge_for(len, self.large_mtu());
-        let mut v = self
-            .compound(vec![self.create_req(open), read, self.close_req()])
-            .await?;
-        if v.len() != 3 {
-            return Err(ProtocolError::CompoundCount {
-                sent: 3,
-                got: v.len(),
-            }
-            .into());
-        }
-        let create = &v[0];
-        if create.header.status.is_error() {
-            return Err(Error::Status {
-                status: create.header.status,
-                command: create.header.command,
-            });
-        }
-        let read = v.swap_remove(1);
+        let read = self.on_path(open, Some(read)).await?.swap_remove(1);
         if read.status() == NtStatus::END_OF_FILE {
             return Ok(Vec::new());
         }
@@ -476,25 +459,7 @@ impl Tree {
             ),
             self.id(),
         );
-        let mut v = self
-            .compound(vec![self.create_req(open), query, self.close_req()])
-            .await?;
-        if let Some(create) = v.first() {
-            if create.header.status.is_error() {
-                return Err(Error::Status {
-                    status: create.header.status,
-                    command: create.header.command,
-                });
-            }
-        }
-        if v.len() != 3 {
-            return Err(ProtocolError::CompoundCount {
-                sent: 3,
-                got: v.len(),
-            }
-            .into());
-        }
-        Tree::decode_all_info(v.swap_remove(1))
+        Tree::decode_all_info(self.on_path(open, Some(query)).await?.swap_remove(1))
     }
 
     /// Deletes a file (CREATE with DELETE_ON_CLOSE, then CLOSE, as one compound).
@@ -566,11 +531,35 @@ impl Tree {
     /// Opens `open`, sends `then` on what it opened, and closes it, as one compound
     /// (a path operation); fails with the first member's error.
     async fn path_op(&self, open: CreateRequestBuilder, then: Option<Request>) -> Result<()> {
+        first_error(self.on_path(open, then).await?)?;
+        Ok(())
+    }
+
+    /// Sends CREATE `open`, `then` on what it opened, and CLOSE as one compound: the
+    /// responses of every member (statuses unchecked), once the server answered each
+    /// and the CREATE succeeded.
+    async fn on_path(
+        &self,
+        open: CreateRequestBuilder,
+        then: Option<Request>,
+    ) -> Result<Vec<Response>> {
         let mut reqs = vec![self.create_req(open)];
         reqs.extend(then);
         reqs.push(self.close_req());
-        first_error(self.compound(reqs).await?)?;
-        Ok(())
+        let sent = reqs.len();
+        let v = self.compound(reqs).await?;
+        if let Some(create) = v.first() {
+            if create.header.status.is_error() {
+                return Err(Error::Status {
+                    status: create.header.status,
+                    command: create.header.command,
+                });
+            }
+        }
+        if v.len() != sent {
+            return Err(ProtocolError::CompoundCount { sent, got: v.len() }.into());
+        }
+        Ok(v)
     }
 
     /// Renames `from` to `to`, failing if `to` exists.
