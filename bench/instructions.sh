@@ -25,6 +25,8 @@
 #                    median is printed (default 3: how many 4 KiB requests arrive in one
 #                    read, and so how many wake-ups they take, moves a run by a few percent)
 #   KEEP=1           keep the callgrind files (their directory is printed)
+#   TRANSPORT        tcp (default) or rdma: the requests go over SMB Direct (soft-iWARP on
+#                    loopback; the server's share of the provider is counted with it)
 #   VALGRIND         the valgrind to run (default: valgrind on PATH). It must know openat2(2),
 #                    which the share root is opened with: 3.21 or later (Debian bookworm's 3.19
 #                    answers ENOSYS and the server refuses the share). An unpacked newer
@@ -49,6 +51,8 @@ FILE_MIB=${FILE_MIB:-64}
 TOP=${TOP:-15}
 REPEAT=${REPEAT:-3}
 VALGRIND=${VALGRIND:-valgrind}
+TRANSPORT=${TRANSPORT:-tcp}
+case $TRANSPORT in tcp | rdma) ;; *) echo "instructions.sh: TRANSPORT is tcp or rdma" >&2; exit 2 ;; esac
 command -v "$VALGRIND" >/dev/null || { echo "instructions.sh: $VALGRIND is not installed" >&2; exit 1; }
 "$CLIENT" bench --help 2>&1 | grep -q -- '--ios' ||
   { echo "instructions.sh: $CLIENT bench has no --ios (set SMBX_CLIENT_BIN)" >&2; exit 1; }
@@ -74,16 +78,26 @@ mkdir -p "$OUT"
 
 # run_one BIN TAG IOS FLAGS...: a fresh server under callgrind, IOS requests, its total Ir.
 run_one() {
-  local bin=$1 tag=$2 ios=$3 S=$BENCH_ROOT/smbx port pid
+  local bin=$1 tag=$2 ios=$3 S=$BENCH_ROOT/smbx port pid url rport
   shift 3
   port=$(bench_free_port)
-  bench_smbx_conf "$bin" "$port"
+  url="smb://$BENCH_USER@127.0.0.1:$port/share/data.bin"
+  if [ "$TRANSPORT" = rdma ]; then
+    rport=$(bench_free_port)
+    bench_smbx_conf "$bin" "$port" "smb direct = yes" "smb direct port = $rport"
+    url="smb://$BENCH_USER@127.0.0.1:$rport/share/data.bin?transport=rdma"
+  else
+    bench_smbx_conf "$bin" "$port"
+  fi
   setsid "$VALGRIND" --tool=callgrind --callgrind-out-file="$OUT/$tag.out" \
     "$bin" serve --config "$S/smb.conf" >"$OUT/$tag.log" 2>&1 </dev/null &
   pid=$!; BENCH_PIDS+=("$pid")
   bench_wait_port "$port" "$pid" || { bench_log "server did not start: $OUT/$tag.log"; return 1; }
+  if [ "$TRANSPORT" = rdma ]; then
+    bench_wait_port "$rport" "$pid" || { bench_log "no SMB Direct listener: $OUT/$tag.log"; return 1; }
+  fi
   "$CLIENT" bench "$@" -W0 -d600 --ios "$ios" -Rjson \
-    "smb://$BENCH_USER@127.0.0.1:$port/share/data.bin" >"$OUT/$tag.json" 2>"$OUT/$tag.err" ||
+    "$url" >"$OUT/$tag.json" 2>"$OUT/$tag.err" ||
     { bench_log "bench failed: $(tail -2 "$OUT/$tag.err")"; kill "$pid"; return 1; }
   kill -TERM "$pid"
   for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -164,6 +178,7 @@ echo "load: $(uptime)"
 echo "old: $OLD"
 echo "new: $NEW"
 echo "client: $CLIENT"
+echo "transport: $TRANSPORT"
 printf '%-18s %14s %14s %8s %10s %10s  %s\n' profile "old Ir/req" "new Ir/req" new/old "old Ir/B" "new Ir/B" "runs old | new"
 for prof in $PROFILES; do
   read -r -a f <<<"$(profile_flags "$prof")"
