@@ -8,7 +8,8 @@
 # $SMBX_GUEST_BINS (default: target/release/examples/checksum) beside it. The guest's console goes to
 # stdout; the exit status is the guest test's ("GUEST-EXIT n" on the console), 124 when the guest
 # did not finish within $SMBX_GUEST_TIMEOUT seconds (default 600). $SMBX_GUEST_HOSTFWD adds qemu
-# user-network forwards (e.g. "tcp:127.0.0.1:15445-:5445"). BYTES, CIFS_MODES, BENCH_SECS and STRICT_LINK,
+# user-network forwards (e.g. "tcp:127.0.0.1:15445-:5445"). $SMBX_GUEST_NIC2=1 adds a second
+# virtio NIC (guest eth1, user network 10.0.3.0/24, left for the test to configure). BYTES, CIFS_MODES, BENCH_SECS and STRICT_LINK,
 # when set, reach the guest's test in /test/knobs.env.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,13 +41,17 @@ net="user,id=n0"
 if [ -n "${SMBX_GUEST_HOSTFWD:-}" ]; then
     for f in $SMBX_GUEST_HOSTFWD; do net="$net,hostfwd=$f"; done
 fi
+nics=(-netdev "$net" -device virtio-net-pci,netdev=n0)
+if [ -n "${SMBX_GUEST_NIC2:-}" ]; then
+    nics+=(-netdev "user,id=n1,net=10.0.3.0/24" -device virtio-net-pci,netdev=n1)
+fi
 log="$work/console.log"
 set +e
 timeout --foreground -k 5 "${SMBX_GUEST_TIMEOUT:-600}" qemu-system-x86_64 \
     -machine q35 -cpu max -smp "${SMBX_GUEST_CPUS:-2}" -m "${SMBX_GUEST_MEM:-1536}" \
     -kernel "$kernel" -initrd "$work/initrd.cpio.gz" \
     -append "console=ttyS0 quiet panic=-1 rdinit=/init" \
-    -nographic -no-reboot -netdev "$net" -device virtio-net-pci,netdev=n0 </dev/null | tee "$log"
+    -nographic -no-reboot "${nics[@]}" </dev/null | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 if [ "$rc" = 124 ]; then

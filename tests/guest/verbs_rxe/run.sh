@@ -5,14 +5,37 @@
 # any failure.
 set -u
 . /test/lib/verbs.sh
+# A second NIC without an RDMA device (run.sh's SMBX_GUEST_NIC2=1): eth1 on 10.0.3.15.
+if ip link show eth1 >/dev/null 2>&1; then
+    ip link set eth1 up && ip addr add 10.0.3.15/24 dev eth1
+fi
 verbs_server rxe
 smbx rdma && pass "smbx rdma lists" || fail "smbx rdma lists"
 smbx rdma | grep -q "rxe0.*RoCE" && pass "smbx rdma names rxe0 RoCE" || fail "smbx rdma names rxe0 RoCE"
+# The limits in use: the device's, what an SMB Direct queue pair gets there, and the
+# pools smbx sizes from them.
+smbx rdma | grep "^rxe0 \(limits\|queue pair\|pools\)" | sed 's/^/LIMITS /'
+smbx rdma | grep -q "^rxe0 limits: max_qp_wr [1-9][0-9]*, max_sge [1-9]" \
+    && smbx rdma | grep -q "^rxe0 queue pair: [1-9][0-9]* send and [1-9][0-9]* receive work requests.*max_inline_data [0-9]" \
+    && smbx rdma | grep -q "^rxe0 pools per connection: [1-9][0-9]* receive credits" \
+    && smbx rdma --json | grep -q '"rdma_work_requests":[1-9]' \
+    && pass "smbx rdma shows rxe0's limits and pools" || fail "smbx rdma shows rxe0's limits and pools"
 cat /tmp/server.log
 grep -q "listening for SMB Direct.*verbs (rxe0, RoCE)" /tmp/server.log \
     && pass "server listens through verbs on rxe0" || fail "server listens through verbs on rxe0"
 grep "listening for SMB Direct" /tmp/server.log | grep -q ":445" \
     && pass "RoCE listener on 445" || fail "RoCE listener on 445"
+# FSCTL_QUERY_NETWORK_INTERFACE_INFO flags the interface with an RDMA device (eth0, rxe0)
+# RDMA-capable and the one without (eth1) not, as the smbx client reads it.
+if ip link show eth1 >/dev/null 2>&1; then
+    ifs=$(SMBX_PASSWORD=secret smbx rdma --server smb://alice@10.0.2.15:4445/share 2>&1)
+    echo "$ifs"
+    echo "$ifs" | grep -q "^10\.0\.2\.15 .*RDMA$" && echo "$ifs" | grep "^10\.0\.3\.15 " | grep -qv "RDMA$" \
+        && pass "FSCTL_QUERY_NETWORK_INTERFACE_INFO: eth0 (rxe0) RDMA-capable, eth1 not" \
+        || fail "FSCTL_QUERY_NETWORK_INTERFACE_INFO: eth0 (rxe0) RDMA-capable, eth1 not"
+else
+    echo "SKIP FSCTL_QUERY_NETWORK_INTERFACE_INFO check: no eth1 (SMBX_GUEST_NIC2=1)"
+fi
 
 export SMBX_PASSWORD=secret SMBX_RDMA_PROVIDER=verbs
 dd if=/dev/urandom of=/tmp/src bs=1k count=3000 2>/dev/null
@@ -41,25 +64,44 @@ cifs_mounts "over rxe"
 # The server saw the files through SMB Direct: compare on disk too.
 [ "$(sha256sum /srv/share/f-3.0 | cut -d' ' -f1)" = "$want" ] \
     && pass "file on the server's disk" || fail "file on the server's disk"
-# smbx bench at 4 KiB (random, 4 outstanding) and 512 KiB (sequential, 4 outstanding)
-# reads, TCP and SMB Direct on verbs over rxe, in this guest and this run (TCG: the
-# figures only indicate; rxe is software RoCE on the same emulated CPUs).
+# smbx bench at 4 KiB (random reads, 4 outstanding) and 512 KiB (sequential reads and
+# writes, 4 outstanding), TCP and SMB Direct on verbs over rxe, in this guest and this run
+# (TCG: the figures only indicate; rxe is software RoCE on the same emulated CPUs).
 dd if=/dev/urandom of=/srv/share/bench bs=1M count=32 2>/dev/null
-bench() { # label transport flags -> "MiB/s IOPS avg-ms"
-    if [ "$2" = rdma ]; then url="smb://alice@10.0.2.15/share/bench"; t="--transport rdma"
+bench() { # transport flags -> "MiB/s IOPS avg-ms"
+    if [ "$1" = rdma ]; then url="smb://alice@10.0.2.15/share/bench"; t="--transport rdma"
     else url="smb://alice@10.0.2.15:4445/share/bench"; t=""; fi
-    smbx bench $3 -d${BENCH_SECS:-5} -W1 -w0 $t "$url" 2>/dev/null \
+    smbx bench $2 -d${BENCH_SECS:-5} -W1 $t "$url" 2>/dev/null \
         | awk -F'|' '/^total:/ { gsub(/ /, ""); print $4, $5, $6; exit }'
 }
-for spec in "4K:-b4K -o4 -r" "512K:-b512K -o4 -s"; do
-    size=${spec%%:*}; flags=${spec#*:}
-    tcp=$(bench $size tcp "$flags"); rdma=$(bench $size rdma "$flags")
+for spec in "4K reads:-b4K -o4 -r -w0" "512K reads:-b512K -o4 -s -w0" "512K writes:-b512K -o4 -s -w100"; do
+    what=${spec%%:*}; flags=${spec#*:}
+    tcp=$(bench tcp "$flags"); rdma=$(bench rdma "$flags")
     set -- $tcp; tm=${1:-0}; ti=${2:-0}; tl=${3:-0}
     set -- $rdma; rm_=${1:-0}; ri=${2:-0}; rl=${3:-0}
     ratio=$(awk -v a="$rm_" -v b="$tm" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
-    echo "BENCH $size reads: TCP $tm MiB/s $ti IOPS ${tl} ms avg | SMB Direct (verbs/rxe) $rm_ MiB/s $ri IOPS ${rl} ms avg | SMB Direct/TCP $ratio"
-    [ "$tm" != 0 ] && [ "$rm_" != 0 ] && pass "bench $size over TCP and verbs/rxe" || fail "bench $size over TCP and verbs/rxe"
+    echo "BENCH $what: TCP $tm MiB/s $ti IOPS ${tl} ms avg | SMB Direct (verbs/rxe) $rm_ MiB/s $ri IOPS ${rl} ms avg | SMB Direct/TCP $ratio"
+    [ "$tm" != 0 ] && [ "$rm_" != 0 ] && pass "bench $what over TCP and verbs/rxe" || fail "bench $what over TCP and verbs/rxe"
 done
+# No registration per I/O in steady state: the server's memory regions on rxe0 (its
+# registered payload pool, receive and send buffers) are the same ones at two moments
+# of a 512 KiB read and write load over SMB Direct (the client registers each buffer it
+# exposes, so only the server's are compared: rdma names the thread that registered).
+srv_mrs() {
+    tids=" $(ls /proc/$srv/task | tr '\n' ' ')"
+    rdma resource show mr 2>/dev/null | while read -r l; do
+        p=$(echo "$l" | sed -n 's/.* pid \([0-9]*\) .*/\1/p')
+        case "$tids" in *" $p "*) echo "$l" | sed -n 's/.*mrn \([0-9]*\).*/\1/p' ;; esac
+    done | sort -n | tr '\n' ' '
+}
+smbx bench -b512K -o4 -s -w50 -d10 -W0 --transport rdma smb://alice@10.0.2.15/share/bench >/dev/null 2>&1 &
+bl=$!
+sleep 4; m1=$(srv_mrs); sleep 3; m2=$(srv_mrs)
+wait $bl
+echo "MRs of the server under a 512K read/write load: [$m1] then [$m2]"
+[ -n "$m1" ] && [ "$m1" = "$m2" ] \
+    && pass "steady state: the server registers nothing per I/O" \
+    || { rdma resource show mr | head -20; fail "steady state: the server registers nothing per I/O"; }
 
 # Faults: the client killed mid-transfer. (Removing the device with `rdma link delete`
 # is not tested: rxe and siw cannot take a device from processes that have it open, so
