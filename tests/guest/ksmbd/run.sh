@@ -1,26 +1,25 @@
 # In the RDMA test guest (scripts/guest/run.sh): the kernel's SMB server (ksmbd, with
 # SMB Direct built in) on the soft RDMA device named in /test/dev.env (DEV=rxe|siw),
 # smbx's client against it over TCP and on rdma-core verbs over SMB Direct, running the
-# checksum workload (examples/checksum) at every SMB3 dialect, plain, signed and sealed.
-# Userspace is ksmbd-tools 3.5 from bookworm-backports (scripts/guest/initramfs.sh says
-# why not bookworm's 3.4.7). /test/dev.env may set TRANSPORTS (default "tcp rdma").
-# Prints PASS/FAIL lines and KNOWN-FAIL for two ksmbd faults over SMB Direct (below);
-# non-zero on any FAIL.
+# checksum workload (examples/checksum) at every SMB3 dialect, plain, signed and sealed,
+# and listing the share (a directory open). Userspace is ksmbd-tools 3.5.2 from
+# bookworm-backports (scripts/guest/initramfs.sh says why not bookworm's 3.4.7).
+# /test/dev.env may set TRANSPORTS (default "tcp rdma"). Prints PASS/FAIL lines and
+# KNOWN-FAIL for two ksmbd faults over SMB Direct (below); non-zero on any FAIL.
 #
-# Two failures over SMB Direct, reported as KNOWN-FAIL when a run fails with exactly their
-# symptom. Signed: ksmbd (6.1.192) signs every READ answered by RDMA Write over the 4-byte
-# transport length plus the message (smb3_set_sign_rsp takes the READ's data iovec to be
-# the one before the response, and there is none), so the client rejects the signature.
-# Sealed: ksmbd's smb_direct_writev skips the response's first iovec, taking it to be the
-# 4-byte transport length; for an encrypted response that iovec also holds the 52-byte
-# transform header, so the client gets the ciphertext alone with RemainingDataLength 52,
-# waits for the rest of the sealed TREE_CONNECT response and times out (its CANCEL for
-# message 3 is what ksmbd logs).
-#
-# Nothing here opens a directory: the guest kernel's ksmbd (6.1.192) dereferences a NULL
-# oplock in smb2_open whenever an open gets no oplock or lease, which is every directory
-# open without a v2 directory lease (`smbx ls`, smbclient's ls, a cifs.ko mount's
-# readdir), and that request's worker dies.
+# The two faults, reported as KNOWN-FAIL when a run fails with exactly their symptom, are
+# in the guest kernel's ksmbd (trixie's linux-source-6.12, 6.12.117, fs/smb/server):
+# Signed: a READ answered by RDMA Write carries no data, so smb2_read pins one iovec
+# (smb2pdu.c:7169 nbytes = 0, then ksmbd_iov_pin_rsp_read with no aux buffer), yet
+# smb3_set_sign_rsp (smb2pdu.c:9337-9339) signs a READ from the iovec before the
+# response's, which is then the 4-byte transport length: the signature covers those 4
+# bytes plus the message and the client rejects it.
+# Sealed: smb_direct_writev starts at the second iovec, taking the first to be the 4-byte
+# transport length (transport_rdma.c:1244-1251, "FIXME: skip RFC1002 header"); for an
+# encrypted response smb3_encrypt_resp puts the length and the 52-byte transform header
+# in that first iovec (smb2pdu.c:9426-9427), so the client gets the ciphertext alone
+# (RemainingDataLength 52), waits for the rest of the sealed TREE_CONNECT response and
+# times out.
 set -u
 [ -f /test/knobs.env ] && . /test/knobs.env
 DEV=rxe
@@ -80,6 +79,15 @@ for t in $TRANSPORTS; do
             fi
         done
     done
+    # A directory open without a lease (ksmbd 6.1 dereferenced a NULL oplock there;
+    # 6.12's smb2_open checks it, smb2pdu.c:3764-3765).
+    flag=; [ $t = tcp ] || flag="--transport rdma"
+    if out=$(timeout 120 smbx ls $flag smb://alice@10.0.2.15/share/ 2>&1); then
+        pass "smbx ls -> ksmbd over $over"
+    else
+        fail "smbx ls -> ksmbd over $over: $out"
+        dmesg | grep -i "ksmbd\|BUG\|RIP" | tail -8
+    fi
 done
 ksmbd.control --shutdown >/dev/null 2>&1
 echo "failures: $fails"
