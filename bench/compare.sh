@@ -176,4 +176,7 @@ if first:
           f"loopback, 1 thread, -d{first['profile']['duration_s']} -W{first['profile']['warmup_s']}; "
           f"cyc/B = machine busy cycles per byte, srv cyc/B = the server process's)")
 PY
+# The congestion control shapes loopback throughput (bbr paces even loopback streams:
+# iperf3 -l 1M ran ~1.6x faster with cubic on the machine of README's figures).
+echo "(TCP congestion control: $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown))"
 echo "(JSON reports in $RESULTS; smbd $(smbd --version 2>/dev/null | awk '{print $2}'), $([ -x "$ROCKETSMBD" ] && "$ROCKETSMBD" --version 2>/dev/null | head -1 || echo "rocketsmbd absent"))"
