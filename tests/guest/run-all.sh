@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every RDMA guest scenario (issue 13), as CI runs them (scripts/test.sh step "guest"):
-# the guest kernel (../shared/guest/bzImage-rdma-6.1 when its sha256 matches, else built
-# once into /var/cache/smbx-ci/guest) and the initramfs (cached beside it) are made
-# first, then each scenario boots its own qemu guest (TCG):
+# the guest kernel (Debian trixie's linux-source-6.12, built once into
+# /var/cache/smbx-ci/guest by scripts/guest/build-kernel.sh) and the initramfs (cached
+# beside it) are made first, then each scenario boots its own qemu guest (TCG):
 #   verbs_rxe      smbx server and client on verbs over rxe, cifs.ko mounts, bench, faults
 #   siw_interop    smbx on verbs over siw, cifs.ko over siw, and this host's soft-iWARP
 #                  against the guest's siw both ways
@@ -10,8 +10,9 @@
 #   ksmbd_siw      the same on verbs over siw (SMB Direct only), with SMBX_GUEST_KSMBD=1:
 #                  the default budget does not hold it
 # Needs target/release/smbx; builds the checksum workload (examples/checksum).
-# SMBX_GUEST_BUDGET (seconds, default 1200) bounds the whole run; each scenario gets
-# what is left. Exit status non-zero when any scenario failed or ran out of time.
+# SMBX_GUEST_BUDGET (seconds, default 1200) bounds the scenarios (a cold kernel build
+# before them does not count); each scenario gets what is left. Exit status non-zero
+# when any scenario failed or ran out of time.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,6 +28,7 @@ cargo build --release -q -p smbx-client --example checksum || exit 1
 kernel=$(scripts/guest/build-kernel.sh) || { echo "run-all: no guest kernel"; exit 1; }
 base=$(scripts/guest/initramfs.sh) || { echo "run-all: no initramfs"; exit 1; }
 echo "run-all: kernel $kernel, initramfs $base ($((SECONDS - t0)) s)"
+t0=$SECONDS
 
 failed=()
 scenario() { # name command...
