@@ -169,27 +169,6 @@ fn comp(wr_id: u64, opcode: WcOpcode, status: WcStatus, byte_len: usize) -> Comp
     }
 }
 
-/// Copy `len` bytes starting at logical offset `at` of a scatter list into `dst`.
-fn gather(sg: &[Seg], mut at: usize, dst: &mut [u8]) {
-    let mut d = 0;
-    for (mr, off, len) in sg {
-        if d == dst.len() {
-            break;
-        }
-        if at >= *len {
-            at -= len;
-            continue;
-        }
-        let n = (len - at).min(dst.len() - d);
-        let b = mr.lock();
-        if let Some(s) = b.get(off + at..off + at + n) {
-            dst[d..d + n].copy_from_slice(s);
-        }
-        d += n;
-        at = 0;
-    }
-}
-
 /// Copy `src` to logical offset `at` of a scatter list.
 fn scatter(sg: &[Seg], mut at: usize, src: &[u8]) {
     let mut s = 0;
@@ -212,32 +191,31 @@ fn scatter(sg: &[Seg], mut at: usize, src: &[u8]) {
 }
 
 /// Append one FPDU with header `h` whose payload is `n` bytes at logical
-/// offset `at` of `sg`: copied into `out`, or, given `holes` (vectored
-/// output of a message of at least [`GATHER_MIN`] bytes), queued as
-/// references to the regions (`out` then holds the header and trailer; the
-/// CRC, when on, is computed over the regions in place).
-/// Returns the payload bytes queued in `holes`.
+/// offset `at` of `sg`: appended to `out` from the regions (never through a
+/// zero-filled range), or, given `holes` (vectored output of a message of at
+/// least [`GATHER_MIN`] bytes), queued as references to the regions (`out`
+/// then holds the header and trailer). The CRC, when on, is computed over the
+/// regions in place. Returns the payload bytes queued in `holes`.
 fn encode_payload(
     out: &mut Vec<u8>,
-    holes: Option<&mut VecDeque<Hole>>,
+    mut holes: Option<&mut VecDeque<Hole>>,
     h: &DdpHdr,
     sg: &[Seg],
     at: usize,
     n: usize,
     crc: bool,
 ) -> usize {
-    let Some(holes) = holes else {
-        ddp::encode_fpdu_with(out, h, n, crc, |d| gather(sg, at, d));
-        return 0;
-    };
     let start = out.len();
+    if holes.is_none() {
+        out.reserve(2 + h.len() + n + 3 + 4);
+    }
     ddp::encode_fpdu_head(out, h, n);
     let mut c = crc.then(|| {
         let mut c = Crc32c::new();
         c.update(&out[start..]);
         c
     });
-    let (mut skip, mut left) = (at, n);
+    let (mut skip, mut left, mut queued) = (at, n, 0);
     for (mr, off, len) in sg {
         if left == 0 {
             break;
@@ -247,22 +225,48 @@ fn encode_payload(
             continue;
         }
         let k = (len - skip).min(left);
-        if let Some(c) = c.as_mut() {
-            if let Some(b) = mr.lock().get(off + skip..off + skip + k) {
-                c.update(b);
+        let range = off + skip..off + skip + k;
+        match holes.as_deref_mut() {
+            None => {
+                let b = mr.lock();
+                let p = out.len();
+                match b.get(range) {
+                    Some(b) => out.extend_from_slice(b),
+                    // Outside its region (checked when posted): zeros keep
+                    // the FPDU's length.
+                    None => out.resize(p + k, 0),
+                }
+                if let Some(c) = c.as_mut() {
+                    c.update(&out[p..]);
+                }
+            }
+            Some(holes) => {
+                if let Some(c) = c.as_mut() {
+                    if let Some(b) = mr.lock().get(range.clone()) {
+                        c.update(b);
+                    }
+                }
+                holes.push_back(Hole {
+                    at: out.len(),
+                    mr: mr.clone(),
+                    off: range.start,
+                    len: k,
+                });
+                queued += k;
             }
         }
-        holes.push_back(Hole {
-            at: out.len(),
-            mr: mr.clone(),
-            off: off + skip,
-            len: k,
-        });
         left -= k;
         skip = 0;
     }
+    if left > 0 {
+        // The scatter list is shorter than the message (checked when posted).
+        out.resize(out.len() + left, 0);
+        if let Some(c) = c.as_mut() {
+            c.update(&out[out.len() - left..]);
+        }
+    }
     ddp::encode_fpdu_tail(out, h.len() + n, c);
-    n - left
+    queued
 }
 
 impl Engine {
