@@ -94,10 +94,12 @@ srv_mrs() {
         case "$tids" in *" $p "*) echo "$l" | sed -n 's/.*mrn \([0-9]*\).*/\1/p' ;; esac
     done | sort -n | tr '\n' ' '
 }
-smbx bench -b512K -o4 -s -w50 -d10 -W0 --transport rdma smb://alice@10.0.2.15/share/bench >/dev/null 2>&1 &
+smbx bench -b512K -o4 -s -w50 -d60 -W0 --transport rdma smb://alice@10.0.2.15/share/bench >/dev/null 2>&1 &
 bl=$!
-sleep 4; m1=$(srv_mrs); sleep 3; m2=$(srv_mrs)
-wait $bl
+i=0
+while [ -z "$(srv_mrs)" ] && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done
+sleep 3; m1=$(srv_mrs); sleep 3; m2=$(srv_mrs)
+kill $bl 2>/dev/null; wait $bl 2>/dev/null
 echo "MRs of the server under a 512K read/write load: [$m1] then [$m2]"
 [ -n "$m1" ] && [ "$m1" = "$m2" ] \
     && pass "steady state: the server registers nothing per I/O" \
