@@ -141,8 +141,20 @@ CONF
 
 mc_start_samba() {
   command -v smbd >/dev/null || { bench_log "no smbd (apt-get install -y samba): Samba skipped"; return 0; }
-  local S=$BENCH_ROOT/samba port=4452 pid
-  bench_samba_setup "$S" "$port" "$(mc_interfaces)" "server multi channel support = yes"
+  local S=$BENCH_ROOT/samba port=4452 pid extra="server multi channel support = yes"
+  if [ -n "${SOCKET_OPTIONS:-}" ]; then
+    # smbd grants durable handles only without kernel share modes and POSIX locking;
+    # it has no TCP_USER_TIMEOUT (logs it unknown): the namespace's retransmission
+    # limit bounds how long it keeps a connection with data unacknowledged.
+    extra="$extra
+  socket options = $SOCKET_OPTIONS
+  durable handles = yes
+  kernel share modes = no
+  posix locking = no
+  smb2 leases = yes"
+    ip netns exec "$NS" sysctl -qw net.ipv4.tcp_retries2=5
+  fi
+  bench_samba_setup "$S" "$port" "$(mc_interfaces)" "$extra"
   ip netns exec "$NS" setsid smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 </dev/null &
   pid=$!
   BENCH_PIDS+=("$pid")
@@ -154,9 +166,14 @@ mc_start_samba() {
   fi
 }
 
+# Failover: the servers give up a client whose links all went down within seconds (TCP
+# keepalive and user timeout), so that outage ends in a durable reconnect.
+if [ "${MC_MODE:-}" = failover ]; then
+  SOCKET_OPTIONS=${SOCKET_OPTIONS-SO_KEEPALIVE TCP_KEEPIDLE=2 TCP_KEEPINTVL=1 TCP_KEEPCNT=2 TCP_USER_TIMEOUT=4000}
+fi
 for s in $SERVERS_WANTED; do
   case $s in
-  smbx) mc_start_smbx smbx "interfaces = $(mc_interfaces)" ;;
+  smbx) mc_start_smbx smbx "interfaces = $(mc_interfaces)" ${SOCKET_OPTIONS:+"socket options = $SOCKET_OPTIONS"} ;;
   samba) mc_start_samba ;;
   esac
 done

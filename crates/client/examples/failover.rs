@@ -9,11 +9,16 @@
 //! cargo build --release -p smbx-client --example failover
 //! SMBX_PASSWORD=secret target/release/examples/failover \
 //!     'smb://alice@10.0.0.1/share/big.bin?multichannel=3' [--mib 1024] \
-//!     [--timeout 5] [--down 'ip link set eth1 down'] [--up 'ip link set eth1 up']
+//!     [--timeout 5] [--down 'ip link set eth1 down'] [--up 'ip link set eth1 up'] \
+//!     [--socket-options 'SO_KEEPALIVE TCP_USER_TIMEOUT=4000']
 //! ```
 //!
 //! `--timeout` (seconds, default 5) is how long a request waits before its
-//! channel counts as failed. Exits 0 when the digests match, 1 otherwise.
+//! channel counts as failed; `--socket-options` (smb.conf's syntax) are set on
+//! each connection. `reestablished` in the output says whether the session was
+//! replaced (the server dropped it; the durable opens were reclaimed on a new
+//! one), and the channels listed are the session's at the end. Exits 0 when
+//! the digests match, 1 otherwise.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,7 +36,7 @@ const DEPTH: usize = 32;
 fn usage() -> ! {
     eprintln!(
         "usage: failover smb://[user@]host[:port]/share/file[?multichannel=N] [--mib N] \
-         [--timeout SECS] [--down CMD] [--up CMD]"
+         [--timeout SECS] [--down CMD] [--up CMD] [--socket-options OPTS]"
     );
     std::process::exit(2)
 }
@@ -66,6 +71,7 @@ async fn run(args: &[String]) -> Result<serde_json::Value, String> {
     let url = SmbUrl::parse(args.first().map(String::as_str).unwrap_or_else(|| usage()))
         .map_err(|e| e.to_string())?;
     let (mut mib, mut timeout, mut down, mut up) = (1024usize, 5u64, None, None);
+    let mut socket = smbx_transport::SocketOptions::default();
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().unwrap_or_else(|| usage());
@@ -74,11 +80,19 @@ async fn run(args: &[String]) -> Result<serde_json::Value, String> {
             "--timeout" => timeout = val().parse().unwrap_or_else(|_| usage()),
             "--down" => down = Some(val()),
             "--up" => up = Some(val()),
+            "--socket-options" => {
+                let (o, warnings) = smbx_transport::SocketOptions::parse(&val());
+                for w in warnings {
+                    eprintln!("failover: {w}; ignored");
+                }
+                socket = o;
+            }
             _ => usage(),
         }
     }
     let opts = ClientOptions {
         timeout: Some(Duration::from_secs(timeout)),
+        socket,
         ..ClientOptions::default()
     };
     let password = std::env::var("SMBX_PASSWORD").ok();
@@ -146,7 +160,10 @@ async fn run(args: &[String]) -> Result<serde_json::Value, String> {
     g.close().await.map_err(|e| format!("close: {e}"))?;
     let read_s = t1.elapsed().as_secs_f64();
     let got = hex(&got.finalize());
-    let channels: Vec<serde_json::Value> = session
+    // A session the server dropped was replaced by a new one.
+    let now = tree.session();
+    let reestablished = now.id() != session.id();
+    let channels: Vec<serde_json::Value> = now
         .channel_stats()
         .iter()
         .map(|c| {
@@ -167,6 +184,7 @@ async fn run(args: &[String]) -> Result<serde_json::Value, String> {
         "sha256_written": expect,
         "sha256_read": got,
         "ok": expect == got,
+        "reestablished": reestablished,
         "channels": channels,
     }))
 }
