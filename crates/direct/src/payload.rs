@@ -377,4 +377,83 @@ mod tests {
         assert!(p.take((1 << 20) + 1).is_err());
         assert_eq!(p.stats(), PayloadStats::default());
     }
+    /// A protection domain that registers at most `limit` bytes at once (as a
+    /// locked-memory limit would).
+    #[derive(Clone)]
+    struct Limited {
+        pd: <SoftIwarp as Provider>::Pd,
+        live: Arc<std::sync::atomic::AtomicUsize>,
+        limit: usize,
+    }
+
+    struct Live(Arc<std::sync::atomic::AtomicUsize>, usize);
+    impl Drop for Live {
+        fn drop(&mut self) {
+            self.0.fetch_sub(self.1, Ordering::SeqCst);
+        }
+    }
+
+    /// A region and its share of the live bytes (released with its last handle).
+    #[derive(Clone)]
+    struct LimitedMr(<SoftIwarp as Provider>::Mr, #[allow(dead_code)] Arc<Live>);
+
+    impl MemoryRegion for LimitedMr {
+        fn stag(&self) -> smbx_rdma::STag {
+            self.0.stag()
+        }
+        fn addr(&self) -> u64 {
+            self.0.addr()
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn access(&self) -> Access {
+            self.0.access()
+        }
+        fn is_valid(&self) -> bool {
+            self.0.is_valid()
+        }
+        fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+            self.0.with(f)
+        }
+        fn with_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+            self.0.with_mut(f)
+        }
+    }
+
+    impl ProtectionDomain for Limited {
+        type Mr = LimitedMr;
+        fn register(&self, buf: Vec<u8>, access: Access) -> smbx_rdma::Result<LimitedMr> {
+            let n = buf.len();
+            if self.live.load(Ordering::SeqCst) + n > self.limit {
+                return Err(RdmaError::Setup("locked-memory limit".into()));
+            }
+            self.live.fetch_add(n, Ordering::SeqCst);
+            let live = Arc::new(Live(self.live.clone(), n));
+            Ok(LimitedMr(self.pd.register(buf, access)?, live))
+        }
+    }
+
+    /// A registration refused (a locked-memory limit reached by idle regions)
+    /// is retried once after the idle regions are deregistered; one refused
+    /// while every region is in use fails.
+    #[test]
+    fn a_refused_registration_drops_the_idle_regions_and_retries() {
+        let pd = Limited {
+            pd: SoftIwarp::default().alloc_pd().unwrap(),
+            live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            limit: 1 << 20,
+        };
+        let p = PayloadPool::new(pd.clone(), 1 << 20, None, DEFAULT_KEEP);
+        drop((p.take(512 << 10).unwrap(), p.take(512 << 10).unwrap()));
+        assert_eq!(p.stats().idle_bytes, 1 << 20);
+        // A 1 MiB buffer does not fit beside the two idle 512 KiB ones.
+        let big = p.take(1 << 20).unwrap();
+        let s = p.stats();
+        assert_eq!((s.registrations, s.released, s.idle_bytes), (3, 2, 0));
+        // Nothing idle to drop: refused.
+        assert!(p.take(4096).is_err());
+        drop(big);
+        assert!(p.take(4096).is_ok());
+    }
 }
