@@ -43,6 +43,8 @@ pub(crate) struct OutMember {
     invalidate: Option<u32>,
     /// READ data still in the file, sent after `bytes`.
     tail: Option<FileTail>,
+    /// `bytes` starts with this many bytes kept free for a TRANSFORM_HEADER.
+    seal_room: usize,
 }
 
 fn credit_charge(conn: &Connection, hdr: &Header) -> u16 {
@@ -97,6 +99,7 @@ pub(crate) fn build(
     let mut completion = None;
     let mut body = std::mem::take(&mut resp.body);
     let mut header_room = resp.header_room;
+    let mut seal_room = resp.seal_room;
     if let Some(fut) = resp.pending.take() {
         match conn.pending.register(req.message_id, session_id) {
             Ok((async_id, cancel)) => {
@@ -105,6 +108,7 @@ pub(crate) fn build(
                 h.status = NtStatus::PENDING;
                 body = ErrorResponse::empty().encode();
                 header_room = false;
+                seal_room = 0;
                 let mut final_hdr = req.clone();
                 final_hdr.flags |= FLAGS_ASYNC_COMMAND;
                 final_hdr.async_id = async_id;
@@ -123,6 +127,7 @@ pub(crate) fn build(
                 h.status = st;
                 body = ErrorResponse::empty().encode();
                 header_room = false;
+                seal_room = 0;
             }
         }
     }
@@ -134,12 +139,13 @@ pub(crate) fn build(
     }
     // Interim responses are signed only in 3.x.
     let sign = sign && (completion.is_none() || conn.dialect() >= Dialect::SMB3_0);
-    let bytes = if header_room && body.len() >= HEADER_SIZE {
+    let bytes = if header_room && body.len() >= seal_room + HEADER_SIZE {
         let mut w = Writer::with_capacity(HEADER_SIZE);
         h.encode(&mut w);
-        body[..HEADER_SIZE].copy_from_slice(w.as_slice());
+        body[seal_room..seal_room + HEADER_SIZE].copy_from_slice(w.as_slice());
         body
     } else {
+        seal_room = 0;
         let mut w = Writer::with_capacity(HEADER_SIZE + body.len());
         h.encode(&mut w);
         w.bytes(&body);
@@ -153,6 +159,7 @@ pub(crate) fn build(
         completion,
         invalidate: resp.invalidate,
         tail: resp.tail.take(),
+        seal_room,
     }
 }
 
@@ -184,6 +191,17 @@ pub(crate) async fn send_chain(
     // Bytes reserved in front of a lone response for its TRANSFORM_HEADER.
     let mut room = 0;
     for (i, m) in out.iter_mut().enumerate() {
+        // Room for a TRANSFORM_HEADER is used by a lone sealed response and
+        // dropped anywhere else (a compound member: the chain is sealed whole).
+        let lone_sealed = n == 1 && encrypted.is_some() && !m.sign && m.preauth.is_none();
+        if m.seal_room > 0 {
+            if lone_sealed && m.tail.is_none() {
+                room = m.seal_room;
+            } else {
+                m.bytes.drain(..m.seal_room.min(m.bytes.len()));
+            }
+            m.seal_room = 0;
+        }
         // READ data goes from the file to the socket only in a lone response
         // that is neither signed nor sealed; anything else reads it in here
         // (it was in the page cache when the READ ran).
@@ -191,7 +209,7 @@ pub(crate) async fn send_chain(
         // sealed in place below.
         if reads_tail_in(n, m, encrypted) {
             if let Some(t) = m.tail.take() {
-                if n == 1 && encrypted.is_some() && !m.sign && m.preauth.is_none() {
+                if lone_sealed {
                     room = TRANSFORM_HEADER_LEN;
                 }
                 m.bytes = t.materialize(&m.bytes, room, &conn.server.frames);
@@ -297,7 +315,8 @@ async fn complete(conn: Arc<Connection>, c: AsyncCompletion, encrypted: Option<u
                 t.read_into(&mut r.body);
             }
             if r.header_room {
-                r.body.drain(..HEADER_SIZE.min(r.body.len()));
+                r.body
+                    .drain(..(r.seal_room + HEADER_SIZE).min(r.body.len()));
             }
             (r.status, r.body)
         }
@@ -510,6 +529,39 @@ mod tests {
         assert_eq!(h.message_id, 0);
         let at = HEADER_SIZE + 16;
         assert_eq!(&msg[at..at + data.len()], &data[..]);
+    }
+
+    /// Room left for a TRANSFORM_HEADER in front of a response that is not sealed
+    /// alone (here: a compound member) is dropped: the member starts with its header
+    /// and its body follows as the handler wrote it.
+    #[tokio::test]
+    async fn unused_seal_room_is_dropped() {
+        let (c, mut rx) = conn().await;
+        let front = TRANSFORM_HEADER_LEN;
+        let mut msg = vec![0xee; front + HEADER_SIZE];
+        msg.extend((0..300u32).map(|i| i as u8));
+        let info = MemberInfo::default();
+        let out = vec![
+            build(
+                &c,
+                &req(0),
+                Response::ok_with_room(msg, front),
+                &info,
+                false,
+            ),
+            build(&c, &req(1), Response::ok(vec![7; 8]), &info, false),
+        ];
+        send_chain(&c, out, None, None).await;
+        let got = rx.next().await;
+        let h = Header::decode(&got).unwrap();
+        assert_eq!((h.message_id, h.status), (0, NtStatus::SUCCESS));
+        let next = h.next_command as usize;
+        assert!(next >= HEADER_SIZE + 300, "member length {next}");
+        let body: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        assert_eq!(&got[HEADER_SIZE..HEADER_SIZE + 300], &body[..]);
+        let second = Header::decode(&got[next..]).unwrap();
+        assert_eq!(second.message_id, 1);
+        assert_eq!(&got[next + HEADER_SIZE..next + HEADER_SIZE + 8], &[7; 8]);
     }
 
     /// An operation that completed before its cancel was seen answers with its own

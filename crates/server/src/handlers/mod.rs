@@ -89,6 +89,9 @@ pub struct Response {
     /// `body` starts with [`smbx_wire::HEADER_SIZE`] bytes kept free for the
     /// response header, which is then written in place (no copy of the body).
     pub(crate) header_room: bool,
+    /// `body` starts with this many more bytes kept free before the header room:
+    /// a TRANSFORM_HEADER's, so a lone sealed response is encrypted where it lies.
+    pub(crate) seal_room: usize,
     /// READ data that follows `body` on the wire, still in the file (sent from
     /// the page cache, or read in when the response must be signed or sealed).
     pub(crate) tail: Option<FileTail>,
@@ -102,6 +105,17 @@ impl Response {
         Response {
             header_room: true,
             ..Response::ok(msg)
+        }
+    }
+
+    /// Like [`Response::ok_with_header_room`], with `seal_room` more spare bytes
+    /// before the header room: [`smbx_security::transform::TRANSFORM_HEADER_LEN`]
+    /// when the response will be sealed (a lone one is then encrypted in place), 0
+    /// otherwise.
+    pub fn ok_with_room(msg: Vec<u8>, seal_room: usize) -> Response {
+        Response {
+            seal_room,
+            ..Response::ok_with_header_room(msg)
         }
     }
 
@@ -122,6 +136,7 @@ impl Response {
             pending: None,
             invalidate: None,
             header_room: false,
+            seal_room: 0,
             tail: None,
         }
     }
@@ -134,6 +149,7 @@ impl Response {
             pending: None,
             invalidate: None,
             header_room: false,
+            seal_room: 0,
             tail: None,
         }
     }
@@ -146,6 +162,7 @@ impl Response {
             pending: None,
             invalidate: None,
             header_room: false,
+            seal_room: 0,
             tail: None,
         }
     }
@@ -160,6 +177,7 @@ impl Response {
             pending: Some(Box::pin(fut)),
             invalidate: None,
             header_room: false,
+            seal_room: 0,
             tail: None,
         }
     }

@@ -1,6 +1,7 @@
 //! SMB2 READ ([MS-SMB2] 3.3.5.12): file data read straight into the response body,
 //! pipe reads from the in-process RPC endpoint.
 
+use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_wire::rw::{put_read_response_header, ReadRequest};
 use smbx_wire::Dialect;
 use smbx_wire::{AccessMask, NtStatus, HEADER_SIZE};
@@ -182,27 +183,34 @@ async fn read(
                     return Ok(Response::ok_with_tail(msg, tail));
                 }
             }
+            // A response to be sealed keeps room for its TRANSFORM_HEADER in
+            // front, so it is encrypted where the data was read (no copy).
+            let front = if ctx.encrypted {
+                TRANSFORM_HEADER_LEN
+            } else {
+                0
+            };
             let msg = run_blocking(len >= BLOCKING_THRESHOLD, move || {
-                let mut msg = Vec::with_capacity(DATA + len);
-                msg.resize(DATA, 0);
+                let mut msg = Vec::with_capacity(front + DATA + len);
+                msg.resize(front + DATA, 0);
                 let n = handle.read_append(&mut msg, len, offset)?;
                 if (n == 0 && len > 0) || n < min {
                     return Err(NtStatus::END_OF_FILE);
                 }
                 let mut h = [0u8; 16];
                 put_read_response_header(&mut h, n as u32, 0);
-                msg[HEADER_SIZE..DATA].copy_from_slice(&h);
+                msg[front + HEADER_SIZE..front + DATA].copy_from_slice(&h);
                 Ok(msg)
             })
             .await?;
             // FilePositionInformation follows reads (as Samba does).
-            let n = (msg.len() - DATA) as u64;
+            let n = (msg.len() - front - DATA) as u64;
             ctx.server
                 .metrics
                 .data(false, ctx.conn.transport(), n as usize);
             f.position
                 .store(offset + n, std::sync::atomic::Ordering::Relaxed);
-            Ok(Response::ok_with_header_room(msg))
+            Ok(Response::ok_with_room(msg, front))
         }
     }
 }
