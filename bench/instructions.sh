@@ -65,6 +65,9 @@ profile_flags() { # name -> smbx bench flags, and the block size in bytes
     seq-read-64K) echo "-b64K -o8 65536" ;;
     seq-read-512K) echo "-b512K -o8 524288" ;;
     seq-write-512K) echo "-b512K -w100 -o8 524288" ;;
+    seq-read-512K-gcm) echo "-b512K -o8 --seal=aes-128-gcm 524288" ;;
+    seq-read-512K-gmac) echo "-b512K -o8 --sign=gmac 524288" ;;
+    seq-write-512K-gmac) echo "-b512K -w100 -o8 --sign=gmac 524288" ;;
     *) echo "instructions.sh: unknown profile $1" >&2; return 1 ;;
   esac
 }
