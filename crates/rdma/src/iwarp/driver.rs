@@ -14,9 +14,6 @@ use super::qp::QpShared;
 use crate::types::CloseReason;
 
 const RBUF: usize = 256 * 1024;
-/// What the driver reads after a direct placement: the FPDU's trailer (at
-/// most 7 bytes) and the next header, with little of the payload behind it.
-const SMALL_READ: usize = 64;
 const WBUDGET: usize = 256 * 1024;
 /// How long an initiator waits for the peer's first bytes before it sends a
 /// zero-length RDMA Write to wake the peer's receive path, and how often.
@@ -126,8 +123,8 @@ pub(crate) async fn run(
                     re -= rs;
                     rs = 0;
                 }
-                // Right after a placement, read just past the next FPDU's header.
-                let end = if eng.wants_small_read() { (re + SMALL_READ).min(rbuf.len()) } else { rbuf.len() };
+                // Among long tagged FPDUs, read just past the next FPDU's header.
+                let end = eng.read_limit().map_or(rbuf.len(), |n| (re + n).min(rbuf.len()));
                 match stream.try_read(&mut rbuf[re..end]) {
                     Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
                     Ok(k) => {

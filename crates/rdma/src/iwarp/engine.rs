@@ -91,8 +91,12 @@ pub struct Engine {
     placing: Option<Placing>,
     /// Bytes of the placed FPDU's pad and CRC still to skip.
     rx_skip: usize,
-    /// A placement just ended (see [`Engine::wants_small_read`]).
-    small_read: bool,
+    /// The most bytes the driver should read next (see
+    /// [`Engine::read_limit`]).
+    read_hint: Option<usize>,
+    /// Short FPDUs still read one at a time (bounded reads) before a long
+    /// tagged one comes again.
+    short_run: u8,
     /// Vectored output ([`Engine::set_vectored`]): payloads not copied into
     /// `out` but sent from their regions.
     vectored: bool,
@@ -111,6 +115,18 @@ pub struct Engine {
 /// the extra read costs more than the copy it saves (and FPDUs sized for an
 /// Ethernet MSS never qualify).
 const PLACE_MIN: usize = 16 * 1024;
+
+/// Bytes a bounded read takes past the end of the FPDU it completes: the
+/// next FPDU's header (at most 20 bytes) and a little of its payload, so a
+/// long tagged payload behind it is placed straight from the socket.
+const LOOKAHEAD: usize = 64;
+
+/// Short FPDUs (an SMB Direct Send between two RDMA Writes) read one at a
+/// time, each with [`LOOKAHEAD`], after a long tagged one, before the driver
+/// goes back to reading all it can: a stream of long Writes or Read Responses
+/// keeps being placed directly across the Sends between them, a stream of
+/// short messages is read many to a read.
+const SHORT_RUN: u8 = 4;
 
 /// Most payload pieces one vectored write sends.
 const MAX_HOLES: usize = 64;
@@ -290,7 +306,8 @@ impl Engine {
             write_cache: None,
             placing: None,
             rx_skip: 0,
-            small_read: false,
+            read_hint: None,
+            short_run: 0,
             vectored: false,
             holes: VecDeque::new(),
             hole_bytes: 0,
@@ -698,7 +715,7 @@ impl Engine {
     /// Terminate to `out` and close the engine.
     pub fn on_input(&mut self, input: &[u8], out: &mut Vec<u8>) -> usize {
         let mut used = 0;
-        self.small_read = false;
+        self.read_hint = None;
         if self.closed.is_some() {
             return 0;
         }
@@ -721,6 +738,7 @@ impl Engine {
         let skip = self.rx_skip.min(input.len() - used);
         self.rx_skip -= skip;
         used += skip;
+        let (mut fpdus, mut long) = (0, false);
         while self.closed.is_none() {
             let rest = &input[used..];
             match ddp::decode_fpdu(rest, self.cfg.crc) {
@@ -739,6 +757,8 @@ impl Engine {
                 }
                 Ok(Some(f)) => {
                     let wire = f.wire_len;
+                    fpdus += 1;
+                    long |= matches!(f.hdr, DdpHdr::Tagged { .. }) && f.payload.len() >= PLACE_MIN;
                     if let Err(t) = self.on_fpdu(f.hdr, f.payload) {
                         let hl = 2 + f.hdr.len();
                         self.terminate(t, rest.get(..hl), out);
@@ -747,6 +767,11 @@ impl Engine {
                     used += wire;
                 }
             }
+        }
+        if self.placing.is_some() {
+            self.short_run = SHORT_RUN;
+        } else {
+            self.bound_next_read(input.get(used..).unwrap_or_default(), fpdus, long);
         }
         used
     }
@@ -1101,16 +1126,41 @@ impl Engine {
             if let Some(p) = self.placing.take() {
                 self.rx_skip = p.trailer;
                 self.completions.extend(p.done);
+                self.read_hint = Some(p.trailer + LOOKAHEAD);
             }
-            self.small_read = true;
+            self.short_run = SHORT_RUN;
         }
     }
 
-    /// True right after a direct placement ended: the driver reads only a few
-    /// bytes next (the FPDU's trailer and the next header), so that a long
-    /// payload behind them is placed directly too.
-    pub fn wants_small_read(&self) -> bool {
-        self.small_read
+    /// The most bytes the driver should read next, when it should not read
+    /// all it can: after a long tagged FPDU (placed directly or not), the
+    /// rest of the FPDU under way and [`LOOKAHEAD`] bytes past it, so that a
+    /// long tagged payload behind it starts being placed while most of it is
+    /// still in the socket (read whole into the receive buffer, it would be
+    /// copied twice). `None` otherwise.
+    pub fn read_limit(&self) -> Option<usize> {
+        self.read_hint
+    }
+
+    /// Sets [`Engine::read_limit`] after `on_input` stopped at `rest` (the
+    /// bytes it left), having completed `fpdus` FPDUs, a long tagged one
+    /// among them if `long`.
+    fn bound_next_read(&mut self, rest: &[u8], fpdus: usize, long: bool) {
+        if long {
+            self.short_run = SHORT_RUN;
+        } else {
+            let n = u8::try_from(fpdus).unwrap_or(u8::MAX);
+            self.short_run = self.short_run.saturating_sub(n);
+        }
+        self.read_hint = None;
+        if self.short_run == 0 || self.closed.is_some() || self.placing.is_some() {
+            return;
+        }
+        let need = match ddp::decode_header(rest) {
+            Ok(Some((_, ulpdu))) => ddp::fpdu_len(ulpdu).saturating_sub(rest.len()),
+            _ => 0,
+        };
+        self.read_hint = Some(need + LOOKAHEAD);
     }
 
     fn on_send(
@@ -1406,9 +1456,10 @@ mod tests {
         assert_eq!((off, left), (100 + 984, 60_000 - 984));
         let mut rest = &stream[1000..];
         read_into_placement(&mut e, &mut rest, 30_000);
-        assert!(!e.wants_small_read());
+        assert!(e.read_limit().is_none());
         read_into_placement(&mut e, &mut rest, usize::MAX);
-        assert!(e.placement().is_none() && e.wants_small_read());
+        assert!(e.placement().is_none());
+        assert_eq!(e.read_limit(), Some(pad_of(60_014) + 4 + LOOKAHEAD));
         assert_eq!(rest.len(), stream.len() - fpdu + pad_of(60_014) + 4);
         // The trailer is skipped; the Send behind it is received.
         assert_eq!(e.on_input(rest, &mut out), rest.len());
@@ -1418,6 +1469,77 @@ mod tests {
         let c: Vec<_> = e.take_completions().collect();
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].opcode, WcOpcode::Recv);
+    }
+
+    /// Feeds `stream` to `e` as the TCP driver does, the socket holding all
+    /// of it: into the placement when there is one, else reads of at most
+    /// `read_limit()` (or 256 KiB) bytes into a receive buffer handed to
+    /// `on_input`. Returns the bytes that went through the placement.
+    fn drive(e: &mut Engine, mut stream: &[u8]) -> usize {
+        let (mut placed, mut pending, mut out) = (0, Vec::new(), Vec::new());
+        while !stream.is_empty() {
+            if let Some((_, _, left)) = e.placement() {
+                let k = left.min(stream.len());
+                placed += k;
+                read_into_placement(e, &mut stream, k);
+                continue;
+            }
+            let k = e.read_limit().unwrap_or(256 * 1024).min(stream.len());
+            pending.extend_from_slice(&stream[..k]);
+            stream = &stream[k..];
+            let n = e.on_input(&pending, &mut out);
+            pending.drain(..n);
+        }
+        assert!(pending.is_empty() && out.is_empty() && e.closed().is_none());
+        placed
+    }
+
+    #[test]
+    fn long_writes_between_sends_keep_being_placed_directly() {
+        // 512 KiB READs over SMB Direct: each an RDMA Write in FPDUs of a
+        // loopback MSS, then the READ response's Send; a read of 256 KiB
+        // takes whole FPDUs, which on_input copies, until one is cut.
+        let (mut e, qp) = engine(false);
+        let max = max_ulpdu_for_mss(65_483) - TAGGED_HDR;
+        let mr = qp
+            .pd
+            .alloc(1 << 20, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let data = pattern(512 * 1024);
+        let mut stream = Vec::new();
+        for msn in 1..=8u32 {
+            let _ = post_recv(&qp, 200);
+            for (i, c) in data.chunks(max).enumerate() {
+                let h = DdpHdr::Tagged {
+                    last: (i + 1) * max >= data.len(),
+                    opcode: op::WRITE,
+                    stag: mr.stag().0,
+                    to: mr.addr() + (i * max) as u64,
+                };
+                ddp::encode_fpdu(&mut stream, &h, &[c], false);
+            }
+            stream.extend(send(msn, 0, true, &[7u8; 150]));
+        }
+        let placed = drive(&mut e, &stream);
+        mr.with(|b| assert!(b[..data.len()] == data[..]));
+        assert_eq!(e.take_completions().count(), 8);
+        // All but the first Write's first FPDU or so go straight in.
+        assert!(
+            placed > 7 * data.len(),
+            "{placed} of {} placed",
+            8 * data.len()
+        );
+        // Short Sends alone are read many to a read.
+        let (mut e, qp) = engine(false);
+        let mut stream = Vec::new();
+        for msn in 1..=64u32 {
+            let _ = post_recv(&qp, 200);
+            stream.extend(send(msn, 0, true, &[7u8; 150]));
+            assert!(e.read_limit().is_none());
+        }
+        assert_eq!(drive(&mut e, &stream), 0);
+        assert!(e.read_limit().is_none());
+        assert_eq!(e.take_completions().count(), 64);
     }
 
     fn pad_of(ulpdu: usize) -> usize {
