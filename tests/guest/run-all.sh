@@ -10,14 +10,14 @@
 #   ksmbd_siw      the same on verbs over siw (SMB Direct only), with SMBX_GUEST_KSMBD=1:
 #                  the default budget does not hold it
 # Needs target/release/smbx; builds the checksum workload (examples/checksum).
-# SMBX_GUEST_BUDGET (seconds, default 1200) bounds the scenarios (a cold kernel build
+# SMBX_GUEST_BUDGET (seconds, default 1500) bounds the scenarios (a cold kernel build
 # before them does not count); each scenario gets what is left. Exit status non-zero
 # when any scenario failed or ran out of time.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
-budget=${SMBX_GUEST_BUDGET:-1200}
+budget=${SMBX_GUEST_BUDGET:-1500}
 # 4 MiB written and 4 MiB read per workload (a few writes and reads of 1 B to 8 MiB) keeps
 # the two default guests near 12 minutes under TCG.
 export BYTES=${BYTES:-4M}

@@ -1,6 +1,6 @@
 # In the RDMA test guest, driven by tests/guest/siw_interop.sh on the host:
 # smbx on rdma-core verbs over the kernel's soft-iWARP (siw) on eth0.
-#  1. server (verbs, siw0) and client (verbs) in the guest;
+#  1. server (verbs, siw0) and client (verbs) in the guest (3.1.1);
 #  2. the host's smbx client on smbx's soft-iWARP reaches this server through a
 #     forwarded port (kernel siw <-> smbx soft-iWARP on the wire);
 #  3. this guest's verbs client puts and gets to the host's smbx server on
@@ -25,11 +25,12 @@ workload() { # name url
         fail "$1: $out"
     fi
 }
-for d in 3.0 3.0.2 3.1.1; do
-    for mode in "" --sign --seal; do
-        workload "verbs/siw guest client -> guest server $d ${mode:-plain}" \
-            "smb://alice@10.0.2.15/share?transport=rdma" "--dialect $d $mode"
-    done
+# Both ends in this guest at 3.1.1 only: every dialect runs across the wire below (host
+# soft-iWARP against this siw, both ways) and in verbs_rxe (both ends on verbs), and the
+# guest step must fit CI's time.
+for mode in "" --sign --seal; do
+    workload "verbs/siw guest client -> guest server 3.1.1 ${mode:-plain}" \
+        "smb://alice@10.0.2.15/share?transport=rdma" "--dialect 3.1.1 $mode"
 done
 dd if=/dev/urandom of=/tmp/src bs=1k count=2500 2>/dev/null
 want=$(sha256sum /tmp/src | cut -d' ' -f1)
