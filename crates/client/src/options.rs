@@ -112,6 +112,11 @@ pub struct ClientOptions {
     /// Over SMB Direct, READs and WRITEs larger than this many bytes move their data
     /// by RDMA (the others, and all I/O on sealed sessions, go inline). 4 KiB.
     pub rdma_threshold: usize,
+    /// Over SMB Direct, whether a signed session's READs and WRITEs may move their
+    /// data by RDMA (true, as Windows does). False keeps them inline, as Linux cifs
+    /// always does when signing: for servers that sign RDMA READ responses wrongly
+    /// (ksmbd up to at least Linux 6.12). URL `rdma_signed=0`.
+    pub rdma_when_signed: bool,
     /// Soft-iWARP options for [`Transport::Rdma`] (MPA revision, CRC, MSS).
     pub iwarp: smbx_transport::soft::Options,
     /// SMB Direct sizes for [`Transport::Rdma`]: `max_send_size` (8192; a server
@@ -168,6 +173,7 @@ impl Default for ClientOptions {
             client_guid: rand::random(),
             transport: Transport::Tcp,
             rdma_threshold: 4096,
+            rdma_when_signed: true,
             iwarp: smbx_transport::soft::Options::default(),
             direct: smbx_transport::DirectConfig::default(),
             kerberos: Kerberos::Off,

@@ -156,9 +156,13 @@ impl Tree {
 
     /// True if this tree's READs and WRITEs may move their data by RDMA (SMB
     /// 3.x; not on sealed trees: their payload must be encrypted, which RDMA
-    /// transfers of plaintext would bypass).
+    /// transfers of plaintext would bypass; not on signed sessions when
+    /// [`crate::ClientOptions::rdma_when_signed`] is off).
     fn rdma_allowed(&self) -> bool {
-        !self.is_encrypted() && self.dialect() >= smbx_wire::Dialect::SMB3_0
+        let session = self.session();
+        (session.inner.client.inner.options.rdma_when_signed || !session.is_signed())
+            && !self.is_encrypted()
+            && self.dialect() >= smbx_wire::Dialect::SMB3_0
     }
 
     /// The channel to move `len` bytes of a READ (`read`) or WRITE by RDMA on:

@@ -30,6 +30,9 @@ pub struct SmbUrl {
     pub transport: Option<crate::Transport>,
     /// `rdma_threshold=BYTES`: READs/WRITEs larger than this move by RDMA.
     pub rdma_threshold: Option<usize>,
+    /// `rdma_signed=0|1`: whether a signed session's READs/WRITEs may use RDMA
+    /// ([`crate::ClientOptions::rdma_when_signed`]).
+    pub rdma_signed: Option<bool>,
     /// `multichannel=N`: let the session use up to N channels (1 to 32).
     pub multichannel: Option<usize>,
 }
@@ -74,6 +77,7 @@ impl SmbUrl {
         };
         let mut transport = None;
         let mut rdma_threshold = None;
+        let mut rdma_signed = None;
         let mut multichannel = None;
         for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
             match kv.split_once('=') {
@@ -88,6 +92,13 @@ impl SmbUrl {
                         v.parse()
                             .map_err(|_| bad("rdma_threshold must be a number"))?,
                     )
+                }
+                Some(("rdma_signed", v)) => {
+                    rdma_signed = Some(match v {
+                        "1" | "yes" | "true" => true,
+                        "0" | "no" | "false" => false,
+                        _ => return Err(bad("rdma_signed must be 0 or 1")),
+                    })
                 }
                 Some(("multichannel", v)) => {
                     multichannel = Some(
@@ -174,6 +185,7 @@ impl SmbUrl {
             path: rest.join("/"),
             transport,
             rdma_threshold,
+            rdma_signed,
             multichannel,
         })
     }
@@ -205,6 +217,9 @@ impl SmbUrl {
         }
         if let Some(n) = self.rdma_threshold {
             options.rdma_threshold = n;
+        }
+        if let Some(b) = self.rdma_signed {
+            options.rdma_when_signed = b;
         }
         if let Some(n) = self.multichannel {
             options.max_channels = n;
@@ -291,6 +306,10 @@ mod tests {
         assert!(SmbUrl::parse("smb://h/s?x=1").is_err());
         let u = SmbUrl::parse("smb://h/s/f?transport=rdma&rdma_threshold=65536").unwrap();
         assert_eq!(u.rdma_threshold, Some(65536));
+        assert_eq!(u.rdma_signed, None);
+        let u = SmbUrl::parse("smb://h/s/f?transport=rdma&rdma_signed=0").unwrap();
+        assert_eq!(u.rdma_signed, Some(false));
+        assert!(SmbUrl::parse("smb://h/s/f?rdma_signed=maybe").is_err());
     }
 
     #[test]
