@@ -8,30 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use smbx_rdma::iwarp::IwarpOptions;
 use smbx_transport::link::{self, MessageReceiver, MessageSender, Outgoing, Transport};
-use smbx_transport::soft::{self, SoftDirectListener};
-use smbx_transport::{DirectConfig, DirectLink};
 use tokio::sync::Semaphore;
 
-/// A negotiated soft-iWARP pair: (server side, client side).
-async fn pair() -> (Arc<dyn DirectLink>, Arc<dyn DirectLink>) {
-    let listener = SoftDirectListener::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        IwarpOptions::default(),
-        DirectConfig::default(),
-    )
-    .await
-    .unwrap();
-    let addr = listener.local_addr();
-    let client = tokio::spawn(soft::connect(
-        addr,
-        IwarpOptions::default(),
-        DirectConfig::default(),
-    ));
-    let server = listener.accept().await.unwrap().negotiate().await.unwrap();
-    (server, client.await.unwrap().unwrap())
-}
+mod common;
+use common::pair;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_link_sends_in_place_and_receives_whole_messages() {

@@ -2,31 +2,14 @@
 //! the server's READ and WRITE data move by RDMA from and into pooled buffers,
 //! steady state registers nothing, and the peer cannot reach a pooled buffer.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use smbx_rdma::iwarp::IwarpOptions;
-use smbx_transport::soft::{self, SoftDirectListener};
-use smbx_transport::{Access, DirectConfig, DirectLink};
+use smbx_transport::Access;
+
+mod common;
+use common::pair;
 
 const ROUNDS: usize = 40;
-
-async fn pair() -> (Arc<dyn DirectLink>, Arc<dyn DirectLink>) {
-    let listener = SoftDirectListener::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        IwarpOptions::default(),
-        DirectConfig::default(),
-    )
-    .await
-    .unwrap();
-    let client = tokio::spawn(soft::connect(
-        listener.local_addr(),
-        IwarpOptions::default(),
-        DirectConfig::default(),
-    ));
-    let server = listener.accept().await.unwrap().negotiate().await.unwrap();
-    (server, client.await.unwrap().unwrap())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_transfers_register_nothing() {
