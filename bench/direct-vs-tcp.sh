@@ -7,13 +7,19 @@
 # Profiles (each -d$DURATION after -W$WARMUP, one thread unless noted):
 #   4K random read -o1 and -o32, 8K random read -o32, 64K and 512K sequential read and
 #   write -o8.
-# TCP and SMB Direct alternate profile by profile (drift on a shared machine hits both alike).
+# TCP and SMB Direct alternate profile by profile (drift on a shared machine hits both alike);
+# with ROUNDS=N every profile runs N times over each, which transport goes first alternating
+# round by round, and each figure is the median of its N runs.
 # Columns: IOPS, MB/s, p50/p99 latency (µs), cycles per byte of the machine and of the server
-# process. Ratio = SMB Direct / TCP. The data-path goals are printed last: 64K and 512K reads
+# process. Ratio = SMB Direct / TCP, the median of the rounds' own ratios (each round's pair ran
+# back to back); with ROUNDS > 1 a spread line gives their min and max for IOPS and MB/s, which
+# says whether a ratio is the transports' or the machine's. The data-path goals are printed last: 64K and 512K reads
 # and writes over SMB Direct at >= 1.0x TCP, 4K random read IOPS at -o32 >= 0.9x, and machine
 # cycles per byte at 512K no more than TCP's.
 #
-# Environment: DURATION (10), WARMUP (2), FILE_MIB (1024), PROFILES (names below), RDMA_QUERY
+# The TCP congestion control is printed too: this machine's bbr paces even loopback streams, so
+# TCP's large-read figure (the ratios' denominator) moves with it (README, Benchmarks).
+# Environment: DURATION (10), WARMUP (2), ROUNDS (1), FILE_MIB (1024), PROFILES (names below), RDMA_QUERY
 #   (extra URL parameters for the SMB Direct target, e.g. "&rdma_threshold=65536"),
 #   RESULTS (target/bench-direct: the JSON reports), SMBX_BIN (the server), SMBX_CLIENT_BIN (the
 #   `smbx bench` that drives it; default SMBX_BIN), KEEP=1.
@@ -25,6 +31,7 @@ set -euo pipefail
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 FILE_MIB=${FILE_MIB:-1024}
+ROUNDS=${ROUNDS:-1}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-direct}
 RDMA_QUERY=${RDMA_QUERY:-}
 
@@ -56,26 +63,50 @@ declare -A URL=(
 )
 bench_log "smbx $("$SMBX" --version | awk '{print $2}') pid $PID: TCP port $TCP_PORT, SMB Direct port $RDMA_PORT; ${DURATION}s per point"
 
+case $ROUNDS in '' | *[!0-9]* | 0) bench_log "ROUNDS must be a positive number"; exit 2 ;; esac
 for p in $PROFILES; do
   [ -n "${FLAGS[$p]:-}" ] || { bench_log "unknown profile $p"; exit 2; }
-  for t in tcp rdma; do
-    bench_log "$p over $t"
-    # shellcheck disable=SC2086
-    "$SMBX_CLIENT" bench ${FLAGS[$p]} -d"$DURATION" -W"$WARMUP" -Rjson --server-pid "$PID" "${URL[$t]}" \
-      >"$RESULTS/$p.$t.json" 2>"$RESULTS/$p.$t.err" ||
-      { bench_log "failed: $(tail -2 "$RESULTS/$p.$t.err" | tr '\n' ' ')"; rm -f "$RESULTS/$p.$t.json"; }
+done
+rm -f "$RESULTS"/*.json
+for r in $(seq 1 "$ROUNDS"); do
+  for p in $PROFILES; do
+    order="tcp rdma"
+    [ $((r % 2)) -eq 0 ] && order="rdma tcp"
+    for t in $order; do
+      bench_log "$p over $t (round $r of $ROUNDS)"
+      out=$RESULTS/$p.$t.$r
+      # shellcheck disable=SC2086
+      "$SMBX_CLIENT" bench ${FLAGS[$p]} -d"$DURATION" -W"$WARMUP" -Rjson --server-pid "$PID" "${URL[$t]}" \
+        >"$out.json" 2>"$out.err" ||
+        { bench_log "failed: $(tail -2 "$out.err" | tr '\n' ' ')"; rm -f "$out.json"; }
+    done
   done
 done
 
-python3 - "$RESULTS" $PROFILES <<'PY'
-import json, os, sys
-res, profiles = sys.argv[1], sys.argv[2:]
-def load(p, t):
+python3 - "$RESULTS" "$ROUNDS" $PROFILES <<'PY'
+import json, os, statistics, sys
+res, rounds, profiles = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def load1(p, t, r):
     try:
-        with open(os.path.join(res, f"{p}.{t}.json")) as f:
+        with open(os.path.join(res, f"{p}.{t}.{r}.json")) as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+def load(p, t):
+    """The median of each figure over the rounds that ran (None if none did)."""
+    runs = [fig(j) for j in (load1(p, t, r) for r in range(1, rounds + 1)) if j]
+    return [med(col) for col in zip(*runs)] if runs else None
+def round_ratios(p):
+    """Per round with both transports: SMB Direct / TCP of each figure."""
+    out = []
+    for r in range(1, rounds + 1):
+        a, b = load1(p, "rdma", r), load1(p, "tcp", r)
+        if a and b:
+            out.append([None if (x is None or not y) else x / y for x, y in zip(fig(a), fig(b))])
+    return out
 def fig(j):
     lat = j.get("latency_us") or {}
     cyc = j.get("cycles") or {}
@@ -87,14 +118,19 @@ ratios = {}
 for p in profiles:
     rows = {t: load(p, t) for t in ("tcp", "rdma")}
     for t, name in (("tcp", "TCP"), ("rdma", "SMB Direct")):
-        j = rows[t]
-        cells = ["failed"] * 6 if j is None else [("-" if v is None else f"{v:10.1f}") for v in fig(j)]
+        f = rows[t]
+        cells = ["failed"] * 6 if f is None else [("-" if v is None else f"{v:10.1f}") for v in f]
         print(f"{p:<18} {name:<10} " + " ".join(f"{c:>10}" for c in cells))
-    if rows["tcp"] and rows["rdma"]:
-        a, b = fig(rows["rdma"]), fig(rows["tcp"])
-        r = [("-" if (x is None or not y) else f"{x / y:10.2f}") for x, y in zip(a, b)]
-        ratios[p] = (a, b)
-        print(f"{'':<18} {'ratio':<10} " + " ".join(f"{c:>10}" for c in r))
+    per_round = round_ratios(p)
+    if per_round:
+        cols = list(zip(*per_round))
+        r = [med(c) for c in cols]
+        ratios[p] = r
+        print(f"{'':<18} {'ratio':<10} " + " ".join(f"{'-' if v is None else f'{v:10.2f}':>10}" for v in r))
+        if len(per_round) > 1:
+            spread = [f"{min(c):.2f}-{max(c):.2f}" if None not in c else "-" for c in cols[:2]]
+            print(f"{'':<18} {'spread':<10} " + " ".join(f"{c:>10}" for c in spread)
+                  + f"   (min-max of {len(per_round)} rounds)")
 print("\nratio = SMB Direct / TCP (IOPS, MB/s: higher is better; latency, cycles: lower is better)")
 for p, what, i, goal, higher in (
         ("seq-read-64K", "64K sequential read MB/s", 1, 1.0, True),
@@ -104,11 +140,13 @@ for p, what, i, goal, higher in (
         ("rand-read-4K-o32", "4K random read IOPS (-o32)", 0, 0.9, True),
         ("seq-read-512K", "512K read machine cycles/byte", 4, 1.0, False)):
     if p in ratios:
-        a, b = ratios[p]
-        if a[i] is None or not b[i]:
+        r = ratios[p][i]
+        if r is None:
             continue
-        r = a[i] / b[i]
         met = r >= goal if higher else r <= goal
         sign = ">=" if higher else "<="
         print(f"goal: {what} over SMB Direct {sign} {goal:.1f}x TCP: {r:.2f}x {'met' if met else 'NOT met'}")
+if rounds > 1:
+    print(f"(figures: medians of {rounds} rounds; ratios: medians of the rounds' own ratios)")
 PY
+echo "(TCP congestion control: $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown))"
