@@ -350,6 +350,23 @@ impl WriteRequest<'_> {
             w.u8(0);
         }
     }
+
+    /// Appends the fixed part of a request whose `data_len` (> 0) bytes of data are
+    /// sent right behind it from elsewhere (the caller's buffer): the bytes of
+    /// [`WriteRequest::encode_into`] with that data, less the data. `self.data` and
+    /// the channel info are not written.
+    pub fn encode_head_into(&self, w: &mut Writer, data_len: u32) {
+        w.u16(49)
+            .u16((HEADER_SIZE + WRITE_FIXED) as u16)
+            .u32(data_len)
+            .u64(self.offset)
+            .bytes(&self.file_id.to_bytes())
+            .u32(self.channel)
+            .u32(self.remaining_bytes)
+            .u16(0)
+            .u16(0)
+            .u32(self.flags);
+    }
 }
 
 #[cfg(test)]
@@ -510,6 +527,29 @@ mod channel_info_tests {
 #[cfg(test)]
 mod encode_into_tests {
     use super::*;
+
+    #[test]
+    fn encode_head_into_is_encode_into_less_the_data() {
+        let data = b"payload";
+        let req = WriteRequest {
+            offset: 9,
+            file_id: FileId {
+                persistent: 3,
+                volatile: 4,
+            },
+            flags: WRITEFLAG_WRITE_THROUGH,
+            length: data.len() as u32,
+            data,
+            ..Default::default()
+        };
+        let mut whole = Writer::with_capacity(64);
+        req.encode_into(&mut whole);
+        let mut head = Writer::with_capacity(64);
+        WriteRequest { data: &[], ..req }.encode_head_into(&mut head, data.len() as u32);
+        let mut joined = head.into_vec();
+        joined.extend_from_slice(data);
+        assert_eq!(joined, whole.into_vec());
+    }
 
     #[test]
     fn encode_into_matches_encode() {
