@@ -4,10 +4,10 @@
 //!
 //! * [`local::LocalTarget`]: a local file through io_uring (true queue depth) or
 //!   pread/pwrite (one at a time, like fio's psync).
-//! * [`smb::SmbTarget`]: a file on an SMB share through smbx-client; each I/O is a future
-//!   polled by the worker thread inside the target's tokio runtime, so a thread keeps as
-//!   many READ/WRITE requests in flight as it has slots (the client queues what exceeds
-//!   its credit window).
+//! * [`smb::SmbTarget`]: a file on an SMB share through smbx-client; each worker thread
+//!   has its own connection on its own single-threaded tokio runtime, and each I/O is a
+//!   future that thread polls, so a thread keeps as many READ/WRITE requests in flight as
+//!   it has slots (the client queues what exceeds its credit window).
 
 pub mod local;
 pub mod smb;

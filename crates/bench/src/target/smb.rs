@@ -1,12 +1,16 @@
 //! Files on SMB shares, through smbx-client.
 //!
-//! One connection, session, tree and open per target, shared by every thread on it (as
-//! the Windows redirector shares one connection for all of diskspd's threads). Each I/O
-//! is a future that the worker thread polls inside the target's tokio runtime (whose
-//! threads run the connection), so a worker keeps as many requests in flight as it has
-//! slots and a completion wakes it directly; the client queues what exceeds its credit
-//! window. `-Su` sets FILE_NO_INTERMEDIATE_BUFFERING and `-Sw`
-//! FILE_WRITE_THROUGH in the CREATE options.
+//! Every worker thread has its own connection, session, tree and open of each smb:// target,
+//! driven by its own single-threaded tokio runtime (as fio's jobs and diskspd's threads are
+//! independent of each other): a thread's I/Os are futures it polls itself, and while it
+//! waits in `reap` the same thread runs its connection's reader and writer tasks, so a
+//! response reaches the I/O waiting for it, and the next request leaves, without waking
+//! another thread. Threads share nothing but the offsets of `-si`; their results are merged
+//! at the end. The first thread uses the connection [`SmbTarget::open`] made (to create the
+//! file with `-c` and learn its size); the others connect when their queue is opened, before
+//! the warm-up starts. A thread keeps as many READ/WRITE requests in flight as it has slots
+//! (the client queues what exceeds its credit window). `-Su` sets
+//! FILE_NO_INTERMEDIATE_BUFFERING and `-Sw` FILE_WRITE_THROUGH in the CREATE options.
 
 use std::future::Future;
 use std::io;
@@ -29,10 +33,13 @@ use crate::stats::IoKind;
 /// A file on an SMB share.
 pub struct SmbTarget {
     name: String,
-    // Declared before `rt` so that it is closed (in Drop) while the runtime still runs.
-    file: Option<Arc<File>>,
     size: u64,
-    rt: Arc<Runtime>,
+    /// How every thread's connection is made and its file opened.
+    how: Arc<Connect>,
+    /// The connection `open` made, until the first queue takes it.
+    first: std::sync::Mutex<Option<Conn>>,
+    /// The channels of each connection whose queue has closed (for the report).
+    channels: Arc<std::sync::Mutex<Vec<smbx_client::ChannelStats>>>,
 }
 
 impl std::fmt::Debug for SmbTarget {
@@ -41,6 +48,74 @@ impl std::fmt::Debug for SmbTarget {
             .field("name", &self.name)
             .field("size", &self.size)
             .finish()
+    }
+}
+
+/// What a connection to the target is made with.
+struct Connect {
+    name: String,
+    url: SmbUrl,
+    password: Option<String>,
+    options: ClientOptions,
+    open: OpenOptions,
+}
+
+/// One connection and its open of the file, with the single-threaded runtime that runs
+/// them. Closed (the file, within 2 s) when dropped.
+struct Conn {
+    // Declared before `rt` so that it is closed (in Drop) while the runtime still runs.
+    file: Option<Arc<File>>,
+    rt: Runtime,
+}
+
+impl Conn {
+    /// A new runtime, connected, logged on, and the file opened; `create` (`-c`: size and
+    /// seed) first writes the file.
+    fn open(how: &Connect, create: Option<(u64, u64)>) -> Result<Conn, BenchError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| BenchError::io("starting the SMB runtime", e))?;
+        let name = &how.name;
+        let file = rt.block_on(async {
+            let (tree, path) = how
+                .url
+                .open(how.password.as_deref(), how.options.clone())
+                .await
+                .map_err(smb_err(format!("{name}: connecting")))?;
+            if let Some((size, seed)) = create {
+                create_remote(&tree, &path, size, seed)
+                    .await
+                    .map_err(smb_err(format!("-c: creating {name}")))?;
+            }
+            tree.open(&path, &how.open)
+                .await
+                .map_err(smb_err(format!("opening {name}")))
+        })?;
+        Ok(Conn {
+            file: Some(Arc::new(file)),
+            rt,
+        })
+    }
+
+    fn file(&self) -> Option<&Arc<File>> {
+        self.file.as_ref()
+    }
+
+    fn channels(&self) -> Vec<smbx_client::ChannelStats> {
+        self.file()
+            .map(|f| f.tree().session().channel_stats())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take().and_then(|f| Arc::try_unwrap(f).ok()) {
+            let _ = self
+                .rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(2), f.close()).await });
+        }
     }
 }
 
@@ -74,7 +149,7 @@ fn smb_err(what: String) -> impl FnOnce(smbx_client::Error) -> BenchError {
 
 impl SmbTarget {
     /// Connects, logs on (password from the URL or `SMBX_PASSWORD`), creates the file
-    /// with `-c`, and opens it.
+    /// with `-c`, and opens it: the first worker thread's connection.
     pub fn open(url: &str, p: &Profile) -> Result<SmbTarget, BenchError> {
         let name = redact(url);
         let parsed = SmbUrl::parse(url).map_err(smb_err(name.clone()))?;
@@ -83,69 +158,43 @@ impl SmbTarget {
                 "{name}: the URL names a share but no file in it"
             )));
         }
-        // With one worker on the target, one thread runs the connection and its I/Os: the
-        // worker drives the runtime while it waits in `reap`, so a response reaches the
-        // I/O waiting for it, and the next request leaves, without a wake-up of another
-        // thread (on the 2-core machines this runs on, those hops cost a third of a
-        // 4 KiB read's latency). Several workers would take turns at that one thread
-        // and hand it over at every wait, so they share a multi-threaded runtime.
-        let rt = if p.threads_on_target() <= 1 {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(4)))
-                .thread_name("smbx-bench-smb")
-                .enable_all()
-                .build()
+        let mut options = ClientOptions::default();
+        if let Some(t) = p.transport {
+            options.transport = t;
         }
-        .map_err(|e| BenchError::io("starting the SMB runtime", e))?;
-        let password = std::env::var("SMBX_PASSWORD").ok();
-        let (file, size) = rt.block_on(async {
-            let mut options = ClientOptions::default();
-            if let Some(t) = p.transport {
-                options.transport = t;
-            }
-            if let Some(n) = p.rdma_threshold {
-                options.rdma_threshold = n;
-            }
-            if let Some(n) = p.multichannel {
-                options.max_channels = n;
-            }
-            options = p.protection.apply(options);
-            if p.kerberos {
-                options.kerberos = smbx_client::Kerberos::Required;
-            }
-            let (tree, path) = parsed
-                .open(password.as_deref(), options)
-                .await
-                .map_err(smb_err(format!("{name}: connecting")))?;
-            if let Some(size) = p.create_size {
-                create_remote(&tree, &path, size, p.seed)
-                    .await
-                    .map_err(smb_err(format!("-c: creating {name}")))?;
-            }
-            let mut opts = OpenOptions::read_only();
-            if p.write_percent > 0 {
-                opts = opts.write(true);
-            }
-            opts = opts.write_through(p.write_through);
-            if p.no_cache {
-                opts.options |= create_options::NO_INTERMEDIATE_BUFFERING;
-            }
-            let f = tree
-                .open(&path, &opts)
-                .await
-                .map_err(smb_err(format!("opening {name}")))?;
-            let size = f.size_at_open();
-            Ok::<_, BenchError>((f, size))
-        })?;
+        if let Some(n) = p.rdma_threshold {
+            options.rdma_threshold = n;
+        }
+        if let Some(n) = p.multichannel {
+            options.max_channels = n;
+        }
+        options = p.protection.apply(options);
+        if p.kerberos {
+            options.kerberos = smbx_client::Kerberos::Required;
+        }
+        let mut open = OpenOptions::read_only();
+        if p.write_percent > 0 {
+            open = open.write(true);
+        }
+        open = open.write_through(p.write_through);
+        if p.no_cache {
+            open.options |= create_options::NO_INTERMEDIATE_BUFFERING;
+        }
+        let how = Connect {
+            name: name.clone(),
+            url: parsed,
+            password: std::env::var("SMBX_PASSWORD").ok(),
+            options,
+            open,
+        };
+        let conn = Conn::open(&how, p.create_size.map(|s| (s, p.seed)))?;
+        let size = conn.file().map_or(0, |f| f.size_at_open());
         Ok(SmbTarget {
             name,
-            file: Some(Arc::new(file)),
             size,
-            rt: Arc::new(rt),
+            how: Arc::new(how),
+            first: std::sync::Mutex::new(Some(conn)),
+            channels: Arc::default(),
         })
     }
 }
@@ -171,16 +220,6 @@ async fn create_remote(
     Ok(())
 }
 
-impl Drop for SmbTarget {
-    fn drop(&mut self) {
-        if let Some(f) = self.file.take().and_then(|f| Arc::try_unwrap(f).ok()) {
-            let _ = self
-                .rt
-                .block_on(async { tokio::time::timeout(Duration::from_secs(2), f.close()).await });
-        }
-    }
-}
-
 impl Target for SmbTarget {
     fn name(&self) -> &str {
         &self.name
@@ -188,28 +227,37 @@ impl Target for SmbTarget {
     fn size(&self) -> u64 {
         self.size
     }
+    /// The channels of every thread's connection, in the order the threads finished (the
+    /// first connection's while no thread has taken it).
     fn channels(&self) -> Vec<smbx_client::ChannelStats> {
-        self.file
-            .as_ref()
-            .map(|f| f.tree().session().channel_stats())
-            .unwrap_or_default()
+        let mut all = self.channels.lock().map(|c| c.clone()).unwrap_or_default();
+        if let Ok(first) = self.first.lock() {
+            if let Some(c) = first.as_ref() {
+                all.extend(c.channels());
+            }
+        }
+        all
     }
 
     fn engine(&self) -> &'static str {
         "smb"
     }
     fn queue(&self, cfg: &QueueConfig) -> Result<Box<dyn IoQueue>, BenchError> {
-        let file = self
-            .file
-            .clone()
-            .ok_or_else(|| BenchError::Other(format!("{}: closed", self.name)))?;
+        let taken = self.first.lock().ok().and_then(|mut f| f.take());
+        let conn = match taken {
+            Some(c) => c,
+            None => Conn::open(&self.how, None)?,
+        };
+        if conn.file().is_none() {
+            return Err(BenchError::Other(format!("{}: closed", self.name)));
+        }
         Ok(Box::new(SmbQueue {
-            rt: self.rt.clone(),
-            file,
+            conn,
             inflight: FuturesUnordered::new(),
             block: cfg.block,
             depth: cfg.depth,
             source: cfg.write_source.clone(),
+            channels: self.channels.clone(),
         }))
     }
 }
@@ -217,15 +265,26 @@ impl Target for SmbTarget {
 type IoFuture = Pin<Box<dyn Future<Output = Completion> + Send>>;
 
 /// The I/Os of one worker thread on one SMB target: futures polled on the worker thread
-/// itself, which with a single-threaded runtime also runs the connection's reader and
-/// writer tasks while it waits for completions.
+/// itself, which also runs its connection's reader and writer tasks (its own
+/// single-threaded runtime) while it waits for completions.
 struct SmbQueue {
-    rt: Arc<Runtime>,
-    file: Arc<File>,
+    conn: Conn,
     inflight: FuturesUnordered<IoFuture>,
     block: usize,
     depth: usize,
     source: Arc<AlignedBuf>,
+    channels: Arc<std::sync::Mutex<Vec<smbx_client::ChannelStats>>>,
+}
+
+impl Drop for SmbQueue {
+    fn drop(&mut self) {
+        // Unfinished I/Os are dropped (cancelled) before the file is closed.
+        self.inflight = FuturesUnordered::new();
+        if let Ok(mut all) = self.channels.lock() {
+            all.extend(self.conn.channels());
+        }
+        // `conn` closes the file when it is dropped, after this.
+    }
 }
 
 fn to_io(e: smbx_client::Error) -> io::Error {
@@ -251,7 +310,11 @@ impl IoQueue for SmbQueue {
         offset: u64,
         data: WriteData<'_>,
     ) -> io::Result<()> {
-        let file = self.file.clone();
+        let file = self
+            .conn
+            .file()
+            .cloned()
+            .ok_or_else(|| io::Error::other("file closed"))?;
         let block = self.block;
         // The request goes out when the queue is next polled (in `reap`, right after the
         // worker has filled its free slots).
@@ -292,7 +355,7 @@ impl IoQueue for SmbQueue {
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
         let want = min.min(self.inflight.len());
         let inflight = &mut self.inflight;
-        self.rt.block_on(async {
+        self.conn.rt.block_on(async {
             for _ in 0..want {
                 if let Some(c) = inflight.next().await {
                     out.push(c);

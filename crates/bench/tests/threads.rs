@@ -1,0 +1,188 @@
+//! The engine's thread and depth bookkeeping against a counting target (no files, no
+//! network): `-t4 -o8` keeps 4 × 8 I/Os in flight, each thread opens its own queue and
+//! issues its own `--ios` count, and the report's totals are the sum of its threads. The
+//! waits are bounded; no timing assertions.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use smbx_bench::stats::IoKind;
+use smbx_bench::target::{Completion, IoQueue, QueueConfig, Target, WriteData};
+use smbx_bench::{engine, parse, render, BenchError, Format, Report};
+
+/// Counts what every queue of the target has in flight; holds back completions until the
+/// whole run has `gate` I/Os in flight at once (or 10 s have passed), so a run that keeps
+/// fewer outstanding shows a smaller peak.
+#[derive(Default)]
+struct Counting {
+    gate: usize,
+    inflight: AtomicUsize,
+    peak: AtomicUsize,
+    opened: AtomicUsize,
+    open_threads: Mutex<Vec<std::thread::ThreadId>>,
+    completed: Mutex<Vec<u64>>,
+    released: AtomicBool,
+    submitted: AtomicU64,
+}
+
+struct CountingTarget(Arc<Counting>);
+
+struct CountingQueue {
+    shared: Arc<Counting>,
+    index: usize,
+    depth: usize,
+    block: usize,
+    pending: VecDeque<usize>,
+    slots: Vec<bool>,
+}
+
+impl Target for CountingTarget {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn size(&self) -> u64 {
+        1 << 30
+    }
+    fn engine(&self) -> &'static str {
+        "psync"
+    }
+    fn queue(&self, cfg: &QueueConfig) -> Result<Box<dyn IoQueue>, BenchError> {
+        let index = self.0.opened.fetch_add(1, Ordering::SeqCst);
+        self.0
+            .open_threads
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        self.0.completed.lock().unwrap().push(0);
+        Ok(Box::new(CountingQueue {
+            shared: self.0.clone(),
+            index,
+            depth: cfg.depth,
+            block: cfg.block,
+            pending: VecDeque::new(),
+            slots: vec![false; cfg.depth],
+        }))
+    }
+}
+
+impl IoQueue for CountingQueue {
+    fn submit(&mut self, slot: usize, _: IoKind, _: u64, _: WriteData<'_>) -> io::Result<()> {
+        assert!(slot < self.depth, "slot {slot} beyond depth {}", self.depth);
+        assert!(!self.slots[slot], "slot {slot} submitted twice");
+        self.slots[slot] = true;
+        self.pending.push_back(slot);
+        self.shared.submitted.fetch_add(1, Ordering::SeqCst);
+        let now = self.shared.inflight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.shared.peak.fetch_max(now, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
+        if min > 0 && !self.pending.is_empty() && !self.shared.released.load(Ordering::SeqCst) {
+            let until = Instant::now() + Duration::from_secs(10);
+            while self.shared.inflight.load(Ordering::SeqCst) < self.shared.gate
+                && !self.shared.released.load(Ordering::SeqCst)
+                && Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            self.shared.released.store(true, Ordering::SeqCst);
+        }
+        let n = self.pending.len();
+        for slot in self.pending.drain(..) {
+            self.slots[slot] = false;
+            out.push(Completion {
+                slot,
+                result: Ok(self.block),
+            });
+        }
+        self.shared.inflight.fetch_sub(n, Ordering::SeqCst);
+        self.shared.completed.lock().unwrap()[self.index] += n as u64;
+        Ok(())
+    }
+
+    fn depth(&self) -> usize {
+        self.depth
+    }
+}
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+#[test]
+fn four_threads_eight_deep_keep_thirty_two_in_flight_and_add_up() {
+    let flags = "-b4K -o8 -t4 -r -d20 -W0 -C0 --ios 3000 counting";
+    let p = parse(&args(flags)).unwrap();
+    let counting = Arc::new(Counting {
+        gate: 32,
+        ..Counting::default()
+    });
+    let target: Arc<dyn Target> = Arc::new(CountingTarget(counting.clone()));
+    let result = engine::run(&p, &[target]).unwrap();
+
+    // Each thread opened its own queue, on its own thread.
+    assert_eq!(counting.opened.load(Ordering::SeqCst), 4);
+    let mut ids = counting.open_threads.lock().unwrap().clone();
+    ids.sort_by_key(|id| format!("{id:?}"));
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "queues opened on {ids:?}");
+    // All 4 × 8 were in flight at once, never more.
+    assert_eq!(counting.peak.load(Ordering::SeqCst), 32);
+    // Every thread issued exactly its --ios count, and all of it completed.
+    assert_eq!(counting.submitted.load(Ordering::SeqCst), 4 * 3000);
+    assert_eq!(*counting.completed.lock().unwrap(), vec![3000; 4]);
+    assert_eq!(counting.inflight.load(Ordering::SeqCst), 0);
+
+    assert_eq!(result.threads.len(), 4);
+    let mut recorded = 0;
+    for t in &result.threads {
+        assert_eq!(t.targets.len(), 1);
+        assert_eq!(t.targets[0].depth, 8);
+        let n = t.targets[0].stats.read_count();
+        assert!(n <= 3000, "thread {} recorded {n}", t.id);
+        assert_eq!(t.targets[0].stats.read_bytes, n * 4096);
+        recorded += n;
+    }
+    assert!(recorded > 0);
+
+    // The report merges the threads: its totals are their sums, per thread and per target.
+    let report = Report::build(&p, format!("smbx bench {flags}"), &result);
+    let j: Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
+    assert_eq!(u(&j, "io_count"), recorded);
+    assert_eq!(u(&j, "bytes"), recorded * 4096);
+    let threads = j["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 4);
+    let sum: u64 = threads.iter().map(|t| u(t, "io_count")).sum();
+    assert_eq!(sum, recorded);
+    assert_eq!(u(&j["targets"][0], "io_count"), recorded);
+    assert_eq!(j["targets"][0]["threads"], serde_json::json!([0, 1, 2, 3]));
+    let latency = &j["latency_us"];
+    assert_eq!(u(latency, "count"), recorded);
+}
+
+#[test]
+fn one_thread_keeps_its_depth_and_no_more() {
+    let flags = "-b64K -o5 -t1 -s -d20 -W0 -C0 --ios 500 counting";
+    let p = parse(&args(flags)).unwrap();
+    let counting = Arc::new(Counting {
+        gate: 5,
+        ..Counting::default()
+    });
+    let target: Arc<dyn Target> = Arc::new(CountingTarget(counting.clone()));
+    let result = engine::run(&p, &[target]).unwrap();
+    assert_eq!(counting.opened.load(Ordering::SeqCst), 1);
+    assert_eq!(counting.peak.load(Ordering::SeqCst), 5);
+    assert_eq!(*counting.completed.lock().unwrap(), vec![500]);
+    assert_eq!(result.threads.len(), 1);
+    assert_eq!(result.threads[0].targets[0].depth, 5);
+}

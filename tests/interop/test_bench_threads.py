@@ -1,0 +1,53 @@
+"""`smbx bench -t N` against the server under test: each thread drives the file through
+its own connection (its own session and open), and the report's totals are the sum of its
+threads. Bounded by --ios and -d; no timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from conftest import smbx_bin
+
+BOUND_S = 60
+
+
+def _bench(server, *flags: str) -> dict:
+    target = f"smb://{server.user}@127.0.0.1:{server.port}/share/bench-threads.bin"
+    cmd = [str(smbx_bin()), "bench", "-Rjson", *flags, target]
+    env = dict(os.environ, SMBX_PASSWORD=server.password)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=BOUND_S)
+    assert proc.returncode == 0, f"smbx bench failed: {proc.stderr}"
+    return json.loads(proc.stdout)
+
+
+def test_each_thread_has_its_own_connection(smbx):
+    ios = 300
+    r = _bench(smbx, "-b4K", "-r", "-o4", "-t3", "-d20", "-W0", "-C0", f"--ios={ios}", "-c2M")
+    threads = r["threads"]
+    assert len(threads) == 3
+    total = r["io_count"]
+    assert total > 0
+    assert sum(t["io_count"] for t in threads) == total
+    assert all(t["io_count"] <= ios for t in threads)
+    assert r["bytes"] == total * 4096
+    (target,) = r["targets"]
+    assert target["io_count"] == total
+    assert target["threads"] == [0, 1, 2]
+    # One channel per thread's connection, each of which carried that thread's --ios
+    # reads (warm-up included) besides its CREATE and CLOSE.
+    channels = target["channels"]
+    assert len(channels) == 3, channels
+    for c in channels:
+        assert c["ios"] >= ios, channels
+        assert c["live"]
+
+
+def test_one_thread_one_connection(smbx):
+    r = _bench(smbx, "-b64K", "-s", "-o2", "-t1", "-d20", "-W0", "-C0", "--ios=50", "-c2M")
+    (target,) = r["targets"]
+    assert len(target["channels"]) == 1
+    assert target["channels"][0]["ios"] >= 50
+    assert r["threads"][0]["io_count"] == r["io_count"]
