@@ -137,6 +137,35 @@ pub async fn send_more(
     Ok(())
 }
 
+/// Receives up to `max` bytes from `sock` into the spare capacity of `buf` (nothing
+/// zero-filled first) without waiting; `WouldBlock` when nothing is queued.
+#[allow(unsafe_code)]
+fn recv_spare(
+    sock: std::os::fd::BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let spare = buf.spare_capacity_mut();
+    let len = spare.len().min(max);
+    // SAFETY: recv writes at most `len` bytes into the spare capacity it points to
+    // (`len` is within it); the socket descriptor is open for the call.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            spare.as_mut_ptr().cast(),
+            len,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel initialised those `n` bytes just past the length.
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    Ok(n as usize)
+}
+
 /// A received frame: the SMB2 message (or transform) and, when the reader has a budget,
 /// the permits for its length.
 #[derive(Debug)]
@@ -320,8 +349,10 @@ impl FrameReader {
         if self.spliced.is_some() {
             self.splice_rest(rd, len).await?;
         }
-        self.set_lowat(rd, 0);
         self.after_large = len >= POOLED_FRAME;
+        if !self.after_large {
+            self.set_lowat(rd, 0);
+        }
         let mut msg = std::mem::take(&mut self.buf);
         msg.truncate(self.filled);
         let permit = self.permit.take();
@@ -346,6 +377,13 @@ impl FrameReader {
     /// it out again into the frame's buffer (a whole 64 KiB READ response went through
     /// the client's 64 KiB read buffer that way). Small messages keep arriving many to a
     /// buffered read.
+    ///
+    /// A large frame leaves the low-water mark where its body put it: the prefix is
+    /// tried at once (a read returns what is queued whatever the mark), and the mark comes
+    /// down only when nothing is queued, before waiting (so a small message still wakes
+    /// the reader). Back-to-back large frames of one size (READ responses at a queue
+    /// depth) then read with no `setsockopt` at all, where lowering the mark after each
+    /// and raising it again for the next body cost two per frame.
     async fn read_prefix<R: AsyncRead + RecvLowat + Unpin>(
         &mut self,
         rd: &mut R,
@@ -353,30 +391,62 @@ impl FrameReader {
         let dst = &mut self.hdr[self.hdr_got..];
         match rd.tcp_stream() {
             Some(sock) if self.after_large && rd.buffered() == 0 => loop {
-                sock.readable().await?;
                 match sock.try_read(dst) {
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if self.lowat != 1 {
+                            rd.set_recv_lowat(1);
+                            self.lowat = 1;
+                        }
+                        sock.readable().await?;
+                    }
                     r => return r,
                 }
             },
-            _ => rd.read(dst).await,
+            _ => {
+                // Whatever waits here is woken by any byte.
+                if self.lowat != 1 {
+                    rd.set_recv_lowat(1);
+                    self.lowat = 1;
+                }
+                rd.read(dst).await
+            }
         }
     }
 
     /// Appends up to `want` bytes from `rd` to the frame, into spare capacity (nothing
     /// is zero-filled first); the end of the stream inside a frame is an error.
-    async fn fill<R: AsyncRead + Unpin>(
+    ///
+    /// A large frame's body, with nothing buffered, comes straight from the socket: a
+    /// buffered read of a rest smaller than the read buffer (the end of a READ response
+    /// that arrived in parts, all of a 64 KiB one but its last bytes) would also take
+    /// the start of the next frame into the read buffer, to be copied out of it again.
+    async fn fill<R: AsyncRead + RecvLowat + Unpin>(
         &mut self,
         rd: &mut R,
         want: usize,
     ) -> Result<(), &'static str> {
         self.buf.truncate(self.filled);
         self.buf.reserve(want);
-        let n = (&mut *rd)
-            .take(want as u64)
-            .read_buf(&mut self.buf)
-            .await
-            .map_err(|_| "read error")?;
+        let large = self.len.is_some_and(|l| l >= POOLED_FRAME);
+        let n = match rd.tcp_stream() {
+            Some(sock) if large && rd.buffered() == 0 => loop {
+                let r = sock.try_io(tokio::io::Interest::READABLE, || {
+                    recv_spare(sock.as_fd(), &mut self.buf, want)
+                });
+                match r {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        sock.readable().await.map_err(|_| "read error")?
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    r => break r.map_err(|_| "read error")?,
+                }
+            },
+            _ => (&mut *rd)
+                .take(want as u64)
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|_| "read error")?,
+        };
         if n == 0 {
             return Err("eof in frame");
         }
@@ -854,6 +924,101 @@ mod tests {
             ack_tx.send(()).unwrap();
         }
         peer.await.unwrap();
+    }
+
+    /// A socket's reader that counts how often its low-water mark is set.
+    struct CountingReader {
+        rd: BufReader<OwnedReadHalf>,
+        sets: std::sync::atomic::AtomicUsize,
+    }
+
+    impl RecvLowat for CountingReader {
+        fn buffered(&self) -> usize {
+            self.rd.buffered()
+        }
+        fn set_recv_lowat(&self, bytes: usize) {
+            self.sets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.rd.set_recv_lowat(bytes);
+        }
+        fn tcp_stream(&self) -> Option<&tokio::net::TcpStream> {
+            self.rd.tcp_stream()
+        }
+    }
+
+    impl AsyncRead for CountingReader {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.rd).poll_read(cx, buf)
+        }
+    }
+
+    /// Large frames of one size already queued back to back (READ responses at a queue
+    /// depth) are read with the mark raised once, not lowered after each frame and
+    /// raised again for the next body, and without the read buffer; the small frame
+    /// sent alone after them, once the reader waits, still wakes it.
+    #[tokio::test]
+    async fn back_to_back_large_frames_keep_the_mark() {
+        let ls = tokio::net::TcpSocket::new_v4().unwrap();
+        // Room for every frame in the receive queue before the first is read.
+        ls.set_recv_buffer_size(4 << 20).unwrap();
+        ls.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let l = ls.listen(1).unwrap();
+        let addr = l.local_addr().unwrap();
+        const N: usize = 4;
+        let body: Vec<u8> = (0..POOLED_FRAME + 80).map(|j| (j * 7) as u8).collect();
+        let sent = body.clone();
+        let (queued_tx, queued_rx) = tokio::sync::oneshot::channel::<()>();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let mut all = Vec::new();
+            for _ in 0..N {
+                all.extend_from_slice(&frame(&sent));
+            }
+            s.write_all(&all).await.unwrap();
+            queued_tx.send(()).unwrap();
+            go_rx.await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            s.write_all(&frame(b"small")).await.unwrap();
+            s
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), queued_rx)
+            .await
+            .expect("the frames were not queued")
+            .unwrap();
+        // Every byte written has reached the receive queue (loopback, nothing lost).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (rd, _wr) = sock.into_split();
+        let mut rd = CountingReader {
+            rd: BufReader::with_capacity(64 * 1024, rd),
+            sets: Default::default(),
+        };
+        let mut fr = FrameReader::with_pool(16 << 20, Arc::new(BufPool::new(2)));
+        for _ in 0..N {
+            let f = tokio::time::timeout(Duration::from_secs(10), fr.next(&mut rd, None))
+                .await
+                .expect("a frame held back")
+                .unwrap();
+            assert!(f.msg == body);
+            // The end of each body came straight from the socket: nothing of the next
+            // frame went into the read buffer (to be copied out of it again).
+            assert_eq!(rd.buffered(), 0);
+        }
+        // The first frame's start came through the read buffer; the second raised the
+        // mark; the others left it (lowering and raising it around each frame: 2 * 3).
+        let sets = rd.sets.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(sets <= 1, "the mark was set {sets} times for {N} frames");
+        go_tx.send(()).unwrap();
+        let f = tokio::time::timeout(Duration::from_secs(10), fr.next(&mut rd, None))
+            .await
+            .expect("a small frame held back by the raised mark")
+            .unwrap();
+        assert_eq!(f.msg, b"small");
+        drop(peer.await.unwrap());
     }
 
     /// The header and message arrive whole and in order, also when the socket takes
