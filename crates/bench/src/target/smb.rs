@@ -367,8 +367,12 @@ impl IoQueue for SmbQueue {
                 out.push(c);
             }
             // Lets the connection's tasks run once, so requests handed to its writer are
-            // on the wire before the worker goes back to its own bookkeeping.
-            tokio::task::yield_now().await;
+            // on the wire before the worker goes back to its own bookkeeping. With nothing
+            // in flight (QD1 once its I/O is back) nothing was handed over: the yield
+            // would only cost another poll of the socket (an epoll_wait) per I/O.
+            if !inflight.is_empty() {
+                tokio::task::yield_now().await;
+            }
         });
         Ok(())
     }
