@@ -110,8 +110,10 @@ pub struct ClientOptions {
     /// Direct TCP or SMB Direct.
     pub transport: Transport,
     /// Over SMB Direct, READs and WRITEs larger than this many bytes move their data
-    /// by RDMA (the others, and all I/O on sealed sessions, go inline). 4 KiB.
-    pub rdma_threshold: usize,
+    /// by RDMA (the others, and all I/O on sealed sessions, go inline). `None`
+    /// (default): the link's own ([`smbx_transport::DirectLink::rdma_threshold`]):
+    /// 4 KiB on RDMA NICs, 16 KiB over soft-iWARP.
+    pub rdma_threshold: Option<usize>,
     /// Over SMB Direct, whether a signed session's READs and WRITEs may move their
     /// data by RDMA (true, as Windows does). False keeps them inline, as Linux cifs
     /// always does when signing: for servers that sign RDMA READ responses wrongly
@@ -172,7 +174,7 @@ impl Default for ClientOptions {
             workstation: "SMBX".to_string(),
             client_guid: rand::random(),
             transport: Transport::Tcp,
-            rdma_threshold: 4096,
+            rdma_threshold: None,
             rdma_when_signed: true,
             iwarp: smbx_transport::soft::Options::default(),
             direct: smbx_transport::DirectConfig::default(),

@@ -216,7 +216,7 @@ impl SmbUrl {
             options.transport = t;
         }
         if let Some(n) = self.rdma_threshold {
-            options.rdma_threshold = n;
+            options.rdma_threshold = Some(n);
         }
         if let Some(b) = self.rdma_signed {
             options.rdma_when_signed = b;

@@ -70,7 +70,7 @@ async fn every_smb3_dialect_signed_and_sealed() {
     }
     // All inline (threshold above every I/O size).
     let mut inline = options(Dialect::SMB3_1_1);
-    inline.rdma_threshold = usize::MAX;
+    inline.rdma_threshold = Some(usize::MAX);
     round_trip(&addr, inline, "share", "inline", &dir).await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
@@ -97,4 +97,49 @@ async fn tcp_still_served_next_to_smb_direct() {
         &dir,
     )
     .await;
+}
+
+/// Bytes moved by RDMA on the session's channels: (WRITE data sent, READ data received).
+fn rdma_bytes(s: &smbx_client::Session) -> (u64, u64) {
+    s.channel_stats()
+        .iter()
+        .fold((0, 0), |(w, r), c| (w + c.rdma_sent, r + c.rdma_received))
+}
+
+/// Left unset, the RDMA threshold is the link's: over soft-iWARP 8 KiB READs and
+/// WRITEs go inline and 32 KiB ones by RDMA (16 KiB,
+/// smbx_transport::soft::SOFT_RDMA_THRESHOLD); a threshold the caller sets wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rdma_threshold_defaults_to_the_links() {
+    let (server, port) = start_smbx_direct("");
+    let addr = format!("127.0.0.1:{port}");
+    let data = random_bytes(32 * 1024);
+    for (threshold, small_by_rdma) in [(None, false), (Some(4096), true)] {
+        let mut o = options(Dialect::SMB3_1_1);
+        o.rdma_threshold = threshold;
+        let client = Client::connect(&addr, o).await.expect("connect");
+        let session = client.login(USER, PASSWORD, "").await.expect("login");
+        let tree = session.tree("share").await.expect("tree connect");
+        let f = tree
+            .open(
+                &format!("threshold-{}", threshold.unwrap_or(0)),
+                &OpenOptions::create_truncate(),
+            )
+            .await
+            .expect("create");
+        let small = smbx_transport::soft::SOFT_RDMA_THRESHOLD / 2;
+        f.write_at(0, &data[..small]).await.expect("small write");
+        let back = f.read_at(0, small).await.expect("small read");
+        assert_eq!(back, &data[..small]);
+        let moved = if small_by_rdma { small as u64 } else { 0 };
+        assert_eq!(rdma_bytes(&session), (moved, moved), "{threshold:?}: 8 KiB");
+        f.write_at(0, &data).await.expect("large write");
+        let back = f.read_at(0, data.len()).await.expect("large read");
+        assert_eq!(back, data);
+        let total = moved + data.len() as u64;
+        let want = (total, total);
+        assert_eq!(rdma_bytes(&session), want, "{threshold:?}: 32 KiB");
+        f.close().await.expect("close");
+    }
+    assert!(!server.log().contains("panicked"), "{}", server.log());
 }

@@ -15,6 +15,10 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use crate::link::{LinkError, Outgoing, TrySendError};
 
+/// READs and WRITEs larger than this many bytes move their data by RDMA by
+/// default ([`DirectLink::rdma_threshold`]), as Linux cifs does on RDMA NICs.
+pub const DEFAULT_RDMA_THRESHOLD: usize = 4096;
+
 /// A boxed, sendable future (the trait is object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -112,6 +116,12 @@ pub trait DirectLink: Send + Sync + 'static {
     fn remote_invalidation(&self) -> bool {
         true
     }
+    /// The I/O size above which a client moves READ and WRITE data by RDMA on
+    /// this link unless told otherwise: where RDMA starts to cost less than
+    /// sending the data inline on the provider under it.
+    fn rdma_threshold(&self) -> usize {
+        DEFAULT_RDMA_THRESHOLD
+    }
 }
 
 /// A region of provider `M`, as a [`RegisteredBuf`].
@@ -190,6 +200,7 @@ pub struct Link<P: Provider> {
     payload: PayloadPool<P::Pd>,
     local: SocketAddr,
     peer: SocketAddr,
+    rdma_threshold: usize,
 }
 
 impl<P: Provider> Link<P> {
@@ -209,7 +220,15 @@ impl<P: Provider> Link<P> {
             payload,
             local,
             peer,
+            rdma_threshold: DEFAULT_RDMA_THRESHOLD,
         }
+    }
+
+    /// The link with [`DirectLink::rdma_threshold`] `n` (for a provider on which
+    /// RDMA pays off only above another size than [`DEFAULT_RDMA_THRESHOLD`]).
+    pub fn with_rdma_threshold(mut self, n: usize) -> Self {
+        self.rdma_threshold = n;
+        self
     }
 
     /// The underlying connection (counters, invalidated STags).
@@ -270,6 +289,10 @@ impl<P: Provider> Link<P> {
 }
 
 impl<P: Provider> DirectLink for Link<P> {
+    fn rdma_threshold(&self) -> usize {
+        self.rdma_threshold
+    }
+
     fn send<'a>(
         &'a self,
         msg: &'a [u8],

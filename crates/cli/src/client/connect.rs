@@ -59,7 +59,7 @@ pub fn options(conn: &ConnArgs) -> CmdResult<ClientOptions> {
             .ok_or_else(|| Failure::new(format!("unknown transport {t:?} (use tcp or rdma)")))?;
     }
     if let Some(n) = conn.rdma_threshold {
-        o.rdma_threshold = n;
+        o.rdma_threshold = Some(n);
     }
     if let Some(n) = conn.multichannel {
         o = o.with_max_channels(usize::from(n));
