@@ -93,6 +93,32 @@ pub trait Tail: Send + Sync {
     /// Appends bytes from `at` to the end to `buf`, zeros for whatever the file no
     /// longer holds (the message already promised them).
     fn read_rest(&self, buf: &mut Vec<u8>, at: usize);
+    /// The bytes themselves when they lie in memory (a WRITE's data sent from the
+    /// caller's buffer): a Direct TCP link writes them with the message in one
+    /// gathered write.
+    fn in_memory(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// Data in memory as a tail: a client's WRITE data sent from the caller's buffer
+/// behind the request's header and fields, never copied into the request.
+impl Tail for bytes::Bytes {
+    fn len(&self) -> usize {
+        bytes::Bytes::len(self)
+    }
+
+    fn send_to(&self, sock: BorrowedFd<'_>, at: usize) -> io::Result<usize> {
+        crate::tcp::send_now(sock, self.get(at..).unwrap_or_default())
+    }
+
+    fn read_rest(&self, buf: &mut Vec<u8>, at: usize) {
+        buf.extend_from_slice(self.get(at..).unwrap_or_default());
+    }
+
+    fn in_memory(&self) -> Option<&[u8]> {
+        Some(self)
+    }
 }
 
 /// One message to send, with what travels beside it.
@@ -572,6 +598,19 @@ async fn write_one(
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         &prefix
     };
+    if let Some(data) = tail.as_deref().and_then(|t| t.in_memory()) {
+        // Data in memory: prefix, message and data in one gathered write (whatever
+        // is buffered goes first).
+        w.flush().await?;
+        let mut parts = [
+            io::IoSlice::new(hdr),
+            io::IoSlice::new(msg),
+            io::IoSlice::new(data),
+        ];
+        write_all_vectored(w.get_mut(), &mut parts).await?;
+        pool.recycle(buf);
+        return Ok(());
+    }
     if let Some(t) = tail {
         // The frame header and fields go out with MSG_MORE, so the kernel sends
         // them with the data that follows rather than as a segment of their own.
@@ -858,5 +897,56 @@ mod tests {
         assert!(rx.recv_within(&budget).await.unwrap().is_none());
         drop(tx);
         writer.await.unwrap().ok();
+    }
+
+    /// Data in memory as a tail (a client's WRITE data): sent in the same frame as its
+    /// message, after small messages still buffered and before the next, byte for byte
+    /// also when larger than the socket takes at once, and read in whole where a link
+    /// cannot send tails.
+    #[tokio::test]
+    async fn memory_tails_go_in_the_frame_of_their_message() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let (tx, _rx, writer) = tcp(c.unwrap(), 16 << 20, Arc::new(BufPool::new(2)));
+        let mut peer = s.unwrap().0;
+        let data = bytes::Bytes::from(
+            (0..3_000_000u32)
+                .map(|i| (i * 13) as u8)
+                .collect::<Vec<u8>>(),
+        );
+        let mut small = vec![0; 4];
+        small.extend_from_slice(b"before");
+        tx.send(small, 4).unwrap();
+        let mut out = Outgoing::new(b"....fields".to_vec());
+        out.start = 4;
+        out.tail = Some(Box::new(data.slice(1..)));
+        assert_eq!(out.len(), 6 + data.len() - 1);
+        tx.try_send(out).unwrap();
+        let mut after = vec![0; 4];
+        after.extend_from_slice(b"after");
+        tx.send(after, 4).unwrap();
+        let writer = tokio::spawn(writer);
+        let mut want = b"\0\0\0\x06before".to_vec();
+        want.extend_from_slice(&((6 + data.len() - 1) as u32).to_be_bytes());
+        want.extend_from_slice(b"fields");
+        want.extend_from_slice(&data[1..]);
+        want.extend_from_slice(b"\0\0\0\x05after");
+        let mut got = vec![0u8; want.len()];
+        peer.read_exact(&mut got).await.unwrap();
+        assert!(got == want);
+        drop(tx);
+        writer.await.unwrap().ok();
+
+        // Read in where the tail cannot be sent beside the message.
+        let mut o = Outgoing::new(b"m".to_vec());
+        o.tail = Some(Box::new(bytes::Bytes::from_static(b"0123456789")));
+        o.read_tail_in();
+        assert_eq!(
+            (o.buf.as_slice(), o.tail.is_none()),
+            (&b"m0123456789"[..], true)
+        );
+        let t: &dyn Tail = &bytes::Bytes::from_static(b"abc");
+        assert_eq!(t.in_memory(), Some(&b"abc"[..]));
     }
 }

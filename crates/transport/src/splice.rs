@@ -29,30 +29,18 @@ pub const PIPE_MAX: usize = 4 << 20;
 /// two descriptors per request it sends.
 pub const MAX_PIPES: usize = 16;
 
-/// A pipe holding (part of) a WRITE's data, both ends non-blocking.
+/// A pipe's two ends (both non-blocking) and the size the kernel gave it.
 #[derive(Debug)]
-pub struct Pipe {
+struct Ends {
     rd: OwnedFd,
     wr: OwnedFd,
-    /// Bytes spliced in and not yet taken out.
-    len: AtomicUsize,
-    /// The count of live pipes this one is part of (see [`Pipe::counted`]).
-    live: Option<Arc<AtomicUsize>>,
+    size: usize,
 }
 
-impl Drop for Pipe {
-    fn drop(&mut self) {
-        if let Some(live) = &self.live {
-            live.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Pipe {
-    /// A pipe sized for `bytes` (best effort: the kernel caps what an unprivileged
-    /// process may ask for; what does not fit is read into memory instead).
+impl Ends {
+    /// A new pipe.
     #[allow(unsafe_code)]
-    pub fn with_capacity(bytes: usize) -> io::Result<Pipe> {
+    fn new() -> io::Result<Ends> {
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 writes two descriptors into the array it is given.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
@@ -60,36 +48,134 @@ impl Pipe {
         }
         // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
         let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Ends { rd, wr, size: 0 })
+    }
+
+    /// Grows the pipe to hold `bytes` (best effort: the kernel caps what an
+    /// unprivileged process may ask for; what does not fit is read into memory).
+    #[allow(unsafe_code)]
+    fn grow(&mut self, bytes: usize) {
+        if self.size >= bytes {
+            return;
+        }
         // What was asked, else the most an unprivileged process may ask for.
         for size in [bytes, 1 << 20] {
             let want = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
             // SAFETY: F_SETPIPE_SZ on a pipe we own; a refusal leaves the size as it was.
-            if unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETPIPE_SZ, want) } >= 0 {
-                break;
+            let got = unsafe { libc::fcntl(self.wr.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+            if got >= 0 {
+                self.size = got as usize;
+                return;
             }
         }
+    }
+
+    /// Bytes the kernel holds in the pipe (`None` if it cannot tell).
+    #[allow(unsafe_code)]
+    fn queued(&self) -> Option<usize> {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int into `n`, a live stack variable.
+        let r = unsafe { libc::ioctl(self.rd.as_raw_fd(), libc::FIONREAD, &mut n) };
+        (r == 0).then_some(n as usize)
+    }
+}
+
+/// The pipes of one reader: how many are alive (handed out with frames and not yet
+/// dropped), and the emptied ones kept for the next WRITEs, so a pipe is made, sized
+/// and closed once rather than once per WRITE (four system calls and a ring of pipe
+/// buffers each).
+#[derive(Debug, Default)]
+pub struct Pipes {
+    live: AtomicUsize,
+    idle: std::sync::Mutex<Vec<Ends>>,
+}
+
+impl Pipes {
+    /// Pipes alive (handed out and not yet dropped).
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Emptied pipes kept for reuse.
+    pub fn idle(&self) -> usize {
+        self.idle.lock().map_or(0, |v| v.len())
+    }
+}
+
+/// A pipe holding (part of) a WRITE's data, both ends non-blocking.
+#[derive(Debug)]
+pub struct Pipe {
+    ends: Option<Ends>,
+    /// Bytes spliced in and not yet taken out.
+    len: AtomicUsize,
+    /// The pipes this one is counted in and goes back to (see [`Pipe::counted`]).
+    home: Option<(Arc<Pipes>, usize)>,
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        let Some((home, max)) = &self.home else {
+            return;
+        };
+        home.live.fetch_sub(1, Ordering::Relaxed);
+        // Only a pipe the kernel says is empty is kept: stale bytes in a reused pipe
+        // would land in the next WRITE's file.
+        if let Some(ends) = self.ends.take() {
+            if self.is_empty() && ends.queued() == Some(0) {
+                if let Ok(mut idle) = home.idle.lock() {
+                    if idle.len() < *max {
+                        idle.push(ends);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Pipe {
+    fn ends(&self) -> &Ends {
+        // Present until the pipe is dropped.
+        self.ends.as_ref().expect("a live pipe has its ends")
+    }
+
+    /// A pipe sized for `bytes` (best effort: the kernel caps what an unprivileged
+    /// process may ask for; what does not fit is read into memory instead).
+    pub fn with_capacity(bytes: usize) -> io::Result<Pipe> {
+        let mut ends = Ends::new()?;
+        ends.grow(bytes);
         Ok(Pipe {
-            rd,
-            wr,
+            ends: Some(ends),
             len: AtomicUsize::new(0),
-            live: None,
+            home: None,
         })
     }
 
-    /// A pipe as [`Pipe::with_capacity`] that counts itself in `live` while it exists,
-    /// or `None` when `live` already counts `max`.
-    pub fn counted(bytes: usize, live: &Arc<AtomicUsize>, max: usize) -> Option<Pipe> {
-        live.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            (n < max).then_some(n + 1)
-        })
-        .ok()?;
-        match Pipe::with_capacity(bytes) {
-            Ok(mut p) => {
-                p.live = Some(live.clone());
-                Some(p)
+    /// A pipe as [`Pipe::with_capacity`], an emptied one of `pipes` if it has one,
+    /// counted there while it is alive and given back once dropped empty; `None` when
+    /// `pipes` already counts `max` alive.
+    pub fn counted(bytes: usize, pipes: &Arc<Pipes>, max: usize) -> Option<Pipe> {
+        pipes
+            .live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()?;
+        let reused = pipes.idle.lock().ok().and_then(|mut v| v.pop());
+        let ends = match reused {
+            Some(e) => Ok(e),
+            None => Ends::new(),
+        };
+        match ends {
+            Ok(mut ends) => {
+                ends.grow(bytes);
+                Some(Pipe {
+                    ends: Some(ends),
+                    len: AtomicUsize::new(0),
+                    home: Some((pipes.clone(), max)),
+                })
             }
             Err(_) => {
-                live.fetch_sub(1, Ordering::Relaxed);
+                pipes.live.fetch_sub(1, Ordering::Relaxed);
                 None
             }
         }
@@ -107,7 +193,7 @@ impl Pipe {
 
     /// The read end, for a file system to splice from.
     pub fn reader(&self) -> BorrowedFd<'_> {
-        self.rd.as_fd()
+        self.ends().rd.as_fd()
     }
 
     /// Moves up to `max` bytes from `sock` into the pipe without waiting; `WouldBlock`
@@ -120,7 +206,7 @@ impl Pipe {
             libc::splice(
                 sock.as_raw_fd(),
                 std::ptr::null_mut(),
-                self.wr.as_raw_fd(),
+                self.ends().wr.as_raw_fd(),
                 std::ptr::null_mut(),
                 max,
                 libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
@@ -142,8 +228,13 @@ impl Pipe {
             let spare = &mut buf.spare_capacity_mut()[..self.len()];
             // SAFETY: read writes at most `spare.len()` bytes into the spare capacity
             // it points to, which `reserve` made room for.
-            let n =
-                unsafe { libc::read(self.rd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+            let n = unsafe {
+                libc::read(
+                    self.ends().rd.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                )
+            };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -305,16 +396,51 @@ mod tests {
 
     #[test]
     fn live_pipes_are_bounded() {
-        let live = Arc::new(AtomicUsize::new(0));
+        let home = Arc::new(Pipes::default());
         let pipes: Vec<Pipe> = (0..3)
-            .filter_map(|_| Pipe::counted(4096, &live, 3))
+            .filter_map(|_| Pipe::counted(4096, &home, 3))
             .collect();
-        assert_eq!((pipes.len(), live.load(Ordering::Relaxed)), (3, 3));
-        assert!(Pipe::counted(4096, &live, 3).is_none());
+        assert_eq!((pipes.len(), home.live()), (3, 3));
+        assert!(Pipe::counted(4096, &home, 3).is_none());
         drop(pipes);
-        assert_eq!(live.load(Ordering::Relaxed), 0);
-        assert!(Pipe::counted(4096, &live, 3).is_some());
-        assert_eq!(live.load(Ordering::Relaxed), 0, "dropped at once");
+        assert_eq!((home.live(), home.idle()), (0, 3));
+        assert!(Pipe::counted(4096, &home, 3).is_some());
+        assert_eq!(home.live(), 0, "dropped at once");
+    }
+
+    /// An emptied pipe is used again (the same descriptors, grown when a WRITE needs
+    /// more); one dropped with bytes still in it is closed, never reused.
+    #[test]
+    fn emptied_pipes_are_reused_and_others_closed() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+        let home = Arc::new(Pipes::default());
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let p = Pipe::counted(4096, &home, 4).unwrap();
+        let fd = p.reader().as_raw_fd();
+        a.write_all(b"abcdef").unwrap();
+        assert_eq!(p.splice_from(b.as_fd(), 6).unwrap(), 6);
+        let mut v = Vec::new();
+        p.read_into(&mut v).unwrap();
+        assert_eq!(v, b"abcdef");
+        drop(p);
+        assert_eq!(home.idle(), 1);
+        let p = Pipe::counted(512 * 1024, &home, 4).unwrap();
+        assert_eq!(p.reader().as_raw_fd(), fd, "the same pipe");
+        assert!(p.ends().size >= 512 * 1024 || p.ends().size >= 1 << 20);
+        assert_eq!(home.idle(), 0);
+        // Left with bytes in it (its accounting says so, and the kernel too).
+        a.write_all(b"xyz").unwrap();
+        assert_eq!(p.splice_from(b.as_fd(), 3).unwrap(), 3);
+        drop(p);
+        assert_eq!((home.live(), home.idle()), (0, 0));
+        // The kernel holds bytes the accounting lost: not reused either.
+        let p = Pipe::counted(4096, &home, 4).unwrap();
+        a.write_all(b"q").unwrap();
+        assert_eq!(p.splice_from(b.as_fd(), 1).unwrap(), 1);
+        p.consumed(1);
+        drop(p);
+        assert_eq!(home.idle(), 0);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::splice::{self, Pipe, SplicedPayload, WRITE_HEAD};
+use crate::splice::{self, Pipe, Pipes, SplicedPayload, WRITE_HEAD};
 use crate::BufPool;
 
 /// Most bytes read in one step into a buffer that is not yet its frame's size (it grows
@@ -137,6 +137,28 @@ pub async fn send_more(
     Ok(())
 }
 
+/// Sends as much of `data` into the socket `sock` as it takes now, without waiting
+/// (`WouldBlock` when it takes nothing).
+#[allow(unsafe_code)]
+pub fn send_now(sock: std::os::fd::BorrowedFd<'_>, data: &[u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: send reads at most `data.len()` bytes from the live slice `data`; the
+    // socket descriptor is open for the call.
+    let n = unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// Receives up to `max` bytes from `sock` into the spare capacity of `buf` (nothing
 /// zero-filled first) without waiting; `WouldBlock` when nothing is queued.
 #[allow(unsafe_code)]
@@ -208,8 +230,12 @@ pub struct FrameReader {
     spliced: Option<SplicedPayload>,
     /// The pipe took no more: the rest of this frame goes to `spliced.tail`.
     pipe_full: bool,
-    /// Pipes of returned frames still alive (at most [`splice::MAX_PIPES`]).
-    live_pipes: Arc<std::sync::atomic::AtomicUsize>,
+    /// This frame's first splice was tried (it is tried before waiting for the
+    /// socket, whose data has usually all arrived by then): later ones wait.
+    splice_waits: bool,
+    /// Pipes of returned frames still alive (at most [`splice::MAX_PIPES`]), and
+    /// emptied ones kept for the next WRITEs.
+    pipes: Arc<Pipes>,
     /// The last frame was a large one: the next length prefix is read straight from
     /// the socket when nothing is buffered (see [`FrameReader::read_prefix`]).
     after_large: bool,
@@ -232,7 +258,8 @@ impl FrameReader {
             decided: false,
             spliced: None,
             pipe_full: false,
-            live_pipes: Arc::default(),
+            splice_waits: false,
+            pipes: Arc::default(),
             after_large: false,
         }
     }
@@ -336,6 +363,13 @@ impl FrameReader {
                 }
                 continue;
             }
+            if may_splice && !self.decided && rd.buffered() == 0 {
+                // The head alone, straight from the socket: a buffered read would take
+                // the start of the data into memory too (and that part would then be
+                // copied twice more and written apart from the rest).
+                self.read_head(rd, len, limit).await?;
+                continue;
+            }
             self.set_lowat(rd, (len - self.filled).saturating_sub(rd.buffered()));
             // Read into spare capacity (nothing is zero-filled first): all the rest at
             // once into a buffer of the frame's size, else a chunk at a time.
@@ -364,6 +398,7 @@ impl FrameReader {
         self.filled = 0;
         self.decided = false;
         self.pipe_full = false;
+        self.splice_waits = false;
         Ok(Frame {
             msg,
             permit,
@@ -409,6 +444,39 @@ impl FrameReader {
                     self.lowat = 1;
                 }
                 rd.read(dst).await
+            }
+        }
+    }
+
+    /// Reads the frame up to `limit` (its head) straight from the socket, with nothing
+    /// buffered: what has arrived is taken at once; only when nothing has does the
+    /// socket's low-water mark rise to the frame's rest, so the reader wakes once the
+    /// whole frame is there (and splices it in one go).
+    async fn read_head<R: AsyncRead + RecvLowat + Unpin>(
+        &mut self,
+        rd: &mut R,
+        len: usize,
+        limit: usize,
+    ) -> Result<(), &'static str> {
+        let rd = &*rd;
+        let sock = rd.tcp_stream().ok_or("closed")?;
+        let mut head = [0u8; WRITE_HEAD];
+        loop {
+            let want = limit.saturating_sub(self.filled).min(head.len());
+            match sock.try_read(&mut head[..want]) {
+                Ok(0) => return Err("eof in frame"),
+                Ok(n) => {
+                    self.buf.truncate(self.filled);
+                    self.buf.extend_from_slice(&head[..n]);
+                    self.filled += n;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.set_lowat(rd, len - self.filled);
+                    sock.readable().await.map_err(|_| "read error")?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Err("read error"),
             }
         }
     }
@@ -474,7 +542,7 @@ impl FrameReader {
             // Room for twice the bytes (a page of the pipe may hold less than a page),
             // within what a pipe may hold; what does not fit is read into memory.
             let room = (2 * (len - self.filled)).min(splice::PIPE_MAX);
-            if let Some(pipe) = Pipe::counted(room, &self.live_pipes, splice::MAX_PIPES) {
+            if let Some(pipe) = Pipe::counted(room, &self.pipes, splice::MAX_PIPES) {
                 self.spliced = Some(SplicedPayload {
                     pipe,
                     tail: Vec::new(),
@@ -497,7 +565,10 @@ impl FrameReader {
                 return Ok(());
             }
             let rest = len - got;
-            self.set_lowat(rd, rest.saturating_sub(rd.buffered()));
+            if self.pipe_full || self.splice_waits {
+                // About to wait: wake once the rest is there.
+                self.set_lowat(rd, rest.saturating_sub(rd.buffered()));
+            }
             let Some(sp) = self.spliced.as_mut() else {
                 return Err("closed");
             };
@@ -514,10 +585,17 @@ impl FrameReader {
                 continue;
             }
             let sock = rd.tcp_stream().ok_or("closed")?;
-            sock.readable().await.map_err(|_| "read error")?;
-            let r = sock.try_io(tokio::io::Interest::READABLE, || {
+            // What has arrived is spliced at once; only once the socket runs dry does
+            // the reader wait (with the low-water mark raised first).
+            let r = if self.splice_waits {
+                sock.readable().await.map_err(|_| "read error")?;
+                sock.try_io(tokio::io::Interest::READABLE, || {
+                    sp.pipe.splice_from(sock.as_fd(), rest)
+                })
+            } else {
                 sp.pipe.splice_from(sock.as_fd(), rest)
-            });
+            };
+            self.splice_waits = true;
             match r {
                 Ok(0) => return Err("eof in frame"),
                 Ok(_) => {}
@@ -745,6 +823,70 @@ mod tests {
                 // 6 MiB of data: more than a pipe may hold, the rest went to memory.
                 assert!(!f.payload.as_ref().unwrap().tail.is_empty());
             }
+        }
+        peer.await.unwrap();
+    }
+
+    /// A WRITE whose prefix comes straight from the socket (after a large frame, with
+    /// nothing buffered) has its head read alone: all of its data is spliced, none of
+    /// it goes through memory, also when it arrives in many pieces; and the pipe the
+    /// first one emptied carries the next.
+    #[tokio::test]
+    async fn write_after_a_large_frame_is_spliced_whole() {
+        use smbx_wire::rw::WriteRequest;
+        use smbx_wire::{Command, Header, Writer};
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 11) as u8).collect();
+        let mut w = Writer::with_capacity(64);
+        Header {
+            command: Command::Write as u16,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        let mut m = w.into_vec();
+        m.extend_from_slice(
+            &WriteRequest {
+                data: &data,
+                length: data.len() as u32,
+                ..Default::default()
+            }
+            .encode(),
+        );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (ack_tx, mut ack_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let sent = m.clone();
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(&frame(&[5; 100_000])).await.unwrap();
+            for _ in 0..2 {
+                ack_rx.recv().await.unwrap();
+                // In pieces: the reader finds part of the data, then waits for the rest.
+                for part in frame(&sent).chunks(40_000) {
+                    s.write_all(part).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        let (rd, _wr) = sock.into_split();
+        let mut rd = BufReader::with_capacity(16 * 1024, rd);
+        let mut fr = FrameReader::new(1 << 20).splice_writes(64 * 1024);
+        let f = fr.next(&mut rd, None).await.unwrap();
+        assert_eq!(f.msg, vec![5; 100_000]);
+        let mut fd = None;
+        for _ in 0..2 {
+            ack_tx.send(()).unwrap();
+            let f = tokio::time::timeout(Duration::from_secs(10), fr.next(&mut rd, None))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(f.msg, m[..splice::WRITE_HEAD], "the head alone");
+            let p = f.payload.expect("spliced");
+            assert!(p.tail.is_empty());
+            assert_eq!(p.len(), data.len());
+            let pipe_fd = std::os::fd::AsRawFd::as_raw_fd(&p.pipe.reader());
+            assert_eq!(*fd.get_or_insert(pipe_fd), pipe_fd, "the pipe is reused");
+            assert!(p.gather(&[]).unwrap() == data);
         }
         peer.await.unwrap();
     }
