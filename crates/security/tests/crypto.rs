@@ -507,3 +507,81 @@ mod props {
         }
     }
 }
+
+/// Message lengths around every boundary the sealing and signing paths see: the AES
+/// block, the multi-block strides of aws-lc's GCM kernels (6, 8 and 16 blocks), and the
+/// READ/WRITE sizes (64 KiB, 512 KiB, 1 MiB) with and without their headers.
+fn boundary_lengths(max: usize) -> Vec<usize> {
+    let mut v = vec![64, 65, 79, 80, 81, 160, 161, 255, 256, 257, 511, 512, 513];
+    for io in [64 << 10, 512 << 10, 1 << 20] {
+        for len in [io - 1, io, io + 1, io + 64 + 16, io + 64 + 17] {
+            v.push(len);
+        }
+    }
+    v.retain(|&l| l <= max);
+    v
+}
+
+#[test]
+fn sealing_at_buffer_boundaries_round_trips_in_every_form() {
+    for c in [
+        CipherId::Aes128Gcm,
+        CipherId::Aes256Gcm,
+        CipherId::Aes128Ccm,
+        CipherId::Aes256Ccm,
+    ] {
+        let max = if c.is_gcm() { 2 << 20 } else { 70 << 10 };
+        let s = Sealer::new(c, &vec![3u8; c.key_len()]).unwrap();
+        let src = NonceSource::new(c);
+        for len in boundary_lengths(max) {
+            let msg = sample_msg(len as u64, 0, 8, len - 64);
+            let n = src.next().unwrap();
+            let copied = transform::seal(&s, 5, &n[..c.nonce_len()], &msg).unwrap();
+            // Sealed where it lies, behind room for the header: the same bytes.
+            let mut in_place = vec![0u8; TRANSFORM_HEADER_LEN];
+            in_place.extend_from_slice(&msg);
+            transform::seal_in_place(&s, 5, &n[..c.nonce_len()], &mut in_place).unwrap();
+            assert_eq!(in_place, copied, "{c:?} {len}");
+            let mut out = vec![0x55; len];
+            transform::unseal_to(&s, &copied, &mut out).unwrap();
+            assert!(out == msg, "{c:?} {len}: unseal_to");
+            let mut b = copied.clone();
+            let plain = transform::unseal_in_place(&s, &mut b).unwrap();
+            assert!(plain == &msg[..], "{c:?} {len}: unseal_in_place");
+            // The last byte and the first byte after the header are covered by the tag.
+            for at in [TRANSFORM_HEADER_LEN, copied.len() - 1] {
+                let mut bad = copied.clone();
+                bad[at] ^= 0x80;
+                assert_eq!(
+                    transform::unseal_to(&s, &bad, &mut out),
+                    Err(CryptoError::AuthenticationFailed),
+                    "{c:?} {len} byte {at}"
+                );
+            }
+            // A frame cut short or grown by one byte no longer matches its size field.
+            assert!(transform::unseal(&s, &copied[..copied.len() - 1]).is_err());
+            let mut long = copied.clone();
+            long.push(0);
+            assert!(transform::unseal(&s, &long).is_err());
+        }
+    }
+}
+
+#[test]
+fn signing_at_buffer_boundaries_verifies_in_place_and_catches_the_last_byte() {
+    for alg in [SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac] {
+        let s = Signer::new(alg, &[6; 16]);
+        for len in boundary_lengths(2 << 20) {
+            let mut m = sample_msg(len as u64, 1, 8, len - 64);
+            s.sign(&mut m);
+            assert!(s.verify(&m), "{alg:?} {len}");
+            let before = m.clone();
+            assert!(s.verify_in_place(&mut m), "{alg:?} {len}");
+            assert!(m == before, "{alg:?} {len}: message changed by the check");
+            let last = m.len() - 1;
+            m[last] ^= 1;
+            assert!(!s.verify_in_place(&mut m), "{alg:?} {len}: last byte");
+            assert!(!s.verify(&m));
+        }
+    }
+}
