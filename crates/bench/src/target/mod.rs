@@ -9,6 +9,7 @@
 //!   future that thread polls, so a thread keeps as many READ/WRITE requests in flight as
 //!   it has slots (the client queues what exceeds its credit window).
 
+mod io_set;
 pub mod local;
 pub mod smb;
 

@@ -12,18 +12,16 @@
 //! (the client queues what exceeds its credit window). `-Su` sets
 //! FILE_NO_INTERMEDIATE_BUFFERING and `-Sw` FILE_WRITE_THROUGH in the CREATE options.
 
-use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 
 use smbx_client::{create_options, ClientOptions, File, OpenOptions, SmbUrl};
 use tokio::runtime::Runtime;
 
+use super::io_set::IoSet;
 use super::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, WriteData};
 use crate::error::BenchError;
 use crate::profile::Profile;
@@ -163,7 +161,7 @@ impl SmbTarget {
             options.transport = t;
         }
         if let Some(n) = p.rdma_threshold {
-            options.rdma_threshold = Some(n);
+            options.rdma_threshold = n;
         }
         if let Some(n) = p.multichannel {
             options.max_channels = n;
@@ -253,7 +251,7 @@ impl Target for SmbTarget {
         }
         Ok(Box::new(SmbQueue {
             conn,
-            inflight: FuturesUnordered::new(),
+            inflight: IoSet::new(),
             block: cfg.block,
             depth: cfg.depth,
             source: cfg.write_source.clone(),
@@ -262,14 +260,14 @@ impl Target for SmbTarget {
     }
 }
 
-type IoFuture = Pin<Box<dyn Future<Output = Completion> + Send>>;
+type IoFuture = super::io_set::IoFuture<Completion>;
 
 /// The I/Os of one worker thread on one SMB target: futures polled on the worker thread
 /// itself, which also runs its connection's reader and writer tasks (its own
 /// single-threaded runtime) while it waits for completions.
 struct SmbQueue {
     conn: Conn,
-    inflight: FuturesUnordered<IoFuture>,
+    inflight: IoSet<Completion>,
     block: usize,
     depth: usize,
     source: Arc<AlignedBuf>,
@@ -279,7 +277,7 @@ struct SmbQueue {
 impl Drop for SmbQueue {
     fn drop(&mut self) {
         // Unfinished I/Os are dropped (cancelled) before the file is closed.
-        self.inflight = FuturesUnordered::new();
+        self.inflight = IoSet::new();
         if let Ok(mut all) = self.channels.lock() {
             all.extend(self.conn.channels());
         }

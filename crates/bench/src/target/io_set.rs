@@ -1,0 +1,276 @@
+//! The I/O futures of one SMB queue, each polled only when its waker fired.
+//!
+//! Like futures-util's `FuturesUnordered`, but without its yield once it has polled
+//! every future it holds: that one wakes its own task and returns `Pending` whenever all
+//! its futures are pending, which at QD1 is after every new request, and costs the
+//! worker's runtime another pass (and a zero-timeout epoll_wait) per I/O. Here a poll
+//! returns `Pending` with nothing woken, and the runtime sleeps until a response comes.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
+
+/// A boxed I/O future.
+pub(crate) type IoFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Slots whose futures were woken since they were last polled, and who to tell.
+#[derive(Default)]
+struct ReadyList {
+    slots: Vec<usize>,
+    queued: Vec<bool>,
+    parent: Option<Waker>,
+}
+
+impl ReadyList {
+    /// Queues `slot` once; the parent's waker, to wake, if it was not queued already.
+    fn queue(&mut self, slot: usize) -> bool {
+        match self.queued.get_mut(slot) {
+            Some(q) if !*q => {
+                *q = true;
+                self.slots.push(slot);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Ready(Mutex<ReadyList>);
+
+impl Ready {
+    fn lock(&self) -> MutexGuard<'_, ReadyList> {
+        // A panic while the list was held leaves it consistent (plain pushes).
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The waker of one slot: queues the slot and wakes the set's task.
+struct SlotWaker {
+    slot: usize,
+    ready: Arc<Ready>,
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let parent = {
+            let mut r = self.ready.lock();
+            if r.queue(self.slot) {
+                r.parent.clone()
+            } else {
+                None
+            }
+        };
+        if let Some(w) = parent {
+            w.wake();
+        }
+    }
+}
+
+/// Futures polled when woken; their outputs in the order they finish.
+pub(crate) struct IoSet<T> {
+    futures: Vec<Option<IoFuture<T>>>,
+    /// One waker per slot, made when the slot is first used.
+    wakers: Vec<Waker>,
+    ready: Arc<Ready>,
+    free: Vec<usize>,
+    len: usize,
+    batch: Vec<usize>,
+}
+
+impl<T> IoSet<T> {
+    /// An empty set.
+    pub(crate) fn new() -> Self {
+        IoSet {
+            futures: Vec::new(),
+            wakers: Vec::new(),
+            ready: Arc::default(),
+            free: Vec::new(),
+            len: 0,
+            batch: Vec::new(),
+        }
+    }
+
+    /// Futures not yet finished.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when every future has finished.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds a future; it is polled at the next [`IoSet::poll_next`].
+    pub(crate) fn push(&mut self, f: IoFuture<T>) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                let s = self.futures.len();
+                self.futures.push(None);
+                self.wakers.push(Waker::from(Arc::new(SlotWaker {
+                    slot: s,
+                    ready: self.ready.clone(),
+                })));
+                self.ready.lock().queued.push(false);
+                s
+            }
+        };
+        self.futures[slot] = Some(f);
+        self.len += 1;
+        self.ready.lock().queue(slot);
+    }
+
+    /// The output of a future that finished, `Pending` (with `cx` to be woken) when none
+    /// of those woken since their last poll has, `None` when the set is empty.
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        if self.len == 0 {
+            return Poll::Ready(None);
+        }
+        {
+            let mut r = self.ready.lock();
+            if !r.parent.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                r.parent = Some(cx.waker().clone());
+            }
+            std::mem::swap(&mut self.batch, &mut r.slots);
+            for &s in &self.batch {
+                r.queued[s] = false;
+            }
+        }
+        // One pass over what was woken: a future woken while it is polled here is
+        // queued again, and its waker wakes `cx`, so the caller comes back for it.
+        for i in 0..self.batch.len() {
+            let slot = self.batch[i];
+            let Some(f) = self.futures.get_mut(slot).and_then(|f| f.as_mut()) else {
+                continue;
+            };
+            let mut scx = Context::from_waker(&self.wakers[slot]);
+            if let Poll::Ready(out) = f.as_mut().poll(&mut scx) {
+                self.futures[slot] = None;
+                self.free.push(slot);
+                self.len -= 1;
+                let rest = self.batch.split_off(i + 1);
+                self.batch.clear();
+                if !rest.is_empty() {
+                    let mut r = self.ready.lock();
+                    for s in rest {
+                        r.queue(s);
+                    }
+                }
+                return Poll::Ready(Some(out));
+            }
+        }
+        self.batch.clear();
+        Poll::Pending
+    }
+
+    /// [`IoSet::poll_next`] as a future.
+    pub(crate) async fn next(&mut self) -> Option<T> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Counting(AtomicUsize);
+    impl Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting() -> (Arc<Counting>, Waker) {
+        let c = Arc::new(Counting(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    #[test]
+    fn pending_futures_do_not_wake_the_set_and_finish_in_completion_order() {
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let mut set: IoSet<u32> = IoSet::new();
+        let mut senders = Vec::new();
+        for i in 0..3u32 {
+            let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+            senders.push(tx);
+            set.push(Box::pin(async move { rx.await.unwrap_or(99) + i * 10 }));
+        }
+        assert_eq!(set.len(), 3);
+        // Every future polled once and pending: nothing to do, nobody woken.
+        assert!(set.poll_next(&mut cx).is_pending());
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        assert!(set.poll_next(&mut cx).is_pending());
+        // The third answers first, then the first.
+        let tx3 = senders.pop().unwrap();
+        tx3.send(3).unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(23)));
+        let tx1 = senders.remove(0);
+        tx1.send(1).unwrap();
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(1)));
+        assert_eq!(set.len(), 1);
+        assert!(set.poll_next(&mut cx).is_pending());
+        // A dropped sender completes the last one.
+        senders.clear();
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(109)));
+        assert!(set.is_empty());
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(None));
+    }
+
+    #[test]
+    fn slots_are_reused_and_woken_together_all_come_out() {
+        let (_, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let mut set: IoSet<usize> = IoSet::new();
+        for round in 0..3 {
+            let mut senders = Vec::new();
+            for i in 0..4 {
+                let (tx, rx) = tokio::sync::oneshot::channel::<usize>();
+                senders.push(tx);
+                set.push(Box::pin(async move { rx.await.unwrap_or(0) * 100 + i }));
+            }
+            assert!(set.poll_next(&mut cx).is_pending());
+            for tx in senders {
+                tx.send(round + 1).unwrap();
+            }
+            let mut got = Vec::new();
+            while let Poll::Ready(Some(v)) = set.poll_next(&mut cx) {
+                got.push(v);
+            }
+            got.sort();
+            let want: Vec<usize> = (0..4).map(|i| (round + 1) * 100 + i).collect();
+            assert_eq!(got, want);
+            assert!(set.is_empty());
+        }
+        // Four slots served all three rounds.
+        assert_eq!(set.futures.len(), 4);
+    }
+
+    #[test]
+    fn a_future_that_wakes_itself_is_polled_again_on_the_next_call() {
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let mut set: IoSet<u8> = IoSet::new();
+        let mut polls = 0u8;
+        set.push(Box::pin(std::future::poll_fn(move |cx| {
+            polls += 1;
+            if polls < 3 {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            } else {
+                Poll::Ready(polls)
+            }
+        })));
+        assert!(set.poll_next(&mut cx).is_pending());
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(set.poll_next(&mut cx).is_pending());
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(3)));
+    }
+}
