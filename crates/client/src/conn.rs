@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use smbx_transport::link::{self, LinkError, MessageReceiver, MessageSender};
+use smbx_transport::link::{
+    self, LinkError, MessageReceiver, MessageSender, Outgoing, TrySendError,
+};
 use smbx_transport::DirectLink;
 use smbx_wire::framing::MAX_FRAME_LEN;
 use smbx_wire::{Dialect, WireError};
@@ -400,10 +402,15 @@ impl Connection {
             Err(why) => return (Err(Error::Disconnected(why)), Some(reqs)),
         };
         let headers = outbound::headers(&reqs, &charges, issued, dialect, route.session_id);
-        let (mut frame, kept_unsent) =
-            outbound::frame(reqs, &headers, signer, seal_with.is_some(), retain, |len| {
-                sh.pool.take_spare(len)
-            });
+        let (mut frame, kept_unsent) = outbound::frame(
+            reqs,
+            &headers,
+            signer,
+            seal_with.is_some(),
+            sh.sender.sends_file_tails(),
+            retain,
+            |len| sh.pool.take_spare(len),
+        );
         let ids: Vec<u64> = headers.iter().map(|h| h.message_id).collect();
         let mut kept = None;
         if let Some(k) = kept_unsent {
@@ -414,7 +421,11 @@ impl Connection {
                 return (Err(sh.closed_error()), Some(k));
             }
         }
-        let sent_bytes = keep_sent.then(|| frame.buf[frame.msg_start..].to_vec());
+        let sent_bytes = keep_sent.then(|| {
+            let mut v = frame.buf[frame.msg_start..].to_vec();
+            v.extend_from_slice(frame.tail.as_deref().unwrap_or_default());
+            v
+        });
         if let Some(sec) = seal_with {
             if let Err(e) = sec
                 .keys
@@ -425,7 +436,7 @@ impl Connection {
             }
         }
         // Queued, never awaited: no MessageId is left unsent by a cancelled caller.
-        if let Err(e) = sh.sender.send(frame.buf, frame.start) {
+        if let Err(e) = send_frame(&*sh.sender, frame) {
             let e = self.send_failed(e);
             let lost = sh.core().forget(&ids);
             return (Err(e), kept.or_else(|| requests_of(lost)));
@@ -495,6 +506,26 @@ impl Connection {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+/// Queues `frame` on the link without waiting; a frame with a tail (a WRITE's data
+/// in the caller's buffer) goes as the message followed by its tail.
+fn send_frame(
+    sender: &dyn MessageSender,
+    frame: outbound::Frame,
+) -> std::result::Result<(), LinkError> {
+    let Some(tail) = frame.tail else {
+        return sender.send(frame.buf, frame.start);
+    };
+    let mut out = Outgoing::new(frame.buf);
+    out.start = frame.start;
+    out.tail = Some(Box::new(tail));
+    match sender.try_send(out) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Failed(e)) => Err(e),
+        // The client's links are built without a bound on their queue.
+        Err(TrySendError::Full(_)) => Err(LinkError::Closed),
     }
 }
 

@@ -119,13 +119,7 @@ pub(crate) async fn send_keeping(
     keep: bool,
 ) -> (Result<Vec<Response>>, Option<Vec<Request>>) {
     let set = session.channels();
-    let sent: u64 = reqs
-        .iter()
-        .map(|r| {
-            let reserved = if r.headroom { HEADROOM } else { 0 };
-            r.body.len().saturating_sub(reserved) as u64
-        })
-        .sum();
+    let sent: u64 = reqs.iter().map(|r| r.wire_len() as u64).sum();
     // Credits stand for 64 KiB each: a READ's answer weighs what it asks for.
     let weight = reqs
         .iter()

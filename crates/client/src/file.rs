@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::future::try_join_all;
 use smbx_transport::{Access, DirectLink};
 use smbx_wire::close::{CloseRequest, CloseResponse, FlushRequest, CLOSE_FLAG_POSTQUERY_ATTRIB};
@@ -33,6 +34,22 @@ use crate::tree::Tree;
 pub(crate) const INFO_BUFFER: u32 = 4096;
 
 pub use smbx_wire::FileId;
+
+/// One WRITE's data: borrowed from the caller (copied into the request) or shared
+/// (sent from where it lies).
+enum Chunk<'a> {
+    Borrowed(&'a [u8]),
+    Shared(Bytes),
+}
+
+impl Chunk<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Chunk::Borrowed(d) => d,
+            Chunk::Shared(b) => b,
+        }
+    }
+}
 
 /// Tries of one READ or WRITE by RDMA on a multichannel session, each on the
 /// SMB Direct channel with the most room, before it goes inline.
@@ -588,21 +605,42 @@ impl File {
     }
 
     /// Writes all of `data` at `offset` (several WRITEs in flight when it exceeds
-    /// MaxWriteSize). Returns the bytes written.
+    /// MaxWriteSize). Returns the bytes written. The data is copied into each request;
+    /// [`File::write_bytes`] sends shared bytes without that copy.
     pub async fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize> {
         let max = self.tree.max_write() as usize;
         if data.len() <= max {
-            return self.write_chunk(offset, data).await;
+            return self.write_chunk(offset, Chunk::Borrowed(data)).await;
         }
         let chunks = data
             .chunks(max)
             .enumerate()
-            .map(|(i, c)| self.write_chunk(offset + (i * max) as u64, c));
+            .map(|(i, c)| self.write_chunk(offset + (i * max) as u64, Chunk::Borrowed(c)));
         let counts = try_join_all(chunks).await?;
         Ok(counts.into_iter().sum())
     }
 
-    async fn write_chunk(&self, offset: u64, data: &[u8]) -> Result<usize> {
+    /// Writes all of `data` at `offset`, as [`File::write_at`], without copying it
+    /// into the requests over Direct TCP: each WRITE's header and fields are sent,
+    /// then its data straight from `data`'s memory (one gathered write), which the
+    /// request holds (a reference, not a copy) until it is on the wire. A signed or
+    /// sealed WRITE, whose signature or encryption covers the data, and one over SMB
+    /// Direct take a copy as `write_at` does.
+    pub async fn write_bytes(&self, offset: u64, data: Bytes) -> Result<usize> {
+        let max = self.tree.max_write() as usize;
+        if data.len() <= max {
+            return self.write_chunk(offset, Chunk::Shared(data)).await;
+        }
+        let chunks = (0..data.len()).step_by(max).map(|at| {
+            let c = data.slice(at..(at + max).min(data.len()));
+            self.write_chunk(offset + at as u64, Chunk::Shared(c))
+        });
+        let counts = try_join_all(chunks).await?;
+        Ok(counts.into_iter().sum())
+    }
+
+    async fn write_chunk(&self, offset: u64, chunk: Chunk<'_>) -> Result<usize> {
+        let data = chunk.as_slice();
         let tries = self.rdma_tries();
         for attempt in 0..tries {
             let Some(mut on) = self.tree.rdma_for(data.len(), false) else {
@@ -616,16 +654,36 @@ impl File {
                 r => return r,
             }
         }
-        let mut w = body_writer(&self.tree.pool(), 48 + data.len().max(1));
-        WriteRequest {
-            offset,
-            file_id: self.id(),
-            length: data.len() as u32,
-            data,
-            ..Default::default()
-        }
-        .encode_into(&mut w);
-        let mut req = Request::with_headroom(Command::Write, w, self.tree.id());
+        let len = data.len();
+        let mut req = match &chunk {
+            // The data stays where it is: the request carries the fixed fields
+            // and a reference to it.
+            Chunk::Shared(bytes) if len > 0 => {
+                let mut w = body_writer(&self.tree.pool(), 48);
+                WriteRequest {
+                    offset,
+                    file_id: self.id(),
+                    length: len as u32,
+                    ..Default::default()
+                }
+                .encode_head_into(&mut w, len as u32);
+                let mut req = Request::with_headroom(Command::Write, w, self.tree.id());
+                req.data = Some(bytes.clone());
+                req
+            }
+            _ => {
+                let mut w = body_writer(&self.tree.pool(), 48 + len.max(1));
+                WriteRequest {
+                    offset,
+                    file_id: self.id(),
+                    length: len as u32,
+                    data,
+                    ..Default::default()
+                }
+                .encode_into(&mut w);
+                Request::with_headroom(Command::Write, w, self.tree.id())
+            }
+        };
         req.charge = charge_for(data.len(), self.tree.large_mtu());
         let resp = self.tree.call(req).await?.ok()?;
         let n = decode_write_response(&resp.msg)? as usize;

@@ -57,6 +57,8 @@ mod request_core;
 mod tree;
 pub mod url;
 
+/// Shared bytes, as [`File::write_bytes`] takes them.
+pub use bytes::Bytes;
 pub use channels::ChannelStats;
 pub use client::{Client, Negotiated, Session};
 pub use conn::{Connection, Event, Response};

@@ -2,6 +2,7 @@
 //! replay flag and ChannelSequence), compound chains, signatures, and CANCEL. Sealing
 //! is the last step, in place, by the session's keys.
 
+use bytes::Bytes;
 use smbx_security::protection::Protection;
 use smbx_security::signing::Signer;
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
@@ -46,6 +47,10 @@ pub(crate) struct Request {
     /// ChannelSequence (3.x), carried in the low half of the header's Status
     /// field: the session's count of channel failures ([MS-SMB2] 3.2.4.1).
     pub channel_sequence: u16,
+    /// A WRITE's data, sent after `body` from the caller's buffer: a lone unsigned,
+    /// unsealed request over a link that sends tails gathers it from there (never
+    /// copied into the request); otherwise [`frame`] copies it in behind the body.
+    pub data: Option<Bytes>,
 }
 
 impl Request {
@@ -60,6 +65,7 @@ impl Request {
             headroom: false,
             replay: false,
             channel_sequence: 0,
+            data: None,
         }
     }
 
@@ -71,13 +77,19 @@ impl Request {
         }
     }
 
-    /// The body as sent (without the reserved headroom).
+    /// The body as sent (without the reserved headroom or the [data](Request::data)
+    /// that follows it).
     pub fn payload(&self) -> &[u8] {
         if self.headroom {
             self.body.get(HEADROOM..).unwrap_or_default()
         } else {
             &self.body
         }
+    }
+
+    /// Bytes the request puts on the wire after its header: body and data.
+    pub fn wire_len(&self) -> usize {
+        self.payload().len() + self.data.as_ref().map_or(0, |d| d.len())
     }
 }
 
@@ -121,8 +133,9 @@ pub(crate) fn headers(
     out
 }
 
-/// A message ready for the link: `buf[start..]` is what is sent (a TRANSFORM_HEADER's
-/// room first when it is to be sealed), with at least 4 bytes of room before `start`.
+/// A message ready for the link: `buf[start..]` then `tail` is what is sent (a
+/// TRANSFORM_HEADER's room first when it is to be sealed), with at least 4 bytes of
+/// room before `start`.
 #[derive(Debug)]
 pub(crate) struct Frame {
     /// The buffer.
@@ -131,21 +144,27 @@ pub(crate) struct Frame {
     pub start: usize,
     /// Where the plaintext SMB2 message starts (after the TRANSFORM_HEADER's room).
     pub msg_start: usize,
+    /// A lone WRITE's data, sent from the caller's buffer right after `buf`.
+    pub tail: Option<Bytes>,
 }
 
 /// Builds the frame of `reqs` with their `headers`, signing each member with
 /// `signer`, leaving room for a TRANSFORM_HEADER when `sealed`. A lone request built
-/// with headroom becomes the frame in place; otherwise the members are chained into
-/// one buffer. With `retain`, the requests are handed back unsent (to be replayed):
-/// a chain copied them already, and a request framed in place is copied into a
-/// buffer from `take` (the one copy retaining costs).
+/// with headroom becomes the frame in place, its [data](Request::data) left in the
+/// caller's buffer as the frame's tail when `tails` (the link sends tails) and it is
+/// neither signed nor sealed; otherwise the data is copied in behind the body, and
+/// several members are chained into one buffer. With `retain`, the requests are
+/// handed back unsent (to be replayed): a chain copied them already, and a request
+/// framed in place is copied into a buffer from `take` (the one copy retaining costs;
+/// a tail is shared, not copied).
 pub(crate) fn frame(
     mut reqs: Vec<Request>,
     headers: &[Header],
     signer: Option<&Signer>,
     sealed: bool,
+    tails: bool,
     retain: bool,
-    take: impl FnOnce(usize) -> Vec<u8>,
+    mut take: impl FnMut(usize) -> Vec<u8>,
 ) -> (Frame, Option<Vec<Request>>) {
     let encode = |h: &Header, to: &mut [u8]| {
         let mut w = Writer::with_capacity(HEADER_SIZE);
@@ -155,7 +174,37 @@ pub(crate) fn frame(
     if reqs.len() == 1 && reqs[0].headroom && reqs[0].body.len() >= HEADROOM {
         let msg_start = HEADROOM - HEADER_SIZE;
         let start = if sealed { 4 } else { 4 + TRANSFORM_HEADER_LEN };
-        let b = &mut reqs[0].body;
+        let gather = tails && signer.is_none() && !sealed;
+        let r = &mut reqs[0];
+        let mut tail = None;
+        match r.data.clone() {
+            Some(d) if gather => tail = Some(d),
+            // Signed or sealed over the whole message: the data joins the body, in
+            // a buffer from `take` (pooled at WRITE sizes). A retained request
+            // keeps its data apart.
+            Some(d) => {
+                let mut joined = take(r.body.len() + d.len());
+                joined.extend_from_slice(&r.body);
+                joined.extend_from_slice(&d);
+                if retain {
+                    encode(&headers[0], &mut joined[msg_start..HEADROOM]);
+                    if let Some(signer) = signer {
+                        signer.sign(&mut joined[msg_start..]);
+                    }
+                    let f = Frame {
+                        buf: joined,
+                        start,
+                        msg_start,
+                        tail: None,
+                    };
+                    return (f, Some(reqs));
+                }
+                r.body = joined;
+                r.data = None;
+            }
+            None => {}
+        }
+        let b = &mut r.body;
         encode(&headers[0], &mut b[msg_start..HEADROOM]);
         if let Some(signer) = signer {
             signer.sign(&mut b[msg_start..]);
@@ -167,6 +216,7 @@ pub(crate) fn frame(
                 buf: wire,
                 start,
                 msg_start,
+                tail,
             };
             return (f, Some(reqs));
         }
@@ -175,13 +225,11 @@ pub(crate) fn frame(
             buf,
             start,
             msg_start,
+            tail,
         };
         return (f, None);
     }
-    let body_len: usize = reqs
-        .iter()
-        .map(|r| HEADER_SIZE + r.payload().len() + 8)
-        .sum();
+    let body_len: usize = reqs.iter().map(|r| HEADER_SIZE + r.wire_len() + 8).sum();
     let msg_start = 4 + if sealed { TRANSFORM_HEADER_LEN } else { 0 };
     let mut b = Vec::with_capacity(msg_start + body_len);
     b.resize(msg_start, 0);
@@ -192,6 +240,9 @@ pub(crate) fn frame(
         m.resize(at + HEADER_SIZE, 0);
         encode(hdr, &mut m[at..]);
         m.extend_from_slice(req.payload());
+        if let Some(d) = &req.data {
+            m.extend_from_slice(d);
+        }
     }
     let (mut buf, members) = chain.finish(false);
     if let Some(signer) = signer {
@@ -203,6 +254,7 @@ pub(crate) fn frame(
         buf,
         start: 4,
         msg_start,
+        tail: None,
     };
     (f, retain.then_some(reqs))
 }

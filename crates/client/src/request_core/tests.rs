@@ -11,6 +11,8 @@ use smbx_wire::simple::encode_simple;
 use smbx_wire::{Command, Dialect, Header, NtStatus, Writer, HEADER_SIZE};
 
 use super::inbound::{self, SessionSecurity};
+use smbx_security::transform::TRANSFORM_HEADER_LEN;
+
 use super::outbound::{self, body_writer, HEADROOM};
 use super::*;
 
@@ -257,8 +259,15 @@ fn replayed_requests_are_byte_identical_except_header() {
         let charges = vec![1; reqs.len()];
         let issued = send(&mut a, &charges, 0, None);
         let hs = outbound::headers(&reqs, &charges, issued, Dialect::SMB3_1_1, 5);
-        let (first, kept) =
-            outbound::frame(reqs, &hs, Some(&signer), false, true, Vec::with_capacity);
+        let (first, kept) = outbound::frame(
+            reqs,
+            &hs,
+            Some(&signer),
+            false,
+            true,
+            true,
+            Vec::with_capacity,
+        );
         let ids: Vec<u64> = hs.iter().map(|h| h.message_id).collect();
         assert!(a.retain(&ids, kept.unwrap()).is_none());
         let (lost, _) = a.close(DisconnectReason::ClosedByServer);
@@ -275,8 +284,15 @@ fn replayed_requests_are_byte_identical_except_header() {
         send(&mut b, &[1], 0, None);
         let issued = send(&mut b, &charges, 0, None);
         let hs2 = outbound::headers(&again, &charges, issued, Dialect::SMB3_1_1, 5);
-        let (second, _) =
-            outbound::frame(again, &hs2, Some(&signer), false, false, Vec::with_capacity);
+        let (second, _) = outbound::frame(
+            again,
+            &hs2,
+            Some(&signer),
+            false,
+            true,
+            false,
+            Vec::with_capacity,
+        );
         let one = &first.buf[first.start..];
         let two = &second.buf[second.start..];
         assert_eq!(one.len(), two.len());
@@ -295,6 +311,100 @@ fn replayed_requests_are_byte_identical_except_header() {
             at = end;
         }
     }
+}
+
+/// A WRITE whose data is shared: framed alone, unsigned and unsealed over a link
+/// that sends tails, the data stays the frame's tail (the same memory, not copied)
+/// and frame plus tail are the bytes of the request built with its data inline;
+/// signed, sealed (room for the TRANSFORM_HEADER), compounded, without tails or
+/// retained, the wire bytes are the same (signed over all of them) and a retained
+/// request keeps its data for a replay.
+#[test]
+fn shared_write_data_is_sent_as_the_tail_or_joined() {
+    use bytes::Bytes;
+    use smbx_wire::rw::WriteRequest;
+    let pool = smbx_transport::BufPool::new(2);
+    let data = Bytes::from((0..300_000u32).map(|i| (i * 7) as u8).collect::<Vec<u8>>());
+    let fields = WriteRequest {
+        offset: 4096,
+        length: data.len() as u32,
+        ..Default::default()
+    };
+    let shared = || {
+        let mut w = body_writer(&pool, 48);
+        fields.encode_head_into(&mut w, data.len() as u32);
+        let mut r = Request::with_headroom(Command::Write, w, 3);
+        r.data = Some(data.clone());
+        r
+    };
+    let inline = || {
+        let mut w = body_writer(&pool, 48 + data.len());
+        WriteRequest {
+            data: &data,
+            ..fields
+        }
+        .encode_into(&mut w);
+        Request::with_headroom(Command::Write, w, 3)
+    };
+    let signer = Signer::new(SigningAlgorithm::AesCmac, &[7; 16]);
+    let wire = |reqs: Vec<Request>, signer: Option<&Signer>, sealed, tails, retain| {
+        let charges = vec![1; reqs.len()];
+        let issued = Issued {
+            first_id: 9,
+            ask: 1,
+        };
+        let hs = outbound::headers(&reqs, &charges, issued, Dialect::SMB3_1_1, 5);
+        let (f, kept) =
+            outbound::frame(reqs, &hs, signer, sealed, tails, retain, Vec::with_capacity);
+        let mut bytes = f.buf[f.msg_start..].to_vec();
+        let tail = f.tail.clone();
+        if let Some(t) = &f.tail {
+            bytes.extend_from_slice(t);
+        }
+        (bytes, tail, kept, f.msg_start - f.start)
+    };
+    // In the caller's memory, as the frame's tail.
+    let (want, none, _, _) = wire(vec![inline()], None, false, true, false);
+    assert!(none.is_none());
+    let (got, tail, _, room) = wire(vec![shared()], None, false, true, false);
+    assert_eq!(room, 0);
+    let tail = tail.expect("the data is the tail");
+    assert_eq!(tail.as_ptr(), data.as_ptr(), "not copied");
+    assert!(got == want);
+    // Retained: the same tail, and the request keeps its data.
+    let (got, tail, kept, _) = wire(vec![shared()], None, false, true, true);
+    assert!(got == want && tail.is_some());
+    let kept = kept.unwrap();
+    assert_eq!(kept[0].data.as_deref(), Some(&data[..]));
+    assert_eq!(kept[0].wire_len(), 48 + data.len());
+    // A link without tails: joined.
+    let (got, tail, _, _) = wire(vec![shared()], None, false, false, false);
+    assert!(got == want && tail.is_none());
+    // Signed over header, fields and data; retained or not.
+    for retain in [false, true] {
+        let (want, _, _, _) = wire(vec![inline()], Some(&signer), false, true, retain);
+        let (got, tail, kept, _) = wire(vec![shared()], Some(&signer), false, true, retain);
+        assert!(tail.is_none());
+        assert!(got == want);
+        assert!(signer.verify(&got));
+        assert_eq!(kept.is_some(), retain);
+        if let Some(k) = kept {
+            assert_eq!(k[0].data.as_deref(), Some(&data[..]));
+        }
+    }
+    // Sealed: joined behind room for the TRANSFORM_HEADER.
+    let (want, _, _, want_room) = wire(vec![inline()], None, true, true, false);
+    let (got, tail, _, room) = wire(vec![shared()], None, true, true, false);
+    assert!(tail.is_none() && got == want);
+    assert_eq!(
+        (room, want_room),
+        (TRANSFORM_HEADER_LEN, TRANSFORM_HEADER_LEN)
+    );
+    // In a compound: chained with its data.
+    let flush = || Request::new(Command::Flush, vec![4; 24], 3);
+    let (want, _, _, _) = wire(vec![inline(), flush()], None, false, true, false);
+    let (got, tail, _, _) = wire(vec![shared(), flush()], None, false, true, false);
+    assert!(tail.is_none() && got == want);
 }
 
 fn member_len(h: &Header, rest: usize) -> usize {

@@ -442,3 +442,48 @@ pub async fn big_round_trip(start: fn(&str) -> Server) {
         .await;
     }
 }
+
+/// WRITEs of shared bytes (`File::write_bytes`, sent from the caller's buffer behind the
+/// request's fields over Direct TCP): plain, signed and sealed sessions write the same
+/// bytes as `write_at` (whole, more than MaxWriteSize at once, at an odd offset past the
+/// end of the file, a slice of a larger buffer), and an empty one writes nothing.
+pub async fn shared_bytes_writes(start: fn(&str) -> Server) {
+    let server = start("");
+    let cases = [
+        ("plain", ClientOptions::default()),
+        ("signed", ClientOptions::default().with_signing(Signing::Required)),
+        (
+            "sealed",
+            ClientOptions::default().with_encryption(Encryption::Required),
+        ),
+    ];
+    for (label, opts) in cases {
+        let client = Client::connect(&server.addr(), opts).await.unwrap();
+        let session = client.login(USER, PASSWORD, "").await.unwrap();
+        let t = session.tree("share").await.unwrap();
+        let name = format!("shared-{label}.bin");
+        let f = t
+            .open(&name, &OpenOptions::create_truncate())
+            .await
+            .unwrap();
+        // More than the server's MaxWriteSize (8 MiB).
+        let all = smbx_client::Bytes::from(random_bytes(8 * MIB + 12_345));
+        // Several WRITEs, each a slice of the same buffer.
+        assert_eq!(f.write_bytes(0, all.clone()).await.unwrap(), all.len());
+        // Past the end, at an odd offset: the gap reads as zeros.
+        let part = all.slice(777..777 + 300_001);
+        let at = all.len() as u64 + 4097;
+        assert_eq!(f.write_bytes(at, part.clone()).await.unwrap(), part.len());
+        assert_eq!(f.write_bytes(5, smbx_client::Bytes::new()).await.unwrap(), 0);
+        f.close().await.unwrap();
+        let mut want = all.to_vec();
+        want.resize(at as usize, 0);
+        want.extend_from_slice(&part);
+        let back = t.read_file(&name).await.unwrap();
+        assert_eq!(back.len(), want.len(), "{label}: length");
+        assert_eq!(sha256(&back), sha256(&want), "{label}: SHA-256 differs");
+        let on_disk = std::fs::read(server.share_dir("share").join(&name)).unwrap();
+        assert_eq!(sha256(&on_disk), sha256(&want), "{label}: on disk");
+        t.remove(&name).await.unwrap();
+    }
+}
