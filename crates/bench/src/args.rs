@@ -53,7 +53,7 @@ usage: smbx bench [flags] TARGET...
   --ios <n>      each thread issues at most n I/Os per target (warm-up included), then the
                  run ends once they complete (or at -d): a fixed amount of work
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
-  --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4K; soft-iWARP 16K)
+  --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4K; soft-iWARP 16K/32K)
   --multichannel <n>    smb:// targets bind up to n channels to their session (1..32)
   --sign[=gmac|cmac]    smb:// targets sign every message (SMB 3.1.1; default AES-GMAC)
   --seal[=aes-128-gcm|aes-128-ccm|aes-256-gcm|aes-256-ccm]

@@ -112,7 +112,7 @@ pub struct ClientOptions {
     /// Over SMB Direct, READs and WRITEs larger than this many bytes move their data
     /// by RDMA (the others, and all I/O on sealed sessions, go inline). `None`
     /// (default): the link's own ([`smbx_transport::DirectLink::rdma_threshold`]):
-    /// 4 KiB on RDMA NICs, 16 KiB over soft-iWARP.
+    /// 4 KiB on RDMA NICs; over soft-iWARP 16 KiB for READs, 32 KiB for WRITEs.
     pub rdma_threshold: Option<usize>,
     /// Over SMB Direct, whether a signed session's READs and WRITEs may move their
     /// data by RDMA (true, as Windows does). False keeps them inline, as Linux cifs

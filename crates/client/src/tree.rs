@@ -181,7 +181,7 @@ impl Tree {
         }
         let inline = crate::channels::inline_limit(&p, read) as usize;
         let threshold = self.session().inner.client.inner.options.rdma_threshold;
-        let threshold = threshold.unwrap_or_else(|| pinned.direct.rdma_threshold());
+        let threshold = threshold.unwrap_or_else(|| pinned.direct.rdma_threshold(read));
         (len > threshold || len > inline).then_some(pinned)
     }
 

@@ -107,13 +107,13 @@ fn rdma_bytes(s: &smbx_client::Session) -> (u64, u64) {
 }
 
 /// Left unset, the RDMA threshold is the link's: over soft-iWARP 8 KiB READs and
-/// WRITEs go inline and 32 KiB ones by RDMA (16 KiB,
-/// smbx_transport::soft::SOFT_RDMA_THRESHOLD); a threshold the caller sets wins.
+/// WRITEs go inline and 64 KiB ones by RDMA, 32 KiB READs by RDMA and 32 KiB WRITEs
+/// inline (16 and 32 KiB, smbx_transport::soft); a threshold the caller sets wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rdma_threshold_defaults_to_the_links() {
     let (server, port) = start_smbx_direct("");
     let addr = format!("127.0.0.1:{port}");
-    let data = random_bytes(32 * 1024);
+    let data = random_bytes(64 * 1024);
     for (threshold, small_by_rdma) in [(None, false), (Some(4096), true)] {
         let mut o = options(Dialect::SMB3_1_1);
         o.rdma_threshold = threshold;
@@ -127,18 +127,26 @@ async fn rdma_threshold_defaults_to_the_links() {
             )
             .await
             .expect("create");
-        let small = smbx_transport::soft::SOFT_RDMA_THRESHOLD / 2;
+        let small = 8 * 1024;
         f.write_at(0, &data[..small]).await.expect("small write");
         let back = f.read_at(0, small).await.expect("small read");
         assert_eq!(back, &data[..small]);
-        let moved = if small_by_rdma { small as u64 } else { 0 };
-        assert_eq!(rdma_bytes(&session), (moved, moved), "{threshold:?}: 8 KiB");
+        let s = if small_by_rdma { small as u64 } else { 0 };
+        assert_eq!(rdma_bytes(&session), (s, s), "{threshold:?}: 8 KiB");
+        let mid = 32 * 1024;
+        f.write_at(0, &data[..mid]).await.expect("32 KiB write");
+        let back = f.read_at(0, mid).await.expect("32 KiB read");
+        assert_eq!(back, &data[..mid]);
+        // The 32 KiB READ goes by RDMA either way, the WRITE only under 4 KiB.
+        let m = mid as u64;
+        let want = (s + if small_by_rdma { m } else { 0 }, s + m);
+        assert_eq!(rdma_bytes(&session), want, "{threshold:?}: 32 KiB");
         f.write_at(0, &data).await.expect("large write");
         let back = f.read_at(0, data.len()).await.expect("large read");
         assert_eq!(back, data);
-        let total = moved + data.len() as u64;
-        let want = (total, total);
-        assert_eq!(rdma_bytes(&session), want, "{threshold:?}: 32 KiB");
+        let big = data.len() as u64;
+        let want = (want.0 + big, want.1 + big);
+        assert_eq!(rdma_bytes(&session), want, "{threshold:?}: 64 KiB");
         f.close().await.expect("close");
     }
     assert!(!server.log().contains("panicked"), "{}", server.log());

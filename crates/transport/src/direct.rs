@@ -116,10 +116,11 @@ pub trait DirectLink: Send + Sync + 'static {
     fn remote_invalidation(&self) -> bool {
         true
     }
-    /// The I/O size above which a client moves READ and WRITE data by RDMA on
-    /// this link unless told otherwise: where RDMA starts to cost less than
-    /// sending the data inline on the provider under it.
-    fn rdma_threshold(&self) -> usize {
+    /// The I/O size above which a client moves a READ's (`read`) or a WRITE's
+    /// data by RDMA on this link unless told otherwise: where RDMA starts to
+    /// cost less than sending the data inline on the provider under it.
+    fn rdma_threshold(&self, read: bool) -> usize {
+        let _ = read;
         DEFAULT_RDMA_THRESHOLD
     }
 }
@@ -200,7 +201,8 @@ pub struct Link<P: Provider> {
     payload: PayloadPool<P::Pd>,
     local: SocketAddr,
     peer: SocketAddr,
-    rdma_threshold: usize,
+    /// [`DirectLink::rdma_threshold`] for READs and for WRITEs.
+    rdma_threshold: (usize, usize),
 }
 
 impl<P: Provider> Link<P> {
@@ -220,14 +222,15 @@ impl<P: Provider> Link<P> {
             payload,
             local,
             peer,
-            rdma_threshold: DEFAULT_RDMA_THRESHOLD,
+            rdma_threshold: (DEFAULT_RDMA_THRESHOLD, DEFAULT_RDMA_THRESHOLD),
         }
     }
 
-    /// The link with [`DirectLink::rdma_threshold`] `n` (for a provider on which
-    /// RDMA pays off only above another size than [`DEFAULT_RDMA_THRESHOLD`]).
-    pub fn with_rdma_threshold(mut self, n: usize) -> Self {
-        self.rdma_threshold = n;
+    /// The link with [`DirectLink::rdma_threshold`] `read` for READs and `write`
+    /// for WRITEs (for a provider on which RDMA pays off only above other sizes
+    /// than [`DEFAULT_RDMA_THRESHOLD`]).
+    pub fn with_rdma_threshold(mut self, read: usize, write: usize) -> Self {
+        self.rdma_threshold = (read, write);
         self
     }
 
@@ -289,8 +292,12 @@ impl<P: Provider> Link<P> {
 }
 
 impl<P: Provider> DirectLink for Link<P> {
-    fn rdma_threshold(&self) -> usize {
-        self.rdma_threshold
+    fn rdma_threshold(&self, read: bool) -> usize {
+        if read {
+            self.rdma_threshold.0
+        } else {
+            self.rdma_threshold.1
+        }
     }
 
     fn send<'a>(

@@ -10,13 +10,19 @@ use smbx_rdma::{ConnectRequest, Listener, Provider};
 
 use crate::direct::{DirectLink, Link};
 
-/// [`DirectLink::rdma_threshold`] over soft-iWARP: at and below 16 KiB a READ or
-/// WRITE sent inline costs less than by RDMA. Both cross the same TCP stream (the
-/// RDMA Write or Read Response copies no fewer bytes than the Send), and RDMA adds
-/// a registration, a transfer and its completion per I/O: 8 KiB random reads at
-/// QD32 ran at 0.54x TCP by RDMA and 0.81x inline, writes 1.0-2.1x faster inline;
-/// at 16 KiB the two were even, at 32 KiB RDMA led.
-pub const SOFT_RDMA_THRESHOLD: usize = 16 * 1024;
+/// [`DirectLink::rdma_threshold`] for READs over soft-iWARP: at and below 16 KiB a
+/// READ's data costs less inline than by RDMA Write. Both cross the same TCP stream
+/// (the RDMA Write copies no fewer bytes than the Send), and RDMA adds a
+/// registration, a transfer and its completion per I/O: 8 KiB random reads at QD32
+/// ran at 0.54x TCP by RDMA and 0.81x inline; at 16 KiB the two were even, at
+/// 32 KiB RDMA led.
+pub const SOFT_RDMA_READ_THRESHOLD: usize = 16 * 1024;
+
+/// [`DirectLink::rdma_threshold`] for WRITEs over soft-iWARP: an RDMA Read costs a
+/// Read Request's round trip more, so WRITEs up to 32 KiB go inline (8 KiB random
+/// writes at QD32 ran 1.9-2.6x faster inline than by RDMA, 16 KiB 1.6-4.1x, 32 KiB
+/// 1.8-2.4x; 64 KiB was even, 512 KiB 2x faster by RDMA).
+pub const SOFT_RDMA_WRITE_THRESHOLD: usize = 32 * 1024;
 
 /// The soft-iWARP provider's queue pairs and registered memory in this process
 /// now (for metrics).
@@ -76,7 +82,8 @@ impl Incoming {
         let pd = self.request.pd().clone();
         let conn = SmbDirectConnection::accept(self.request, self.config).await?;
         Ok(Arc::new(
-            Link::<SoftIwarp>::new(conn, pd).with_rdma_threshold(SOFT_RDMA_THRESHOLD),
+            Link::<SoftIwarp>::new(conn, pd)
+                .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD),
         ))
     }
 }
@@ -91,7 +98,8 @@ pub async fn connect(
     let pd = provider.alloc_pd()?;
     let conn = SmbDirectConnection::connect(&provider, &pd, addr, config).await?;
     Ok(Arc::new(
-        Link::<SoftIwarp>::new(conn, pd).with_rdma_threshold(SOFT_RDMA_THRESHOLD),
+        Link::<SoftIwarp>::new(conn, pd)
+            .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD),
     ))
 }
 

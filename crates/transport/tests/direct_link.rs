@@ -28,9 +28,10 @@ async fn direct_link_sends_in_place_and_receives_whole_messages() {
     assert_eq!(stx.local_addr(), ctx.peer_addr());
     assert!(!stx.sends_file_tails());
     assert!(stx.max_message().is_some());
-    // Over soft-iWARP both ends move I/O by RDMA only above 16 KiB.
-    let soft = smbx_transport::soft::SOFT_RDMA_THRESHOLD;
-    assert_eq!((s.rdma_threshold(), c.rdma_threshold()), (soft, soft));
+    // Over soft-iWARP both ends move READs by RDMA only above 16 KiB, WRITEs above 32 KiB.
+    let soft = (16 * 1024, 32 * 1024);
+    assert_eq!((s.rdma_threshold(true), s.rdma_threshold(false)), soft);
+    assert_eq!((c.rdma_threshold(true), c.rdma_threshold(false)), soft);
 
     // Nothing has arrived: nothing to take in place.
     assert!(c.try_recv().is_none());

@@ -39,7 +39,7 @@ pub struct ConnArgs {
     #[arg(long, global = true, value_name = "tcp|rdma")]
     pub transport: Option<String>,
     /// Over rdma: READs and WRITEs larger than this move their data by RDMA (4K on
-    /// RDMA NICs, 16K over soft-iWARP).
+    /// RDMA NICs; over soft-iWARP 16K for READs, 32K for WRITEs).
     #[arg(long, global = true, value_parser = parse_size, value_name = "SIZE")]
     pub rdma_threshold: Option<usize>,
     /// Let the session bind up to N channels (1..32): after the first tree connect
