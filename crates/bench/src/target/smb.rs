@@ -285,6 +285,15 @@ impl Drop for SmbQueue {
     }
 }
 
+/// A block of the write source, as the bytes of a WRITE (held until it is sent).
+struct SourceBlock(Arc<AlignedBuf>, std::ops::Range<usize>);
+
+impl AsRef<[u8]> for SourceBlock {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.as_slice()[self.1.clone()]
+    }
+}
+
 fn to_io(e: smbx_client::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
@@ -331,10 +340,13 @@ impl IoQueue for SmbQueue {
                 if at.saturating_add(block) > self.source.len() {
                     return Err(io::Error::other("write source offset out of range"));
                 }
-                let src = self.source.clone();
+                // Shared, not copied: the WRITE sends its data from the source buffer.
+                let bytes = smbx_client::Bytes::from_owner(SourceBlock(
+                    self.source.clone(),
+                    at..at + block,
+                ));
                 Box::pin(async move {
-                    let bytes = &src.as_slice()[at..at + block];
-                    let result = file.write_at(offset, bytes).await.map_err(to_io);
+                    let result = file.write_bytes(offset, bytes).await.map_err(to_io);
                     Completion { slot, result }
                 })
             }
