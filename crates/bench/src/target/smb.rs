@@ -161,7 +161,7 @@ impl SmbTarget {
             options.transport = t;
         }
         if let Some(n) = p.rdma_threshold {
-            options.rdma_threshold = n;
+            options.rdma_threshold = Some(n);
         }
         if let Some(n) = p.multichannel {
             options.max_channels = n;
