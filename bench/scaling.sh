@@ -2,7 +2,9 @@
 # Does throughput hold when threads or queue depth grow? smbx bench sweep over -t × -o against
 # Samba's smbd, smbx and rocketsmbd on loopback (each on its own copy of one share), then, per
 # server and I/O size, the MB/s matrix and the worst loss: the largest drop from the best figure
-# seen at a smaller -o (same -t) or a smaller -t (same -o).
+# seen at a smaller -o (same -t) or a smaller -t (same -o). Each -t thread drives the server through
+# its own connection (smbx bench's threads are independent, as fio's jobs). Each sweep's line in
+# the log carries the load average it started under: on a loaded machine the matrix is noise.
 #
 #   bench/scaling.sh
 #
@@ -30,7 +32,7 @@ for spec in $SIZES; do
   for s in "${SERVERS[@]}"; do
     pidv="PID_$s" urlv="URL_$s"
     out="$RESULTS/$size.$s"
-    bench_log "sweep $size $access -t$THREADS -o$DEPTHS against $s"
+    bench_log "sweep $size $access -t$THREADS -o$DEPTHS against $s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     "$SMBX" bench sweep -b"$size" "$access" -t"$THREADS" -o"$DEPTHS" -d"$DURATION" -W"$WARMUP" \
       --server-pid "${!pidv}" --labels "$s" --out "$out" "${!urlv}" >"$out.log" 2>&1 ||
       bench_log "sweep $size against $s failed: $(tail -2 "$out.log" | tr '\n' ' ')"
