@@ -114,6 +114,7 @@ pub(crate) async fn on_frame(
         },
     };
     let first = members[0].header.cmd();
+    let inline = completes_at_once(conn, &plain, &members, encrypted.is_some());
     let chain = Chain {
         buf: plain,
         members,
@@ -134,9 +135,37 @@ pub(crate) async fn on_frame(
         // Not in the connection's span: entering it at every poll of every request task
         // cost ~15% of the server's cycles at 4 KiB QD32. A request's log lines name the
         // connection and client themselves (`conn`, `client`).
-        tokio::spawn(task);
+        if inline {
+            // Polled once here; only if it waits does it go on as a task (polled again
+            // there with its own waker).
+            let mut task = Box::pin(task);
+            if task.as_mut().now_or_never().is_none() {
+                tokio::spawn(task);
+            }
+        } else {
+            tokio::spawn(task);
+        }
     }
     Flow::Continue
+}
+
+/// Whether a chain is a lone plain READ whose data may go out as a file tail
+/// (`handlers::read`: data in the page cache is sent from the file by the link): it
+/// usually completes on its first poll (two system calls to find the data cached, the
+/// response queued for the writer), so the read loop runs it in place, with no task
+/// of its own to spawn, schedule and wake on the other worker. Sealed and signed
+/// chains (their CPU work runs on both workers at once as tasks), compounds, and
+/// reads too small to be sent from the file are spawned as before.
+fn completes_at_once(conn: &Connection, buf: &[u8], members: &[Member], sealed: bool) -> bool {
+    let [m] = members else { return false };
+    !sealed
+        && m.header.cmd() == Some(Command::Read)
+        && !m.header.is_signed()
+        && conn.sends_file_tails()
+        && buf.get(m.range.clone()).is_some_and(|msg| {
+            smbx_wire::reply_size::requested_reply_bytes(Command::Read, msg)
+                >= handlers::read::ZERO_COPY_MIN as u64
+        })
 }
 
 /// Splits a plaintext message into compound members (every NextCommand checked,
