@@ -458,25 +458,41 @@ impl FrameReader {
         len: usize,
         limit: usize,
     ) -> Result<(), &'static str> {
-        let rd = &*rd;
+        let want = limit.saturating_sub(self.filled).min(WRITE_HEAD);
+        self.buf.truncate(self.filled);
+        self.buf.reserve(want);
+        let rest = len - self.filled;
+        let n = self.recv_direct(&*rd, want, Some(rest)).await?;
+        if n == 0 {
+            return Err("eof in frame");
+        }
+        self.filled += n;
+        Ok(())
+    }
+
+    /// Receives up to `want` bytes straight from `rd`'s socket into the spare capacity
+    /// of the frame's buffer, waiting until some have arrived; before each wait the
+    /// socket's low-water mark is set to `lowat` when given. 0 at the end of the stream.
+    async fn recv_direct<R: RecvLowat>(
+        &mut self,
+        rd: &R,
+        want: usize,
+        lowat: Option<usize>,
+    ) -> Result<usize, &'static str> {
         let sock = rd.tcp_stream().ok_or("closed")?;
-        let mut head = [0u8; WRITE_HEAD];
         loop {
-            let want = limit.saturating_sub(self.filled).min(head.len());
-            match sock.try_read(&mut head[..want]) {
-                Ok(0) => return Err("eof in frame"),
-                Ok(n) => {
-                    self.buf.truncate(self.filled);
-                    self.buf.extend_from_slice(&head[..n]);
-                    self.filled += n;
-                    return Ok(());
-                }
+            let r = sock.try_io(tokio::io::Interest::READABLE, || {
+                recv_spare(sock.as_fd(), &mut self.buf, want)
+            });
+            match r {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.set_lowat(rd, len - self.filled);
+                    if let Some(mark) = lowat {
+                        self.set_lowat(rd, mark);
+                    }
                     sock.readable().await.map_err(|_| "read error")?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return Err("read error"),
+                r => return r.map_err(|_| "read error"),
             }
         }
     }
@@ -497,18 +513,7 @@ impl FrameReader {
         self.buf.reserve(want);
         let large = self.len.is_some_and(|l| l >= POOLED_FRAME);
         let n = match rd.tcp_stream() {
-            Some(sock) if large && rd.buffered() == 0 => loop {
-                let r = sock.try_io(tokio::io::Interest::READABLE, || {
-                    recv_spare(sock.as_fd(), &mut self.buf, want)
-                });
-                match r {
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        sock.readable().await.map_err(|_| "read error")?
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    r => break r.map_err(|_| "read error")?,
-                }
-            },
+            Some(_) if large && rd.buffered() == 0 => self.recv_direct(&*rd, want, None).await?,
             _ => (&mut *rd)
                 .take(want as u64)
                 .read_buf(&mut self.buf)
@@ -627,6 +632,30 @@ mod tests {
         v
     }
 
+    /// A WRITE request message (header and body) carrying `data`, its Length field set
+    /// to `length` (a hostile length when it differs from the data's).
+    fn write_msg(data: &[u8], flags: u32, length: u32) -> Vec<u8> {
+        use smbx_wire::rw::WriteRequest;
+        use smbx_wire::{Command, Header, Writer};
+        let h = Header {
+            command: Command::Write as u16,
+            flags,
+            ..Default::default()
+        };
+        let mut w = Writer::with_capacity(64);
+        h.encode(&mut w);
+        let mut m = w.into_vec();
+        let mut body = WriteRequest {
+            data,
+            length: data.len() as u32,
+            ..Default::default()
+        }
+        .encode();
+        body[4..8].copy_from_slice(&length.to_le_bytes());
+        m.extend_from_slice(&body);
+        m
+    }
+
     #[tokio::test]
     async fn timeout_keeps_a_partial_frame() {
         let (mut client, mut server) = tokio::io::duplex(1 << 20);
@@ -738,39 +767,18 @@ mod tests {
     #[tokio::test]
     async fn spliced_writes_arrive_whole() {
         use smbx_wire::header::FLAGS_SIGNED;
-        use smbx_wire::rw::WriteRequest;
-        use smbx_wire::{Command, Header, Writer};
-        fn write(data: &[u8], flags: u32, length: u32) -> Vec<u8> {
-            let h = Header {
-                command: Command::Write as u16,
-                flags,
-                ..Default::default()
-            };
-            let mut w = Writer::with_capacity(64);
-            h.encode(&mut w);
-            let mut m = w.into_vec();
-            let mut body = WriteRequest {
-                data,
-                length: data.len() as u32,
-                ..Default::default()
-            }
-            .encode();
-            body[4..8].copy_from_slice(&length.to_le_bytes());
-            m.extend_from_slice(&body);
-            m
-        }
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let data = |n: usize, k: usize| -> Vec<u8> { (0..n).map(|j| (j * 7 + k) as u8).collect() };
         let big = data(6 << 20, 1);
         let frames: Vec<(Vec<u8>, bool)> = vec![
-            (write(&data(300_000, 2), 0, 300_000), true),
-            (write(&data(200_000, 3), 0, 199_999), false),
-            (write(&data(200_000, 4), FLAGS_SIGNED, 200_000), false),
+            (write_msg(&data(300_000, 2), 0, 300_000), true),
+            (write_msg(&data(200_000, 3), 0, 199_999), false),
+            (write_msg(&data(200_000, 4), FLAGS_SIGNED, 200_000), false),
             (vec![0xfd; 100_000], false),
-            (write(&big, 0, big.len() as u32), true),
-            (write(&data(1000, 5), 0, 1000), false),
-            (write(&data(1 << 20, 6), 0, 1 << 20), true),
+            (write_msg(&big, 0, big.len() as u32), true),
+            (write_msg(&data(1000, 5), 0, 1000), false),
+            (write_msg(&data(1 << 20, 6), 0, 1 << 20), true),
         ];
         let sent: Vec<Vec<u8>> = frames.iter().map(|(f, _)| f.clone()).collect();
         let peer = tokio::spawn(async move {
@@ -833,24 +841,8 @@ mod tests {
     /// first one emptied carries the next.
     #[tokio::test]
     async fn write_after_a_large_frame_is_spliced_whole() {
-        use smbx_wire::rw::WriteRequest;
-        use smbx_wire::{Command, Header, Writer};
         let data: Vec<u8> = (0..300_000u32).map(|i| (i * 11) as u8).collect();
-        let mut w = Writer::with_capacity(64);
-        Header {
-            command: Command::Write as u16,
-            ..Default::default()
-        }
-        .encode(&mut w);
-        let mut m = w.into_vec();
-        m.extend_from_slice(
-            &WriteRequest {
-                data: &data,
-                length: data.len() as u32,
-                ..Default::default()
-            }
-            .encode(),
-        );
+        let m = write_msg(&data, 0, data.len() as u32);
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (ack_tx, mut ack_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
@@ -895,24 +887,8 @@ mod tests {
     /// into memory (whole); once they are dropped, WRITEs are spliced again.
     #[tokio::test]
     async fn held_pipes_are_bounded() {
-        use smbx_wire::rw::WriteRequest;
-        use smbx_wire::{Command, Header, Writer};
         let body: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
-        let mut w = Writer::with_capacity(64);
-        Header {
-            command: Command::Write as u16,
-            ..Default::default()
-        }
-        .encode(&mut w);
-        let mut m = w.into_vec();
-        m.extend_from_slice(
-            &WriteRequest {
-                data: &body,
-                length: body.len() as u32,
-                ..Default::default()
-            }
-            .encode(),
-        );
+        let m = write_msg(&body, 0, body.len() as u32);
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let n = splice::MAX_PIPES + 2;
