@@ -50,3 +50,8 @@ async fn url_and_compound_read() {
 async fn reconnect_after_drop() {
     scenarios::reconnect_after_drop(start_samba).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_bytes_writes() {
+    scenarios::shared_bytes_writes(start_samba).await;
+}

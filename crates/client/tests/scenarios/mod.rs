@@ -451,7 +451,10 @@ pub async fn shared_bytes_writes(start: fn(&str) -> Server) {
     let server = start("");
     let cases = [
         ("plain", ClientOptions::default()),
-        ("signed", ClientOptions::default().with_signing(Signing::Required)),
+        (
+            "signed",
+            ClientOptions::default().with_signing(Signing::Required),
+        ),
         (
             "sealed",
             ClientOptions::default().with_encryption(Encryption::Required),
@@ -474,7 +477,10 @@ pub async fn shared_bytes_writes(start: fn(&str) -> Server) {
         let part = all.slice(777..777 + 300_001);
         let at = all.len() as u64 + 4097;
         assert_eq!(f.write_bytes(at, part.clone()).await.unwrap(), part.len());
-        assert_eq!(f.write_bytes(5, smbx_client::Bytes::new()).await.unwrap(), 0);
+        assert_eq!(
+            f.write_bytes(5, smbx_client::Bytes::new()).await.unwrap(),
+            0
+        );
         f.close().await.unwrap();
         let mut want = all.to_vec();
         want.resize(at as usize, 0);
