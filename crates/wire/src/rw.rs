@@ -266,24 +266,7 @@ impl<'a> WriteRequest<'a> {
     /// no inline data.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(WRITE_FIXED + self.data.len().max(1));
-        let (ci_off, ci_len) = self.channel_info_fields();
-        w.u16(49)
-            .u16(self.data_offset())
-            .u32(self.data.len() as u32)
-            .u64(self.offset)
-            .bytes(&self.file_id.to_bytes())
-            .u32(self.channel)
-            .u32(self.remaining_bytes)
-            .u16(ci_off)
-            .u16(ci_len)
-            .u32(self.flags);
-        if !self.data.is_empty() {
-            w.bytes(self.data);
-        } else if !self.channel_info.is_empty() {
-            w.bytes(self.channel_info);
-        } else {
-            w.u8(0);
-        }
+        self.encode_into(&mut w);
         w.into_vec()
     }
 }
@@ -331,17 +314,8 @@ impl WriteRequest<'_> {
     /// Appends the body to `w` (client side), so a caller can build it after reserved
     /// headroom without another copy of the data. Same bytes as [`WriteRequest::encode`].
     pub fn encode_into(&self, w: &mut Writer) {
-        let (ci_off, ci_len) = self.channel_info_fields();
-        w.u16(49)
-            .u16(self.data_offset())
-            .u32(self.data.len() as u32)
-            .u64(self.offset)
-            .bytes(&self.file_id.to_bytes())
-            .u32(self.channel)
-            .u32(self.remaining_bytes)
-            .u16(ci_off)
-            .u16(ci_len)
-            .u32(self.flags);
+        let channel_info = self.channel_info_fields();
+        self.encode_fixed(w, self.data_offset(), self.data.len() as u32, channel_info);
         if !self.data.is_empty() {
             w.bytes(self.data);
         } else if !self.channel_info.is_empty() {
@@ -356,15 +330,27 @@ impl WriteRequest<'_> {
     /// [`WriteRequest::encode_into`] with that data, less the data. `self.data` and
     /// the channel info are not written.
     pub fn encode_head_into(&self, w: &mut Writer, data_len: u32) {
+        self.encode_fixed(w, (HEADER_SIZE + WRITE_FIXED) as u16, data_len, (0, 0));
+    }
+
+    /// The fixed fields (StructureSize 49 through Flags) with the given DataOffset,
+    /// Length and WriteChannelInfo offset and length.
+    fn encode_fixed(
+        &self,
+        w: &mut Writer,
+        data_offset: u16,
+        length: u32,
+        channel_info: (u16, u16),
+    ) {
         w.u16(49)
-            .u16((HEADER_SIZE + WRITE_FIXED) as u16)
-            .u32(data_len)
+            .u16(data_offset)
+            .u32(length)
             .u64(self.offset)
             .bytes(&self.file_id.to_bytes())
             .u32(self.channel)
             .u32(self.remaining_bytes)
-            .u16(0)
-            .u16(0)
+            .u16(channel_info.0)
+            .u16(channel_info.1)
             .u32(self.flags);
     }
 }
