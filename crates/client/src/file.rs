@@ -655,35 +655,29 @@ impl File {
             }
         }
         let len = data.len();
-        let mut req = match &chunk {
-            // The data stays where it is: the request carries the fixed fields
-            // and a reference to it.
-            Chunk::Shared(bytes) if len > 0 => {
-                let mut w = body_writer(&self.tree.pool(), 48);
-                WriteRequest {
-                    offset,
-                    file_id: self.id(),
-                    length: len as u32,
-                    ..Default::default()
-                }
-                .encode_head_into(&mut w, len as u32);
-                let mut req = Request::with_headroom(Command::Write, w, self.tree.id());
-                req.data = Some(bytes.clone());
-                req
-            }
-            _ => {
-                let mut w = body_writer(&self.tree.pool(), 48 + len.max(1));
-                WriteRequest {
-                    offset,
-                    file_id: self.id(),
-                    length: len as u32,
-                    data,
-                    ..Default::default()
-                }
-                .encode_into(&mut w);
-                Request::with_headroom(Command::Write, w, self.tree.id())
-            }
+        // Shared data stays where it is: the request carries the fixed fields and a
+        // reference to it.
+        let shared = match &chunk {
+            Chunk::Shared(bytes) if len > 0 => Some(bytes.clone()),
+            _ => None,
         };
+        let fields = WriteRequest {
+            offset,
+            file_id: self.id(),
+            length: len as u32,
+            data,
+            ..Default::default()
+        };
+        let mut w;
+        if shared.is_some() {
+            w = body_writer(&self.tree.pool(), 48);
+            fields.encode_head_into(&mut w, len as u32);
+        } else {
+            w = body_writer(&self.tree.pool(), 48 + len.max(1));
+            fields.encode_into(&mut w);
+        }
+        let mut req = Request::with_headroom(Command::Write, w, self.tree.id());
+        req.data = shared;
         req.charge = charge_for(data.len(), self.tree.large_mtu());
         let resp = self.tree.call(req).await?.ok()?;
         let n = decode_write_response(&resp.msg)? as usize;
