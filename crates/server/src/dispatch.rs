@@ -114,7 +114,10 @@ pub(crate) async fn on_frame(
         },
     };
     let first = members[0].header.cmd();
-    let inline = completes_at_once(conn, &plain, &members, encrypted.is_some());
+    // A WRITE whose data was spliced (lone, plain) completes on its first poll too: its
+    // data goes from the pipe into the page cache in place, as a READ's goes out.
+    let inline =
+        payload.is_some() || completes_at_once(conn, &plain, &members, encrypted.is_some());
     let chain = Chain {
         buf: plain,
         members,

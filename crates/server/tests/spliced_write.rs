@@ -200,3 +200,164 @@ async fn a_stream_takes_a_large_write_from_memory() {
         outcome[1].0
     );
 }
+
+/// Sends a WRITE charged for its Length without waiting for its answer; returns its
+/// MessageId.
+async fn send_write(c: &mut Client, body: &[u8]) -> u64 {
+    let length = u32::from_le_bytes(body[4..8].try_into().unwrap()) as u64;
+    let charge = length.div_ceil(65536).max(1);
+    let mut h = c.header(Command::Write);
+    h.credit_charge = charge as u16;
+    c.next_message_id += charge - 1;
+    c.send_raw(&Client::message(&h, body)).await;
+    h.message_id
+}
+
+/// Answers to `n` requests sent back to back, by MessageId: (status, WRITE Count).
+async fn answers(c: &mut Client, n: usize) -> std::collections::HashMap<u64, (NtStatus, u32)> {
+    let mut got = std::collections::HashMap::new();
+    while got.len() < n {
+        for r in c.recv().await.expect("connection closed") {
+            let count = if r.status() == NtStatus::SUCCESS && r.header.cmd() == Some(Command::Write)
+            {
+                let mut m = vec![0u8; HEADER_SIZE];
+                m.extend_from_slice(r.body());
+                decode_write_response(&m).unwrap()
+            } else {
+                0
+            };
+            got.insert(r.header.message_id, (r.status(), count));
+        }
+    }
+    got
+}
+
+/// Spliced WRITEs sent back to back (each runs in the read loop when it can) start in
+/// the order they came, also behind a request that started before them and had not
+/// run yet: a SET_INFO that cuts the file to nothing comes first, then overlapping
+/// WRITEs, each partly over the one before; the file is what that order makes.
+#[tokio::test]
+async fn back_to_back_spliced_writes_keep_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = start_with_client(dir.path()).await;
+    let fid = open(&mut c, "f", 0x001F_01FF).await;
+    let old = data(1 << 20, 99);
+    let body = write_body(fid, 0, &old, old.len() as u32, 0x70);
+    assert_eq!(write_raw(&mut c, &body).await, (NtStatus::SUCCESS, 1 << 20));
+    // Cut to nothing, then eight WRITEs of 200,000 bytes, each 50,000 bytes on.
+    let eof = 0u64.to_le_bytes();
+    let cut = smbx_wire::set_info::SetInfoRequest {
+        info_type: smbx_wire::set_info::SMB2_0_INFO_FILE,
+        info_class: smbx_wire::set_info::FILE_END_OF_FILE_INFORMATION,
+        additional_information: 0,
+        file_id: fid,
+        buffer: &eof,
+    }
+    .encode();
+    let h = c.header(Command::SetInfo);
+    let cut_id = h.message_id;
+    c.send_raw(&Client::message(&h, &cut)).await;
+    let mut want = Vec::new();
+    let mut ids = Vec::new();
+    for k in 0..8usize {
+        let d = data(200_000, k);
+        let off = k * 50_000;
+        ids.push(send_write(&mut c, &write_body(fid, off as u64, &d, 200_000, 0x70)).await);
+        want.resize(off + d.len(), 0);
+        want[off..].copy_from_slice(&d);
+    }
+    let got = answers(&mut c, 9).await;
+    assert_eq!(got[&cut_id].0, NtStatus::SUCCESS);
+    for id in ids {
+        assert_eq!(got[&id], (NtStatus::SUCCESS, 200_000), "WRITE {id}");
+    }
+    let file = std::fs::read(dir.path().join("f")).unwrap();
+    assert_eq!(file.len(), want.len());
+    assert!(file == want, "file content differs");
+}
+
+/// A spliced WRITE the file system cannot take (a full volume: a 1 MiB tmpfs) is
+/// DISK_FULL, its data is consumed with it (the pipe it filled is not reused: the next
+/// WRITEs land whole, where they were sent), and a WRITE on a closed handle sent right
+/// behind it is FILE_CLOSED. Needs root (to mount the tmpfs): skipped otherwise.
+#[tokio::test]
+async fn a_spliced_write_to_a_full_volume_is_disk_full_and_the_next_ones_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().to_path_buf();
+    let mounted = std::process::Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m",
+            "smbx-test",
+            mnt.to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("cannot mount a tmpfs here: skipped");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            // Lazily: the server (still running until the runtime ends) holds the share open.
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let srv = start(test_config(&mnt)).await;
+    let mut c = connect_share(&srv).await;
+    let fid = open(&mut c, "f", 0x001F_01FF).await;
+    let gone = FileId {
+        persistent: 77,
+        volatile: 77,
+    };
+    // 2 MiB into a 1 MiB volume, then (sent at once behind it) a WRITE on a closed
+    // handle and a WRITE that fits.
+    let big = send_write(
+        &mut c,
+        &write_body(fid, 0, &data(2 << 20, 1), 2 << 20, 0x70),
+    )
+    .await;
+    let closed = send_write(
+        &mut c,
+        &write_body(gone, 0, &data(300_000, 2), 300_000, 0x70),
+    )
+    .await;
+    let got = answers(&mut c, 2).await;
+    assert_eq!(got[&big].0, NtStatus::DISK_FULL);
+    assert_eq!(got[&closed].0, NtStatus::FILE_CLOSED);
+    // Room again: the file cut to nothing, then three WRITEs in a row, sent at once.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.join("f"))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let mut want = Vec::new();
+    let mut ids = Vec::new();
+    for k in 0..3usize {
+        let d = data(200_000, 10 + k);
+        ids.push(
+            send_write(
+                &mut c,
+                &write_body(fid, want.len() as u64, &d, 200_000, 0x70),
+            )
+            .await,
+        );
+        want.extend_from_slice(&d);
+    }
+    let got = answers(&mut c, 3).await;
+    for id in ids {
+        assert_eq!(got[&id], (NtStatus::SUCCESS, 200_000), "WRITE {id}");
+    }
+    let file = std::fs::read(mnt.join("f")).unwrap();
+    assert_eq!(file.len(), want.len());
+    assert!(file == want, "file content differs");
+}
