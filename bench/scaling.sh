@@ -6,11 +6,20 @@
 # its own connection (smbx bench's threads are independent, as fio's jobs). Each sweep's line in
 # the log carries the load average it started under: on a loaded machine the matrix is noise.
 #
+# With ROUNDS=N every sweep runs N times, the servers' order reversed every other round; the
+# matrix is then each point's median, and a loss counts only when it is larger than the
+# run-to-run spread (the worse point's best round is below the better point's worst round).
+# SMBX_BINS="old=/tmp/old/smbx new=target/release/smbx" sweeps one smbx per label instead of
+# $SMBX (its own server and its own client, one started at a time), alternated within each
+# round, and prints each label's medians against the first label's.
+#
 #   bench/scaling.sh
+#   ROUNDS=2 DURATION=2 SERVERS_WANTED=smbx SMBX_BINS="old=/tmp/old new=target/release/smbx" bench/scaling.sh
 #
 # Environment: THREADS (1,2,4), DEPTHS (1,2,4,8,16,32), SIZES ("4K:-r 512K:-s": size and
 #   access per sweep), DURATION (3), WARMUP (1), FILE_MIB (1024), SERVERS_WANTED ("samba smbx
-#   rocketsmbd"), RESULTS (target/bench-scaling: each sweep's CSV, JSON and charts), SMBX_BIN,
+#   rocketsmbd"), ROUNDS (1), SMBX_BINS (none), RESULTS (target/bench-scaling: each sweep's CSV,
+#   JSON and charts in SIZE.SERVER, later rounds in SIZE.SERVER.rN), SMBX_BIN, SMBX_CLIENT_BIN,
 #   ROCKETSMBD_BIN, KEEP=1. Needs root, Debian samba, python3, a release build of smbx.
 set -euo pipefail
 # shellcheck source=bench/servers.sh
@@ -22,68 +31,135 @@ SIZES=${SIZES:-4K:-r 512K:-s}
 DURATION=${DURATION:-3}
 WARMUP=${WARMUP:-1}
 FILE_MIB=${FILE_MIB:-1024}
+ROUNDS=${ROUNDS:-1}
+SMBX_BINS=${SMBX_BINS:-}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-scaling}
 SERVERS_WANTED=${SERVERS_WANTED:-samba smbx rocketsmbd}
+LABELS=()
+for lb in $SMBX_BINS; do
+  [ -x "${lb#*=}" ] || { echo "scaling: SMBX_BINS: ${lb#*=} is not an executable" >&2; exit 1; }
+  LABELS+=("${lb%%=*}")
+done
+# With SMBX_BINS the labelled binaries stand in for $SMBX.
+[ ${#LABELS[@]} -eq 0 ] || SERVERS_WANTED=$(printf '%s\n' $SERVERS_WANTED | grep -vx smbx | tr '\n' ' ' || true)
+if [ -n "${SERVERS_WANTED// /}" ]; then
+  bench_begin scaling "$FILE_MIB"
+else
+  # Only SMBX_BINS: their share, no server yet (each label's starts when its turn comes).
+  trap bench_cleanup EXIT
+  bench_setup "$(mktemp -d /tmp/smbx-scaling.XXXXXX)" "$FILE_MIB" smbx
+  rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+fi
 
-bench_begin scaling "$FILE_MIB"
+# sweep NAME CLIENT URL PID ROUND: every size's sweep against one server.
+sweep() {
+  local name=$1 client=$2 url=$3 pid=$4 round=$5 spec size access out
+  for spec in $SIZES; do
+    size=${spec%%:*} access=${spec#*:}
+    out="$RESULTS/$size.$name"
+    [ "$round" -eq 1 ] || out="$out.r$round"
+    bench_log "round $round: sweep $size $access -t$THREADS -o$DEPTHS against $name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    "$client" bench sweep -b"$size" "$access" -t"$THREADS" -o"$DEPTHS" -d"$DURATION" -W"$WARMUP" \
+      --server-pid "$pid" --labels "$name" --out "$out" "$url" >"$out.log" 2>&1 ||
+      bench_log "sweep $size against $name failed: $(tail -2 "$out.log" | tr '\n' ' ')"
+  done
+}
 
-for spec in $SIZES; do
-  size=${spec%%:*} access=${spec#*:}
-  for s in "${SERVERS[@]}"; do
-    pidv="PID_$s" urlv="URL_$s"
-    out="$RESULTS/$size.$s"
-    bench_log "sweep $size $access -t$THREADS -o$DEPTHS against $s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    "$SMBX" bench sweep -b"$size" "$access" -t"$THREADS" -o"$DEPTHS" -d"$DURATION" -W"$WARMUP" \
-      --server-pid "${!pidv}" --labels "$s" --out "$out" "${!urlv}" >"$out.log" 2>&1 ||
-      bench_log "sweep $size against $s failed: $(tail -2 "$out.log" | tr '\n' ' ')"
+# sweep_label LABEL=BIN ROUND: that binary's smbx started, swept with its own client, stopped.
+sweep_label() {
+  local label=${1%%=*} bin=${1#*=} round=$2 saved=("${SERVERS[@]}")
+  SMBX=$bin bench_start_smbx
+  sweep "$label" "$bin" "$URL_smbx" "$PID_smbx" "$round"
+  kill "$PID_smbx" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$PID_smbx" 2>/dev/null || break; sleep 0.1; done
+  SERVERS=("${saved[@]}")
+}
+
+NAMES=("${SERVERS[@]}")
+for lb in $SMBX_BINS; do NAMES+=("=$lb"); done
+for round in $(seq 1 "$ROUNDS"); do
+  order=("${NAMES[@]}")
+  if [ $((round % 2)) -eq 0 ]; then
+    order=(); for ((i = ${#NAMES[@]} - 1; i >= 0; i--)); do order+=("${NAMES[i]}"); done
+  fi
+  for n in "${order[@]}"; do
+    if [ "${n:0:1}" = "=" ]; then
+      sweep_label "${n:1}" "$round"
+    else
+      pidv="PID_$n" urlv="URL_$n"
+      sweep "$n" "$SMBX_CLIENT" "${!urlv}" "${!pidv}" "$round"
+    fi
   done
 done
 
-python3 - "$RESULTS" "${SERVERS[*]}" "$SIZES" <<'PY'
-import csv, os, sys
-res, servers, sizes = sys.argv[1], sys.argv[2].split(), [s.split(":")[0] for s in sys.argv[3].split()]
-def rows(size, server):
-    path = os.path.join(res, f"{size}.{server}", "results.csv")
-    try:
-        with open(path) as f:
-            return list(csv.DictReader(f))
-    except OSError:
-        return []
+python3 - "$RESULTS" "${SERVERS[*]} ${LABELS[*]}" "$SIZES" "$ROUNDS" "${LABELS[*]}" <<'PY'
+import csv, os, statistics, sys
+res, names, sizes = sys.argv[1], sys.argv[2].split(), [s.split(":")[0] for s in sys.argv[3].split()]
+rounds, labels = int(sys.argv[4]), sys.argv[5].split()
 def col(r, *names):
     for n in names:
         if n in r and r[n] != "":
             return float(r[n])
     return None
-for size in sizes:
-    for s in servers:
-        got = {}
-        for r in rows(size, s):
-            t, o = int(r["threads"]), int(r["outstanding"])
+def points(size, name):
+    """(t, o) -> MB/s of every round that has the point."""
+    got = {}
+    for k in range(1, rounds + 1):
+        d = os.path.join(res, f"{size}.{name}" + ("" if k == 1 else f".r{k}"), "results.csv")
+        try:
+            with open(d) as f:
+                rows = list(csv.DictReader(f))
+        except OSError:
+            continue
+        for r in rows:
             mbs = col(r, "mb_per_sec", "MB/s", "mbps")
             if mbs is None:
                 b = col(r, "bytes_per_sec")
                 mbs = None if b is None else b / 1e6
-            got[(t, o)] = mbs
+            if mbs is not None:
+                got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(mbs)
+    return got
+def matrix(title, cells, fmt):
+    ts = sorted({t for t, _ in cells})
+    os_ = sorted({o for _, o in cells})
+    print(title)
+    print("      " + "".join(f"{'-o' + str(o):>9}" for o in os_))
+    for t in ts:
+        print(f"{'-t' + str(t):>6}" + "".join(
+            fmt(cells[(t, o)]) if (t, o) in cells else f"{'-':>9}" for o in os_))
+medians = {}
+for size in sizes:
+    for s in names:
+        got = points(size, s)
         if not got:
             print(f"\n{size} {s}: no results")
             continue
-        ts = sorted({t for t, _ in got})
-        os_ = sorted({o for _, o in got})
-        print(f"\n{size} against {s}: MB/s (rows -t, columns -o)")
-        print("      " + "".join(f"{'-o' + str(o):>9}" for o in os_))
-        for t in ts:
-            print(f"{'-t' + str(t):>6}" + "".join(
-                f"{got[(t, o)]:9.1f}" if got.get((t, o)) is not None else f"{'-':>9}" for o in os_))
-        worst, where = 0.0, "none"
-        for (t, o), v in got.items():
-            if v is None:
-                continue
-            before = [w for (t2, o2), w in got.items() if w is not None and
-                      ((t2 == t and o2 < o) or (o2 == o and t2 < t))]
-            if before and max(before) > 0:
-                loss = 1 - v / max(before)
-                if loss > worst:
-                    worst, where = loss, f"-t{t} -o{o}"
-        print(f"  worst loss against a smaller -t or -o: {worst * 100:.1f}% ({where})")
+        med = {k: statistics.median(v) for k, v in got.items()}
+        medians[(size, s)] = med
+        n = max(len(v) for v in got.values())
+        what = "MB/s" if n == 1 else f"median MB/s of {n} rounds"
+        matrix(f"\n{size} against {s}: {what} (rows -t, columns -o)", med, lambda v: f"{v:9.1f}")
+        if n > 1:
+            matrix("  spread (max-min)/median, %", {k: 100 * (max(v) - min(v)) / med[k]
+                   for k, v in got.items() if med[k] > 0}, lambda v: f"{v:9.1f}")
+        worst, where, real = 0.0, "none", None
+        for (t, o), v in med.items():
+            for (t2, o2), w in med.items():
+                if w > 0 and ((t2 == t and o2 < o) or (o2 == o and t2 < t)) and 1 - v / w > worst:
+                    worst, where = 1 - v / w, f"-t{t} -o{o} against -t{t2} -o{o2}"
+                    # Beyond the spread: even this point's best round is below the
+                    # other's worst.
+                    real = max(got[(t, o)]) < min(got[(t2, o2)])
+        note = ""
+        if n > 1 and real is not None:
+            note = ": beyond the run-to-run spread" if real else ": within the run-to-run spread"
+        print(f"  worst loss against a smaller -t or -o: {worst * 100:.1f}% ({where}){note}")
+for size in sizes:
+    base = medians.get((size, labels[0])) if labels else None
+    for s in labels[1:]:
+        m = medians.get((size, s))
+        if base and m:
+            r = {k: m[k] / base[k] for k in m if k in base and base[k] > 0}
+            matrix(f"\n{size}: {s} / {labels[0]} (medians)", r, lambda v: f"{v:9.2f}")
 PY
 echo "(per-point reports and charts in $RESULTS)"
