@@ -1,6 +1,7 @@
 """`smbx bench -t N` against the server under test: each thread drives the file through
 its own connection (its own session and open), and the report's totals are the sum of its
-threads. Bounded by --ios and -d; no timing assertions.
+threads, however many OS threads run them (--os-threads). Bounded by --ios and -d; no
+timing assertions.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ def _bench(server, *flags: str) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_each_thread_has_its_own_connection(smbx):
+def _each_thread_has_its_own_connection(smbx, *flags: str):
     ios = 300
-    r = _bench(smbx, "-b4K", "-r", "-o4", "-t3", "-d20", "-W0", "-C0", f"--ios={ios}", "-c2M")
+    r = _bench(
+        smbx, "-b4K", "-r", "-o4", "-t3", "-d20", "-W0", "-C0", f"--ios={ios}", "-c2M", *flags
+    )
     threads = r["threads"]
     assert len(threads) == 3
     total = r["io_count"]
@@ -43,6 +46,16 @@ def test_each_thread_has_its_own_connection(smbx):
     for c in channels:
         assert c["ios"] >= ios, channels
         assert c["live"]
+
+
+def test_each_thread_has_its_own_connection(smbx):
+    _each_thread_has_its_own_connection(smbx)
+
+
+def test_threads_on_one_os_thread_keep_their_own_connections(smbx):
+    # Three threads' connections on one OS thread's runtime: each still carries its own
+    # thread's --ios, and none waits forever for another's responses.
+    _each_thread_has_its_own_connection(smbx, "--os-threads=1")
 
 
 def test_one_thread_one_connection(smbx):

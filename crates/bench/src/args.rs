@@ -52,6 +52,9 @@ usage: smbx bench [flags] TARGET...
   --server-pid <pid>  also report the CPU time of this process (and its children)
   --ios <n>      each thread issues at most n I/Os per target (warm-up included), then the
                  run ends once they complete (or at -d): a fixed amount of work
+  --os-threads <n>  OS threads that run the threads when every target is smb:// (default:
+                 one per core, at most one per thread); each thread keeps its own
+                 connection, -o and figures
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
   --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4K; soft-iWARP 16K/32K)
   --multichannel <n>    smb:// targets bind up to n channels to their session (1..32)
@@ -180,6 +183,13 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
                         return err("--ios: the count must be at least 1");
                     }
                     p.max_ios = Some(n);
+                }
+                "os-threads" => {
+                    let n = parse_u64(&value("a thread count")?, "--os-threads", "a thread count")?;
+                    match u32::try_from(n) {
+                        Ok(n @ 1..) => p.os_threads = Some(n),
+                        _ => return err("--os-threads: the count must be at least 1"),
+                    }
                 }
                 "engine" => {
                     p.engine = match value("auto, uring or psync")?.as_str() {
@@ -687,6 +697,8 @@ mod tests {
         assert_eq!(parse_str("f").unwrap().max_ios, None);
         assert!(parse_str("--ios 0 f").is_err());
         assert!(parse_str("--ios x f").is_err());
+        assert_eq!(parse_str("--os-threads 2 f").unwrap().os_threads, Some(2));
+        assert!(parse_str("--os-threads 0 f").is_err());
         assert!(parse_str("--multichannel 0 f").is_err());
         assert!(parse_str("--multichannel 33 f").is_err());
         let p = parse_str("--transport rdma --rdma-threshold 65536 f").unwrap();

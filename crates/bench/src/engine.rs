@@ -6,6 +6,7 @@
 //! resubmit. Only I/Os that complete during the measured phase are recorded.
 
 use std::io::{IsTerminal, Write};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ use crate::pattern::{Offsets, Region};
 use crate::profile::{Profile, Throttle, WriteBuffer};
 use crate::rng::Rng;
 use crate::stats::{percentile_ns, IoKind, IoStats};
-use crate::target::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, WriteData};
+use crate::target::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, ThreadShare, WriteData};
 
 const INIT: u8 = 0;
 const WARMUP: u8 = 1;
@@ -140,6 +141,18 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
     Snapshot::take(p.server_pid).map_err(|e| BenchError::io("reading CPU counters", e))?;
 
     let layout = p.thread_layout();
+    let shareable = targets.iter().all(|t| t.shares_threads());
+    if p.os_threads.is_some() && !shareable {
+        return Err(BenchError::Other(
+            "--os-threads: only smb:// targets can share an OS thread between threads".into(),
+        ));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let groups = if shareable {
+        os_thread_groups(layout.len(), p.os_threads.map_or(cores, |n| n as usize))
+    } else {
+        os_thread_groups(layout.len(), layout.len())
+    };
     let duration_ms = p.duration_s * 1000;
     let intervals = duration_ms.div_ceil(p.iops_interval_ms).max(1) as usize;
     let complete = (duration_ms / p.iops_interval_ms) as usize;
@@ -161,19 +174,19 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
 
     let (threads, cpu, measured_s) = std::thread::scope(|s| {
         let (ready_tx, ready_rx) = mpsc::channel();
-        let handles: Vec<_> = layout
+        let handles: Vec<_> = groups
             .iter()
-            .enumerate()
-            .map(|(id, tlist)| {
+            .map(|ids| {
                 let ready = ready_tx.clone();
                 let shared = &shared;
                 let infos = &infos;
                 let shared_offsets = &shared_offsets;
+                let layout = &layout;
                 s.spawn(move || {
                     worker(
-                        id,
+                        ids,
                         p,
-                        tlist,
+                        layout,
                         targets,
                         infos,
                         shared_offsets,
@@ -198,10 +211,12 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
             }
             None => timeline(p, &shared, show_progress),
         };
-        let threads: Vec<ThreadResult> = handles
+        let mut threads: Vec<ThreadResult> = handles
             .into_iter()
-            .filter_map(|h| h.join().ok().flatten())
+            .filter_map(|h| h.join().ok())
+            .flatten()
             .collect();
+        threads.sort_by_key(|t| t.id);
         outcome.map(|(cpu, measured)| (threads, cpu, measured))
     })?;
     if let Some(msg) = shared.error.lock().ok().and_then(|mut e| e.take()) {
@@ -331,6 +346,8 @@ impl Progress {
 
 /// One thread's state on one target.
 struct Lane {
+    /// Which of the OS thread's worker threads (index into its `ids`).
+    worker: usize,
     target: usize,
     queue: Box<dyn IoQueue>,
     offsets: Offsets,
@@ -343,56 +360,88 @@ struct Lane {
     submitted: u64,
 }
 
+/// Worker thread ids per OS thread: `threads` ids dealt over at most `os` OS threads
+/// (`os >= threads`: one each), so that OS thread `k` runs ids `k`, `k + n`, ...
+pub fn os_thread_groups(threads: usize, os: usize) -> Vec<Vec<usize>> {
+    let n = os.clamp(1, threads.max(1));
+    let mut groups = vec![Vec::new(); n];
+    for id in 0..threads {
+        groups[id % n].push(id);
+    }
+    groups.retain(|g| !g.is_empty());
+    groups
+}
+
+/// One worker thread's own state, beside its lanes.
+struct Worker {
+    rng: Rng,
+    /// Counted in [`Shared::finished`] (its `--ios` are done).
+    finished: bool,
+}
+
+/// Runs the worker threads `ids` on this OS thread: each with its own lanes (its own
+/// queue on each of its targets), random numbers, write source and figures.
 #[allow(clippy::too_many_arguments)]
 fn worker(
-    id: usize,
+    ids: &[usize],
     p: &Profile,
-    tlist: &[usize],
+    layout: &[Vec<usize>],
     targets: &[Arc<dyn Target>],
     infos: &[TargetInfo],
     shared_offsets: &[Arc<AtomicU64>],
     intervals: usize,
     shared: &Shared,
     ready: mpsc::Sender<Result<(), BenchError>>,
-) -> Option<ThreadResult> {
+) -> Vec<ThreadResult> {
     let block = p.block_size as usize;
-    let mut rng = Rng::new(p.seed, id as u64 + 1);
-    let source = Arc::new(write_source(p, &mut rng));
+    // Several worker threads on this OS thread: their queues share what drives them.
+    let share = (ids.len() > 1).then(|| Rc::new(ThreadShare::default()));
+    let mut workers = Vec::with_capacity(ids.len());
     let mut lanes = Vec::new();
-    for &t in tlist {
-        let cfg = QueueConfig {
-            depth: p.outstanding as usize,
-            block,
-            write_source: source.clone(),
-        };
-        match targets[t].queue(&cfg) {
-            Ok(queue) => {
-                let depth = queue.depth().min(cfg.depth).max(1);
-                lanes.push(Lane {
-                    target: t,
-                    offsets: Offsets::new(
-                        p.access,
-                        infos[t].region,
-                        p.block_size,
-                        p.thread_rank_on_target(id),
-                        p.thread_stride,
-                        shared_offsets[t].clone(),
-                    ),
-                    queue,
-                    free: (0..depth).rev().collect(),
-                    depth,
-                    started: vec![shared.epoch; depth],
-                    kinds: vec![IoKind::Read; depth],
-                    at: vec![0; depth],
-                    stats: IoStats::new(intervals),
-                    submitted: 0,
-                });
-            }
-            Err(e) => {
-                let _ = ready.send(Err(e));
-                return None;
+    for (w, &id) in ids.iter().enumerate() {
+        let mut rng = Rng::new(p.seed, id as u64 + 1);
+        let source = Arc::new(write_source(p, &mut rng));
+        for &t in &layout[id] {
+            let cfg = QueueConfig {
+                depth: p.outstanding as usize,
+                block,
+                write_source: source.clone(),
+                share: share.clone(),
+            };
+            match targets[t].queue(&cfg) {
+                Ok(queue) => {
+                    let depth = queue.depth().min(cfg.depth).max(1);
+                    lanes.push(Lane {
+                        worker: w,
+                        target: t,
+                        offsets: Offsets::new(
+                            p.access,
+                            infos[t].region,
+                            p.block_size,
+                            p.thread_rank_on_target(id),
+                            p.thread_stride,
+                            shared_offsets[t].clone(),
+                        ),
+                        queue,
+                        free: (0..depth).rev().collect(),
+                        depth,
+                        started: vec![shared.epoch; depth],
+                        kinds: vec![IoKind::Read; depth],
+                        at: vec![0; depth],
+                        stats: IoStats::new(intervals),
+                        submitted: 0,
+                    });
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return Vec::new();
+                }
             }
         }
+        workers.push(Worker {
+            rng,
+            finished: false,
+        });
     }
     let _ = ready.send(Ok(()));
     drop(ready);
@@ -409,7 +458,6 @@ fn worker(
         _ => Vec::new(),
     };
     let interval_ns = p.iops_interval_ms.saturating_mul(1_000_000).max(1);
-    let counters = &shared.counters[id];
     let began = Instant::now();
     let mut last_publish = began;
     let mut loops = 0u32;
@@ -422,6 +470,7 @@ fn worker(
         if !stopping {
             let allowed = rate.map(|r| began.elapsed().as_secs_f64() * r + 1.0);
             for lane in &mut lanes {
+                let wk = &mut workers[lane.worker];
                 while let Some(slot) = lane.free.pop() {
                     if p.max_ios.is_some_and(|m| lane.submitted >= m) {
                         lane.free.push(slot);
@@ -435,18 +484,18 @@ fn worker(
                     let write = match p.write_percent {
                         0 => false,
                         100 => true,
-                        w => rng.below(100) < u64::from(w),
+                        w => wk.rng.below(100) < u64::from(w),
                     };
-                    let offset = lane.offsets.next(&mut rng);
+                    let offset = lane.offsets.next(&mut wk.rng);
                     let kind = if write { IoKind::Write } else { IoKind::Read };
                     let data = match p.write_buffer {
                         WriteBuffer::RandomPerIo if write => {
-                            rng.fill(&mut scratch);
+                            wk.rng.fill(&mut scratch);
                             WriteData::Bytes(&scratch)
                         }
                         WriteBuffer::RandomBuffer(size) if write => {
                             let max = size - p.block_size;
-                            WriteData::Source((rng.below(max / 512 + 1) * 512) as usize)
+                            WriteData::Source((wk.rng.below(max / 512 + 1) * 512) as usize)
                         }
                         _ => WriteData::Source(0),
                     };
@@ -462,15 +511,22 @@ fn worker(
                 }
             }
         }
+        // A worker thread whose lanes have issued and completed their `--ios` is done.
+        if let Some(m) = p.max_ios {
+            for (w, wk) in workers.iter_mut().enumerate() {
+                let mut mine = lanes.iter().filter(|l| l.worker == w);
+                if !wk.finished && mine.all(|l| l.submitted >= m && l.free.len() == l.depth) {
+                    wk.finished = true;
+                    shared.finished.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+        }
         let inflight: usize = lanes.iter().map(|l| l.depth - l.free.len()).sum();
         if inflight == 0 {
             if stopping || shared.abort.load(Ordering::Relaxed) {
                 break;
             }
-            if p.max_ios
-                .is_some_and(|m| lanes.iter().all(|l| l.submitted >= m))
-            {
-                shared.finished.fetch_add(1, Ordering::AcqRel);
+            if workers.iter().all(|w| w.finished) {
                 break;
             }
             if let (true, Some(r)) = (throttled, rate) {
@@ -482,7 +538,9 @@ fn worker(
             }
             continue;
         }
-        // Reap: block on the only lane, or poll all and block on one that is busy.
+        // Reap: block on the only lane, or poll all and block on one that is busy (a
+        // queue sharing this OS thread with others stops waiting once any has finished
+        // I/Os: Target::shares_threads).
         let mut reaped = 0;
         for li in 0..lanes.len() {
             let lane = &mut lanes[li];
@@ -490,52 +548,39 @@ fn worker(
             let min = usize::from(single);
             if let Err(e) = lane.queue.reap(min, &mut batch) {
                 shared.fail(format!("{}: waiting for I/O: {e}", infos[lane.target].name));
-                return Some(finish(id, lanes));
+                return finish(ids, lanes);
             }
             reaped += batch.len() - before;
             let now = Instant::now();
-            reaped_into(
-                lane,
-                &mut batch,
-                before,
-                now,
-                shared,
-                infos,
-                interval_ns,
-                counters,
-            );
+            let c = &shared.counters[ids[lane.worker]];
+            reaped_into(lane, &mut batch, before, now, shared, infos, interval_ns, c);
         }
         if reaped == 0 && !single {
             if let Some(lane) = lanes.iter_mut().find(|l| l.free.len() < l.depth) {
                 if let Err(e) = lane.queue.reap(1, &mut batch) {
                     shared.fail(format!("{}: waiting for I/O: {e}", infos[lane.target].name));
-                    return Some(finish(id, lanes));
+                    return finish(ids, lanes);
                 }
                 let now = Instant::now();
-                reaped_into(
-                    lane,
-                    &mut batch,
-                    0,
-                    now,
-                    shared,
-                    infos,
-                    interval_ns,
-                    counters,
-                );
+                let c = &shared.counters[ids[lane.worker]];
+                reaped_into(lane, &mut batch, 0, now, shared, infos, interval_ns, c);
             }
         }
         loops = loops.wrapping_add(1);
         if loops.is_multiple_of(256) && last_publish.elapsed() >= Duration::from_millis(500) {
             last_publish = Instant::now();
-            let p99 = lanes
-                .iter()
-                .map(|l| percentile_ns(&l.stats.total(), 99.0))
-                .max()
-                .unwrap_or(0);
-            counters.p99_ns.store(p99, Ordering::Relaxed);
+            for (w, &id) in ids.iter().enumerate() {
+                let p99 = lanes
+                    .iter()
+                    .filter(|l| l.worker == w)
+                    .map(|l| percentile_ns(&l.stats.total(), 99.0))
+                    .max()
+                    .unwrap_or(0);
+                shared.counters[id].p99_ns.store(p99, Ordering::Relaxed);
+            }
         }
     }
-    Some(finish(id, lanes))
+    finish(ids, lanes)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -596,18 +641,23 @@ fn reaped_into(
     counters.bytes.fetch_add(bytes, Ordering::Relaxed);
 }
 
-fn finish(id: usize, lanes: Vec<Lane>) -> ThreadResult {
-    ThreadResult {
-        id,
-        targets: lanes
-            .into_iter()
-            .map(|l| ThreadTargetResult {
-                target: l.target,
-                depth: l.depth,
-                stats: l.stats,
-            })
-            .collect(),
+/// Each worker thread's figures, its lanes' in their order.
+fn finish(ids: &[usize], lanes: Vec<Lane>) -> Vec<ThreadResult> {
+    let mut out: Vec<ThreadResult> = ids
+        .iter()
+        .map(|&id| ThreadResult {
+            id,
+            targets: Vec::new(),
+        })
+        .collect();
+    for l in lanes {
+        out[l.worker].targets.push(ThreadTargetResult {
+            target: l.target,
+            depth: l.depth,
+            stats: l.stats,
+        });
     }
+    out
 }
 
 /// The buffer writes take their data from (`-Z`).

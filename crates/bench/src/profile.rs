@@ -191,6 +191,10 @@ pub struct Profile {
     /// `--ios N`: each thread issues at most N I/Os to each target (warm-up included); the
     /// run ends when they have completed, or at the end of `-d`, whichever comes first.
     pub max_ios: Option<u64>,
+    /// `--os-threads N`: OS threads that run the worker threads when every target is
+    /// smb:// (default: as many as the machine has cores, at most one per worker thread).
+    /// Each worker thread keeps its own connection, queue depth and figures.
+    pub os_threads: Option<u32>,
     /// `--engine`.
     pub engine: Engine,
     /// `--transport tcp|rdma`: how smb:// targets are reached (a URL's `?transport=`
@@ -254,6 +258,7 @@ impl Default for Profile {
             progress: false,
             server_pid: None,
             max_ios: None,
+            os_threads: None,
             engine: Engine::Auto,
             transport: None,
             rdma_threshold: None,

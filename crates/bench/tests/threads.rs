@@ -1,10 +1,12 @@
 //! The engine's thread and depth bookkeeping against a counting target (no files, no
 //! network): `-t4 -o8` keeps 4 × 8 I/Os in flight, each thread opens its own queue and
-//! issues its own `--ios` count, and the report's totals are the sum of its threads. The
-//! waits are bounded; no timing assertions.
+//! issues its own `--ios` count, and the report's totals are the sum of its threads; run
+//! on fewer OS threads (`--os-threads`, a target whose queues may share one), each thread
+//! still has its own queue, depth and count. The waits are bounded; no timing assertions.
 
 use std::collections::VecDeque;
 use std::io;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +29,11 @@ struct Counting {
     completed: Mutex<Vec<u64>>,
     released: AtomicBool,
     submitted: AtomicU64,
+    /// The target says its queues may share an OS thread (`Target::shares_threads`); its
+    /// queues then complete nothing before the gate opens, even when not asked to wait.
+    shares: bool,
+    /// Per queue opened: the address of the `QueueConfig::share` it was given.
+    share_seen: Mutex<Vec<Option<usize>>>,
 }
 
 struct CountingTarget(Arc<Counting>);
@@ -58,6 +65,11 @@ impl Target for CountingTarget {
             .unwrap()
             .push(std::thread::current().id());
         self.0.completed.lock().unwrap().push(0);
+        self.0
+            .share_seen
+            .lock()
+            .unwrap()
+            .push(cfg.share.as_ref().map(|s| Rc::as_ptr(s) as usize));
         Ok(Box::new(CountingQueue {
             shared: self.0.clone(),
             index,
@@ -66,6 +78,9 @@ impl Target for CountingTarget {
             pending: VecDeque::new(),
             slots: vec![false; cfg.depth],
         }))
+    }
+    fn shares_threads(&self) -> bool {
+        self.0.shares
     }
 }
 
@@ -91,6 +106,9 @@ impl IoQueue for CountingQueue {
                 std::thread::sleep(Duration::from_micros(200));
             }
             self.shared.released.store(true, Ordering::SeqCst);
+        }
+        if self.shared.shares && !self.shared.released.load(Ordering::SeqCst) {
+            return Ok(());
         }
         let n = self.pending.len();
         for slot in self.pending.drain(..) {
@@ -185,4 +203,64 @@ fn one_thread_keeps_its_depth_and_no_more() {
     assert_eq!(*counting.completed.lock().unwrap(), vec![500]);
     assert_eq!(result.threads.len(), 1);
     assert_eq!(result.threads[0].targets[0].depth, 5);
+}
+
+#[test]
+fn four_threads_on_two_os_threads_keep_their_own_queues_depth_and_counts() {
+    let flags = "-b4K -o8 -t4 -r -d20 -W0 -C0 --ios 3000 --os-threads 2 counting";
+    let p = parse(&args(flags)).unwrap();
+    let counting = Arc::new(Counting {
+        gate: 32,
+        shares: true,
+        ..Counting::default()
+    });
+    let target: Arc<dyn Target> = Arc::new(CountingTarget(counting.clone()));
+    let result = engine::run(&p, &[target]).unwrap();
+
+    // Four queues, two on each of two OS threads, each pair given one share.
+    assert_eq!(counting.opened.load(Ordering::SeqCst), 4);
+    let threads = counting.open_threads.lock().unwrap().clone();
+    let shares = counting.share_seen.lock().unwrap().clone();
+    let mut distinct = threads.clone();
+    distinct.sort_by_key(|id| format!("{id:?}"));
+    distinct.dedup();
+    assert_eq!(distinct.len(), 2, "queues opened on {threads:?}");
+    let mut per_thread = Vec::new();
+    for t in &distinct {
+        let on: Vec<_> = (0..4).filter(|&i| threads[i] == *t).collect();
+        assert_eq!(on.len(), 2);
+        assert!(shares[on[0]].is_some());
+        assert_eq!(shares[on[0]], shares[on[1]]);
+        per_thread.push(shares[on[0]]);
+    }
+    assert_ne!(per_thread[0], per_thread[1]);
+    // Still 4 × 8 in flight at once, and each thread's own --ios count.
+    assert_eq!(counting.peak.load(Ordering::SeqCst), 32);
+    assert_eq!(counting.submitted.load(Ordering::SeqCst), 4 * 3000);
+    assert_eq!(*counting.completed.lock().unwrap(), vec![3000; 4]);
+    assert_eq!(counting.inflight.load(Ordering::SeqCst), 0);
+    // Four threads' figures, in thread order.
+    let ids: Vec<usize> = result.threads.iter().map(|t| t.id).collect();
+    assert_eq!(ids, vec![0, 1, 2, 3]);
+    for t in &result.threads {
+        assert_eq!(t.targets.len(), 1);
+        assert_eq!(t.targets[0].depth, 8);
+        assert!(t.targets[0].stats.read_count() <= 3000);
+    }
+}
+
+#[test]
+fn os_threads_are_for_targets_that_share_them() {
+    let p = parse(&args("-b4K -o2 -t2 -d1 -W0 --os-threads 1 counting")).unwrap();
+    let target: Arc<dyn Target> = Arc::new(CountingTarget(Arc::default()));
+    assert!(engine::run(&p, &[target]).is_err());
+}
+
+#[test]
+fn threads_are_dealt_over_os_threads() {
+    assert_eq!(engine::os_thread_groups(4, 2), vec![vec![0, 2], vec![1, 3]]);
+    assert_eq!(engine::os_thread_groups(3, 2), vec![vec![0, 2], vec![1]]);
+    assert_eq!(engine::os_thread_groups(2, 8), vec![vec![0], vec![1]]);
+    assert_eq!(engine::os_thread_groups(5, 1), vec![vec![0, 1, 2, 3, 4]]);
+    assert_eq!(engine::os_thread_groups(1, 0), vec![vec![0]]);
 }

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
 /// A boxed I/O future.
@@ -68,6 +68,29 @@ impl Wake for SlotWaker {
         if let Some(w) = parent {
             w.wake();
         }
+    }
+}
+
+/// The I/O sets whose futures one runtime drives (the queues of the worker threads that
+/// one OS thread runs): a queue waiting for its own I/Os stops once another set has
+/// futures woken, so that the OS thread reaps those instead of sleeping on them.
+#[derive(Default)]
+pub(crate) struct ReadyGroup(Mutex<Vec<Weak<Ready>>>);
+
+impl ReadyGroup {
+    /// Adds `set` to the group.
+    pub(crate) fn join<T>(&self, set: &IoSet<T>) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|w| w.strong_count() > 0);
+        m.push(Arc::downgrade(&set.ready));
+    }
+
+    /// Whether a set of the group other than `set` has futures woken since their last poll.
+    pub(crate) fn others_ready<T>(&self, set: &IoSet<T>) -> bool {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.iter()
+            .filter_map(Weak::upgrade)
+            .any(|r| !Arc::ptr_eq(&r, &set.ready) && !r.lock().slots.is_empty())
     }
 }
 
@@ -166,11 +189,6 @@ impl<T> IoSet<T> {
         }
         self.batch.clear();
         Poll::Pending
-    }
-
-    /// [`IoSet::poll_next`] as a future.
-    pub(crate) async fn next(&mut self) -> Option<T> {
-        std::future::poll_fn(|cx| self.poll_next(cx)).await
     }
 }
 
@@ -272,5 +290,38 @@ mod tests {
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert!(set.poll_next(&mut cx).is_pending());
         assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(3)));
+    }
+
+    #[test]
+    fn a_group_tells_a_set_when_another_has_woken_futures() {
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let group = ReadyGroup::default();
+        let mut a: IoSet<u32> = IoSet::new();
+        let mut b: IoSet<u32> = IoSet::new();
+        group.join(&a);
+        group.join(&b);
+        let (tx_a, rx_a) = tokio::sync::oneshot::channel::<u32>();
+        let (tx_b, rx_b) = tokio::sync::oneshot::channel::<u32>();
+        a.push(Box::pin(async move { rx_a.await.unwrap_or(0) }));
+        b.push(Box::pin(async move { rx_b.await.unwrap_or(0) }));
+        // Pushed futures are queued until their first poll.
+        assert!(group.others_ready(&a));
+        assert!(a.poll_next(&mut cx).is_pending());
+        assert!(b.poll_next(&mut cx).is_pending());
+        assert!(!group.others_ready(&a) && !group.others_ready(&b));
+        // B's response wakes the task and is seen from A, not from B itself.
+        tx_b.send(7).unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(group.others_ready(&a));
+        assert!(!group.others_ready(&b));
+        assert_eq!(b.poll_next(&mut cx), Poll::Ready(Some(7)));
+        assert!(!group.others_ready(&a));
+        tx_a.send(1).unwrap();
+        assert!(group.others_ready(&b));
+        assert_eq!(a.poll_next(&mut cx), Poll::Ready(Some(1)));
+        // A set that is gone counts for nothing.
+        drop(b);
+        assert!(!group.others_ready(&a));
     }
 }

@@ -5,15 +5,18 @@
 //! * [`local::LocalTarget`]: a local file through io_uring (true queue depth) or
 //!   pread/pwrite (one at a time, like fio's psync).
 //! * [`smb::SmbTarget`]: a file on an SMB share through smbx-client; each worker thread
-//!   has its own connection on its own single-threaded tokio runtime, and each I/O is a
-//!   future that thread polls, so a thread keeps as many READ/WRITE requests in flight as
-//!   it has slots (the client queues what exceeds its credit window).
+//!   has its own connection on a single-threaded tokio runtime (one per OS thread, shared
+//!   by the worker threads that OS thread runs), and each I/O is a future that thread
+//!   polls, so a thread keeps as many READ/WRITE requests in flight as it has slots (the
+//!   client queues what exceeds its credit window).
 
 mod io_set;
 pub mod local;
 pub mod smb;
 
+use std::cell::RefCell;
 use std::io;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::error::BenchError;
@@ -84,6 +87,22 @@ pub struct QueueConfig {
     pub block: usize,
     /// Where [`WriteData::Source`] writes take their bytes (immutable for the run).
     pub write_source: Arc<AlignedBuf>,
+    /// Set when the OS thread opening the queue runs several worker threads
+    /// ([`Target::shares_threads`]): what the queues opened on it share.
+    pub share: Option<Rc<ThreadShare>>,
+}
+
+/// What the queues of the worker threads that one OS thread runs share: for smb:// targets,
+/// the single-threaded runtime that drives all their connections.
+#[derive(Default)]
+pub struct ThreadShare {
+    pub(crate) smb: RefCell<Option<smb::SmbShare>>,
+}
+
+impl std::fmt::Debug for ThreadShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadShare").finish_non_exhaustive()
+    }
 }
 
 /// One thread's view of one target.
@@ -113,6 +132,13 @@ pub trait Target: Send + Sync {
     fn engine(&self) -> &'static str;
     /// Opens a queue for one worker thread.
     fn queue(&self, cfg: &QueueConfig) -> Result<Box<dyn IoQueue>, BenchError>;
+    /// Whether one OS thread may run the queues of several worker threads: their I/O is
+    /// asynchronous, and with a [`QueueConfig::share`] a queue's [`IoQueue::reap`] with
+    /// `min > 0` returns early (maybe with nothing) once another queue opened with the same
+    /// share has finished I/Os to reap. Local files: no (a thread blocks in its own queue).
+    fn shares_threads(&self) -> bool {
+        false
+    }
     /// What each channel of an SMB session carried so far (multichannel); none
     /// for local files.
     fn channels(&self) -> Vec<smbx_client::ChannelStats> {

@@ -1,11 +1,13 @@
 //! Files on SMB shares, through smbx-client.
 //!
 //! Every worker thread has its own connection, session, tree and open of each smb:// target,
-//! driven by its own single-threaded tokio runtime (as fio's jobs and diskspd's threads are
+//! driven by a single-threaded tokio runtime (as fio's jobs and diskspd's threads are
 //! independent of each other): a thread's I/Os are futures it polls itself, and while it
 //! waits in `reap` the same thread runs its connection's reader and writer tasks, so a
 //! response reaches the I/O waiting for it, and the next request leaves, without waking
-//! another thread. Threads share nothing but the offsets of `-si`; their results are merged
+//! another thread. When one OS thread runs several worker threads (more threads than
+//! cores, `--os-threads`), their connections share that thread's runtime, and a queue
+//! waiting for its own I/Os stops as soon as another one's have finished. Threads share nothing but the offsets of `-si`; their results are merged
 //! at the end. The first thread uses the connection [`SmbTarget::open`] made (to create the
 //! file with `-c` and learn its size); the others connect when their queue is opened, before
 //! the warm-up starts. A thread keeps as many READ/WRITE requests in flight as it has slots
@@ -14,14 +16,13 @@
 
 use std::io;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
-
-use futures_util::FutureExt;
 
 use smbx_client::{create_options, ClientOptions, File, OpenOptions, SmbUrl};
 use tokio::runtime::Runtime;
 
-use super::io_set::IoSet;
+use super::io_set::{IoSet, ReadyGroup};
 use super::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, WriteData};
 use crate::error::BenchError;
 use crate::profile::Profile;
@@ -59,21 +60,42 @@ struct Connect {
 }
 
 /// One connection and its open of the file, with the single-threaded runtime that runs
-/// them. Closed (the file, within 2 s) when dropped.
+/// them (and maybe other connections of the same OS thread). Closed (the file, within
+/// 2 s) when dropped.
 struct Conn {
     // Declared before `rt` so that it is closed (in Drop) while the runtime still runs.
     file: Option<Arc<File>>,
-    rt: Runtime,
+    rt: Arc<Runtime>,
+}
+
+/// A new single-threaded runtime for connections.
+fn runtime() -> Result<Arc<Runtime>, BenchError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(Arc::new)
+        .map_err(|e| BenchError::io("starting the SMB runtime", e))
+}
+
+/// What the SMB queues of one OS thread that runs several worker threads share: the
+/// runtime of their connections, and the group of their I/O sets.
+pub(crate) struct SmbShare {
+    rt: Arc<Runtime>,
+    ready: Arc<ReadyGroup>,
 }
 
 impl Conn {
-    /// A new runtime, connected, logged on, and the file opened; `create` (`-c`: size and
-    /// seed) first writes the file.
-    fn open(how: &Connect, create: Option<(u64, u64)>) -> Result<Conn, BenchError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| BenchError::io("starting the SMB runtime", e))?;
+    /// Connected on `rt` (a new runtime when `None`), logged on, and the file opened;
+    /// `create` (`-c`: size and seed) first writes the file.
+    fn open(
+        how: &Connect,
+        create: Option<(u64, u64)>,
+        rt: Option<Arc<Runtime>>,
+    ) -> Result<Conn, BenchError> {
+        let rt = match rt {
+            Some(rt) => rt,
+            None => runtime()?,
+        };
         let name = &how.name;
         let file = rt.block_on(async {
             let (tree, path) = how
@@ -185,7 +207,7 @@ impl SmbTarget {
             options,
             open,
         };
-        let conn = Conn::open(&how, p.create_size.map(|s| (s, p.seed)))?;
+        let conn = Conn::open(&how, p.create_size.map(|s| (s, p.seed)), None)?;
         let size = conn.file().map_or(0, |f| f.size_at_open());
         Ok(SmbTarget {
             name,
@@ -240,18 +262,53 @@ impl Target for SmbTarget {
     fn engine(&self) -> &'static str {
         "smb"
     }
+    fn shares_threads(&self) -> bool {
+        true
+    }
+
     fn queue(&self, cfg: &QueueConfig) -> Result<Box<dyn IoQueue>, BenchError> {
-        let taken = self.first.lock().ok().and_then(|mut f| f.take());
-        let conn = match taken {
-            Some(c) => c,
-            None => Conn::open(&self.how, None)?,
+        let take_first = || self.first.lock().ok().and_then(|mut f| f.take());
+        let (conn, group) = match &cfg.share {
+            None => match take_first() {
+                Some(c) => (c, None),
+                None => (Conn::open(&self.how, None, None)?, None),
+            },
+            Some(share) => {
+                let mut smb = share.smb.borrow_mut();
+                match smb.as_ref() {
+                    // Later queues of this OS thread connect on its runtime.
+                    Some(sh) => (
+                        Conn::open(&self.how, None, Some(sh.rt.clone()))?,
+                        Some(sh.ready.clone()),
+                    ),
+                    // The first one takes the connection `open` made, whose runtime
+                    // becomes the thread's, if no other thread took it.
+                    None => {
+                        let conn = match take_first() {
+                            Some(c) => c,
+                            None => Conn::open(&self.how, None, None)?,
+                        };
+                        let ready = Arc::new(ReadyGroup::default());
+                        *smb = Some(SmbShare {
+                            rt: conn.rt.clone(),
+                            ready: ready.clone(),
+                        });
+                        (conn, Some(ready))
+                    }
+                }
+            }
         };
         if conn.file().is_none() {
             return Err(BenchError::Other(format!("{}: closed", self.name)));
         }
+        let inflight = IoSet::new();
+        if let Some(g) = &group {
+            g.join(&inflight);
+        }
         Ok(Box::new(SmbQueue {
             conn,
-            inflight: IoSet::new(),
+            inflight,
+            group,
             block: cfg.block,
             depth: cfg.depth,
             source: cfg.write_source.clone(),
@@ -268,6 +325,8 @@ type IoFuture = super::io_set::IoFuture<Completion>;
 struct SmbQueue {
     conn: Conn,
     inflight: IoSet<Completion>,
+    /// The I/O sets of the other worker threads this OS thread runs on the same runtime.
+    group: Option<Arc<ReadyGroup>>,
     block: usize,
     depth: usize,
     source: Arc<AlignedBuf>,
@@ -365,17 +424,40 @@ impl IoQueue for SmbQueue {
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
         let want = min.min(self.inflight.len());
         let inflight = &mut self.inflight;
+        let group = self.group.as_deref();
         self.conn.rt.block_on(async {
-            for _ in 0..want {
-                if let Some(c) = inflight.next().await {
-                    out.push(c);
-                }
+            let mut got = 0;
+            if want > 0 {
+                // Until `want` of ours are done, or (on a shared runtime) another queue's
+                // are: the worker reaps those rather than sleep here while they wait.
+                std::future::poll_fn(|cx| loop {
+                    match inflight.poll_next(cx) {
+                        Poll::Ready(Some(c)) => {
+                            out.push(c);
+                            got += 1;
+                            if got >= want {
+                                return Poll::Ready(());
+                            }
+                        }
+                        Poll::Ready(None) => return Poll::Ready(()),
+                        Poll::Pending if group.is_some_and(|g| g.others_ready(inflight)) => {
+                            return Poll::Ready(())
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
+                })
+                .await;
             }
             // Whatever else is ready; this also sends requests submitted since the last
-            // poll.
-            while let Some(Some(c)) = inflight.next().now_or_never() {
-                out.push(c);
-            }
+            // poll. Polled with the runtime's waker (not a no-op one), so that a response
+            // to any of them wakes whichever queue of this thread is waiting.
+            std::future::poll_fn(|cx| {
+                while let Poll::Ready(Some(c)) = inflight.poll_next(cx) {
+                    out.push(c);
+                }
+                Poll::Ready(())
+            })
+            .await;
             // Lets the connection's tasks run once, so requests handed to its writer are
             // on the wire before the worker goes back to its own bookkeeping. With nothing
             // in flight (QD1 once its I/O is back) nothing was handed over: the yield
