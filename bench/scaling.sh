@@ -18,7 +18,8 @@
 #
 # Environment: THREADS (1,2,4), DEPTHS (1,2,4,8,16,32), SIZES ("4K:-r 512K:-s": size and
 #   access per sweep), DURATION (3), WARMUP (1), FILE_MIB (1024), SERVERS_WANTED ("samba smbx
-#   rocketsmbd"), ROUNDS (1), SMBX_BINS (none), RESULTS (target/bench-scaling: each sweep's CSV,
+#   rocketsmbd"), ROUNDS (1), SMBX_BINS (none), BENCH_FLAGS (more smbx bench flags for every
+#   point, e.g. --os-threads=4), RESULTS (target/bench-scaling: each sweep's CSV,
 #   JSON and charts in SIZE.SERVER, later rounds in SIZE.SERVER.rN), SMBX_BIN, SMBX_CLIENT_BIN,
 #   ROCKETSMBD_BIN, KEEP=1. Needs root, Debian samba, python3, a release build of smbx.
 set -euo pipefail
@@ -33,6 +34,7 @@ WARMUP=${WARMUP:-1}
 FILE_MIB=${FILE_MIB:-1024}
 ROUNDS=${ROUNDS:-1}
 SMBX_BINS=${SMBX_BINS:-}
+BENCH_FLAGS=${BENCH_FLAGS:-}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-scaling}
 SERVERS_WANTED=${SERVERS_WANTED:-samba smbx rocketsmbd}
 LABELS=()
@@ -59,8 +61,9 @@ sweep() {
     out="$RESULTS/$size.$name"
     [ "$round" -eq 1 ] || out="$out.r$round"
     bench_log "round $round: sweep $size $access -t$THREADS -o$DEPTHS against $name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    # shellcheck disable=SC2086 # BENCH_FLAGS: any number of flags
     "$client" bench sweep -b"$size" "$access" -t"$THREADS" -o"$DEPTHS" -d"$DURATION" -W"$WARMUP" \
-      --server-pid "$pid" --labels "$name" --out "$out" "$url" >"$out.log" 2>&1 ||
+      $BENCH_FLAGS --server-pid "$pid" --labels "$name" --out "$out" "$url" >"$out.log" 2>&1 ||
       bench_log "sweep $size against $name failed: $(tail -2 "$out.log" | tr '\n' ' ')"
   done
 }
