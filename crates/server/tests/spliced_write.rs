@@ -361,3 +361,90 @@ async fn a_spliced_write_to_a_full_volume_is_disk_full_and_the_next_ones_land() 
     assert_eq!(file.len(), want.len());
     assert!(file == want, "file content differs");
 }
+
+/// A spliced WRITE whose frame arrives in pieces (the head itself cut in two, the data
+/// in parts) lands whole, as does a signed one (never spliced: its data is read in and
+/// its signature checked) sent right behind it.
+#[tokio::test]
+async fn a_write_arriving_in_pieces_and_a_signed_one_land_whole() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = start_with_client(dir.path()).await;
+    let fid = open(&mut c, "f", 0x001F_01FF).await;
+    let d = data(300_000, 5);
+    let mut h = c.header(Command::Write);
+    h.credit_charge = 5;
+    c.next_message_id += 4;
+    let msg = Client::message(&h, &write_body(fid, 0, &d, 300_000, 0x70));
+    let mut frame = smbx_wire::framing::encode_frame_header(msg.len())
+        .unwrap()
+        .to_vec();
+    frame.extend_from_slice(&msg);
+    for part in [
+        &frame[..60],
+        &frame[60..4000],
+        &frame[4000..150_000],
+        &frame[150_000..],
+    ] {
+        c.stream.write_all(part).await.unwrap();
+        c.stream.flush().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r = answers(&mut c, 1).await;
+    assert_eq!(r[&h.message_id], (NtStatus::SUCCESS, 300_000));
+    // Signed, at the end of the file.
+    let s = data(300_000, 6);
+    let mut h = c.header(Command::Write);
+    h.credit_charge = 5;
+    h.flags |= smbx_wire::header::FLAGS_SIGNED;
+    c.next_message_id += 4;
+    let mut m = Client::message(&h, &write_body(fid, 300_000, &s, 300_000, 0x70));
+    c.signer.as_ref().expect("a signing session").sign(&mut m);
+    c.send_raw(&m).await;
+    let r = answers(&mut c, 1).await;
+    assert_eq!(r[&h.message_id], (NtStatus::SUCCESS, 300_000));
+    let file = std::fs::read(dir.path().join("f")).unwrap();
+    assert!(file.len() == 600_000 && file[..300_000] == d[..] && file[300_000..] == s[..]);
+}
+
+/// WRITEs in flight while the file is cut to nothing from outside: each is answered
+/// whole, the ones sent after the cut land as sent, and what the earlier ones wrote
+/// is either their data or zeros (never another WRITE's bytes).
+#[tokio::test]
+async fn writes_in_flight_while_the_file_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = start_with_client(dir.path()).await;
+    let fid = open(&mut c, "f", 0x001F_01FF).await;
+    let n = 200_000usize;
+    let mut ids = Vec::new();
+    for k in 0..8usize {
+        if k == 4 {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.path().join("f"))
+                .unwrap()
+                .set_len(0)
+                .unwrap();
+        }
+        let d = data(n, 20 + k);
+        ids.push(send_write(&mut c, &write_body(fid, (k * n) as u64, &d, n as u32, 0x70)).await);
+    }
+    let got = answers(&mut c, 8).await;
+    for id in &ids {
+        assert_eq!(got[id], (NtStatus::SUCCESS, n as u32), "WRITE {id}");
+    }
+    let file = std::fs::read(dir.path().join("f")).unwrap();
+    assert_eq!(file.len(), 8 * n);
+    for k in 0..8usize {
+        let d = data(n, 20 + k);
+        let at = &file[k * n..(k + 1) * n];
+        if k >= 4 {
+            assert!(at == &d[..], "WRITE {k} sent after the cut");
+        } else {
+            assert!(
+                at.iter().zip(&d).all(|(a, b)| a == b || *a == 0),
+                "WRITE {k}: bytes neither its own nor zeros"
+            );
+        }
+    }
+}
