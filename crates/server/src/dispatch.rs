@@ -116,8 +116,7 @@ pub(crate) async fn on_frame(
     let first = members[0].header.cmd();
     // A WRITE whose data was spliced (lone, plain) completes on its first poll too: its
     // data goes from the pipe into the page cache in place, as a READ's goes out.
-    let inline =
-        payload.is_some() || completes_at_once(conn, &plain, &members, encrypted.is_some());
+    let inline = payload.is_some() || completes_at_once(conn, &members, encrypted.is_some());
     let chain = Chain {
         buf: plain,
         members,
@@ -152,23 +151,20 @@ pub(crate) async fn on_frame(
     Flow::Continue
 }
 
-/// Whether a chain is a lone plain READ whose data may go out as a file tail
-/// (`handlers::read`: data in the page cache is sent from the file by the link): it
-/// usually completes on its first poll (two system calls to find the data cached, the
-/// response queued for the writer), so the read loop runs it in place, with no task
-/// of its own to spawn, schedule and wake on the other worker. Sealed and signed
-/// chains (their CPU work runs on both workers at once as tasks), compounds, and
-/// reads too small to be sent from the file are spawned as before.
-fn completes_at_once(conn: &Connection, buf: &[u8], members: &[Member], sealed: bool) -> bool {
+/// Whether a chain is a lone plain READ over a link that sends file tails: it usually
+/// completes on its first poll (`handlers::read`: data in the page cache is sent from
+/// the file by the link, or, below ZERO_COPY_MIN, read at once with a read that never
+/// waits for the disk; the response queued for the writer), so the read loop runs it
+/// in place, with no task of its own to spawn, schedule and wake on the other worker.
+/// A READ whose data must come from the disk yields and goes on as a task. Sealed and
+/// signed chains (their CPU work runs on both workers at once as tasks) and compounds
+/// are spawned as before.
+fn completes_at_once(conn: &Connection, members: &[Member], sealed: bool) -> bool {
     let [m] = members else { return false };
     !sealed
         && m.header.cmd() == Some(Command::Read)
         && !m.header.is_signed()
         && conn.sends_file_tails()
-        && buf.get(m.range.clone()).is_some_and(|msg| {
-            smbx_wire::reply_size::requested_reply_bytes(Command::Read, msg)
-                >= handlers::read::ZERO_COPY_MIN as u64
-        })
 }
 
 /// Splits a plaintext message into compound members (every NextCommand checked,

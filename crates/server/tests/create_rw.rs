@@ -1140,3 +1140,113 @@ async fn reads_from_the_page_cache_at_the_edges() {
     assert_eq!(st, NtStatus::SUCCESS);
     assert!(got == data[..65536]);
 }
+
+/// READs below the size sent from the file are read in place (the read loop's first
+/// poll, with a read that never waits for the disk) or, when their data is not in the
+/// page cache, on a task of their own: either way the right bytes, short at the end of
+/// the file, END_OF_FILE past it or below MinimumCount, what another opener wrote or cut
+/// off since the last READ, and in-flight WRITEs and READs of one connection all
+/// answered.
+#[tokio::test]
+async fn small_reads_in_place_at_the_edges() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small");
+    let mut data: Vec<u8> = (0..100_000u32).map(|i| (i * 13 + 5) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let (_srv, mut c) = start_with_client(dir.path()).await;
+    let o = create(&mut c, "small", ALL, 7, 1, 0).await;
+    let fid = o.fid();
+    for (off, len, want) in [
+        (0u64, 4096u32, 0..4096usize),
+        (4095, 8192, 4095..12_287),
+        (96_000, 8192, 96_000..100_000),
+        (99_999, 1, 99_999..100_000),
+    ] {
+        let (st, got) = read(&mut c, fid, off, len, 0).await;
+        assert_eq!(st, NtStatus::SUCCESS, "{off}+{len}");
+        assert!(got == data[want], "{off}+{len}: wrong data");
+    }
+    assert_eq!(
+        read(&mut c, fid, 100_000, 4096, 0).await.0,
+        NtStatus::END_OF_FILE
+    );
+    assert_eq!(
+        read(&mut c, fid, 96_000, 8192, 5_000).await.0,
+        NtStatus::END_OF_FILE
+    );
+    // Another opener rewrites a range and then cuts the file short: the next READs see both.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xAB; 4096], 8192).unwrap();
+    data[8192..12_288].fill(0xAB);
+    let (st, got) = read(&mut c, fid, 6144, 8192, 0).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert!(got == data[6144..14_336], "another opener's write not seen");
+    f.set_len(50_000).unwrap();
+    let (st, got) = read(&mut c, fid, 45_056, 8192, 0).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert!(got == data[45_056..50_000], "the cut not seen");
+    assert_eq!(
+        read(&mut c, fid, 50_000, 8192, 0).await.0,
+        NtStatus::END_OF_FILE
+    );
+    // Out of the page cache (where the file system drops clean pages): read all the same.
+    f.sync_all().unwrap();
+    // SAFETY: posix_fadvise only reads its arguments; the descriptor is open.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let (st, got) = read(&mut c, fid, 20_480, 8192, 0).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert!(got == data[20_480..28_672], "uncached read");
+    // 32 requests in flight, WRITEs between READs of other ranges: all answered, the
+    // READs with the file's bytes.
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    for i in 0..32u64 {
+        let h = c.header(if i % 3 == 2 {
+            Command::Write
+        } else {
+            Command::Read
+        });
+        let fid = smbx_wire::FileId {
+            persistent: fid.0,
+            volatile: fid.1,
+        };
+        let body = if i % 3 == 2 {
+            writes.push(h.message_id);
+            WriteRequest {
+                offset: 60_000 + i * 100,
+                file_id: fid,
+                length: 100,
+                data: &[i as u8; 100],
+                ..Default::default()
+            }
+            .encode()
+        } else {
+            reads.push((h.message_id, (i % 6) * 8192));
+            ReadRequest {
+                length: 8192,
+                offset: (i % 6) * 8192,
+                file_id: fid,
+                ..Default::default()
+            }
+            .encode()
+        };
+        c.send_raw(&Client::message(&h, &body)).await;
+    }
+    let mut seen = 0;
+    while seen < 32 {
+        for m in c.recv().await.expect("connection closed") {
+            assert_eq!(m.status(), NtStatus::SUCCESS);
+            if let Some(&(_, off)) = reads.iter().find(|(id, _)| *id == m.header.message_id) {
+                let mut b = vec![0u8; HEADER_SIZE];
+                b.extend_from_slice(m.body());
+                let d = ReadResponse::decode(&b).unwrap().data;
+                let off = off as usize;
+                assert!(d == &data[off..off + 8192], "READ at {off}");
+            } else {
+                assert!(writes.contains(&m.header.message_id));
+            }
+            seen += 1;
+        }
+    }
+}

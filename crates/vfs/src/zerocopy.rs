@@ -154,6 +154,46 @@ impl Handle {
             return Ok(n);
         }
         self.check_data()?;
+        match self.pread_append(buf, len, off, 0)? {
+            Some(n) => Ok(n),
+            // Only a read that may not wait gives up.
+            None => Err(NtStatus::INTERNAL_ERROR),
+        }
+    }
+
+    /// [`Handle::read_append`] of data the page cache holds: `Some(bytes read)` when
+    /// the whole read completed without waiting for the disk (`preadv2` with
+    /// `RWF_NOWAIT`), `None` (and `buf` as it was) when some of it would wait, for a
+    /// stream, or when the kernel or file system cannot say: then read it with
+    /// [`Handle::read_append`] where waiting is fine.
+    pub fn read_append_cached(
+        &self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        off: u64,
+    ) -> Result<Option<usize>, NtStatus> {
+        if self.stream.is_some() {
+            return Ok(None);
+        }
+        self.check_data()?;
+        let start = buf.len();
+        let r = self.pread_append(buf, len, off, libc::RWF_NOWAIT);
+        if !matches!(r, Ok(Some(_))) {
+            buf.truncate(start);
+        }
+        r
+    }
+
+    /// Reads up to `len` bytes at `off` into the spare capacity of `buf` with
+    /// `preadv2(flags)` until `len` bytes or the end of the file; `None` when a read
+    /// with `RWF_NOWAIT` would wait (or the flag is refused).
+    fn pread_append(
+        &self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        off: u64,
+        flags: libc::c_int,
+    ) -> Result<Option<usize>, NtStatus> {
         buf.reserve(len);
         let mut done = 0;
         while done < len {
@@ -162,22 +202,25 @@ impl Handle {
                 .and_then(|p| libc::off_t::try_from(p).ok())
                 .ok_or(NtStatus::INVALID_PARAMETER)?;
             let spare = &mut buf.spare_capacity_mut()[..len - done];
-            // SAFETY: pread writes at most `spare.len()` bytes into the spare
-            // capacity it points to, which `reserve` made room for.
-            let n = unsafe {
-                libc::pread(
-                    self.file.as_raw_fd(),
-                    spare.as_mut_ptr().cast(),
-                    spare.len(),
-                    pos,
-                )
+            let iov = libc::iovec {
+                iov_base: spare.as_mut_ptr().cast(),
+                iov_len: spare.len(),
             };
+            // SAFETY: preadv2 writes at most `iov_len` bytes into the one iovec, which
+            // points into the spare capacity `reserve` made room for; the descriptor
+            // is open for the call.
+            let n = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, pos, flags) };
             if n < 0 {
                 let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)
+                        if flags & libc::RWF_NOWAIT != 0 =>
+                    {
+                        return Ok(None)
+                    }
+                    _ => return Err(e.into()),
                 }
-                return Err(e.into());
             }
             if n == 0 {
                 break;
@@ -188,7 +231,7 @@ impl Handle {
             unsafe { buf.set_len(buf.len() + n) };
             done += n;
         }
-        Ok(done)
+        Ok(Some(done))
     }
 }
 
@@ -237,6 +280,68 @@ mod tests {
         assert_eq!(buf, &data[9_000..]);
         assert_eq!(h.read_append(&mut buf, 10, 20_000).unwrap(), 0);
         assert_eq!(buf.len(), 1_000);
+    }
+
+    /// A read of cached data completes without waiting, short at the end of the file
+    /// and empty past it; data the page cache dropped is either read all the same (a
+    /// file system that keeps everything in memory) or refused with `buf` untouched,
+    /// never read in part; a stream is always refused.
+    #[test]
+    fn read_append_cached_reads_only_what_needs_no_wait() {
+        use std::os::fd::AsRawFd;
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 5) as u8).collect();
+        let (tmp, h) = share_with(&data);
+        let mut buf = b"head".to_vec();
+        assert_eq!(
+            h.read_append_cached(&mut buf, 8192, 100).unwrap(),
+            Some(8192)
+        );
+        assert_eq!(&buf[..4], b"head");
+        assert_eq!(&buf[4..], &data[100..8292]);
+        let mut buf = Vec::new();
+        assert_eq!(
+            h.read_append_cached(&mut buf, 8192, 299_000).unwrap(),
+            Some(1_000)
+        );
+        assert_eq!(buf, &data[299_000..]);
+        assert_eq!(
+            h.read_append_cached(&mut buf, 10, 400_000).unwrap(),
+            Some(0)
+        );
+        assert_eq!(buf.len(), 1_000);
+        // Out of the page cache (clean pages dropped).
+        let f = std::fs::File::open(tmp.path().join("f")).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: posix_fadvise only reads its arguments; the descriptor is open.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let mut buf = b"x".to_vec();
+        match h.read_append_cached(&mut buf, 65536, 131_072).unwrap() {
+            None => assert_eq!(buf, b"x"),
+            Some(n) => {
+                assert_eq!(n, 65536);
+                assert_eq!(&buf[1..], &data[131_072..196_608]);
+            }
+        }
+        // Where waiting is fine the same read always works.
+        let mut buf = Vec::new();
+        assert_eq!(h.read_append(&mut buf, 65536, 131_072).unwrap(), 65536);
+        assert_eq!(buf, &data[131_072..196_608]);
+        // A named stream is read with read_append only.
+        let s = Share::open(tmp.path(), ShareOptions::default()).unwrap();
+        let ads = CreateRequest {
+            want_read: true,
+            want_write: true,
+            disposition: crate::Disposition::Create,
+            ..Default::default()
+        };
+        if let Ok((st, _)) = s.create("f:s1:$DATA", &ads) {
+            st.write_at(b"stream", 0).unwrap();
+            let mut buf = Vec::new();
+            assert_eq!(st.read_append_cached(&mut buf, 6, 0).unwrap(), None);
+            assert!(buf.is_empty());
+            assert_eq!(st.read_append(&mut buf, 6, 0).unwrap(), 6);
+            assert_eq!(buf, b"stream");
+        }
     }
 
     /// Bytes put into a pipe land in the file at the offset asked for; a pipe holding

@@ -190,10 +190,7 @@ async fn read(
             } else {
                 0
             };
-            let msg = run_blocking(len >= BLOCKING_THRESHOLD, move || {
-                let mut msg = Vec::with_capacity(front + DATA + len);
-                msg.resize(front + DATA, 0);
-                let n = handle.read_append(&mut msg, len, offset)?;
+            let finish = move |mut msg: Vec<u8>, n: usize| {
                 if (n == 0 && len > 0) || n < min {
                     return Err(NtStatus::END_OF_FILE);
                 }
@@ -201,8 +198,32 @@ async fn read(
                 put_read_response_header(&mut h, n as u32, 0);
                 msg[front + HEADER_SIZE..front + DATA].copy_from_slice(&h);
                 Ok(msg)
-            })
-            .await?;
+            };
+            let mut msg = Vec::with_capacity(front + DATA + len);
+            msg.resize(front + DATA, 0);
+            // A small read of data in the page cache is done here at once (it cannot wait
+            // on the disk), so a READ run in the read loop's first poll (dispatch.rs,
+            // `completes_at_once`) completes there. One that would wait yields first: run
+            // in place, it goes on as a task of its own (the read loop keeps reading), and
+            // reads there, where waiting is fine.
+            let cached = if len < BLOCKING_THRESHOLD {
+                handle.read_append_cached(&mut msg, len, offset)?
+            } else {
+                None
+            };
+            let msg = match cached {
+                Some(n) => finish(msg, n)?,
+                None => {
+                    if len < BLOCKING_THRESHOLD {
+                        tokio::task::yield_now().await;
+                    }
+                    run_blocking(len >= BLOCKING_THRESHOLD, move || {
+                        let n = handle.read_append(&mut msg, len, offset)?;
+                        finish(msg, n)
+                    })
+                    .await?
+                }
+            };
             // FilePositionInformation follows reads (as Samba does).
             let n = (msg.len() - front - DATA) as u64;
             ctx.server
