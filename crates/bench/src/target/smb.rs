@@ -461,8 +461,11 @@ impl IoQueue for SmbQueue {
             // Lets the connection's tasks run once, so requests handed to its writer are
             // on the wire before the worker goes back to its own bookkeeping. With nothing
             // in flight (QD1 once its I/O is back) nothing was handed over: the yield
-            // would only cost another poll of the socket (an epoll_wait) per I/O.
-            if !inflight.is_empty() {
+            // would only cost another poll of the socket (an epoll_wait) per I/O. On a
+            // shared runtime it is left to the wait that follows the worker's pass over
+            // all its queues (the runtime runs every connection's tasks there), instead of
+            // costing one poll of the sockets per queue per pass.
+            if !inflight.is_empty() && group.is_none() {
                 tokio::task::yield_now().await;
             }
         });
