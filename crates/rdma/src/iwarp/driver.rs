@@ -101,16 +101,35 @@ pub(crate) async fn run(
                     continue;
                 }
                 if let Some((mr, off, left)) = eng.placement().map(|(m, o, l)| (m.clone(), o, l)) {
-                    // A long tagged payload: straight from the socket into its region.
+                    // A long tagged payload: straight from the socket into its region,
+                    // and in the same read what follows it (its trailer and the next
+                    // FPDU's header) into the receive buffer.
+                    if rs == re {
+                        rs = 0;
+                        re = 0;
+                    }
+                    let tail = if rs == re { eng.placement_tail() } else { 0 };
+                    let end = (re + tail).min(rbuf.len());
                     let got = match mr.lock().get_mut(off..off + left) {
-                        Some(d) => stream.try_read(d),
+                        Some(d) => {
+                            let mut iov = [
+                                io::IoSliceMut::new(d),
+                                io::IoSliceMut::new(&mut rbuf[re..end]),
+                            ];
+                            stream.try_read_vectored(&mut iov)
+                        }
                         None => Err(io::Error::other("placement outside its region")),
                     };
                     match got {
                         Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
                         Ok(k) => {
                             heard = true;
-                            eng.placed(k);
+                            eng.placed(k.min(left));
+                            if k > left {
+                                re += k - left;
+                                let n = eng.on_input(&rbuf[rs..re], &mut out);
+                                rs += n;
+                            }
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                         Err(e) => eng.set_closed(CloseReason::Transport(e.to_string())),

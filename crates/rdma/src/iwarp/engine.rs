@@ -1113,6 +1113,15 @@ impl Engine {
         self.placing.as_ref().map(|p| (&p.mr, p.off, p.left))
     }
 
+    /// While a payload is placed directly: the bytes that follow it which a
+    /// read may take together with its rest (the FPDU's pad and CRC, and
+    /// [`LOOKAHEAD`] bytes of the next FPDU: what [`Engine::read_limit`] asks
+    /// for once it is placed); 0 otherwise. Hand them to [`Engine::on_input`]
+    /// after [`Engine::placed`].
+    pub fn placement_tail(&self) -> usize {
+        self.placing.as_ref().map_or(0, |p| p.trailer + LOOKAHEAD)
+    }
+
     /// `n` bytes (at most the placement's remainder) were read into the
     /// placement's range. The FPDU's pad and CRC follow in the stream.
     pub fn placed(&mut self, n: usize) {
@@ -1469,6 +1478,49 @@ mod tests {
         let c: Vec<_> = e.take_completions().collect();
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].opcode, WcOpcode::Recv);
+    }
+
+    /// The driver reads a placement's rest and [`Engine::placement_tail`]
+    /// bytes in one read: the trailer is skipped and the next long Write's
+    /// header and first payload bytes start its placement at once, so two
+    /// long FPDUs take three reads (header, rest + next header, rest).
+    #[test]
+    fn placement_tail_starts_the_next_placement() {
+        let (mut e, qp) = engine(false);
+        let mr = qp
+            .pd
+            .alloc(200_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let (a, b) = (pattern(50_000), pattern(41_000));
+        let mut stream = write(mr.stag().0, mr.addr(), &a);
+        stream.extend(write(mr.stag().0, mr.addr() + 60_000, &b));
+        let mut out = Vec::new();
+        assert_eq!(e.placement_tail(), 0);
+        // Read 1: the first header and some payload.
+        assert_eq!(e.on_input(&stream[..500], &mut out), 500);
+        let mut rest = &stream[500..];
+        let tail = e.placement_tail();
+        assert_eq!(tail, pad_of(50_014) + 4 + LOOKAHEAD);
+        // Read 2: the first payload's rest into place, its trailer and the
+        // next FPDU's first bytes into the receive buffer.
+        let left = e.placement().unwrap().2;
+        read_into_placement(&mut e, &mut rest, left);
+        assert!(e.placement().is_none());
+        let (extra, after) = rest.split_at(tail);
+        assert_eq!(e.on_input(extra, &mut out), tail);
+        let (_, off, left) = e.placement().expect("the second Write is placed directly");
+        // LOOKAHEAD bytes of the second FPDU: its 16 header bytes and the
+        // first payload bytes, already in place.
+        let first = LOOKAHEAD - 2 - TAGGED_HDR;
+        assert_eq!((off, left), (60_000 + first, 41_000 - first));
+        // Read 3: the second payload's rest.
+        let mut after = after;
+        read_into_placement(&mut e, &mut after, left);
+        assert!(e.placement().is_none() && e.closed().is_none() && out.is_empty());
+        mr.with(|m| {
+            assert!(m[..50_000] == a[..]);
+            assert!(m[60_000..101_000] == b[..]);
+        });
     }
 
     /// Feeds `stream` to `e` as the TCP driver does, the socket holding all
