@@ -157,7 +157,7 @@ i=0
 while ! rdma link show rxe0/1 | grep -q "state ACTIVE" && [ $i -lt 50 ]; do i=$((i + 1)); sleep 0.2; done
 ip route add default via 10.0.2.2 2>/dev/null
 # rdma-core's rping is the control: after eth0 went down and up under rxe0, this guest
-# kernel (6.1, and 6.12.117 too) connects no RDMA CM client over rxe0, not even to a listener made after
+# kernel (6.1, 6.12.117 and 7.3.4 too) connects no RDMA CM client over rxe0, not even to a listener made after
 # the link came back; the next smbx client then counts as a failure only when rping
 # connects (or with STRICT_LINK=1).
 rping -s -a 10.0.2.15 -p 9999 >/dev/null 2>&1 &
