@@ -151,18 +151,20 @@ pub(crate) async fn on_frame(
     Flow::Continue
 }
 
-/// Whether a chain is a lone plain READ over a link that sends file tails: it usually
-/// completes on its first poll (`handlers::read`: data in the page cache is sent from
-/// the file by the link, or, below ZERO_COPY_MIN, read at once with a read that never
-/// waits for the disk; the response queued for the writer), so the read loop runs it
-/// in place, with no task of its own to spawn, schedule and wake on the other worker.
-/// A READ whose data must come from the disk yields and goes on as a task. Sealed and
-/// signed chains (their CPU work runs on both workers at once as tasks) and compounds
-/// are spawned as before.
+/// Whether a chain is a lone plain READ or WRITE over a link that sends file tails
+/// (Direct TCP): it usually completes on its first poll (`handlers::read`: data in the
+/// page cache is sent from the file by the link, or, below ZERO_COPY_MIN, read at once
+/// with a read that never waits for the disk; `handlers::write`: the data copied into
+/// the page cache; the response queued for the writer), so the read loop runs it in
+/// place, with no task of its own to spawn, schedule and wake on the other worker. A
+/// READ whose data must come from the disk, and a WRITE that waits for it (write-through)
+/// or leaves the worker (large, not spliced), yield first and go on as a task. Sealed
+/// and signed chains (their CPU work runs on both workers at once as tasks) and
+/// compounds are spawned as before.
 fn completes_at_once(conn: &Connection, members: &[Member], sealed: bool) -> bool {
     let [m] = members else { return false };
     !sealed
-        && m.header.cmd() == Some(Command::Read)
+        && matches!(m.header.cmd(), Some(Command::Read | Command::Write))
         && !m.header.is_signed()
         && conn.sends_file_tails()
 }

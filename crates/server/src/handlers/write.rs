@@ -161,6 +161,12 @@ async fn write(
             // three times the context switches, ~0.35 server cycles per byte). A
             // write-through one still leaves the worker: it waits for the disk.
             let big = data_len >= BLOCKING_THRESHOLD && (spliced.is_none() || through);
+            if big || through {
+                // Run in the read loop's first poll (dispatch.rs, `completes_at_once`), a
+                // WRITE that waits for the disk or leaves the worker goes on as a task of
+                // its own first: the read loop keeps reading meanwhile.
+                tokio::task::yield_now().await;
+            }
             let run = |data: &[u8]| {
                 if big
                     && tokio::runtime::Handle::current().runtime_flavor()
