@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every RDMA guest scenario (issue 13), as CI runs them (scripts/test.sh step "guest"):
-# the guest kernel (Debian trixie's linux-source-6.12, built once into
-# /var/cache/smbx-ci/guest by scripts/guest/build-kernel.sh) and the initramfs (cached
+# the guest kernel (Debian trixie-backports' linux-source-7.3, SMBX_GUEST_LINUX=6.12 for
+# trixie's 6.12, built once into /var/cache/smbx-ci/guest by scripts/guest/build-kernel.sh;
+# one kernel for every scenario) and the initramfs (cached
 # beside it) are made first, then each scenario boots its own qemu guest (TCG):
 #   verbs_rxe      smbx server and client on verbs over rxe, cifs.ko mounts, bench, faults
 #   siw_interop    smbx on verbs over siw, cifs.ko over siw, and this host's soft-iWARP
