@@ -39,14 +39,9 @@ fn write_body(fid: FileId, off: u64, data: &[u8], length: u32, data_offset: u16)
 /// Sends a WRITE charged for its Length (a large WRITE takes a credit per 64 KiB and
 /// as many MessageIds) and returns its status and Count.
 async fn write_raw(c: &mut Client, body: &[u8]) -> (NtStatus, u32) {
-    let length = u32::from_le_bytes(body[4..8].try_into().unwrap()) as u64;
-    let charge = length.div_ceil(65536).max(1);
-    let mut h = c.header(Command::Write);
-    h.credit_charge = charge as u16;
-    c.next_message_id += charge - 1;
-    c.send_raw(&Client::message(&h, body)).await;
+    let id = send_write(c, body).await;
     let r = c.recv().await.expect("connection closed").remove(0);
-    assert_eq!(r.header.message_id, h.message_id);
+    assert_eq!(r.header.message_id, id);
     let n = if r.status() == NtStatus::SUCCESS {
         let mut m = vec![0u8; HEADER_SIZE];
         m.extend_from_slice(r.body());
