@@ -77,6 +77,18 @@ impl Drop for Bound {
     }
 }
 
+/// What to check after a failed `ibv_reg_mr`: the locked-memory limit for
+/// ENOMEM and EPERM (pinning refused); nothing for the rest (EIO: the device
+/// was removed).
+fn reg_mr_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOMEM) | Some(libc::EPERM) => {
+            " (is the locked-memory limit, ulimit -l or LimitMEMLOCK=, high enough?)"
+        }
+        _ => "",
+    }
+}
+
 /// A verbs protection domain. Cheap to clone (a handle).
 ///
 /// A domain belongs to one device, which RDMA CM only knows once an address
@@ -226,7 +238,8 @@ impl ProtectionDomain for VerbsPd {
         if mr.is_null() {
             let e = std::io::Error::last_os_error();
             return Err(RdmaError::Setup(format!(
-                "ibv_reg_mr of {len} bytes failed: {e} (is the locked-memory limit, ulimit -l or LimitMEMLOCK=, high enough?)"
+                "ibv_reg_mr of {len} bytes failed: {e}{}",
+                reg_mr_hint(&e)
             )));
         }
         // SAFETY: `mr` is the non-null region ibv_reg_mr returned.
@@ -345,5 +358,21 @@ impl MemoryRegion for VerbsMr {
     }
     fn with_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         f(&mut self.inner.buf.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reg_mr_hints_at_the_memlock_limit_only_when_pinning_was_refused() {
+        for errno in [libc::ENOMEM, libc::EPERM] {
+            let e = std::io::Error::from_raw_os_error(errno);
+            assert!(reg_mr_hint(&e).contains("ulimit -l"), "{errno}");
+        }
+        // A removed device (`rdma link delete`) fails with EIO: no hint.
+        let e = std::io::Error::from_raw_os_error(libc::EIO);
+        assert_eq!(reg_mr_hint(&e), "");
     }
 }
