@@ -179,12 +179,22 @@ impl Incoming {
     }
 }
 
-/// A listening verbs endpoint for SMB Direct.
+/// A listening verbs endpoint for SMB Direct. When its device is removed
+/// (`rdma link delete`, a driver unbound) the listener is closed, which frees
+/// what it held on the device, and it listens on the same address again once
+/// an RDMA device with an active port has that address (`rdma link add`),
+/// looking every [`RELISTEN_INTERVAL`].
 pub struct VerbsDirectListener {
-    listener: VerbsListener,
+    listener: tokio::sync::Mutex<Option<VerbsListener>>,
+    local: SocketAddr,
+    opts: VerbsOptions,
     config: Config,
     what: String,
 }
+
+/// How often a listener whose device was removed looks for a device with its
+/// address again.
+pub const RELISTEN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A verbs connection request.
 pub struct VerbsIncoming {
@@ -201,24 +211,82 @@ impl VerbsDirectListener {
         what: String,
     ) -> Result<Self, DirectError> {
         config.validate()?;
-        let listener = Verbs::new(opts).listen(addr, qp_caps(&config)).await?;
+        let listener = Verbs::new(opts.clone())
+            .listen(addr, qp_caps(&config))
+            .await?;
         Ok(VerbsDirectListener {
-            listener,
+            local: listener.local_addr(),
+            listener: tokio::sync::Mutex::new(Some(listener)),
+            opts,
             config,
             what,
         })
     }
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr()
+        self.local
     }
-    /// The next connection request.
+    /// The next connection request. While the listener's device is gone this
+    /// waits, looking for a device with the address every
+    /// [`RELISTEN_INTERVAL`] and listening again on it.
     pub async fn accept(&self) -> Result<VerbsIncoming, DirectError> {
-        let request = self.listener.accept().await?;
-        Ok(VerbsIncoming {
-            request,
-            config: self.config.clone(),
-        })
+        let mut slot = self.listener.lock().await;
+        let mut tries = 0u64;
+        loop {
+            let Some(l) = slot.as_ref() else {
+                tokio::time::sleep(RELISTEN_INTERVAL).await;
+                // The device may still have been listed when its removal was
+                // reported: librdmacm looks again, and closes it once the
+                // connections that were on it are gone.
+                verbs::refresh_devices();
+                *slot = self.relisten(&mut tries).await;
+                continue;
+            };
+            match l.accept().await {
+                Ok(request) => {
+                    return Ok(VerbsIncoming {
+                        request,
+                        config: self.config.clone(),
+                    })
+                }
+                Err(e) if l.device_removed() => {
+                    // Dropping the listener destroys its CM id: with the
+                    // connections on the device (closed on their own
+                    // DEVICE_REMOVAL), that lets librdmacm close the device.
+                    *slot = None;
+                    tracing::warn!(addr = %self.local, device = %self.what, error = %e,
+                        "the RDMA device under the SMB Direct listener was removed: listener closed; \
+                         listening again once an RDMA device with an active port has the address");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// One attempt to listen again on the address of a listener whose device
+    /// was removed: made only once a device with an active port has the
+    /// address. A failure is logged at the first attempt and every 30th.
+    async fn relisten(&self, tries: &mut u64) -> Option<VerbsListener> {
+        let dev = rdma_address_for(self.local.ip()).filter(|a| a.active)?;
+        *tries += 1;
+        match Verbs::new(self.opts.clone())
+            .listen(self.local, qp_caps(&self.config))
+            .await
+        {
+            Ok(l) => {
+                tracing::info!(addr = %self.local, device = %dev.device, netdev = %dev.netdev,
+                    "an RDMA device has the address again: listening for SMB Direct again");
+                *tries = 0;
+                Some(l)
+            }
+            Err(e) => {
+                if *tries % 30 == 1 {
+                    tracing::warn!(addr = %self.local, device = %dev.device, error = %e, tries = *tries,
+                        "an RDMA device has the address again, but listening there failed; trying again");
+                }
+                None
+            }
+        }
     }
 }
 

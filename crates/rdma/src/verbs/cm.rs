@@ -1,6 +1,7 @@
 //! RDMA CM: connecting, listening and accepting, with private data and IRD/ORD.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::io::unix::AsyncFd;
@@ -141,11 +142,12 @@ impl Provider for Verbs {
         let fd = super::async_fd(id.fd())?;
         Ok(VerbsListener {
             lib,
-            id,
             fd,
+            id,
             local,
             caps,
             opts: self.opts.clone(),
+            removed: AtomicBool::new(false),
         })
     }
 }
@@ -200,14 +202,24 @@ impl Connecting for VerbsConnecting {
 /// A listening RDMA CM id.
 pub struct VerbsListener {
     lib: &'static Lib,
-    id: Arc<IdHolder>,
+    // Declared (so dropped) before `id`, whose channel owns the descriptor.
     fd: AsyncFd<Fd>,
+    id: Arc<IdHolder>,
     local: SocketAddr,
     caps: QpCaps,
     opts: VerbsOptions,
+    removed: AtomicBool,
 }
 
 impl VerbsListener {
+    /// Whether the device under the listener was removed (`rdma link
+    /// delete`, a driver unbound): the kernel has dropped its side of the
+    /// listening id, so it accepts nothing more. Drop it (that lets librdmacm
+    /// close the device) and listen again once a device has the address.
+    pub fn device_removed(&self) -> bool {
+        self.removed.load(Ordering::Relaxed)
+    }
+
     /// Sets up a connection request's own channel, protection domain and
     /// queue pair. The request is refused on failure.
     fn request(&self, e: OwnedEvent) -> Result<VerbsConnectRequest> {
@@ -285,6 +297,12 @@ impl Listener for VerbsListener {
 
     async fn accept(&self) -> Result<VerbsConnectRequest> {
         loop {
+            if self.device_removed() {
+                return Err(RdmaError::Setup(format!(
+                    "the RDMA device under {} was removed",
+                    self.local
+                )));
+            }
             let Some(e) = next_event(self.lib, self.id.channel) else {
                 let mut g = self.fd.readable().await.map_err(RdmaError::Io)?;
                 g.clear_ready();
@@ -296,10 +314,11 @@ impl Listener for VerbsListener {
                     Err(err) => tracing::warn!(error = %err, "refused an RDMA connection request"),
                 },
                 ev::DEVICE_REMOVAL => {
-                    return Err(RdmaError::Setup(format!(
-                        "the RDMA device under {} was removed",
-                        self.local
-                    )))
+                    self.removed.store(true, Ordering::Relaxed);
+                    // Marks the device dead in librdmacm: its context is closed
+                    // when the last CM id on it (this one, once dropped, and
+                    // the connections') is destroyed.
+                    super::forget_removed_devices(self.lib);
                 }
                 k => {
                     tracing::debug!(event = %ffi::event_name(self.lib, k), "rdma cm listener event")

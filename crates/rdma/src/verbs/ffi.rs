@@ -381,6 +381,8 @@ pub(crate) struct Lib {
     pub rdma_ack_cm_event: unsafe extern "C" fn(*mut RdmaCmEvent) -> c_int,
     pub rdma_migrate_id: unsafe extern "C" fn(*mut RdmaCmId, *mut RdmaEventChannel) -> c_int,
     pub rdma_event_str: unsafe extern "C" fn(c_int) -> *const c_char,
+    pub rdma_get_devices: unsafe extern "C" fn(*mut c_int) -> *mut *mut IbvContext,
+    pub rdma_free_devices: unsafe extern "C" fn(*mut *mut IbvContext),
 }
 
 static LIB: OnceLock<Result<Lib, String>> = OnceLock::new();
@@ -481,6 +483,8 @@ fn load() -> Result<Lib, String> {
         rdma_ack_cm_event: f!(c, rdma_ack_cm_event),
         rdma_migrate_id: f!(c, rdma_migrate_id),
         rdma_event_str: f!(c, rdma_event_str),
+        rdma_get_devices: f!(c, rdma_get_devices),
+        rdma_free_devices: f!(c, rdma_free_devices),
     })
 }
 

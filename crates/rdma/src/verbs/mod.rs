@@ -119,6 +119,35 @@ impl Drop for IdHolder {
     }
 }
 
+/// Lets librdmacm notice that a device is gone, so that it closes its context
+/// (the process's `/dev/infiniband/uverbsN` descriptor) once no CM id uses it.
+/// librdmacm keeps one context per device, shared by every CM id on it, and
+/// closes a device's context only after it has seen, in a fresh device list,
+/// that the device was removed (`rdma link delete`, a driver unbound): listing
+/// the devices (`rdma_get_devices`) is what makes it look. Called on each
+/// DEVICE_REMOVAL event; a device that is still in use is marked dead then and
+/// closed when its last CM id is destroyed. (Listing also opens the contexts
+/// of the devices that remain; librdmacm keeps them, as it would for any CM id
+/// on them.)
+pub(crate) fn forget_removed_devices(lib: &Lib) {
+    // SAFETY: a plain query; a null count pointer is allowed.
+    let list = unsafe { (lib.rdma_get_devices)(std::ptr::null_mut()) };
+    if !list.is_null() {
+        // SAFETY: the list rdma_get_devices returned, freed once.
+        unsafe { (lib.rdma_free_devices)(list) };
+    }
+}
+
+/// Has librdmacm list the devices again ([`forget_removed_devices`]): a
+/// device removed since it last looked is closed, or closed when its last CM
+/// id goes. For a listener whose device was removed, while it waits for one
+/// to come back. Does nothing without rdma-core.
+pub fn refresh_devices() {
+    if let Ok(lib) = Verbs::lib() {
+        forget_removed_devices(lib);
+    }
+}
+
 /// A descriptor owned by rdma-core, for tokio's AsyncFd (not closed on drop).
 pub(crate) struct Fd(pub RawFd);
 

@@ -473,6 +473,10 @@ impl Conn {
             }
             ev::DEVICE_REMOVAL => {
                 drop(st);
+                tracing::warn!(peer = %self.peer_addr, "the RDMA device was removed: closing the connection and freeing its registrations");
+                // librdmacm closes the device's context when this connection's
+                // CM id, the last one on it, is destroyed.
+                super::forget_removed_devices(self.lib);
                 self.begin_close(CloseReason::Transport("RDMA device removed".into()));
                 return;
             }
