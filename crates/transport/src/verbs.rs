@@ -235,9 +235,8 @@ impl VerbsDirectListener {
         loop {
             let Some(l) = slot.as_ref() else {
                 tokio::time::sleep(RELISTEN_INTERVAL).await;
-                // The device may still have been listed when its removal was
-                // reported: librdmacm looks again, and closes it once the
-                // connections that were on it are gone.
+                // librdmacm looks at the devices again, in case the removed
+                // one was still listed when its removal was reported.
                 verbs::refresh_devices();
                 *slot = self.relisten(&mut tries).await;
                 continue;

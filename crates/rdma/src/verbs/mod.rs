@@ -126,9 +126,11 @@ impl Drop for IdHolder {
 /// that the device was removed (`rdma link delete`, a driver unbound): listing
 /// the devices (`rdma_get_devices`) is what makes it look. Called on each
 /// DEVICE_REMOVAL event; a device that is still in use is marked dead then and
-/// closed when its last CM id is destroyed. (Listing also opens the contexts
-/// of the devices that remain; librdmacm keeps them, as it would for any CM id
-/// on them.)
+/// closed when its last CM id is destroyed. librdmacm (`sync_devices_list`)
+/// ignores a list with no device at all: when the removed device was the last
+/// one, its context stays open until a device is back. (Listing also opens
+/// the contexts of the devices that remain; librdmacm keeps them, as it would
+/// for any CM id on them.)
 pub(crate) fn forget_removed_devices(lib: &Lib) {
     // SAFETY: a plain query; a null count pointer is allowed.
     let list = unsafe { (lib.rdma_get_devices)(std::ptr::null_mut()) };
