@@ -94,8 +94,9 @@ srv_mrs() {
         case "$tids" in *" $p "*) echo "$l" | sed -n 's/.*mrn \([0-9]*\).*/\1/p' ;; esac
     done | sort -n | tr '\n' ' '
 }
-# Memory regions on the device (`rdma resource show`: "... mr N ..."), all processes.
-mrs() { rdma resource show 2>/dev/null | sed -n 's/.* mr \([0-9]*\).*/\1/p' | head -1; }
+# Memory regions on rxe0 (`rdma resource show`: "N: rxe0: ... mr N ..."), all processes
+# (linkdel.sh adds rxe1).
+mrs() { rdma resource show 2>/dev/null | sed -n 's/.* rxe0: .* mr \([0-9]*\).*/\1/p' | head -1; }
 idle0=$(mrs)
 smbx bench -b512K -o4 -s -w50 -d60 -W0 --transport rdma smb://alice@10.0.2.15/share/bench >/dev/null 2>&1 &
 bl=$!
@@ -113,9 +114,8 @@ echo "MRs of the server under a 512K read/write load: [$m1] then [$m2]"
     && pass "steady state: the server registers nothing per I/O" \
     || { rdma resource show mr | head -20; fail "steady state: the server registers nothing per I/O"; }
 
-# Faults: the client killed mid-transfer. (Removing the device with `rdma link delete`
-# is not tested: rxe and siw cannot take a device from processes that have it open, so
-# the kernel waits until every process using it exits.)
+# Faults: the client killed mid-transfer; the device removed mid-transfer (linkdel.sh);
+# the link under the device down mid-transfer.
 base=$(mrs)
 [ "$base" -le "$idle0" ] && pass "stopped bench: its registrations were released" \
     || fail "stopped bench: its registrations were released ($base regions, $idle0 before it)"
@@ -132,14 +132,18 @@ i=0
 while [ "$(mrs)" -gt "$base" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.2; done
 after=$(mrs)
 echo "MRs on rxe0: idle $base, during a transfer $during, after the client was killed $after"
-[ "$during" -gt "$base" ] && [ "$after" -eq "$base" ] \
+# At or below the idle count: the bench killed just before may still have had a
+# connection closing when the idle count was read (CI on 7.3: idle 1, after 0).
+[ "$during" -gt "$base" ] && [ "$after" -le "$base" ] \
     && pass "killed client: the server released its registrations" || fail "killed client: the server released its registrations"
 rm -f /tmp/back
 smbx put --transport rdma /tmp/src smb://alice@10.0.2.15/share/next && smbx get --transport rdma smb://alice@10.0.2.15/share/next /tmp/back \
     && [ "$(sha256sum /tmp/back | cut -d' ' -f1)" = "$want" ] \
     && pass "killed client: the next client is served" || fail "killed client: the next client is served"
-# Faults: the link under rxe0 goes down mid-transfer (`rdma link delete` waits while
-# the server holds the device, so the netdev is taken down instead), then up again.
+# `rdma link delete rxe0` mid-transfer, then `rdma link add rxe0` (7.x guest kernels).
+. /test/linkdel.sh
+# Faults: the link under rxe0 goes down mid-transfer (the netdev taken down, rxe0 left),
+# then up again.
 rm -f /tmp/back
 smbx put --transport rdma /tmp/big smb://alice@10.0.2.15/share/big2 >/tmp/linkdown.log 2>&1 &
 cl=$!
@@ -158,7 +162,7 @@ after=$(mrs)
 echo "MRs on rxe0: idle $base, during a transfer $during, after the link went down $after"
 # rxe leaves the queue pairs of a downed port connected: the server's SMB Direct
 # keepalive (after 10 s of silence, answered within 5 s) finds the client gone.
-[ "$during" -gt "$base" ] && [ "$after" -eq "$base" ] \
+[ "$during" -gt "$base" ] && [ "$after" -le "$base" ] \
     && pass "link down: the server released the registrations" \
     || fail "link down: the server released the registrations"
 i=0
