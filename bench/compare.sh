@@ -18,7 +18,9 @@
 # read of each server as a share of it; sockperf's TCP ping-pong round trip with 4 KiB messages,
 # and each server's 4 KiB QD1 read p50 as a multiple of it; and each server's sealed and signed
 # 512 KiB read as a share of its plain one (iperf3 and sockperf installed with apt-get when
-# missing).
+# missing), beside the machine's ceiling for each: the protected_ceiling example (smbx-security)
+# serves 512 KiB reads without SMB as cheaply as they can be done, plain (sendfile), sealed and
+# signed, and its plain rate bounds every server's 512 KiB read too (CEILING=0 skips it).
 # Environment: DURATION (10), WARMUP (2), SEQ_O (8), FILE_MIB (1024), PROFILES (names below,
 #   space-separated; default all), SERVERS_WANTED ("samba smbx rocketsmbd"),
 #   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, SMBX_CLIENT_BIN (the
@@ -103,10 +105,31 @@ if [[ " ${PROFILES[*]} " == *" rand-read-4K-o1 "* ]]; then
   fi
 fi
 
-python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" "$SOCKPERF_OUT" <<'PY'
+# The machine's ceiling for plain, sealed and signed 512 KiB reads without SMB (one thread
+# serving, one reading at QD8, modes alternated): what no server and client pair can beat here.
+CEILING_OUT=$RESULTS/protected-ceiling.txt
+rm -f "$CEILING_OUT"
+if [ "${CEILING:-1}" = 1 ]; then
+  if (cd "$BENCH_REPO" && cargo build --release -q -p smbx-security --example protected_ceiling); then
+    bench_log "protected_ceiling $DURATION 3 (plain/sealed/signed 512 KiB reads without SMB)"
+    "$BENCH_REPO/target/release/examples/protected_ceiling" "$DURATION" 3 >"$CEILING_OUT" 2>&1 ||
+      rm -f "$CEILING_OUT"
+  else
+    bench_log "protected_ceiling did not build: no ceiling lines"
+  fi
+fi
+
+python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" "$SOCKPERF_OUT" "$CEILING_OUT" <<'PY'
 import json, os, re, sys
 res, servers, profiles = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-iperf_path, sockperf_path = sys.argv[4], sys.argv[5]
+iperf_path, sockperf_path, ceiling_path = sys.argv[4], sys.argv[5], sys.argv[6]
+ceiling = {}
+try:
+    for m in re.finditer(r"^(Plain|Sealed|Signed): median ([0-9.]+) GB/s.*?([0-9.]+)x plain",
+                         open(ceiling_path).read(), re.M):
+        ceiling[m.group(1)] = (float(m.group(2)) * 1000, float(m.group(3)))
+except OSError:
+    pass
 def load(p, s):
     try:
         return json.load(open(os.path.join(res, f"{p}.{s}.json")))
@@ -148,6 +171,13 @@ if tcp:
         f = figs(load("seq-read-512K", s))
         if f:
             print(f"  seq-read-512K {s}: {f[1]:.1f} MB/s = {f[1] / tcp:.2f} of it")
+if "Plain" in ceiling and "seq-read-512K" in profiles:
+    top = ceiling["Plain"][0]
+    print(f"\nmachine ceiling: 512 KiB reads without SMB (protected_ceiling, sendfile) {top:.1f} MB/s")
+    for s in servers:
+        f = figs(load("seq-read-512K", s))
+        if f:
+            print(f"  seq-read-512K {s}: {f[1]:.1f} MB/s = {f[1] / top:.2f} of it")
 try:
     m = re.search(r"percentile 50\.000 =\s*([0-9.]+)", open(sockperf_path).read())
     rtt = float(m.group(1)) if m else None
@@ -159,10 +189,13 @@ if rtt:
         f = figs(load("rand-read-4K-o1", s))
         if f and f[2]:
             print(f"  rand-read-4K-o1 {s}: p50 {f[2]:.1f} µs = {f[2] / rtt:.2f}x of it")
-for prof, what in (("seq-read-512K-gcm", "sealed AES-128-GCM"), ("seq-read-512K-gmac", "signed AES-GMAC")):
+for prof, what, mode in (("seq-read-512K-gcm", "sealed AES-128-GCM", "Sealed"),
+                         ("seq-read-512K-gmac", "signed AES-GMAC", "Signed")):
     if prof not in profiles:
         continue
     print(f"\n{what} 512 KiB read as a share of the same server's plain one:")
+    if mode in ceiling:
+        print(f"  machine ceiling (protected_ceiling): {ceiling[mode][1]:.2f}")
     for s in servers:
         f, plain = figs(load(prof, s)), figs(load("seq-read-512K", s))
         if f and plain and plain[1]:
