@@ -808,7 +808,7 @@ impl Engine {
                 stag,
                 to,
             } => match opcode {
-                op::WRITE => self.on_write(stag, to, payload),
+                op::WRITE => self.on_write(last, stag, to, payload),
                 op::READ_RESP => self.on_read_resp(last, stag, to, payload),
                 _ => Err(term::RDMAP_OPCODE),
             },
@@ -926,7 +926,7 @@ impl Engine {
         self.write_cache.as_ref()
     }
 
-    fn on_write(&mut self, stag: u32, to: u64, payload: &[u8]) -> Result<(), TermInfo> {
+    fn on_write(&mut self, last: bool, stag: u32, to: u64, payload: &[u8]) -> Result<(), TermInfo> {
         // A zero-length RDMA Write places nothing: no STag or offset is
         // checked (Linux siw does the same). Initiators use it as an RTR and
         // as the wake-up of `encode_nudge`.
@@ -934,7 +934,18 @@ impl Engine {
             return Ok(());
         }
         let off = self.write_target(stag, to, payload.len())?;
-        self.place_now(&Target::Write, off, payload)
+        self.place_now(&Target::Write, off, payload)?;
+        if last {
+            self.write_done();
+        }
+        Ok(())
+    }
+
+    /// An RDMA Write's last segment is in: the engine lets go of its region,
+    /// so that the consumer, told by the Send behind it, holds the only handle
+    /// and can take the buffer back without a copy ([`SoftMr::into_buffer`]).
+    fn write_done(&mut self) {
+        self.write_cache = None;
     }
 
     /// Checks an RDMA Write of `len` bytes (more than zero) at `to` of `stag`;
@@ -1093,7 +1104,13 @@ impl Engine {
             .clone();
         let done = match done {
             Some(last) => self.read_resp_advance(last, plen),
-            None => None,
+            None => {
+                if last {
+                    // The placement holds the region until its last byte.
+                    self.write_done();
+                }
+                None
+            }
         };
         self.placing = Some(Placing {
             mr,
@@ -1521,6 +1538,58 @@ mod tests {
             assert!(m[..50_000] == a[..]);
             assert!(m[60_000..101_000] == b[..]);
         });
+    }
+
+    /// Once an RDMA Write's last segment is in, the engine holds no handle
+    /// on its region (placed directly or through the receive buffer), so the
+    /// consumer takes its buffer back without a copy; a Write's earlier
+    /// segments keep it.
+    #[test]
+    fn a_written_region_is_let_go_after_the_last_segment() {
+        let (mut e, qp) = engine(false);
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let mut out = Vec::new();
+        // Short Writes, through on_input: the first not the last segment.
+        let mr = qp.pd.alloc(100, access).unwrap();
+        let stag = mr.stag().0;
+        let seg = |last, to, p: &[u8]| {
+            let h = DdpHdr::Tagged {
+                last,
+                opcode: op::WRITE,
+                stag,
+                to,
+            };
+            let mut b = Vec::new();
+            ddp::encode_fpdu(&mut b, &h, &[p], true);
+            b
+        };
+        let first = seg(false, mr.addr(), b"abc");
+        assert_eq!(e.on_input(&first, &mut out), first.len());
+        let mr = mr
+            .into_buffer()
+            .expect_err("a Write under way holds its region");
+        let second = seg(true, mr.addr() + 3, b"de");
+        assert_eq!(e.on_input(&second, &mut out), second.len());
+        let b = mr
+            .into_buffer()
+            .expect("the last segment let go of the region");
+        assert_eq!(&b[..5], b"abcde");
+        // A long Write placed straight from the socket.
+        let mr = qp.pd.alloc(100_000, access).unwrap();
+        let data = pattern(60_000);
+        let stream = write(mr.stag().0, mr.addr(), &data);
+        assert_eq!(e.on_input(&stream[..1000], &mut out), 1000);
+        let mut rest = &stream[1000..];
+        read_into_placement(&mut e, &mut rest, 30_000);
+        let mr = mr.into_buffer().expect_err("a placement holds its region");
+        read_into_placement(&mut e, &mut rest, usize::MAX);
+        assert!(e.placement().is_none());
+        assert_eq!(e.on_input(rest, &mut out), rest.len());
+        assert!(out.is_empty() && e.closed().is_none());
+        let b = mr
+            .into_buffer()
+            .expect("the placed Write let go of the region");
+        assert!(b[..60_000] == data[..]);
     }
 
     /// Feeds `stream` to `e` as the TCP driver does, the socket holding all
