@@ -53,8 +53,9 @@ usage: smbx bench [flags] TARGET...
   --ios <n>      each thread issues at most n I/Os per target (warm-up included), then the
                  run ends once they complete (or at -d): a fixed amount of work
   --os-threads <n>  OS threads that run the threads when every target is smb:// (default:
-                 one per core, at most one per thread); each thread keeps its own
-                 connection, -o and figures
+                 one per thread up to the cores, else the most that fit the cores and
+                 deal the threads evenly); each thread keeps its own connection, -o
+                 and figures
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
   --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4K; soft-iWARP 16K/32K)
   --multichannel <n>    smb:// targets bind up to n channels to their session (1..32)

@@ -149,7 +149,10 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let groups = if shareable {
-        os_thread_groups(layout.len(), p.os_threads.map_or(cores, |n| n as usize))
+        let os = p
+            .os_threads
+            .map_or_else(|| even_os_threads(layout.len(), cores), |n| n as usize);
+        os_thread_groups(layout.len(), os)
     } else {
         os_thread_groups(layout.len(), layout.len())
     };
@@ -372,6 +375,26 @@ pub fn os_thread_groups(threads: usize, os: usize) -> Vec<Vec<usize>> {
     groups
 }
 
+/// How many OS threads run `threads` worker threads by default on `cores` cores: one each
+/// when they fit, else a count that deals them evenly (each OS thread gets a time share
+/// of the CPUs from the kernel, and splits it among its workers: uneven groups would give
+/// a worker alone on its OS thread twice the I/Os of two that share one). That is the
+/// largest divisor of `threads` that is at most `cores`, unless it leaves more than half
+/// the cores without a client thread; then one OS thread per worker thread, which the
+/// kernel shares out evenly.
+pub fn even_os_threads(threads: usize, cores: usize) -> usize {
+    let (threads, cores) = (threads.max(1), cores.max(1));
+    if threads <= cores {
+        return threads;
+    }
+    let d = (1..=cores).rev().find(|d| threads % d == 0).unwrap_or(1);
+    if 2 * d >= cores {
+        d
+    } else {
+        threads
+    }
+}
+
 /// One worker thread's own state, beside its lanes.
 struct Worker {
     rng: Rng,
@@ -463,13 +486,20 @@ fn worker(
     let mut loops = 0u32;
     let mut batch: Vec<Completion> = Vec::new();
     let single = lanes.len() == 1;
+    // The lane each pass starts from, moved on by one every pass: lanes that share this
+    // OS thread take turns at submitting first, at being reaped first and at being the
+    // one waited on, so none leads the others by its place in the list.
+    let mut turn = 0usize;
     loop {
+        let n = lanes.len();
+        turn = (turn + 1) % n.max(1);
         let stopping =
             shared.abort.load(Ordering::Relaxed) || shared.phase.load(Ordering::Acquire) >= DONE;
         let mut throttled = false;
         if !stopping {
             let allowed = rate.map(|r| began.elapsed().as_secs_f64() * r + 1.0);
-            for lane in &mut lanes {
+            for k in 0..n {
+                let lane = &mut lanes[(turn + k) % n];
                 let wk = &mut workers[lane.worker];
                 while let Some(slot) = lane.free.pop() {
                     if p.max_ios.is_some_and(|m| lane.submitted >= m) {
@@ -538,12 +568,12 @@ fn worker(
             }
             continue;
         }
-        // Reap: block on the only lane, or poll all and block on one that is busy (a
-        // queue sharing this OS thread with others stops waiting once any has finished
-        // I/Os: Target::shares_threads).
+        // Reap: block on the only lane, or poll all and block on the first busy one from
+        // this pass's turn (a queue sharing this OS thread with others stops waiting once
+        // any has finished I/Os: Target::shares_threads).
         let mut reaped = 0;
-        for li in 0..lanes.len() {
-            let lane = &mut lanes[li];
+        for k in 0..n {
+            let lane = &mut lanes[(turn + k) % n];
             let before = batch.len();
             let min = usize::from(single);
             if let Err(e) = lane.queue.reap(min, &mut batch) {
@@ -556,7 +586,10 @@ fn worker(
             reaped_into(lane, &mut batch, before, now, shared, infos, interval_ns, c);
         }
         if reaped == 0 && !single {
-            if let Some(lane) = lanes.iter_mut().find(|l| l.free.len() < l.depth) {
+            let busy = (0..n)
+                .map(|k| (turn + k) % n)
+                .find(|&i| lanes[i].free.len() < lanes[i].depth);
+            if let Some(lane) = busy.map(|i| &mut lanes[i]) {
                 if let Err(e) = lane.queue.reap(1, &mut batch) {
                     shared.fail(format!("{}: waiting for I/O: {e}", infos[lane.target].name));
                     return finish(ids, lanes);

@@ -264,3 +264,126 @@ fn threads_are_dealt_over_os_threads() {
     assert_eq!(engine::os_thread_groups(5, 1), vec![vec![0, 1, 2, 3, 4]]);
     assert_eq!(engine::os_thread_groups(1, 0), vec![vec![0]]);
 }
+
+#[test]
+fn by_default_threads_are_dealt_evenly() {
+    // As many OS threads as fit the cores and divide the threads: every OS thread runs as
+    // many worker threads as every other, so each worker gets the same share of the CPUs.
+    for (threads, cores, os) in [
+        (1, 2, 1),
+        (2, 2, 2),
+        (3, 2, 1),
+        (4, 2, 2),
+        (5, 2, 1),
+        (6, 2, 2),
+        (6, 4, 3),
+        (12, 8, 6),
+        (3, 1, 1),
+        // No divisor keeps half the cores busy: one OS thread per worker thread.
+        (5, 4, 5),
+        (9, 8, 9),
+    ] {
+        assert_eq!(
+            engine::even_os_threads(threads, cores),
+            os,
+            "-t{threads} on {cores} cores"
+        );
+        let groups = engine::os_thread_groups(threads, os);
+        assert!(
+            groups.iter().all(|g| g.len() == groups[0].len()),
+            "-t{threads} on {cores} cores: {groups:?}"
+        );
+    }
+}
+
+/// Queues that share an OS thread and finish I/Os only while the engine waits on them
+/// (reap with `min >= 1`), as a connection whose responses arrive while its runtime runs;
+/// every completion is logged with its queue's index.
+#[derive(Default)]
+struct Waited {
+    opened: AtomicUsize,
+    log: Mutex<Vec<usize>>,
+}
+
+struct WaitedTarget(Arc<Waited>);
+
+struct WaitedQueue {
+    shared: Arc<Waited>,
+    index: usize,
+    depth: usize,
+    block: usize,
+    pending: Vec<usize>,
+}
+
+impl Target for WaitedTarget {
+    fn name(&self) -> &str {
+        "waited"
+    }
+    fn size(&self) -> u64 {
+        1 << 30
+    }
+    fn engine(&self) -> &'static str {
+        "smb"
+    }
+    fn shares_threads(&self) -> bool {
+        true
+    }
+    fn queue(&self, cfg: &QueueConfig) -> Result<Box<dyn IoQueue>, BenchError> {
+        Ok(Box::new(WaitedQueue {
+            shared: self.0.clone(),
+            index: self.0.opened.fetch_add(1, Ordering::SeqCst),
+            depth: cfg.depth,
+            block: cfg.block,
+            pending: Vec::new(),
+        }))
+    }
+}
+
+impl IoQueue for WaitedQueue {
+    fn submit(&mut self, slot: usize, _: IoKind, _: u64, _: WriteData<'_>) -> io::Result<()> {
+        self.pending.push(slot);
+        Ok(())
+    }
+    fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
+        if min == 0 {
+            return Ok(());
+        }
+        let mut log = self.shared.log.lock().unwrap();
+        for slot in self.pending.drain(..) {
+            log.push(self.index);
+            out.push(Completion {
+                slot,
+                result: Ok(self.block),
+            });
+        }
+        Ok(())
+    }
+    fn depth(&self) -> usize {
+        self.depth
+    }
+}
+
+#[test]
+fn threads_on_one_os_thread_take_turns() {
+    // Three threads on one OS thread, whose queues finish I/Os only while waited on: the
+    // engine waits on each in turn, so all three progress together (waiting always on the
+    // first busy one would finish that thread's --ios before the others start).
+    let flags = "-b4K -o4 -t3 -r -d60 -W0 -C0 --ios 400 --os-threads 1 waited";
+    let p = parse(&args(flags)).unwrap();
+    let waited = Arc::new(Waited::default());
+    let target: Arc<dyn Target> = Arc::new(WaitedTarget(waited.clone()));
+    engine::run(&p, &[target]).unwrap();
+    let log = waited.log.lock().unwrap().clone();
+    assert_eq!(log.len(), 3 * 400);
+    // When the first thread has its 400, each of the others has nearly as many.
+    let mut done = [0usize; 3];
+    for &q in &log {
+        done[q] += 1;
+        if done[q] == 400 {
+            break;
+        }
+    }
+    for (q, n) in done.iter().enumerate() {
+        assert!(*n >= 400 - 2 * 4, "queue {q} had {n} of 400: {done:?}");
+    }
+}
