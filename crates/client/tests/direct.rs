@@ -151,3 +151,44 @@ async fn rdma_threshold_defaults_to_the_links() {
     }
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
+
+/// READs by RDMA of data in the page cache (read by the server in place) and of data
+/// the page cache dropped (read where waiting is fine): the same bytes, short at the
+/// end of the file and empty past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rdma_reads_in_and_out_of_the_page_cache() {
+    use std::os::fd::AsRawFd;
+    let (server, port) = start_smbx_direct("");
+    let dir = server.share_dir("share");
+    let data = random_bytes(300_000);
+    std::fs::write(dir.join("cached"), &data).unwrap();
+    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree connect");
+    let f = tree
+        .open("cached", &OpenOptions::read_only())
+        .await
+        .expect("open");
+    for round in ["cached", "dropped"] {
+        if round == "dropped" {
+            let disk = std::fs::File::open(dir.join("cached")).unwrap();
+            disk.sync_all().unwrap();
+            // SAFETY: posix_fadvise only reads its arguments; the descriptor is open.
+            unsafe { libc::posix_fadvise(disk.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        }
+        let before = rdma_bytes(&session).1;
+        let back = f.read_at(0, data.len()).await.expect("whole read");
+        assert!(back == data, "{round}: whole file");
+        let back = f.read_at(1_001, 70_000).await.expect("odd offset");
+        assert!(back == data[1_001..71_001], "{round}: odd offset");
+        let back = f.read_at(250_000, 65_536).await.expect("short at the end");
+        assert!(back == data[250_000..], "{round}: short at the end");
+        assert!(rdma_bytes(&session).1 >= before + 300_000 + 70_000 + 50_000);
+        let back = f.read_at(300_000, 65_536).await.expect("past the end");
+        assert!(back.is_empty(), "{round}: past the end");
+    }
+    f.close().await.expect("close");
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
