@@ -21,8 +21,20 @@
 #   rocketsmbd"), ROUNDS (1), SMBX_BINS (none), BENCH_FLAGS (more smbx bench flags for every
 #   point, e.g. --os-threads=4), RESULTS (target/bench-scaling: each sweep's CSV,
 #   JSON and charts in SIZE.SERVER, later rounds in SIZE.SERVER.rN), SMBX_BIN, SMBX_CLIENT_BIN,
-#   ROCKETSMBD_BIN, KEEP=1. Needs root, Debian samba, python3, a release build of smbx.
+#   ROCKETSMBD_BIN, KEEP=1, NETNS (1: see below). Needs root, Debian samba, python3, a release
+#   build of smbx.
+#
+# With NETNS=1 (the default, when run as root and unshare(1) is there) the whole run, servers and
+# client, is in a network namespace of its own (loopback only), so the TCP counters that each
+# point's report carries (retransmitted segments, loss probes, zero-window advertisements,
+# receive-queue drops: the kernel's, per namespace) count this run's connections and nothing
+# else; after the MB/s matrices come, per server and size, the median retransmitted segments and
+# zero-window advertisements per 1000 I/Os. NETNS=0 runs in the caller's namespace.
 set -euo pipefail
+if [ "${NETNS:-1}" = 1 ] && [ -z "${SCALING_IN_NETNS:-}" ] && [ "$(id -u)" = 0 ] &&
+  command -v unshare >/dev/null && command -v ip >/dev/null; then
+  exec unshare --net env SCALING_IN_NETNS=1 bash -c 'ip link set lo up && exec bash "$@"' scaling "$0" "$@"
+fi
 # shellcheck source=bench/servers.sh
 . "$(dirname "$0")/servers.sh"
 
@@ -157,6 +169,29 @@ for size in sizes:
         if n > 1 and real is not None:
             note = ": beyond the run-to-run spread" if real else ": within the run-to-run spread"
         print(f"  worst loss against a smaller -t or -o: {worst * 100:.1f}% ({where}){note}")
+def per_kio(size, name, column):
+    """(t, o) -> median of column per 1000 I/Os over the rounds (points without it left out)."""
+    got = {}
+    for k in range(1, rounds + 1):
+        d = os.path.join(res, f"{size}.{name}" + ("" if k == 1 else f".r{k}"), "results.csv")
+        try:
+            with open(d) as f:
+                rows = list(csv.DictReader(f))
+        except OSError:
+            continue
+        for r in rows:
+            v, n = col(r, column), col(r, "io_count")
+            if v is not None and n:
+                got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(1000 * v / n)
+    return {k: statistics.median(v) for k, v in got.items()}
+for size in sizes:
+    for s in names:
+        for column, what in (("tcp_retrans_segs", "retransmitted segments"),
+                             ("tcp_zero_window_adv", "zero-window advertisements")):
+            m = per_kio(size, s, column)
+            if m:
+                matrix(f"\n{size} against {s}: TCP {what} per 1000 I/Os (median; every socket "
+                       "of the bench's network namespace)", m, lambda v: f"{v:9.1f}")
 for size in sizes:
     base = medians.get((size, labels[0])) if labels else None
     for s in labels[1:]:

@@ -19,6 +19,7 @@ use crate::profile::{Profile, Throttle, WriteBuffer};
 use crate::rng::Rng;
 use crate::stats::{percentile_ns, IoKind, IoStats};
 use crate::target::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, ThreadShare, WriteData};
+use crate::tcp_stats::TcpCounters;
 
 const INIT: u8 = 0;
 const WARMUP: u8 = 1;
@@ -77,6 +78,9 @@ pub struct RunResult {
     pub complete_intervals: usize,
     /// CPU use over the measured phase.
     pub cpu: CpuUsage,
+    /// Growth of the TCP counters of this network namespace over the measured phase
+    /// (`None`: they could not be read).
+    pub tcp: Option<TcpCounters>,
     /// Wall-clock start of the run, seconds since the Unix epoch.
     pub start_unix: f64,
 }
@@ -175,7 +179,7 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
         .unwrap_or(0.0);
     let show_progress = p.progress || std::io::stderr().is_terminal();
 
-    let (threads, cpu, measured_s) = std::thread::scope(|s| {
+    let (threads, (cpu, tcp, measured_s)) = std::thread::scope(|s| {
         let (ready_tx, ready_rx) = mpsc::channel();
         let handles: Vec<_> = groups
             .iter()
@@ -220,7 +224,7 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
             .flatten()
             .collect();
         threads.sort_by_key(|t| t.id);
-        outcome.map(|(cpu, measured)| (threads, cpu, measured))
+        outcome.map(|measured| (threads, measured))
     })?;
     if let Some(msg) = shared.error.lock().ok().and_then(|mut e| e.take()) {
         return Err(BenchError::Other(msg));
@@ -235,17 +239,24 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
         intervals,
         complete_intervals: complete,
         cpu,
+        tcp,
         start_unix,
     })
 }
 
-/// Drives the phases from the main thread; returns CPU use and measured seconds.
-fn timeline(p: &Profile, shared: &Shared, show: bool) -> Result<(CpuUsage, f64), BenchError> {
+/// Drives the phases from the main thread; returns CPU use, the growth of the TCP
+/// counters and the measured seconds.
+fn timeline(
+    p: &Profile,
+    shared: &Shared,
+    show: bool,
+) -> Result<(CpuUsage, Option<TcpCounters>, f64), BenchError> {
     let mut progress = Progress::new(show);
     shared.phase.store(WARMUP, Ordering::Release);
     progress.wait(shared, "warm-up", p.warmup_s);
     let cpu_err = |e| BenchError::io("reading CPU counters", e);
     let a = Snapshot::take(p.server_pid).map_err(cpu_err)?;
+    let tcp_a = TcpCounters::take();
     let start = Instant::now();
     shared.measure_start_ns.store(
         start.duration_since(shared.epoch).as_nanos() as u64,
@@ -256,10 +267,11 @@ fn timeline(p: &Profile, shared: &Shared, show: bool) -> Result<(CpuUsage, f64),
     shared.phase.store(COOLDOWN, Ordering::Release);
     let measured = start.elapsed().as_secs_f64();
     let b = Snapshot::take(p.server_pid).map_err(cpu_err)?;
+    let tcp = tcp_a.zip(TcpCounters::take()).map(|(a, b)| b.since(&a));
     progress.wait(shared, "cool-down", p.cooldown_s);
     shared.phase.store(DONE, Ordering::Release);
     progress.finish();
-    Ok((CpuUsage::between(&a, &b, p.server_pid), measured))
+    Ok((CpuUsage::between(&a, &b, p.server_pid), tcp, measured))
 }
 
 struct Progress {

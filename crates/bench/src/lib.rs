@@ -28,6 +28,7 @@ pub mod stats;
 pub mod svg;
 pub mod sweep;
 pub mod target;
+pub mod tcp_stats;
 
 pub use args::{parse, ArgError, USAGE};
 pub use error::BenchError;

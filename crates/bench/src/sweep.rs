@@ -29,7 +29,8 @@ usage: smbx bench sweep -b<size>[,<size>...] -o<n>[,<n>...] -t<n>[,<n>...] [benc
                         --out DIR TARGET...
   Runs `smbx bench` once per point of the matrix I/O size × threads × outstanding × target
   (in that nesting order, targets innermost) and writes into DIR:
-    results.csv    one row per point (figures of the measured phase)
+    results.csv    one row per point (figures of the measured phase, with the growth of
+                   the TCP counters of the bench's network namespace)
     results.json   the same rows, each with the point's full smbx-bench/1 report
     latency-vs-size_t<T>_o<O>.svg      p50 and p99 against I/O size, a line per target
     vs-threads_b<B>_o<O>.svg           IOPS and p50/p99 against threads
@@ -136,6 +137,24 @@ pub struct Row {
     pub process_cycles_per_byte: Option<f64>,
     /// The server's cycles per byte.
     pub server_cycles_per_byte: Option<f64>,
+    /// TCP segments sent in the bench's network namespace while measuring.
+    pub tcp_out_segs: Option<u64>,
+    /// TCP segments retransmitted.
+    pub tcp_retrans_segs: Option<u64>,
+    /// TCP tail loss probes.
+    pub tcp_loss_probes: Option<u64>,
+    /// TCP retransmission timeouts.
+    pub tcp_timeouts: Option<u64>,
+    /// TCP segments queued out of order.
+    pub tcp_ofo_queue: Option<u64>,
+    /// Times a TCP receiver wanted to advertise a zero window.
+    pub tcp_zero_window_adv: Option<u64>,
+    /// TCP segments dropped for a full receive queue.
+    pub tcp_rcvq_drop: Option<u64>,
+    /// TCP receive queues pruned.
+    pub tcp_prune_called: Option<u64>,
+    /// TCP segments collapsed.
+    pub tcp_rcv_collapsed: Option<u64>,
 }
 
 impl Row {
@@ -175,12 +194,21 @@ impl Row {
             cycles_per_byte: r.cycles.machine,
             process_cycles_per_byte: r.cycles.process,
             server_cycles_per_byte: r.cycles.server,
+            tcp_out_segs: r.tcp.map(|t| t.out_segs),
+            tcp_retrans_segs: r.tcp.map(|t| t.retrans_segs),
+            tcp_loss_probes: r.tcp.map(|t| t.loss_probes),
+            tcp_timeouts: r.tcp.map(|t| t.timeouts),
+            tcp_ofo_queue: r.tcp.map(|t| t.ofo_queue),
+            tcp_zero_window_adv: r.tcp.map(|t| t.zero_window_adv),
+            tcp_rcvq_drop: r.tcp.map(|t| t.rcvq_drop),
+            tcp_prune_called: r.tcp.map(|t| t.prune_called),
+            tcp_rcv_collapsed: r.tcp.map(|t| t.rcv_collapsed),
         }
     }
 }
 
 /// The CSV columns, in order (the [`Row`] fields).
-pub const CSV_COLUMNS: [&str; 29] = [
+pub const CSV_COLUMNS: [&str; 38] = [
     "target",
     "label",
     "block_size",
@@ -210,6 +238,15 @@ pub const CSV_COLUMNS: [&str; 29] = [
     "cycles_per_byte",
     "process_cycles_per_byte",
     "server_cycles_per_byte",
+    "tcp_out_segs",
+    "tcp_retrans_segs",
+    "tcp_loss_probes",
+    "tcp_timeouts",
+    "tcp_ofo_queue",
+    "tcp_zero_window_adv",
+    "tcp_rcvq_drop",
+    "tcp_prune_called",
+    "tcp_rcv_collapsed",
 ];
 
 fn list<T>(
@@ -522,6 +559,16 @@ pub fn csv(rows: &[Row]) -> String {
             opt(r.cycles_per_byte),
             opt(r.process_cycles_per_byte),
             opt(r.server_cycles_per_byte),
+            r.tcp_out_segs.map_or(String::new(), |v| v.to_string()),
+            r.tcp_retrans_segs.map_or(String::new(), |v| v.to_string()),
+            r.tcp_loss_probes.map_or(String::new(), |v| v.to_string()),
+            r.tcp_timeouts.map_or(String::new(), |v| v.to_string()),
+            r.tcp_ofo_queue.map_or(String::new(), |v| v.to_string()),
+            r.tcp_zero_window_adv
+                .map_or(String::new(), |v| v.to_string()),
+            r.tcp_rcvq_drop.map_or(String::new(), |v| v.to_string()),
+            r.tcp_prune_called.map_or(String::new(), |v| v.to_string()),
+            r.tcp_rcv_collapsed.map_or(String::new(), |v| v.to_string()),
         ];
         out.push_str(&fields.join(","));
         out.push('\n');
@@ -977,6 +1024,15 @@ mod tests {
             cycles_per_byte: None,
             process_cycles_per_byte: None,
             server_cycles_per_byte: None,
+            tcp_out_segs: Some(100),
+            tcp_retrans_segs: Some(1),
+            tcp_loss_probes: None,
+            tcp_timeouts: None,
+            tcp_ofo_queue: None,
+            tcp_zero_window_adv: None,
+            tcp_rcvq_drop: None,
+            tcp_prune_called: None,
+            tcp_rcv_collapsed: None,
         }
     }
 

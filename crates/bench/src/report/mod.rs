@@ -10,6 +10,7 @@ use crate::cpu::CpuUsage;
 use crate::engine::RunResult;
 use crate::profile::Profile;
 use crate::stats::{interval_stats, percentile_ns, IoStats, LatencySummary};
+use crate::tcp_stats::TcpCounters;
 
 /// The JSON schema identifier.
 pub const SCHEMA: &str = "smbx-bench/1";
@@ -245,6 +246,9 @@ pub struct Report {
     pub cycles_per_byte: Option<f64>,
     /// Cycles per byte, machine and per process.
     pub cycles: CyclesPerByte,
+    /// Growth of the TCP counters of the bench's network namespace while measuring
+    /// (every socket there, the server's too when it shares the namespace).
+    pub tcp: Option<TcpCounters>,
     /// Per target.
     pub targets: Vec<TargetReport>,
     /// Per thread (each with per-target figures).
@@ -394,6 +398,7 @@ impl Report {
             cpu: cpu.clone(),
             cycles_per_byte: cycles.machine,
             cycles,
+            tcp: r.tcp,
             targets,
             threads,
         }

@@ -318,6 +318,23 @@ pub fn render(r: &Report) -> String {
             String::new()
         }
     );
+    if let Some(t) = &r.tcp {
+        let _ = writeln!(
+            o,
+            "\tTCP in this network namespace: {} segments sent, {} retransmitted, {} loss \
+             probes, {} timeouts, {} out of order, {} zero-window, {} receive-queue drops, {} \
+             prunes, {} collapsed",
+            t.out_segs,
+            t.retrans_segs,
+            t.loss_probes,
+            t.timeouts,
+            t.ofo_queue,
+            t.zero_window_adv,
+            t.rcvq_drop,
+            t.prune_called,
+            t.rcv_collapsed
+        );
+    }
     o
 }
 
