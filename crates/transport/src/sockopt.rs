@@ -11,6 +11,12 @@
 //! `TCP_USER_TIMEOUT=ms` (Linux's, not in Samba's list) bounds how long sent
 //! data may stay unacknowledged, and, with keepalive on, how long keepalive
 //! probes may go unanswered.
+//!
+//! `TCP_NOTSENT_LOWAT=bytes` (Linux's, not in Samba's list) bounds how much data a
+//! connection queues that has not been sent yet: a write waits once that much is queued
+//! (0: the system's `net.ipv4.tcp_notsent_lowat`). Data sent counts against it only until
+//! it leaves, so it does not limit what is in flight, only how far a writer gets ahead of
+//! a receiver that reads more slowly.
 
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -34,6 +40,9 @@ pub struct SocketOptions {
     pub send_buffer: Option<u32>,
     /// `SO_RCVBUF` (bytes).
     pub receive_buffer: Option<u32>,
+    /// `TCP_NOTSENT_LOWAT` (bytes): the most data queued unsent before a write waits
+    /// (0: the system's rule).
+    pub notsent_lowat: Option<u32>,
 }
 
 /// Names in Samba's list that are recognised but not applied (logged once).
@@ -89,6 +98,7 @@ impl SocketOptions {
                 "TCP_NODELAY" => o.nodelay = Some(n != 0),
                 "SO_SNDBUF" => o.send_buffer = Some(n),
                 "SO_RCVBUF" => o.receive_buffer = Some(n),
+                "TCP_NOTSENT_LOWAT" => o.notsent_lowat = Some(n),
                 k if IGNORED.contains(&k) => {
                     warnings.push(format!("socket option {tok} is not applied by smbx"))
                 }
@@ -109,6 +119,7 @@ impl SocketOptions {
             nodelay: other.nodelay.or(self.nodelay),
             send_buffer: other.send_buffer.or(self.send_buffer),
             receive_buffer: other.receive_buffer.or(self.receive_buffer),
+            notsent_lowat: other.notsent_lowat.or(self.notsent_lowat),
         }
     }
 
@@ -138,10 +149,11 @@ impl SocketOptions {
             nodelay: flag(libc::IPPROTO_TCP, libc::TCP_NODELAY)?,
             send_buffer: get(libc::SOL_SOCKET, libc::SO_SNDBUF)?,
             receive_buffer: get(libc::SOL_SOCKET, libc::SO_RCVBUF)?,
+            notsent_lowat: get(libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT)?,
         })
     }
 
-    fn entries(&self) -> [(&'static str, i32, i32, Option<u32>); 8] {
+    fn entries(&self) -> [(&'static str, i32, i32, Option<u32>); 9] {
         let b = |f: Option<bool>| f.map(u32::from);
         [
             (
@@ -191,6 +203,12 @@ impl SocketOptions {
                 libc::SOL_SOCKET,
                 libc::SO_RCVBUF,
                 self.receive_buffer,
+            ),
+            (
+                "TCP_NOTSENT_LOWAT",
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                self.notsent_lowat,
             ),
         ]
     }
@@ -298,7 +316,8 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (o, _) = SocketOptions::parse(
-            "SO_KEEPALIVE TCP_KEEPIDLE=7 TCP_KEEPINTVL=2 TCP_KEEPCNT=4 TCP_USER_TIMEOUT=9000 TCP_NODELAY",
+            "SO_KEEPALIVE TCP_KEEPIDLE=7 TCP_KEEPINTVL=2 TCP_KEEPCNT=4 TCP_USER_TIMEOUT=9000 TCP_NODELAY \
+             TCP_NOTSENT_LOWAT=131072",
         );
         o.apply(&s).unwrap();
         let now = SocketOptions::current(&s).unwrap();
@@ -308,6 +327,7 @@ mod tests {
         assert_eq!(now.keep_count, Some(4));
         assert_eq!(now.user_timeout_ms, Some(9000));
         assert_eq!(now.nodelay, Some(true));
+        assert_eq!(now.notsent_lowat, Some(131072));
         // The kernel refuses an idle time of 0: the failure names the option, and
         // the options after it are still set.
         let bad = SocketOptions {
