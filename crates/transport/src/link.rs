@@ -25,9 +25,12 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
 
-use smbx_wire::framing::encode_frame_header;
+use smbx_wire::framing::{decode_frame_header, encode_frame_header};
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -318,14 +321,56 @@ struct Queued {
     framed: bool,
     /// It holds one of the queue's slots.
     slot: bool,
+    /// Bytes of its frame (length prefix and message) already on the wire: it was
+    /// sent at once in part ([`TcpOptions::send_at_once`]), the writer sends the rest.
+    sent: usize,
 }
 
-/// The Direct TCP sender: messages go to the writer future through a queue.
+/// What a Direct TCP link's senders and its writer share: the socket's write side and
+/// who may write to it now.
+///
+/// Every message is on the wire in the order it was queued. A sender that finds nothing
+/// queued and nothing being written ([`WriteSide::unsent`] is 0) may write a message to
+/// the socket itself, without waiting ([`TcpOptions::send_at_once`]); what the socket
+/// does not take then is queued for the writer, as any message behind it is. The lock
+/// on `unsent` is held across that write and the queueing of its rest, so nothing can
+/// go to the wire in between.
+#[derive(Debug)]
+struct WriteSide {
+    sock: Arc<OwnedWriteHalf>,
+    /// Messages queued, or taken by the writer and not yet all handed to the socket.
+    unsent: Mutex<usize>,
+    /// The receiver holds a whole next frame in its buffer (its reader goes on without
+    /// reading from the socket): a response is then left to the writer, to go out with
+    /// the ones that frame and its followers produce (one write for a burst of small
+    /// requests), not in a write of its own.
+    input_ahead: AtomicBool,
+    /// Senders write a message themselves when they may ([`TcpOptions::send_at_once`]).
+    at_once: bool,
+}
+
+impl WriteSide {
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.unsent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The writer handed `n` more messages to the socket.
+    fn written(&self, n: usize) {
+        let mut u = self.lock();
+        *u = u.saturating_sub(n);
+    }
+}
+
+/// The Direct TCP sender: messages go to the writer future through a queue, or straight
+/// to the socket when nothing is ahead of them ([`TcpOptions::send_at_once`]).
 pub struct TcpSender {
     queue: mpsc::UnboundedSender<Queued>,
     /// Room in the queue for [`MessageSender::try_send`] and
     /// [`MessageSender::send_waiting`] (the writer frees a slot as it takes a message).
     slots: Option<Arc<Semaphore>>,
+    side: Arc<WriteSide>,
+    /// Where a message's buffer goes once it was sent at once.
+    pool: Arc<BufPool>,
     peer: SocketAddr,
     local: SocketAddr,
 }
@@ -337,14 +382,133 @@ impl fmt::Debug for TcpSender {
 }
 
 impl TcpSender {
+    /// Queues `q` for the writer (counted as unsent while `unsent` is held, so that no
+    /// sender writes at once ahead of it).
+    fn push(&self, unsent: &mut usize, q: Queued) -> Result<(), LinkError> {
+        self.queue.send(q).map_err(|_| LinkError::Closed)?;
+        *unsent += 1;
+        Ok(())
+    }
+
     fn queue(&self, out: Outgoing, slot: bool) -> Result<(), LinkError> {
-        self.queue
-            .send(Queued {
+        let mut unsent = self.side.lock();
+        self.push(
+            &mut unsent,
+            Queued {
                 out,
                 framed: false,
                 slot,
-            })
-            .map_err(|_| LinkError::Closed)
+                sent: 0,
+            },
+        )
+    }
+
+    /// Writes `out` (a message with no tail) to the socket now when nothing is queued
+    /// or being written and the receiver has no whole frame waiting; what the socket
+    /// does not take (it is full, or failed) goes to the writer with the count of bytes
+    /// already sent. `Err(out)` back when it may not be sent at once: queue it.
+    fn send_at_once(&self, out: Outgoing) -> Result<Result<(), LinkError>, Outgoing> {
+        if !self.side.at_once || out.tail.is_some() || self.side.input_ahead.load(Ordering::Relaxed)
+        {
+            return Err(out);
+        }
+        let mut unsent = self.side.lock();
+        if *unsent > 0 {
+            return Err(out);
+        }
+        let msg = out.buf.get(out.start..).unwrap_or_default();
+        let Ok(prefix) = encode_frame_header(msg.len()) else {
+            return Ok(Err(LinkError::TooLarge));
+        };
+        let total = prefix.len() + msg.len();
+        let stream: &TcpStream = (*self.side.sock).as_ref();
+        let mut sent = 0;
+        while sent < total {
+            let mut parts = [io::IoSlice::new(&prefix), io::IoSlice::new(msg)];
+            let mut parts = &mut parts[..];
+            io::IoSlice::advance_slices(&mut parts, sent);
+            match stream.try_write_vectored(parts) {
+                Ok(0) => break,
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Full (or failed: the writer meets the error and ends the link).
+                Err(_) => break,
+            }
+        }
+        if sent == total {
+            drop(unsent);
+            self.pool.recycle(out.buf);
+            return Ok(Ok(()));
+        }
+        // The rest goes first in the queue (nothing else is in it), in one of its
+        // slots if one is free (it holds one while nothing is queued).
+        let slot = self
+            .slots
+            .as_ref()
+            .is_some_and(|s| s.try_acquire().map(|p| p.forget()).is_ok());
+        Ok(self.push(
+            &mut unsent,
+            Queued {
+                out,
+                framed: false,
+                slot,
+                sent,
+            },
+        ))
+    }
+}
+
+/// The writer's end of the socket, shared with the senders that write at once.
+struct SharedWrite(Arc<OwnedWriteHalf>);
+
+impl SharedWrite {
+    fn stream(&self) -> &TcpStream {
+        (*self.0).as_ref()
+    }
+}
+
+impl AsyncWrite for SharedWrite {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let s = self.stream();
+        loop {
+            ready!(s.poll_write_ready(cx))?;
+            match s.try_write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let s = self.stream();
+        loop {
+            ready!(s.poll_write_ready(cx))?;
+            match s.try_write_vectored(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// The write side is shut once its last holder drops it (`OwnedWriteHalf`'s drop).
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -356,16 +520,23 @@ impl MessageSender for TcpSender {
         buf[from..start].copy_from_slice(&prefix);
         let mut out = Outgoing::new(buf);
         out.start = from;
-        self.queue
-            .send(Queued {
+        let mut unsent = self.side.lock();
+        self.push(
+            &mut unsent,
+            Queued {
                 out,
                 framed: true,
                 slot: false,
-            })
-            .map_err(|_| LinkError::Closed)
+                sent: 0,
+            },
+        )
     }
 
     fn try_send(&self, out: Outgoing) -> Result<(), TrySendError> {
+        let out = match self.send_at_once(out) {
+            Ok(r) => return r.map_err(TrySendError::Failed),
+            Err(out) => out,
+        };
         let slot = match &self.slots {
             None => false,
             Some(s) => match s.try_acquire() {
@@ -413,11 +584,32 @@ impl MessageSender for TcpSender {
 pub struct TcpReceiver {
     rd: BufReader<OwnedReadHalf>,
     frames: FrameReader,
+    /// Told whether a whole next frame is buffered, when senders may write at once.
+    side: Option<Arc<WriteSide>>,
+}
+
+impl TcpReceiver {
+    /// Tells the senders, after each frame returned, whether the reader holds a whole
+    /// next frame (it goes on without reading the socket): responses are then left to
+    /// the writer, to go out together once the reader waits.
+    fn note_input(&self) {
+        if let Some(side) = &self.side {
+            let b = self.rd.buffer();
+            let ahead = b
+                .get(..4)
+                .and_then(|h| <[u8; 4]>::try_from(h).ok())
+                .and_then(|h| decode_frame_header(h, usize::MAX).ok())
+                .is_some_and(|next| b.len() - 4 >= next);
+            side.input_ahead.store(ahead, Ordering::Relaxed);
+        }
+    }
 }
 
 impl MessageReceiver for TcpReceiver {
     async fn recv(&mut self) -> Result<Option<Vec<u8>>, LinkError> {
-        match self.frames.next(&mut self.rd, None).await {
+        let r = self.frames.next(&mut self.rd, None).await;
+        self.note_input();
+        match r {
             Ok(f) => Ok(Some(f.msg)),
             Err("eof") => Ok(None),
             Err(e) => Err(LinkError::Frame(e)),
@@ -436,7 +628,9 @@ impl MessageReceiver for TcpReceiver {
         &mut self,
         budget: &Arc<Semaphore>,
     ) -> Result<Option<Received>, LinkError> {
-        match self.frames.next(&mut self.rd, Some(budget)).await {
+        let r = self.frames.next(&mut self.rd, Some(budget)).await;
+        self.note_input();
+        match r {
             Ok(f) => Ok(Some(Received {
                 msg: f.msg,
                 payload: f.payload,
@@ -466,6 +660,12 @@ pub struct TcpOptions {
     /// Messages [`MessageSender::try_send`] and [`MessageSender::send_waiting`] may
     /// have queued before they wait (`None`: no bound).
     pub queue: Option<usize>,
+    /// [`MessageSender::try_send`] writes a message with no tail to the socket itself,
+    /// without waiting, when nothing is queued or being written and the receiver has
+    /// no whole frame buffered; what the socket does not take then goes to the writer.
+    /// A response then leaves as soon as it is made, not once the reader next waits
+    /// for the socket (the writer runs then), and the writer task is not woken for it.
+    pub send_at_once: bool,
 }
 
 impl TcpOptions {
@@ -480,6 +680,7 @@ impl TcpOptions {
             read_buffer: 64 * 1024,
             splice_writes: None,
             queue: None,
+            send_at_once: false,
         }
     }
 }
@@ -520,18 +721,27 @@ pub fn tcp_with(
     if let Some(min) = o.splice_writes {
         frames = frames.splice_writes(min);
     }
+    let side = Arc::new(WriteSide {
+        sock: Arc::new(wr),
+        unsent: Mutex::new(0),
+        input_ahead: AtomicBool::new(false),
+        at_once: o.send_at_once,
+    });
     let receiver = TcpReceiver {
         rd: BufReader::with_capacity(o.read_buffer, rd),
         frames,
+        side: o.send_at_once.then(|| side.clone()),
     };
     let slots = o.queue.map(|n| Arc::new(Semaphore::new(n)));
     let sender = TcpSender {
         queue: tx,
         slots: slots.clone(),
+        side: side.clone(),
+        pool: o.pool.clone(),
         peer,
         local,
     };
-    (sender, receiver, tcp_writer(wr, rx, o.pool, slots))
+    (sender, receiver, tcp_writer(side, rx, o.pool, slots))
 }
 
 /// Bytes the writer gathers before writing to the socket.
@@ -553,26 +763,29 @@ impl Drop for CloseSlots {
 /// until every sender is gone or the socket fails; large message buffers go back to
 /// `pool` once written.
 async fn tcp_writer(
-    wr: OwnedWriteHalf,
+    side: Arc<WriteSide>,
     mut rx: mpsc::UnboundedReceiver<Queued>,
     pool: Arc<BufPool>,
     slots: Option<Arc<Semaphore>>,
 ) -> std::io::Result<()> {
     let slots = CloseSlots(slots);
-    let mut w = BufWriter::with_capacity(WRITE_BUFFER, wr);
+    let mut w = BufWriter::with_capacity(WRITE_BUFFER, SharedWrite(side.sock.clone()));
     while let Some(q) = rx.recv().await {
         write_one(&mut w, q, &pool, &slots).await?;
+        let mut n = 1;
         while let Ok(q) = rx.try_recv() {
             write_one(&mut w, q, &pool, &slots).await?;
+            n += 1;
         }
         w.flush().await?;
+        side.written(n);
     }
     let _ = w.shutdown().await;
     Ok(())
 }
 
 async fn write_one(
-    w: &mut BufWriter<OwnedWriteHalf>,
+    w: &mut BufWriter<SharedWrite>,
     q: Queued,
     pool: &BufPool,
     slots: &CloseSlots,
@@ -598,6 +811,12 @@ async fn write_one(
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         &prefix
     };
+    // What was sent at once is not sent again (only a message with no tail is).
+    let (hdr, msg) = match q.sent {
+        0 => (hdr, msg),
+        n if n < hdr.len() => (&hdr[n..], msg),
+        n => (&[][..], msg.get(n - hdr.len()..).unwrap_or_default()),
+    };
     if let Some(data) = tail.as_deref().and_then(|t| t.in_memory()) {
         // Data in memory: prefix, message and data in one gathered write (whatever
         // is buffered goes first).
@@ -615,7 +834,7 @@ async fn write_one(
         // The frame header and fields go out with MSG_MORE, so the kernel sends
         // them with the data that follows rather than as a segment of their own.
         w.flush().await?;
-        crate::tcp::send_more(w.get_ref().as_ref(), hdr, msg).await?;
+        crate::tcp::send_more(w.get_ref().stream(), hdr, msg).await?;
         drop(buf);
         return send_tail(w, &*t).await;
     }
@@ -651,8 +870,8 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
 
 /// Sends the tail from its file (sendfile); what that cannot send (the file shrank,
 /// or sendfile is refused) is read and written, zeros past the end.
-async fn send_tail(w: &mut BufWriter<OwnedWriteHalf>, t: &dyn Tail) -> io::Result<()> {
-    let sock = w.get_ref().as_ref();
+async fn send_tail(w: &mut BufWriter<SharedWrite>, t: &dyn Tail) -> io::Result<()> {
+    let sock = w.get_ref().stream();
     let len = t.len();
     let mut sent = 0usize;
     while sent < len {
@@ -897,6 +1116,142 @@ mod tests {
         assert!(rx.recv_within(&budget).await.unwrap().is_none());
         drop(tx);
         writer.await.unwrap().ok();
+    }
+
+    /// A link whose sender writes at once (the server's), and its peer.
+    async fn at_once_link() -> (
+        TcpSender,
+        TcpReceiver,
+        impl Future<Output = std::io::Result<()>> + Send,
+        TcpStream,
+    ) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let mut o = TcpOptions::new(1 << 20, Arc::new(BufPool::new(2)));
+        o.queue = Some(4);
+        o.send_at_once = true;
+        let (tx, rx, writer) = tcp_with(c.unwrap(), o);
+        (tx, rx, writer, s.unwrap().0)
+    }
+
+    /// A frame of `len` bytes, each `tag`.
+    fn framed(tag: u8, len: usize) -> Vec<u8> {
+        let mut f = (len as u32).to_be_bytes().to_vec();
+        f.resize(4 + len, tag);
+        f
+    }
+
+    /// Reads `want.len()` bytes from `peer` (bounded: a test that would hang fails).
+    async fn expect(peer: &mut TcpStream, want: &[u8]) {
+        let mut got = vec![0u8; want.len()];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            peer.read_exact(&mut got),
+        )
+        .await
+        .expect("the bytes never came")
+        .unwrap();
+        assert!(got == want, "bytes differ");
+    }
+
+    /// With nothing queued a message goes to the socket at once (its writer never
+    /// runs); once a message with a file tail is queued, every message after it
+    /// waits behind it, and all leave in the order they were sent.
+    #[tokio::test]
+    async fn at_once_sends_never_overtake_queued_messages() {
+        let (tx, _rx, writer, mut peer) = at_once_link().await;
+        tx.try_send(Outgoing::new(vec![b'a'; 10])).unwrap();
+        expect(&mut peer, &framed(b'a', 10)).await;
+        assert_eq!(*tx.side.lock(), 0);
+
+        let mut tailed = Outgoing::new(b"head".to_vec());
+        tailed.tail = Some(Box::new(MemTail(b"-tail".to_vec())));
+        tx.try_send(tailed).unwrap();
+        tx.try_send(Outgoing::new(vec![b'c'; 7])).unwrap();
+        // In-memory data from the client's side is queued too.
+        let mut client = Outgoing::new(b"w".to_vec());
+        client.tail = Some(Box::new(bytes::Bytes::from_static(b"data")));
+        tx.try_send(client).unwrap();
+        tx.try_send(Outgoing::new(vec![b'd'; 3])).unwrap();
+        assert_eq!(*tx.side.lock(), 4, "all four wait for the writer");
+        let writer = tokio::spawn(writer);
+        let mut want = b"\0\0\0\x09head-tail".to_vec();
+        want.extend(framed(b'c', 7));
+        want.extend_from_slice(b"\0\0\0\x05wdata");
+        want.extend(framed(b'd', 3));
+        expect(&mut peer, &want).await;
+        // Written: the next message goes at once again.
+        while *tx.side.lock() != 0 {
+            tokio::task::yield_now().await;
+        }
+        tx.try_send(Outgoing::new(vec![b'e'; 5])).unwrap();
+        expect(&mut peer, &framed(b'e', 5)).await;
+        drop(tx);
+        writer.await.unwrap().unwrap();
+    }
+
+    /// A peer that stops reading: sending never waits, what the socket does not take
+    /// (the rest of a message it took in part, and every message after it) is queued,
+    /// and once the peer reads again every byte arrives once, in order. A hold is kept
+    /// until its message is written.
+    #[tokio::test]
+    async fn at_once_falls_back_to_the_queue_when_the_socket_is_full() {
+        let (tx, _rx, writer, mut peer) = at_once_link().await;
+        let budget = Arc::new(Semaphore::new(1000));
+        let msg = |i: usize| vec![(i % 251) as u8; 100_000 + i];
+        let mut want = Vec::new();
+        let mut i = 0;
+        // Enough to fill any loopback socket's buffers, sent without a reader.
+        while want.len() < 64 << 20 {
+            let mut out = Outgoing::new(msg(i));
+            out.hold = Some(budget.clone().acquire_owned().await.unwrap());
+            want.extend(framed((i % 251) as u8, 100_000 + i));
+            // Never waits (at most the queue's 4 slots are taken: the loop ends then).
+            tx.try_send(out).unwrap();
+            i += 1;
+            if *tx.side.lock() >= 4 {
+                break;
+            }
+        }
+        let queued = *tx.side.lock();
+        assert!(queued > 0, "the socket never filled");
+        assert!(budget.available_permits() < 1000, "queued holds are kept");
+        let writer = tokio::spawn(writer);
+        expect(&mut peer, &want).await;
+        while *tx.side.lock() != 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(budget.available_permits(), 1000);
+        drop(tx);
+        writer.await.unwrap().unwrap();
+    }
+
+    /// The peer goes away while messages are queued behind one sent in part: the
+    /// writer ends with the error, nothing waits, and later sends fail.
+    #[tokio::test]
+    async fn at_once_then_disconnect_mid_send() {
+        let (tx, _rx, writer, mut peer) = at_once_link().await;
+        let mut first = vec![0u8; 16];
+        while *tx.side.lock() == 0 {
+            tx.try_send(Outgoing::new(vec![7; 1 << 20])).unwrap();
+        }
+        // Some of it arrived; then the peer closes with data unread (a reset).
+        peer.read_exact(&mut first).await.unwrap();
+        drop(peer);
+        let r = tokio::time::timeout(std::time::Duration::from_secs(20), writer)
+            .await
+            .expect("the writer never ended");
+        assert!(r.is_err(), "the writer ends with the socket's error");
+        let mut failed = false;
+        for _ in 0..4 {
+            match tx.try_send(Outgoing::new(vec![1; 10])) {
+                Err(TrySendError::Failed(LinkError::Closed)) => failed = true,
+                Err(e) => panic!("{e:?}"),
+                Ok(()) => {}
+            }
+        }
+        assert!(failed, "sends on a dead link fail");
     }
 
     /// Data in memory as a tail (a client's WRITE data): sent in the same frame as its

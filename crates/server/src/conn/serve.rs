@@ -29,8 +29,10 @@ where
 
 /// The Direct TCP link of an accepted socket, with the server's options: a frame
 /// may be as large as the largest PDU, large WRITEs' data is spliced, responses
-/// wait when [`SEND_QUEUE`] are queued. Run the writer future beside [`serve`]
-/// (it ends once every sender, the connection's async completions included, is gone).
+/// wait when [`SEND_QUEUE`] are queued and go to the socket at once when nothing
+/// is queued before them and no whole request waits in the read buffer. Run the
+/// writer future beside [`serve`] (it ends once every sender, the connection's
+/// async completions included, is gone).
 pub fn tcp_link(
     server: &ServerState,
     stream: TcpStream,
@@ -47,6 +49,9 @@ pub fn tcp_link(
             read_buffer: READ_BUFFER,
             splice_writes: Some(SPLICE_WRITE_MIN),
             queue: Some(SEND_QUEUE),
+            // A response leaves as soon as it is made when nothing is ahead of it:
+            // not batched behind the next requests of a busy read loop.
+            send_at_once: true,
         },
     )
 }
