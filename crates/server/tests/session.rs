@@ -383,3 +383,30 @@ async fn unauthenticated_connections_time_out() {
     // No SESSION_SETUP: the server drops the connection.
     assert!(c.recv_frame().await.is_none());
 }
+
+#[tokio::test]
+async fn deadtime_counts_from_the_last_request() {
+    let mut g = cfg();
+    g.global.deadtime_secs = 1;
+    let srv = start(g).await;
+    let mut c = Client::connect(srv.addr).await;
+    c.negotiate(&[Dialect::SMB3_1_1]).await;
+    assert_eq!(
+        c.session_setup("user", "pass").await.status(),
+        NtStatus::SUCCESS
+    );
+    // A request every 250 ms keeps the connection past twice the deadtime: the
+    // read loop's one timer, set at logon, goes off and is set again from the last
+    // request each time.
+    for _ in 0..8 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        let r = c.request(Command::Echo, &[4, 0, 0, 0]).await;
+        assert_eq!(r.status(), NtStatus::SUCCESS);
+    }
+    // Then idle with nothing open: dropped.
+    let end = tokio::time::timeout(std::time::Duration::from_secs(30), c.recv_frame()).await;
+    assert!(
+        matches!(end, Ok(None)),
+        "still open 30 s after the deadtime"
+    );
+}
