@@ -337,7 +337,12 @@ struct Queued {
 /// go to the wire in between.
 #[derive(Debug)]
 struct WriteSide {
-    sock: Arc<OwnedWriteHalf>,
+    /// The writer holds the socket's write half; senders borrow it while the writer
+    /// lives. Its end (every sender gone, a write failed, or its task aborted, as the
+    /// client closes a connection) drops it, which shuts the socket's sending side at
+    /// once, as before senders could write: a sender kept alive elsewhere must not keep
+    /// the peer from seeing the connection end.
+    sock: std::sync::Weak<OwnedWriteHalf>,
     /// Messages queued, or taken by the writer and not yet all handed to the socket.
     unsent: Mutex<usize>,
     /// The receiver holds a whole next frame in its buffer (its reader goes on without
@@ -421,7 +426,11 @@ impl TcpSender {
             return Ok(Err(LinkError::TooLarge));
         };
         let total = prefix.len() + msg.len();
-        let stream: &TcpStream = (*self.side.sock).as_ref();
+        let Some(sock) = self.side.sock.upgrade() else {
+            // The writer has ended: queueing fails.
+            return Err(out);
+        };
+        let stream: &TcpStream = (*sock).as_ref();
         let mut sent = 0;
         while sent < total {
             let mut parts = [io::IoSlice::new(&prefix), io::IoSlice::new(msg)];
@@ -721,8 +730,9 @@ pub fn tcp_with(
     if let Some(min) = o.splice_writes {
         frames = frames.splice_writes(min);
     }
+    let wr = Arc::new(wr);
     let side = Arc::new(WriteSide {
-        sock: Arc::new(wr),
+        sock: Arc::downgrade(&wr),
         unsent: Mutex::new(0),
         input_ahead: AtomicBool::new(false),
         at_once: o.send_at_once,
@@ -741,7 +751,7 @@ pub fn tcp_with(
         peer,
         local,
     };
-    (sender, receiver, tcp_writer(side, rx, o.pool, slots))
+    (sender, receiver, tcp_writer(side, wr, rx, o.pool, slots))
 }
 
 /// Bytes the writer gathers before writing to the socket.
@@ -764,12 +774,13 @@ impl Drop for CloseSlots {
 /// `pool` once written.
 async fn tcp_writer(
     side: Arc<WriteSide>,
+    wr: Arc<OwnedWriteHalf>,
     mut rx: mpsc::UnboundedReceiver<Queued>,
     pool: Arc<BufPool>,
     slots: Option<Arc<Semaphore>>,
 ) -> std::io::Result<()> {
     let slots = CloseSlots(slots);
-    let mut w = BufWriter::with_capacity(WRITE_BUFFER, SharedWrite(side.sock.clone()));
+    let mut w = BufWriter::with_capacity(WRITE_BUFFER, SharedWrite(wr));
     while let Some(q) = rx.recv().await {
         write_one(&mut w, q, &pool, &slots).await?;
         let mut n = 1;
@@ -1189,6 +1200,29 @@ mod tests {
         expect(&mut peer, &framed(b'e', 5)).await;
         drop(tx);
         writer.await.unwrap().unwrap();
+    }
+
+    /// The writer's end shuts the socket's sending side even while a sender lives (the
+    /// client closes a connection by aborting its tasks): the peer sees the end of the
+    /// stream, and the sender's messages fail.
+    #[tokio::test]
+    async fn a_dropped_writer_ends_the_stream_while_senders_live() {
+        let (tx, _rx, writer, mut peer) = at_once_link().await;
+        tx.try_send(Outgoing::new(vec![b'a'; 3])).unwrap();
+        drop(writer);
+        let mut got = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            peer.read_to_end(&mut got),
+        )
+        .await
+        .expect("the stream never ended")
+        .unwrap();
+        assert_eq!(got, framed(b'a', 3));
+        assert!(matches!(
+            tx.try_send(Outgoing::new(vec![b'b'; 3])),
+            Err(TrySendError::Failed(LinkError::Closed))
+        ));
     }
 
     /// A peer that stops reading: sending never waits, what the socket does not take
