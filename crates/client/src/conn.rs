@@ -6,7 +6,6 @@
 //! to wake; one timer task hands the core the time, so requests past their deadline
 //! fail with [`Error::Timeout`] and are cancelled on the server.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,7 @@ pub use crate::request_core::inbound::{Event, Response};
 use crate::request_core::outbound::{self, Cancel};
 pub(crate) use crate::request_core::outbound::{body_writer, HEADROOM};
 pub(crate) use crate::request_core::Request;
-use crate::request_core::{Acquire, InFlight, Matched, RequestCore, Sent};
+use crate::request_core::{Acquire, IdMap, InFlight, Matched, RequestCore, Sent};
 
 /// Events buffered before further ones are dropped.
 const EVENT_QUEUE: usize = 256;
@@ -60,7 +59,7 @@ type Core = RequestCore<oneshot::Sender<Reply>, oneshot::Sender<()>>;
 
 struct Shared {
     core: Mutex<Core>,
-    sessions: RwLock<HashMap<u64, Arc<SessionSecurity>>>,
+    sessions: RwLock<IdMap<Arc<SessionSecurity>>>,
     /// Unbounded so that nothing awaits between spending MessageIds and queueing the
     /// frame (a cancelled caller must not leave a hole in the server's window); the
     /// credit window bounds what can be queued.
@@ -221,7 +220,7 @@ impl Connection {
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         let shared = Arc::new(Shared {
             core: Mutex::new(RequestCore::new(max_credits)),
-            sessions: RwLock::new(HashMap::new()),
+            sessions: RwLock::new(IdMap::default()),
             sender,
             events: events_tx,
             pool,

@@ -170,7 +170,9 @@ pub(crate) async fn send_keeping(
                 reqs = again;
                 replay = true;
                 replays += 1;
-                tokio::time::sleep(FIRST_BACKOFF * replays).await;
+                // Boxed, as `answers` and `wait_for_live` below: the failover paths'
+                // state is not carried by every request's future.
+                Box::pin(tokio::time::sleep(FIRST_BACKOFF * replays)).await;
             }
             (Ok(v), kept) => {
                 ch.record(sent, v.iter().map(|r| r.msg.len() as u64).sum(), replay);
@@ -184,7 +186,7 @@ pub(crate) async fn send_keeping(
                 // slow (a long async operation) or its answer was lost in a
                 // brief outage: the channel stays; the request is replayed if
                 // it may be, else the timeout is the caller's.
-                if matches!(e, Error::Timeout) && answers(session, &ch, &link).await {
+                if matches!(e, Error::Timeout) && Box::pin(answers(session, &ch, &link)).await {
                     let Some(again) = keep else {
                         return (Err(e), None);
                     };
@@ -197,7 +199,7 @@ pub(crate) async fn send_keeping(
                 let Some(again) = keep else {
                     return (Err(e), None);
                 };
-                if !wait_for_live(set).await {
+                if !Box::pin(wait_for_live(set)).await {
                     return (Err(e), Some(again));
                 }
                 reqs = again;

@@ -482,7 +482,8 @@ impl File {
                 break;
             };
             on.replay = attempt > 0;
-            match self.read_rdma(&on, offset, len).await {
+            // Boxed (as write_rdma): a READ over TCP does not carry its state.
+            match Box::pin(self.read_rdma(&on, offset, len)).await {
                 Err(e) if attempt + 1 < tries && crate::failover::channel_lost(&e) => {}
                 Err(e) if tries == 1 || !crate::failover::channel_lost(&e) => return Err(e),
                 Err(_) => break,
@@ -647,7 +648,7 @@ impl File {
                 break;
             };
             on.replay = attempt > 0;
-            match self.write_rdma(&on, offset, data).await {
+            match Box::pin(self.write_rdma(&on, offset, data)).await {
                 Err(e) if attempt + 1 < tries && crate::failover::channel_lost(&e) => {}
                 Err(e) if tries == 1 || !crate::failover::channel_lost(&e) => return Err(e),
                 Err(_) => break,

@@ -245,7 +245,8 @@ impl Tree {
                 Err(e) if crate::durable::session_lost(&e) => e,
                 r => return r,
             };
-            if !self.reestablish(&session, &e).await? {
+            // Boxed: the rare path's state is not carried by every request's future.
+            if !Box::pin(self.reestablish(&session, &e)).await? {
                 return Err(e);
             }
             let Some(mut again) = kept.take() else {
