@@ -72,6 +72,10 @@ bench_setup() {
     cp "$BENCH_ROOT/data/data.bin" "$BENCH_ROOT/$s/share/data.bin"
     chown -R "$BENCH_USER" "$BENCH_ROOT/$s/share"
   done
+  # The copies' writeback would otherwise run during the first measurements (the first
+  # profile, or the first row of a sweep, ran slower while it did).
+  bench_log "flushing the copies to disk (sync)"
+  sync
 }
 
 # bench_begin TAG FILE_MIB: a fresh share tree (removed on exit), the servers named in
