@@ -53,6 +53,7 @@ trap bench_cleanup EXIT
 mkdir -p "$BENCH_ROOT/smbx/share" "$RESULTS"
 bench_log "writing a ${FILE_MIB} MiB random file"
 head -c "$((FILE_MIB * 1048576))" /dev/urandom > "$BENCH_ROOT/smbx/share/data.bin"
+sync # its writeback would otherwise run during the first measurements
 RDMA_PORT=$(bench_free_port)
 bench_start_smbx "smb direct = yes" "smb direct port = $RDMA_PORT" || exit 1
 TCP_PORT=$PORT_smbx PID=$PID_smbx
