@@ -116,23 +116,25 @@ def col(r, *names):
         if n in r and r[n] != "":
             return float(r[n])
     return None
-def points(size, name):
-    """(t, o) -> MB/s of every round that has the point."""
-    got = {}
+def rows(size, name):
+    """Every round's CSV rows of one sweep (rounds without results left out)."""
     for k in range(1, rounds + 1):
         d = os.path.join(res, f"{size}.{name}" + ("" if k == 1 else f".r{k}"), "results.csv")
         try:
             with open(d) as f:
-                rows = list(csv.DictReader(f))
+                yield from csv.DictReader(f)
         except OSError:
             continue
-        for r in rows:
-            mbs = col(r, "mb_per_sec", "MB/s", "mbps")
-            if mbs is None:
-                b = col(r, "bytes_per_sec")
-                mbs = None if b is None else b / 1e6
-            if mbs is not None:
-                got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(mbs)
+def points(size, name):
+    """(t, o) -> MB/s of every round that has the point."""
+    got = {}
+    for r in rows(size, name):
+        mbs = col(r, "mb_per_sec", "MB/s", "mbps")
+        if mbs is None:
+            b = col(r, "bytes_per_sec")
+            mbs = None if b is None else b / 1e6
+        if mbs is not None:
+            got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(mbs)
     return got
 def matrix(title, cells, fmt):
     ts = sorted({t for t, _ in cells})
@@ -172,17 +174,10 @@ for size in sizes:
 def per_kio(size, name, column):
     """(t, o) -> median of column per 1000 I/Os over the rounds (points without it left out)."""
     got = {}
-    for k in range(1, rounds + 1):
-        d = os.path.join(res, f"{size}.{name}" + ("" if k == 1 else f".r{k}"), "results.csv")
-        try:
-            with open(d) as f:
-                rows = list(csv.DictReader(f))
-        except OSError:
-            continue
-        for r in rows:
-            v, n = col(r, column), col(r, "io_count")
-            if v is not None and n:
-                got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(1000 * v / n)
+    for r in rows(size, name):
+        v, n = col(r, column), col(r, "io_count")
+        if v is not None and n:
+            got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(1000 * v / n)
     return {k: statistics.median(v) for k, v in got.items()}
 for size in sizes:
     for s in names:
