@@ -482,14 +482,7 @@ impl AsyncWrite for SharedWrite {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let s = self.stream();
-        loop {
-            ready!(s.poll_write_ready(cx))?;
-            match s.try_write(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                r => return Poll::Ready(r),
-            }
-        }
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
