@@ -516,6 +516,11 @@ fn opt(v: Option<f64>) -> String {
     v.map(num).unwrap_or_default()
 }
 
+/// A counter's CSV field (empty when it was not read).
+fn count(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
 fn num(v: f64) -> String {
     if v.is_finite() {
         format!("{v:.3}")
@@ -559,16 +564,15 @@ pub fn csv(rows: &[Row]) -> String {
             opt(r.cycles_per_byte),
             opt(r.process_cycles_per_byte),
             opt(r.server_cycles_per_byte),
-            r.tcp_out_segs.map_or(String::new(), |v| v.to_string()),
-            r.tcp_retrans_segs.map_or(String::new(), |v| v.to_string()),
-            r.tcp_loss_probes.map_or(String::new(), |v| v.to_string()),
-            r.tcp_timeouts.map_or(String::new(), |v| v.to_string()),
-            r.tcp_ofo_queue.map_or(String::new(), |v| v.to_string()),
-            r.tcp_zero_window_adv
-                .map_or(String::new(), |v| v.to_string()),
-            r.tcp_rcvq_drop.map_or(String::new(), |v| v.to_string()),
-            r.tcp_prune_called.map_or(String::new(), |v| v.to_string()),
-            r.tcp_rcv_collapsed.map_or(String::new(), |v| v.to_string()),
+            count(r.tcp_out_segs),
+            count(r.tcp_retrans_segs),
+            count(r.tcp_loss_probes),
+            count(r.tcp_timeouts),
+            count(r.tcp_ofo_queue),
+            count(r.tcp_zero_window_adv),
+            count(r.tcp_rcvq_drop),
+            count(r.tcp_prune_called),
+            count(r.tcp_rcv_collapsed),
         ];
         out.push_str(&fields.join(","));
         out.push('\n');
