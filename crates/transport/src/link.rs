@@ -1146,6 +1146,18 @@ mod tests {
         f
     }
 
+    /// Waits until the writer has handed every queued message to the socket (bounded: a
+    /// writer that never does fails the test).
+    async fn all_written(tx: &TcpSender) {
+        tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            while *tx.side.lock() != 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the writer never finished");
+    }
+
     /// Reads `want.len()` bytes from `peer` (bounded: a test that would hang fails).
     async fn expect(peer: &mut TcpStream, want: &[u8]) {
         let mut got = vec![0u8; want.len()];
@@ -1186,9 +1198,7 @@ mod tests {
         want.extend(framed(b'd', 3));
         expect(&mut peer, &want).await;
         // Written: the next message goes at once again.
-        while *tx.side.lock() != 0 {
-            tokio::task::yield_now().await;
-        }
+        all_written(&tx).await;
         tx.try_send(Outgoing::new(vec![b'e'; 5])).unwrap();
         expect(&mut peer, &framed(b'e', 5)).await;
         drop(tx);
@@ -1246,9 +1256,7 @@ mod tests {
         assert!(budget.available_permits() < 1000, "queued holds are kept");
         let writer = tokio::spawn(writer);
         expect(&mut peer, &want).await;
-        while *tx.side.lock() != 0 {
-            tokio::task::yield_now().await;
-        }
+        all_written(&tx).await;
         assert_eq!(budget.available_permits(), 1000);
         drop(tx);
         writer.await.unwrap().unwrap();
