@@ -640,6 +640,47 @@ impl File {
         Ok(counts.into_iter().sum())
     }
 
+    /// Writes all of `data` at `offset`, as [`File::write_bytes`], and gives the buffer
+    /// back with the result. Over SMB Direct a WRITE of at most MaxWriteSize lends
+    /// `data` itself to the server's RDMA Read: it is registered as it is, not copied
+    /// into a buffer of the connection's (as `write_at` and `write_bytes` do there),
+    /// so a caller that writes from buffers it keeps copies nothing per WRITE. Over
+    /// TCP it is sent as `write_bytes` sends; a larger `data` goes out as `write_bytes`
+    /// sends it. The bytes come back unchanged (a copy only when the data was still
+    /// held elsewhere when the WRITEs finished; empty when registering them failed).
+    pub async fn write_vec(&self, offset: u64, data: Vec<u8>) -> (Result<usize>, Vec<u8>) {
+        let mut data = data;
+        if data.len() <= self.tree.max_write() as usize {
+            let len = data.len();
+            let tries = self.rdma_tries();
+            for attempt in 0..tries {
+                let Some(mut on) = self.tree.rdma_for(len, false) else {
+                    break;
+                };
+                on.replay = attempt > 0;
+                let (r, back) = Box::pin(self.write_rdma(&on, offset, data, len)).await;
+                data = back;
+                match r {
+                    Err(e) if attempt + 1 < tries && crate::failover::channel_lost(&e) => {}
+                    Err(e) if tries == 1 || !crate::failover::channel_lost(&e) => {
+                        return (Err(e), data)
+                    }
+                    Err(_) => break,
+                    r => return (r, data),
+                }
+            }
+        }
+        let bytes = Bytes::from(data);
+        let r = if bytes.len() <= self.tree.max_write() as usize {
+            self.write_inline(offset, Chunk::Shared(bytes.clone()))
+                .await
+        } else {
+            self.write_bytes(offset, bytes.clone()).await
+        };
+        let back = bytes.try_into_mut().map_or_else(|b| b.to_vec(), Vec::from);
+        (r, back)
+    }
+
     async fn write_chunk(&self, offset: u64, chunk: Chunk<'_>) -> Result<usize> {
         let data = chunk.as_slice();
         let tries = self.rdma_tries();
@@ -648,13 +689,24 @@ impl File {
                 break;
             };
             on.replay = attempt > 0;
-            match Box::pin(self.write_rdma(&on, offset, data)).await {
+            // The data goes into a buffer of the connection's, registered for the transfer.
+            let mut buf = self.tree.pool().take(data.len());
+            buf[..data.len()].copy_from_slice(data);
+            let (r, buf) = Box::pin(self.write_rdma(&on, offset, buf, data.len())).await;
+            self.tree.pool().put(buf);
+            match r {
                 Err(e) if attempt + 1 < tries && crate::failover::channel_lost(&e) => {}
                 Err(e) if tries == 1 || !crate::failover::channel_lost(&e) => return Err(e),
                 Err(_) => break,
                 r => return r,
             }
         }
+        self.write_inline(offset, chunk).await
+    }
+
+    /// One WRITE with its data in the request.
+    async fn write_inline(&self, offset: u64, chunk: Chunk<'_>) -> Result<usize> {
+        let data = chunk.as_slice();
         let len = data.len();
         // Shared data stays where it is: the request carries the fixed fields and a
         // reference to it.
@@ -692,46 +744,51 @@ impl File {
         Ok(n)
     }
 
-    /// One WRITE whose data the server RDMA-Reads from a buffer registered for it
-    /// (remote read only, for this one transfer) with the link of channel `on`,
-    /// and sent there.
-    async fn write_rdma(&self, on: &Pinned, offset: u64, data: &[u8]) -> Result<usize> {
+    /// One WRITE of the first `len` bytes of `buf`, which the server RDMA-Reads from
+    /// there: `buf` is registered for it (remote read only, for this one transfer)
+    /// with the link of channel `on`, and comes back with the result.
+    async fn write_rdma(
+        &self,
+        on: &Pinned,
+        offset: u64,
+        buf: Vec<u8>,
+        len: usize,
+    ) -> (Result<usize>, Vec<u8>) {
         let link = &on.direct;
-        let mut buf = self.tree.pool().take(data.len());
-        buf[..data.len()].copy_from_slice(data);
-        let reg = link
-            .register(buf, Access::REMOTE_READ)
-            .map_err(rdma_error)?;
-        let desc = reg
-            .descriptor(0, data.len() as u32)
-            .ok_or(InvalidArgument::LargerThanBuffer {
-                what: "write",
-                len: data.len(),
-            })?
-            .encode();
+        let reg = match link.register(buf, Access::REMOTE_READ) {
+            Ok(reg) => reg,
+            // The buffer went with the failed registration.
+            Err(e) => return (Err(rdma_error(e)), Vec::new()),
+        };
+        let Some(desc) = reg.descriptor(0, len as u32) else {
+            let e = InvalidArgument::LargerThanBuffer { what: "write", len };
+            return (Err(e.into()), reg.into_vec());
+        };
         let body = WriteRequest {
             offset,
             file_id: self.id(),
             channel: rdma_channel(self.tree.dialect(), link.as_ref()),
-            remaining_bytes: data.len() as u32,
-            channel_info: &desc,
+            remaining_bytes: len as u32,
+            channel_info: &desc.encode(),
             ..Default::default()
         }
         .encode();
         let mut req = Request::new(Command::Write, body, self.tree.id());
-        req.charge = charge_for(data.len(), self.tree.large_mtu());
+        req.charge = charge_for(len, self.tree.large_mtu());
         let resp = self.tree.call_on(req, on).await;
-        self.tree.pool().put(reg.into_vec());
-        let n = decode_write_response(&resp?.ok()?.msg)? as usize;
-        if n != data.len() {
-            return Err(ProtocolError::ShortWrite {
-                written: n,
-                len: data.len(),
+        let buf = reg.into_vec();
+        let r = resp
+            .and_then(|r| r.ok())
+            .and_then(|r| Ok(decode_write_response(&r.msg)? as usize));
+        let r = match r {
+            Ok(n) if n != len => Err(ProtocolError::ShortWrite { written: n, len }.into()),
+            Ok(n) => {
+                on.channel.record_rdma(false, n as u64);
+                Ok(n)
             }
-            .into());
-        }
-        on.channel.record_rdma(false, n as u64);
-        Ok(n)
+            Err(e) => Err(e),
+        };
+        (r, buf)
     }
 
     /// FLUSH: asks the server to commit the file's data.

@@ -192,3 +192,56 @@ async fn rdma_reads_in_and_out_of_the_page_cache() {
     f.close().await.expect("close");
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
+
+/// `File::write_vec` lends its buffer: a WRITE above the RDMA threshold goes by RDMA
+/// from it, a small one inline, one above MaxWriteSize as several; each time the same
+/// bytes land in the file and come back in the buffer. Over TCP too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_vec_lends_its_buffer_and_gets_it_back() {
+    let (server, port) = start_smbx_direct("");
+    let dir = server.share_dir("share");
+    let data = random_bytes(3 * 1024 * 1024 + 5);
+    for (addr, o, name) in [
+        (
+            format!("127.0.0.1:{port}"),
+            options(Dialect::SMB3_1_1),
+            "lent-rdma",
+        ),
+        (server.addr(), ClientOptions::default(), "lent-tcp"),
+    ] {
+        let rdma = name == "lent-rdma";
+        let client = Client::connect(&addr, o).await.expect("connect");
+        let session = client.login(USER, PASSWORD, "").await.expect("login");
+        let tree = session.tree("share").await.expect("tree connect");
+        let f = tree
+            .open(name, &OpenOptions::create_truncate())
+            .await
+            .expect("create");
+        let mut off = 0usize;
+        for (n, by_rdma) in [(4096, false), (65_536, true), (524_291, true), (0, true)] {
+            let end = if n == 0 { data.len() } else { off + n };
+            let before = rdma_bytes(&session).0;
+            let (r, back) = f.write_vec(off as u64, data[off..end].to_vec()).await;
+            assert_eq!(r.expect("write_vec"), end - off, "{name}: {n}");
+            assert!(
+                back == data[off..end],
+                "{name}: {n}: the buffer comes back as it was"
+            );
+            let sent = if rdma && by_rdma {
+                (end - off) as u64
+            } else {
+                0
+            };
+            assert_eq!(
+                rdma_bytes(&session).0,
+                before + sent,
+                "{name}: {n}: by RDMA"
+            );
+            off = end;
+        }
+        f.close().await.expect("close");
+        let on_disk = std::fs::read(dir.join(name)).expect("file on the server");
+        assert!(on_disk == data, "{name}: on disk");
+    }
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
