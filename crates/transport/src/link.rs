@@ -515,12 +515,18 @@ impl AsyncWrite for SharedWrite {
 }
 
 impl MessageSender for TcpSender {
-    fn send(&self, mut buf: Vec<u8>, start: usize) -> Result<(), LinkError> {
+    fn send(&self, buf: Vec<u8>, start: usize) -> Result<(), LinkError> {
         let from = start.checked_sub(PREFIX_ROOM).ok_or(LinkError::TooLarge)?;
         let len = buf.len().checked_sub(start).ok_or(LinkError::TooLarge)?;
         let prefix = encode_frame_header(len).map_err(|_| LinkError::TooLarge)?;
-        buf[from..start].copy_from_slice(&prefix);
         let mut out = Outgoing::new(buf);
+        out.start = start;
+        // To the socket now when nothing is ahead of it ([`TcpOptions::send_at_once`]).
+        let mut out = match self.send_at_once(out) {
+            Ok(r) => return r,
+            Err(out) => out,
+        };
+        out.buf[from..start].copy_from_slice(&prefix);
         out.start = from;
         let mut unsent = self.side.lock();
         self.push(
@@ -662,11 +668,12 @@ pub struct TcpOptions {
     /// Messages [`MessageSender::try_send`] and [`MessageSender::send_waiting`] may
     /// have queued before they wait (`None`: no bound).
     pub queue: Option<usize>,
-    /// [`MessageSender::try_send`] writes a message with no tail to the socket itself,
-    /// without waiting, when nothing is queued or being written and the receiver has
-    /// no whole frame buffered; what the socket does not take then goes to the writer.
-    /// A response then leaves as soon as it is made, not once the reader next waits
-    /// for the socket (the writer runs then), and the writer task is not woken for it.
+    /// [`MessageSender::send`] and [`MessageSender::try_send`] write a message with no
+    /// tail to the socket themselves, without waiting, when nothing is queued or being
+    /// written and the receiver has no whole frame buffered; what the socket does not
+    /// take then goes to the writer. A response (or a client's request) then leaves as
+    /// soon as it is made, not once the writer task next runs, and that task is not
+    /// woken for it.
     pub send_at_once: bool,
 }
 
@@ -1260,6 +1267,55 @@ mod tests {
         assert_eq!(budget.available_permits(), 1000);
         drop(tx);
         writer.await.unwrap().unwrap();
+    }
+
+    /// `send` (the client's: the message behind room for its prefix) writes at once
+    /// too: with nothing queued the message is on the wire before the writer ever
+    /// runs; behind a queued message it waits its turn; a socket that fills takes the
+    /// rest through the writer, every byte once and in order; once the writer is gone
+    /// sends fail.
+    #[tokio::test]
+    async fn sends_with_prefix_room_go_at_once_in_order() {
+        let (tx, _rx, writer, mut peer) = at_once_link().await;
+        let roomy = |tag: u8, len: usize| {
+            let mut b = vec![0xee; PREFIX_ROOM + len];
+            b[PREFIX_ROOM..].fill(tag);
+            b
+        };
+        tx.send(roomy(b'a', 10), PREFIX_ROOM).unwrap();
+        expect(&mut peer, &framed(b'a', 10)).await;
+        assert_eq!(*tx.side.lock(), 0, "sent without the writer");
+
+        // Enough to fill any loopback socket's buffers while the writer does not run:
+        // the message the socket took in part goes to the queue with the rest.
+        let mut want = Vec::new();
+        let mut i = 0;
+        while *tx.side.lock() == 0 {
+            let len = 100_000 + i;
+            tx.send(roomy((i % 251) as u8, len), PREFIX_ROOM).unwrap();
+            want.extend(framed((i % 251) as u8, len));
+            i += 1;
+            assert!(want.len() < 256 << 20, "the socket never filled");
+        }
+        let mut tailed = Outgoing::new(b"head".to_vec());
+        tailed.tail = Some(Box::new(MemTail(b"-tail".to_vec())));
+        tx.try_send(tailed).unwrap();
+        tx.send(roomy(b'b', 6), PREFIX_ROOM).unwrap();
+        assert_eq!(*tx.side.lock(), 3, "later messages wait behind the rest");
+        want.extend_from_slice(b"\0\0\0\x09head-tail");
+        want.extend(framed(b'b', 6));
+        let writer = tokio::spawn(writer);
+        expect(&mut peer, &want).await;
+        all_written(&tx).await;
+        tx.send(roomy(b'c', 3), PREFIX_ROOM).unwrap();
+        expect(&mut peer, &framed(b'c', 3)).await;
+        assert_eq!(*tx.side.lock(), 0);
+        writer.abort();
+        let _ = writer.await;
+        assert!(matches!(
+            tx.send(roomy(b'd', 3), PREFIX_ROOM),
+            Err(LinkError::Closed)
+        ));
     }
 
     /// The peer goes away while messages are queued behind one sent in part: the
