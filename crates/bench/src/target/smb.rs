@@ -312,6 +312,7 @@ impl Target for SmbTarget {
             block: cfg.block,
             depth: cfg.depth,
             source: cfg.write_source.clone(),
+            lent: Arc::default(),
             channels: self.channels.clone(),
         }))
     }
@@ -330,6 +331,10 @@ struct SmbQueue {
     block: usize,
     depth: usize,
     source: Arc<AlignedBuf>,
+    /// Copies of a one-block write source, lent to WRITEs ([`smbx_client::File::write_vec`])
+    /// and back after each: over SMB Direct the server reads the data by RDMA straight
+    /// from one of them, no copy per WRITE (at most one copy per I/O slot, made once).
+    lent: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
     channels: Arc<std::sync::Mutex<Vec<smbx_client::ChannelStats>>>,
 }
 
@@ -395,6 +400,24 @@ impl IoQueue for SmbQueue {
                     .and_then(|d| exact(d.len(), block));
                 Completion { slot, result }
             }),
+            // Every WRITE sends the same block: lend it (see `lent`).
+            (IoKind::Write, WriteData::Source(0)) if self.source.len() == block => {
+                let lent = self.lent.clone();
+                let buf = lent.lock().ok().and_then(|mut l| l.pop());
+                let buf = buf.unwrap_or_else(|| self.source.as_slice().to_vec());
+                Box::pin(async move {
+                    let (result, buf) = file.write_vec(offset, buf).await;
+                    if buf.len() == block {
+                        if let Ok(mut l) = lent.lock() {
+                            l.push(buf);
+                        }
+                    }
+                    Completion {
+                        slot,
+                        result: result.map_err(to_io),
+                    }
+                })
+            }
             (IoKind::Write, WriteData::Source(at)) => {
                 if at.saturating_add(block) > self.source.len() {
                     return Err(io::Error::other("write source offset out of range"));
