@@ -602,7 +602,12 @@ impl TcpReceiver {
     /// the writer, to go out together once the reader waits.
     fn note_input(&self) {
         if let Some(side) = &self.side {
-            let b = self.rd.buffer();
+            // Bytes carried over from a length prefix's read come first; the read
+            // buffer is empty while there are any.
+            let b = match self.frames.carried() {
+                [] => self.rd.buffer(),
+                carried => carried,
+            };
             let ahead = b
                 .get(..4)
                 .and_then(|h| <[u8; 4]>::try_from(h).ok())
@@ -1208,6 +1213,36 @@ mod tests {
         all_written(&tx).await;
         tx.try_send(Outgoing::new(vec![b'e'; 5])).unwrap();
         expect(&mut peer, &framed(b'e', 5)).await;
+        drop(tx);
+        writer.await.unwrap().unwrap();
+    }
+
+    /// A whole next request that came with the last one's read (carried over from a
+    /// length prefix read after a large frame, the read buffer empty) counts as input
+    /// ahead: the response waits for the writer, to leave with the next one's; after
+    /// the last request responses go at once again.
+    #[tokio::test]
+    async fn a_carried_whole_frame_is_input_ahead() {
+        let (tx, mut rx, writer, mut peer) = at_once_link().await;
+        // Larger than the read buffer: its end comes straight from the socket, and
+        // the next prefix is read with what follows it (both small frames).
+        let mut all = framed(b'L', 200_000);
+        all.extend(framed(b's', 10));
+        all.extend(framed(b't', 10));
+        peer.write_all(&all).await.unwrap();
+        assert_eq!(rx.recv().await.unwrap().unwrap().len(), 200_000);
+        assert_eq!(rx.recv().await.unwrap().unwrap(), vec![b's'; 10]);
+        assert!(rx.rd.buffer().is_empty());
+        assert_eq!(rx.frames.carried(), &framed(b't', 10)[..]);
+        tx.try_send(Outgoing::new(vec![b'a'; 4])).unwrap();
+        assert_eq!(*tx.side.lock(), 1, "held: a request is ahead");
+        assert_eq!(rx.recv().await.unwrap().unwrap(), vec![b't'; 10]);
+        let writer = tokio::spawn(writer);
+        expect(&mut peer, &framed(b'a', 4)).await;
+        all_written(&tx).await;
+        tx.try_send(Outgoing::new(vec![b'b'; 4])).unwrap();
+        assert_eq!(*tx.side.lock(), 0, "nothing ahead: sent at once");
+        expect(&mut peer, &framed(b'b', 4)).await;
         drop(tx);
         writer.await.unwrap().unwrap();
     }

@@ -35,6 +35,10 @@ pub const MAX_POOLED_FRAME: usize = 2 * 1024 * 1024;
 const LOWAT_MIN: usize = 32 * 1024;
 /// The highest low-water mark set (the kernel also caps it at half the receive buffer).
 const LOWAT_MAX: usize = 4 * 1024 * 1024;
+/// Most bytes read with a length prefix straight from the socket: the prefix and a
+/// WRITE's head, so a large WRITE's prefix and head come in one receive (and its data
+/// is then spliced whole).
+const PREFIX_READ: usize = 4 + WRITE_HEAD;
 
 /// A byte stream that can tell what it has buffered and set its socket's receive
 /// low-water mark. Streams without a socket (in-memory pipes in tests) do neither.
@@ -239,6 +243,12 @@ pub struct FrameReader {
     /// The last frame was a large one: the next length prefix is read straight from
     /// the socket when nothing is buffered (see [`FrameReader::read_prefix`]).
     after_large: bool,
+    /// Bytes read with a length prefix beyond it ([`FrameReader::read_prefix`]):
+    /// `ahead[ahead_at..ahead_end]` follow the prefix in the stream and come before
+    /// anything else is read (the stream's own buffer is empty while they are here).
+    ahead: [u8; PREFIX_READ],
+    ahead_at: usize,
+    ahead_end: usize,
 }
 
 impl FrameReader {
@@ -261,6 +271,9 @@ impl FrameReader {
             splice_waits: false,
             pipes: Arc::default(),
             after_large: false,
+            ahead: [0; PREFIX_READ],
+            ahead_at: 0,
+            ahead_end: 0,
         }
     }
 
@@ -282,7 +295,29 @@ impl FrameReader {
 
     /// True while a frame has been partly received.
     pub fn partial(&self) -> bool {
-        self.hdr_got > 0
+        self.hdr_got > 0 || !self.carried().is_empty()
+    }
+
+    /// Bytes read from the stream beyond the frames returned so far (the start of the
+    /// next frame, or next frames, read with a length prefix); they come before what
+    /// the stream has buffered, which is empty while there are any.
+    pub fn carried(&self) -> &[u8] {
+        self.ahead
+            .get(self.ahead_at..self.ahead_end)
+            .unwrap_or_default()
+    }
+
+    /// Moves up to `max` carried bytes into the frame's buffer.
+    fn take_carried(&mut self, max: usize) {
+        let n = (self.ahead_end - self.ahead_at).min(max);
+        if n == 0 {
+            return;
+        }
+        self.buf.truncate(self.filled);
+        let at = self.ahead_at;
+        self.buf.extend_from_slice(&self.ahead[at..at + n]);
+        self.ahead_at += n;
+        self.filled += n;
     }
 
     /// Capacity of the buffer of the frame being received.
@@ -348,6 +383,8 @@ impl FrameReader {
                 self.buf = pool.take_spare(len);
             }
         }
+        // What came with the prefix (after the budget's permits were taken).
+        self.take_carried(len - self.filled);
         let may_splice = self.splice_min.is_some_and(|m| len >= m) && rd.tcp_stream().is_some();
         while self.filled < len && self.spliced.is_none() {
             // A frame that may be spliced is read up to its head first.
@@ -419,14 +456,27 @@ impl FrameReader {
     /// the reader). Back-to-back large frames of one size (READ responses at a queue
     /// depth) then read with no `setsockopt` at all, where lowering the mark after each
     /// and raising it again for the next body cost two per frame.
+    ///
+    /// Read straight from the socket, the prefix comes with up to a WRITE's head of what
+    /// follows ([`PREFIX_READ`] in all): one receive where the prefix and the head took
+    /// two. What follows may be the next frames too (a frame shorter than that); it is
+    /// carried over ([`FrameReader::carried`]) and taken before anything else is read.
     async fn read_prefix<R: AsyncRead + RecvLowat + Unpin>(
         &mut self,
         rd: &mut R,
     ) -> std::io::Result<usize> {
-        let dst = &mut self.hdr[self.hdr_got..];
+        let need = 4 - self.hdr_got;
+        if self.ahead_at < self.ahead_end {
+            let n = need.min(self.ahead_end - self.ahead_at);
+            let at = self.ahead_at;
+            self.hdr[self.hdr_got..self.hdr_got + n].copy_from_slice(&self.ahead[at..at + n]);
+            self.ahead_at += n;
+            return Ok(n);
+        }
         match rd.tcp_stream() {
             Some(sock) if self.after_large && rd.buffered() == 0 => loop {
-                match sock.try_read(dst) {
+                let want = need + WRITE_HEAD;
+                match sock.try_read(&mut self.ahead[..want]) {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         if self.lowat != 1 {
                             rd.set_recv_lowat(1);
@@ -434,7 +484,14 @@ impl FrameReader {
                         }
                         sock.readable().await?;
                     }
-                    r => return r,
+                    Ok(got) => {
+                        let n = got.min(need);
+                        self.hdr[self.hdr_got..self.hdr_got + n].copy_from_slice(&self.ahead[..n]);
+                        self.ahead_at = n;
+                        self.ahead_end = got;
+                        return Ok(n);
+                    }
+                    Err(e) => return Err(e),
                 }
             },
             _ => {
@@ -443,7 +500,7 @@ impl FrameReader {
                     rd.set_recv_lowat(1);
                     self.lowat = 1;
                 }
-                rd.read(dst).await
+                rd.read(&mut self.hdr[self.hdr_got..]).await
             }
         }
     }
@@ -1184,5 +1241,128 @@ mod tests {
         let got = reader.await.unwrap();
         assert_eq!(got.len(), want.len());
         assert!(got == want);
+    }
+
+    /// After a large frame the next prefix is read with up to a WRITE's head of what
+    /// follows: frames of every length up to beyond that, each after a large frame and
+    /// followed by another small one, all sent back to back (so one read takes the end
+    /// of one frame and the start of the next), arrive whole and in order, through a
+    /// plain and a splicing reader; the bytes read past a frame are carried over.
+    #[tokio::test]
+    async fn small_frames_after_large_ones_arrive_whole() {
+        for splicing in [false, true] {
+            let mut bodies: Vec<Vec<u8>> = Vec::new();
+            for k in 1..=PREFIX_READ + 8 {
+                bodies.push((0..POOLED_FRAME).map(|j| (j * 3 + k) as u8).collect());
+                bodies.push((0..k).map(|j| (j * 7 + k) as u8).collect());
+                let n = (k * 37) % 150 + 1;
+                bodies.push((0..n).map(|j| (j * 5 + k + 1) as u8).collect());
+            }
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let sent = bodies.clone();
+            let peer = tokio::spawn(async move {
+                let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let all: Vec<u8> = sent.iter().flat_map(|b| frame(b)).collect();
+                s.write_all(&all).await.unwrap();
+            });
+            let (sock, _) = l.accept().await.unwrap();
+            let (rd, _wr) = sock.into_split();
+            let mut rd = BufReader::with_capacity(16 * 1024, rd);
+            let mut fr = FrameReader::with_pool(16 << 20, Arc::new(BufPool::new(2)));
+            if splicing {
+                fr = fr.splice_writes(64 * 1024);
+            }
+            let mut carried = 0;
+            for (i, b) in bodies.iter().enumerate() {
+                let f = tokio::time::timeout(Duration::from_secs(10), fr.next(&mut rd, None))
+                    .await
+                    .expect("a frame held back")
+                    .unwrap();
+                assert!(f.payload.is_none());
+                assert_eq!(f.msg.len(), b.len(), "frame {i}");
+                assert!(f.msg == *b, "frame {i}");
+                if !fr.carried().is_empty() {
+                    carried += 1;
+                    assert!(fr.partial());
+                }
+            }
+            assert!(carried > 0, "no frame came with the one before it");
+            assert_eq!(
+                tokio::time::timeout(Duration::from_secs(5), fr.next(&mut rd, None))
+                    .await
+                    .unwrap()
+                    .unwrap_err(),
+                "eof"
+            );
+            peer.await.unwrap();
+        }
+    }
+
+    /// A large WRITE, a frame of an ECHO's size and another large WRITE in one
+    /// segment, then a WRITE whose prefix and head arrive split across receives: the
+    /// second WRITE's prefix and the start of its head come with the ECHO's read, and
+    /// its data is still spliced whole; every frame and every byte of data arrives.
+    #[tokio::test]
+    async fn a_write_after_an_echo_in_one_segment_is_spliced_whole() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 13) as u8).collect();
+        let m = write_msg(&data, 0, data.len() as u32);
+        let echo: Vec<u8> = (0..68u8).collect();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (ack_tx, mut ack_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let (sent, sent_echo) = (m.clone(), echo.clone());
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let mut all = frame(&sent);
+            all.extend_from_slice(&frame(&sent_echo));
+            all.extend_from_slice(&frame(&sent));
+            s.write_all(&all).await.unwrap();
+            ack_rx.recv().await.unwrap();
+            // The prefix split, then the head split, then the data.
+            let f = frame(&sent);
+            for part in [&f[..2], &f[2..9], &f[9..60], &f[60..]] {
+                s.write_all(part).await.unwrap();
+                s.flush().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            s.write_all(&frame(&sent_echo)).await.unwrap();
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        let (rd, _wr) = sock.into_split();
+        let mut rd = BufReader::with_capacity(16 * 1024, rd);
+        let mut fr = FrameReader::new(1 << 20).splice_writes(64 * 1024);
+        let mut next = async || {
+            tokio::time::timeout(Duration::from_secs(10), fr.next(&mut rd, None))
+                .await
+                .expect("a frame held back")
+                .unwrap()
+        };
+        let whole = |f: &Frame| match &f.payload {
+            Some(p) => p.gather(&f.msg).unwrap(),
+            None => f.msg.clone(),
+        };
+        let f = next().await;
+        assert!(whole(&f) == m);
+        let f = next().await;
+        assert_eq!(f.msg, echo);
+        for round in 0..2 {
+            let f = next().await;
+            assert_eq!(
+                f.msg,
+                m[..splice::WRITE_HEAD],
+                "round {round}: the head alone"
+            );
+            let p = f.payload.as_ref().expect("spliced");
+            assert!(p.tail.is_empty());
+            assert_eq!(p.len(), data.len());
+            assert!(whole(&f) == m);
+            if round == 0 {
+                ack_tx.send(()).unwrap();
+            }
+        }
+        let f = next().await;
+        assert_eq!(f.msg, echo);
+        peer.await.unwrap();
     }
 }
