@@ -584,9 +584,11 @@ impl Connection {
                 if m.sent == 0 {
                     invalidate = m.invalidate;
                 }
-                let mut out = vec![0u8; DATA_OFFSET + n];
+                // The header, then the fragment copied in behind it (not zeroed first).
+                let mut out = Vec::with_capacity(DATA_OFFSET + n);
+                out.resize(DATA_OFFSET, 0);
                 DataHeader::write(&mut out, requested, plan.grant, flags, remaining, n as u32);
-                out[DATA_OFFSET..].copy_from_slice(&m.data[m.sent..m.sent + n]);
+                out.extend_from_slice(&m.data[m.sent..m.sent + n]);
                 m.sent += n;
                 if m.sent == m.data.len() {
                     self.send_queue.pop_front();
