@@ -21,6 +21,7 @@ use futures_util::FutureExt;
 use smbx_transport::splice::SplicedPayload;
 use smbx_wire::compound::{self, Member, Related};
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
+use smbx_wire::rw::{ReadRequest, WriteRequest, CHANNEL_NONE};
 use smbx_wire::Dialect;
 use smbx_wire::{smb1, Command, Header, NtStatus};
 use tokio::sync::OwnedSemaphorePermit;
@@ -116,7 +117,8 @@ pub(crate) async fn on_frame(
     let first = members[0].header.cmd();
     // A WRITE whose data was spliced (lone, plain) completes on its first poll too: its
     // data goes from the pipe into the page cache in place, as a READ's goes out.
-    let inline = payload.is_some() || completes_at_once(conn, &members, encrypted.is_some());
+    let inline =
+        payload.is_some() || completes_at_once(conn, &plain, &members, encrypted.is_some());
     let chain = Chain {
         buf: plain,
         members,
@@ -160,13 +162,25 @@ pub(crate) async fn on_frame(
 /// READ whose data must come from the disk, and a WRITE that waits for it (write-through)
 /// or leaves the worker (large, not spliced), yield first and go on as a task. Sealed
 /// and signed chains (their CPU work runs on both workers at once as tasks) and
-/// compounds are spawned as before.
-fn completes_at_once(conn: &Connection, members: &[Member], sealed: bool) -> bool {
+/// compounds are spawned as before. Over SMB Direct the same holds for a READ or WRITE
+/// whose data goes inline (no RDMA channel: `handlers::read` reads a small one in the
+/// page cache at once); one whose data moves by RDMA waits for the transfer, a task.
+fn completes_at_once(conn: &Connection, buf: &[u8], members: &[Member], sealed: bool) -> bool {
     let [m] = members else { return false };
-    !sealed
-        && matches!(m.header.cmd(), Some(Command::Read | Command::Write))
-        && !m.header.is_signed()
-        && conn.sends_file_tails()
+    if sealed || m.header.is_signed() {
+        return false;
+    }
+    let msg = buf.get(m.range.clone()).unwrap_or_default();
+    match m.header.cmd() {
+        Some(Command::Read | Command::Write) if conn.sends_file_tails() => true,
+        Some(Command::Read) if conn.direct().is_some() => {
+            ReadRequest::decode(msg).is_ok_and(|r| r.channel == CHANNEL_NONE)
+        }
+        Some(Command::Write) if conn.direct().is_some() => {
+            WriteRequest::decode(msg).is_ok_and(|w| w.channel == CHANNEL_NONE)
+        }
+        _ => false,
+    }
 }
 
 /// Splits a plaintext message into compound members (every NextCommand checked,
