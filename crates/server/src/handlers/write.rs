@@ -159,8 +159,11 @@ async fn write(
             // one copy, like the writer's sendfile of a READ, and handing the worker's
             // core to another thread and back cost more than the copy (512 KiB writes:
             // three times the context switches, ~0.35 server cycles per byte). A
-            // write-through one still leaves the worker: it waits for the disk.
-            let big = data_len >= BLOCKING_THRESHOLD && (spliced.is_none() || through);
+            // write-through one still leaves the worker: it waits for the disk. Nor is data
+            // an RDMA Read pulled into a registered buffer (SMB Direct): in memory already,
+            // as a spliced payload is.
+            let in_memory = spliced.is_some() || pulled.is_some();
+            let big = data_len >= BLOCKING_THRESHOLD && (!in_memory || through);
             if big || through {
                 // Run in the read loop's first poll (dispatch.rs, `completes_at_once`), a
                 // WRITE that waits for the disk or leaves the worker goes on as a task of
