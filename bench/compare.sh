@@ -18,9 +18,11 @@
 # read of each server as a share of it; sockperf's TCP ping-pong round trip with 4 KiB messages,
 # and each server's 4 KiB QD1 read p50 as a multiple of it; and each server's sealed and signed
 # 512 KiB read as a share of its plain one (iperf3 and sockperf installed with apt-get when
-# missing), beside the machine's ceiling for each: the protected_ceiling example (smbx-security)
-# serves 512 KiB reads without SMB as cheaply as they can be done, plain (sendfile), sealed and
-# signed, and its plain rate bounds every server's 512 KiB read too (CEILING=0 skips it).
+# missing), beside the machine's ceiling for each: the ceiling example (smbx-security) serves
+# 512 KiB reads without SMB as cheaply as they can be done, plain (sendfile), sealed and signed,
+# and its plain rate bounds every server's 512 KiB read too; when seq-write-512K runs it also
+# receives 512 KiB writes without SMB into a FILE_MIB file beside the shares (splice, and
+# recv+pwrite; the better one), which bounds every server's 512 KiB write (CEILING=0 skips it).
 # Environment: DURATION (10), WARMUP (2), SEQ_O (8), FILE_MIB (1024), PROFILES (names below,
 #   space-separated; default all), SERVERS_WANTED ("samba smbx rocketsmbd"),
 #   RESULTS (target/bench-compare: the JSON reports), SMBX_BIN, SMBX_CLIENT_BIN (the
@@ -105,17 +107,22 @@ if [[ " ${PROFILES[*]} " == *" rand-read-4K-o1 "* ]]; then
   fi
 fi
 
-# The machine's ceiling for plain, sealed and signed 512 KiB reads without SMB (one thread
-# serving, one reading at QD8, modes alternated): what no server and client pair can beat here.
-CEILING_OUT=$RESULTS/protected-ceiling.txt
+# The machine's ceiling for plain, sealed and signed 512 KiB reads and for plain 512 KiB writes
+# without SMB (one thread serving, one driving at QD8, modes alternated; writes into a FILE_MIB
+# file on the shares' filesystem): what no server and client pair can beat here.
+CEILING_OUT=$RESULTS/ceiling.txt
 rm -f "$CEILING_OUT"
-if [ "${CEILING:-1}" = 1 ]; then
-  if (cd "$BENCH_REPO" && cargo build --release -q -p smbx-security --example protected_ceiling); then
-    bench_log "protected_ceiling $DURATION 3 (plain/sealed/signed 512 KiB reads without SMB)"
-    "$BENCH_REPO/target/release/examples/protected_ceiling" "$DURATION" 3 >"$CEILING_OUT" 2>&1 ||
+CEILING_ARGS=()
+[[ " ${PROFILES[*]} " == *" seq-read-512K"* ]] || CEILING_ARGS+=(--writes)
+[[ " ${PROFILES[*]} " == *" seq-write-512K "* ]] || CEILING_ARGS+=(--reads)
+if [ "${CEILING:-1}" = 1 ] && [ "${#CEILING_ARGS[@]}" -lt 2 ]; then
+  if (cd "$BENCH_REPO" && cargo build --release -q -p smbx-security --example ceiling); then
+    CEILING_ARGS+=(--dir "$BENCH_ROOT" --file-mib "$FILE_MIB" "$DURATION" 3)
+    bench_log "ceiling ${CEILING_ARGS[*]} (512 KiB reads and/or writes without SMB)"
+    "$BENCH_REPO/target/release/examples/ceiling" "${CEILING_ARGS[@]}" >"$CEILING_OUT" 2>&1 ||
       rm -f "$CEILING_OUT"
   else
-    bench_log "protected_ceiling did not build: no ceiling lines"
+    bench_log "the ceiling example did not build: no ceiling lines"
   fi
 fi
 
@@ -123,11 +130,14 @@ python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" "$SOCKPERF_O
 import json, os, re, sys
 res, servers, profiles = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 iperf_path, sockperf_path, ceiling_path = sys.argv[4], sys.argv[5], sys.argv[6]
-ceiling = {}
+ceiling, wceil = {}, None
 try:
-    for m in re.finditer(r"^(Plain|Sealed|Signed): median ([0-9.]+) GB/s.*?([0-9.]+)x plain",
-                         open(ceiling_path).read(), re.M):
-        ceiling[m.group(1)] = (float(m.group(2)) * 1000, float(m.group(3)))
+    text = open(ceiling_path).read()
+    for m in re.finditer(r"^(Plain|Sealed|Signed): median ([0-9.]+) MB/s.*?([0-9.]+)x plain$", text, re.M):
+        ceiling[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    m = re.search(r"^Write ceiling: ([0-9.]+) MB/s, p50 ([0-9.]+) µs, p99 ([0-9.]+) µs \((\w+)\)", text, re.M)
+    if m:
+        wceil = (float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4).lower())
 except OSError:
     pass
 def load(p, s):
@@ -173,11 +183,20 @@ if tcp:
             print(f"  seq-read-512K {s}: {f[1]:.1f} MB/s = {f[1] / tcp:.2f} of it")
 if "Plain" in ceiling and "seq-read-512K" in profiles:
     top = ceiling["Plain"][0]
-    print(f"\nmachine ceiling: 512 KiB reads without SMB (protected_ceiling, sendfile) {top:.1f} MB/s")
+    print(f"\nmachine ceiling: 512 KiB reads without SMB (ceiling example, sendfile) {top:.1f} MB/s")
     for s in servers:
         f = figs(load("seq-read-512K", s))
         if f:
             print(f"  seq-read-512K {s}: {f[1]:.1f} MB/s = {f[1] / top:.2f} of it")
+if wceil and "seq-write-512K" in profiles:
+    top, p50, p99, how = wceil
+    print(f"\nmachine ceiling: 512 KiB writes without SMB (ceiling example, {how}) {top:.1f} MB/s, "
+          f"p50 {p50:.0f} µs, p99 {p99:.0f} µs")
+    for s in servers:
+        f = figs(load("seq-write-512K", s))
+        if f:
+            tail = f", p99 {f[3]:.0f} µs = {f[3] / p99:.2f}x its p99" if f[3] and p99 else ""
+            print(f"  seq-write-512K {s}: {f[1]:.1f} MB/s = {f[1] / top:.2f} of it{tail}")
 try:
     m = re.search(r"percentile 50\.000 =\s*([0-9.]+)", open(sockperf_path).read())
     rtt = float(m.group(1)) if m else None
@@ -195,7 +214,7 @@ for prof, what, mode in (("seq-read-512K-gcm", "sealed AES-128-GCM", "Sealed"),
         continue
     print(f"\n{what} 512 KiB read as a share of the same server's plain one:")
     if mode in ceiling:
-        print(f"  machine ceiling (protected_ceiling): {ceiling[mode][1]:.2f}")
+        print(f"  machine ceiling (ceiling example): {ceiling[mode][1]:.2f}")
     for s in servers:
         f, plain = figs(load(prof, s)), figs(load("seq-read-512K", s))
         if f and plain and plain[1]:
