@@ -57,10 +57,14 @@ pub(crate) struct Channel {
     rdma_received: AtomicU64,
     /// Set from the failure until a new connection is bound in its place.
     down: AtomicBool,
+    /// One of this channel's connections was SMB Direct: set before such a
+    /// link is put in place, never cleared (see [`ChannelSet::any_direct`]).
+    was_direct: AtomicBool,
 }
 
 impl Channel {
     pub(crate) fn new(link: Link, addr: Option<SocketAddr>, speed: u64) -> Channel {
+        let was_direct = link.client.connection().direct().is_some();
         Channel {
             link: RwLock::new(link),
             addr,
@@ -74,6 +78,7 @@ impl Channel {
             rdma_sent: AtomicU64::new(0),
             rdma_received: AtomicU64::new(0),
             down: AtomicBool::new(false),
+            was_direct: AtomicBool::new(was_direct),
         }
     }
 
@@ -142,6 +147,9 @@ impl Channel {
     /// Puts a newly bound connection in place of the failed one, and closes
     /// the failed one.
     pub(crate) fn restore(&self, link: Link) {
+        if link.client.connection().direct().is_some() {
+            self.was_direct.store(true, Ordering::Release);
+        }
         let old = std::mem::replace(&mut *self.link.write().expect("channel lock"), link);
         old.client.connection().close();
         self.reconnects.fetch_add(1, Ordering::Relaxed);
@@ -320,6 +328,18 @@ impl ChannelSet {
 
     pub(crate) fn len(&self) -> usize {
         self.list.read().expect("channels lock").len()
+    }
+
+    /// False when no channel of the session has ever been SMB Direct: then
+    /// no READ or WRITE can move by RDMA, and asking which channel would carry
+    /// one (its link, its connection) can be skipped. Never false while a
+    /// channel's link is SMB Direct (it may stay true after one was).
+    pub(crate) fn any_direct(&self) -> bool {
+        self.list
+            .read()
+            .expect("channels lock")
+            .iter()
+            .any(|c| c.was_direct.load(Ordering::Acquire))
     }
 
     /// Every channel, the first first.

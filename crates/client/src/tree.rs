@@ -147,11 +147,17 @@ impl Tree {
     /// one reassembled message inline) — so a piece fits whichever channel it
     /// goes, or is replayed, on.
     pub(crate) fn max_read(&self) -> u32 {
-        self.session().channels().max_io(true, self.rdma_allowed())
+        self.max_io(true)
     }
     /// Largest WRITE (as [`Tree::max_read`]).
     pub(crate) fn max_write(&self) -> u32 {
-        self.session().channels().max_io(false, self.rdma_allowed())
+        self.max_io(false)
+    }
+    fn max_io(&self, read: bool) -> u32 {
+        let session = self.session();
+        let channels = session.channels();
+        // Whether RDMA is allowed only matters on SMB Direct channels.
+        channels.max_io(read, channels.any_direct() && self.rdma_allowed())
     }
 
     /// True if this tree's READs and WRITEs may move their data by RDMA (SMB
@@ -171,7 +177,9 @@ impl Tree {
     /// the link's MaxReadWriteSize, and the I/O is larger than the threshold or
     /// would not fit one SMB Direct message inline.
     pub(crate) fn rdma_for(&self, len: usize, read: bool) -> Option<Pinned> {
-        if !self.rdma_allowed() {
+        // A session that never had an SMB Direct channel (every READ and WRITE
+        // over TCP) is told at once, without picking a channel.
+        if !self.session().channels().any_direct() || !self.rdma_allowed() {
             return None;
         }
         let pinned = self.session().channels().pick_direct(len as u64)?;
