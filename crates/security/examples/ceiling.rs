@@ -74,6 +74,22 @@ struct Run {
     mbs: f64,
     p50_us: f64,
     p99_us: f64,
+    /// CPU time (user and system) per I/O of the serving thread and of the driving one.
+    server_us: f64,
+    client_us: f64,
+}
+
+/// The calling thread's CPU time so far (user and system).
+fn thread_cpu() -> Duration {
+    // SAFETY: a zeroed rusage is a valid out-parameter; RUSAGE_THREAD reads the calling
+    // thread's own counters.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 fn keys() -> (Protection, Protection) {
@@ -86,21 +102,21 @@ fn keys() -> (Protection, Protection) {
     )
 }
 
-fn serve_reads(mode: Mode, mut s: TcpStream, file: File, keys: Protection) {
+/// Serves READs until the client closes; returns how many.
+fn serve_reads(mode: Mode, mut s: TcpStream, file: File, keys: Protection) -> u64 {
     let signer: Signer = Signer::new(SigningAlgorithm::AesGmac, &[1u8; 16]);
     let mut buf = vec![0u8; 4 + TRANSFORM_HEADER_LEN + HDR + IO];
     let mut req = [0u8; 8];
+    let mut served = 0;
     while s.read_exact(&mut req).is_ok() {
+        served += 1;
         let off = u64::from_le_bytes(req);
         match mode {
             Mode::Plain => {
                 let mut hdr = [0u8; 4 + HDR];
                 hdr[..4].copy_from_slice(&((HDR + IO) as u32).to_be_bytes());
-                if s.write_all(&hdr).is_err() {
-                    return;
-                }
-                if sendfile(&s, &file, off, IO).is_err() {
-                    return;
+                if s.write_all(&hdr).is_err() || sendfile(&s, &file, off, IO).is_err() {
+                    break;
                 }
             }
             Mode::Sealed => {
@@ -111,7 +127,7 @@ fn serve_reads(mode: Mode, mut s: TcpStream, file: File, keys: Protection) {
                 let n = (buf.len() - 4) as u32;
                 buf[..4].copy_from_slice(&n.to_be_bytes());
                 if s.write_all(&buf).is_err() {
-                    return;
+                    break;
                 }
             }
             Mode::Signed => {
@@ -122,17 +138,18 @@ fn serve_reads(mode: Mode, mut s: TcpStream, file: File, keys: Protection) {
                 let n = (m.len() - 4) as u32;
                 m[..4].copy_from_slice(&n.to_be_bytes());
                 if s.write_all(m).is_err() {
-                    return;
+                    break;
                 }
             }
             Mode::Splice | Mode::Pwrite => unreachable!("a write mode serving reads"),
         }
     }
+    served
 }
 
 /// Receives WRITEs (prefix, head with the offset, 512 KiB of data) into `file` and acks
-/// each one, until the client closes.
-fn serve_writes(mode: Mode, mut s: TcpStream, file: File) {
+/// each one, until the client closes; returns how many.
+fn serve_writes(mode: Mode, mut s: TcpStream, file: File) -> u64 {
     let pipe = if mode == Mode::Splice {
         Some(Pipe::new(2 * IO).unwrap())
     } else {
@@ -141,7 +158,9 @@ fn serve_writes(mode: Mode, mut s: TcpStream, file: File) {
     let mut data = vec![0u8; IO];
     let mut head = [0u8; 4 + WRITE_HEAD];
     let ack = [0u8; ACK];
+    let mut served = 0;
     while s.read_exact(&mut head).is_ok() {
+        served += 1;
         let off = u64::from_le_bytes(head[4..12].try_into().unwrap());
         let moved = match &pipe {
             Some(p) => p.socket_to_file(&s, &file, off, IO),
@@ -150,9 +169,10 @@ fn serve_writes(mode: Mode, mut s: TcpStream, file: File) {
                 .and_then(|()| file.write_all_at(&data, off)),
         };
         if moved.is_err() || s.write_all(&ack).is_err() {
-            return;
+            break;
         }
     }
+    served
 }
 
 /// A pipe for moving socket data into a file by splice(2).
@@ -331,11 +351,13 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: bool) -> Run {
         }
         let (s, _) = l.accept().unwrap();
         s.set_nodelay(true).unwrap();
-        if mode.is_write() {
-            serve_writes(mode, s, file);
+        let cpu = thread_cpu();
+        let served = if mode.is_write() {
+            serve_writes(mode, s, file)
         } else {
-            serve_reads(mode, s, file, server_keys);
-        }
+            serve_reads(mode, s, file, server_keys)
+        };
+        (thread_cpu() - cpu, served)
     });
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_nodelay(true).unwrap();
@@ -362,7 +384,7 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: bool) -> Run {
     let mut frame = Vec::new();
     let mut plain = Vec::new();
     let mut lat_ns: Vec<u64> = Vec::new();
-    let (mut bytes, t) = (0usize, Instant::now());
+    let (mut bytes, t, cpu) = (0usize, Instant::now(), thread_cpu());
     let end = t + Duration::from_secs_f64(secs);
     while Instant::now() < end {
         if mode.is_write() {
@@ -395,10 +417,11 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: bool) -> Run {
         bytes += IO;
     }
     let mbs = bytes as f64 / t.elapsed().as_secs_f64() / 1e6;
+    let client_us = (thread_cpu() - cpu).as_secs_f64() * 1e6 / (bytes / IO).max(1) as f64;
     drop(asker);
     let _ = c.shutdown(std::net::Shutdown::Both);
     drop(c);
-    let _ = srv.join();
+    let (srv_cpu, served) = srv.join().unwrap();
     if mode.is_write() {
         synced.sync_data().unwrap();
     }
@@ -411,6 +434,8 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: bool) -> Run {
         mbs,
         p50_us: pct(0.50),
         p99_us: pct(0.99),
+        server_us: srv_cpu.as_secs_f64() * 1e6 / served.max(1) as f64,
+        client_us,
     }
 }
 
@@ -477,8 +502,9 @@ fn main() {
             };
             let g = run(m, secs, path, len, pinned);
             println!(
-                "round {r} {m:?}: {:.1} MB/s, p50 {:.0} µs, p99 {:.0} µs",
-                g.mbs, g.p50_us, g.p99_us
+                "round {r} {m:?}: {:.1} MB/s, p50 {:.0} µs, p99 {:.0} µs, \
+                 cpu per I/O: server {:.0} µs, client {:.0} µs",
+                g.mbs, g.p50_us, g.p99_us, g.server_us, g.client_us
             );
             got[i].push(g);
         }
@@ -493,6 +519,8 @@ fn main() {
         let (lo, hi) = (mbs[0], mbs[mbs.len() - 1]);
         let p50 = median(&mut runs.iter().map(|g| g.p50_us).collect::<Vec<_>>());
         let p99 = median(&mut runs.iter().map(|g| g.p99_us).collect::<Vec<_>>());
+        let srv = median(&mut runs.iter().map(|g| g.server_us).collect::<Vec<_>>());
+        let cli = median(&mut runs.iter().map(|g| g.client_us).collect::<Vec<_>>());
         if *m == Mode::Plain {
             plain = Some(md);
         }
@@ -501,7 +529,8 @@ fn main() {
             _ => String::new(),
         };
         println!(
-            "{m:?}: median {md:.1} MB/s (min {lo:.1}, max {hi:.1}), p50 {p50:.0} µs, p99 {p99:.0} µs{share}"
+            "{m:?}: median {md:.1} MB/s (min {lo:.1}, max {hi:.1}), p50 {p50:.0} µs, \
+             p99 {p99:.0} µs, cpu per I/O server {srv:.0} µs, client {cli:.0} µs{share}"
         );
         if m.is_write() && best_write.is_none_or(|b| md > b.1) {
             best_write = Some((*m, md, p50, p99));
