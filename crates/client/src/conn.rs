@@ -1,16 +1,22 @@
 //! One SMB2 connection (channel) over a message link (Direct TCP or SMB Direct, see
 //! [`smbx_transport::link`]): the thin driver of the sans-IO [`crate::request_core`].
 //! Senders charge credits, take MessageIds and register their requests in the core,
-//! then queue the frame on the link's sender; one reader task per channel opens
-//! each received frame (unseal, split, verify) and feeds the core, which says whom
-//! to wake; one timer task hands the core the time, so requests past their deadline
-//! fail with [`Error::Timeout`] and are cancelled on the server.
+//! then queue the frame on the link's sender (Direct TCP: written at once when nothing
+//! is ahead of it); received frames are opened (unseal, split, verify) and fed to the
+//! core, which says whom to wake, by the request waiting for its response (Direct TCP,
+//! see [`pump`]) or the channel's reader task; one timer task hands the core the
+//! time, so requests past their deadline fail with [`Error::Timeout`] and are
+//! cancelled on the server.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use smbx_transport::link::{
-    self, LinkError, MessageReceiver, MessageSender, Outgoing, TrySendError,
+    self, LinkError, MessageReceiver, MessageSender, Outgoing, TcpOptions, TrySendError,
 };
 use smbx_transport::DirectLink;
 use smbx_wire::framing::MAX_FRAME_LEN;
@@ -28,6 +34,9 @@ use crate::request_core::outbound::{self, Cancel};
 pub(crate) use crate::request_core::outbound::{body_writer, HEADROOM};
 pub(crate) use crate::request_core::Request;
 use crate::request_core::{Acquire, IdMap, InFlight, Matched, RequestCore, Sent};
+
+mod pump;
+use pump::{pump_task, reply_of, SocketPump};
 
 /// Events buffered before further ones are dropped.
 const EVENT_QUEUE: usize = 256;
@@ -158,6 +167,9 @@ pub struct Connection {
     events: Mutex<Option<mpsc::Receiver<Event>>>,
     timeout: Option<Duration>,
     tasks: Vec<JoinHandle<()>>,
+    /// The reader loop, driven by the requests that wait for their responses and by
+    /// the reader task (Direct TCP); `None`: the reader task alone reads (SMB Direct).
+    pump: Option<Arc<SocketPump>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -187,15 +199,22 @@ impl Connection {
     ) -> Connection {
         let pool = Arc::new(smbx_transport::BufPool::new(8));
         // Frames of the usual I/O sizes land in pooled buffers, never zero-filled first.
-        let (tx, rx, writer) = link::tcp(stream, MAX_FRAME_LEN, pool.clone());
+        // A request goes to the socket as it is sent when nothing is ahead of it (no
+        // hop through the writer task).
+        let mut o = TcpOptions::new(MAX_FRAME_LEN, pool.clone());
+        o.send_at_once = true;
+        let (tx, rx, writer) = link::tcp_with(stream, o);
         let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
+        // The reader loop, driven by the requests that wait and by the reader task.
+        let pump = Arc::new(SocketPump::new(reader_task(rx, shared.clone())));
         let sh = shared.clone();
         let writer = tokio::spawn(async move {
             if let Err(e) = writer.await {
                 sh.close(DisconnectReason::Write(Arc::new(e)));
             }
         });
-        Self::run(shared, rx, events_rx, timeout, vec![writer])
+        let tasks = vec![writer, tokio::spawn(pump_task(pump.clone()))];
+        Self::finish(shared, events_rx, timeout, tasks, Some(pump))
     }
 
     /// Runs over a negotiated SMB Direct link: messages without the Direct-TCP
@@ -209,7 +228,8 @@ impl Connection {
         // Requests are posted on the link as they are sent: no writer task.
         let (tx, rx) = link::direct(link);
         let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
-        Self::run(shared, rx, events_rx, timeout, Vec::new())
+        let reader = tokio::spawn(reader_task(rx, shared.clone()));
+        Self::finish(shared, events_rx, timeout, vec![reader], None)
     }
 
     fn shared(
@@ -228,15 +248,14 @@ impl Connection {
         (shared, events_rx)
     }
 
-    /// Starts the reader task (and the timer task when requests have a timeout).
-    fn run<R: MessageReceiver + 'static>(
+    /// The connection with its tasks, and the timer task when requests have a timeout.
+    fn finish(
         shared: Arc<Shared>,
-        rx: R,
         events: mpsc::Receiver<Event>,
         timeout: Option<Duration>,
         mut tasks: Vec<JoinHandle<()>>,
+        pump: Option<Arc<SocketPump>>,
     ) -> Connection {
-        tasks.push(tokio::spawn(reader_task(rx, shared.clone())));
         if let Some(t) = timeout {
             tasks.push(tokio::spawn(timer_task(shared.clone(), t)));
         }
@@ -245,6 +264,7 @@ impl Connection {
             events: Mutex::new(Some(events)),
             timeout,
             tasks,
+            pump,
         }
     }
 
@@ -445,7 +465,7 @@ impl Connection {
         let mut first_err = None;
         let mut back = Vec::with_capacity(if retain { n } else { 0 });
         for rx in rxs {
-            let reply = match rx.await {
+            let reply = match reply_of(self.pump.as_deref(), rx).await {
                 Ok(r) => r,
                 Err(_) => Reply {
                     res: Err(sh.closed_error()),
@@ -505,6 +525,9 @@ impl Connection {
         for t in &self.tasks {
             t.abort();
         }
+        if let Some(p) = &self.pump {
+            p.stop();
+        }
     }
 }
 
@@ -560,7 +583,8 @@ fn requests_of(lost: Vec<InFlight<oneshot::Sender<Reply>>>) -> Option<Vec<Reques
 /// -o8 ran ~10% slower when the reader yielded after each).
 const YIELD_AFTER: usize = 256 * 1024;
 
-/// Receives whole messages until the link fails or the server closes it.
+/// Receives whole messages until the link fails or the server closes it: the reader
+/// task's body over SMB Direct, the reader loop [`pump`] drives over Direct TCP.
 /// Generic over the receiver, so that waiting for a message is polled in place in
 /// the task's own future (no boxed future per message).
 async fn reader_task<R: MessageReceiver>(mut rx: R, shared: Arc<Shared>) {
@@ -886,6 +910,262 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    /// An oplock break from the server, as a frame.
+    fn oplock_break() -> Vec<u8> {
+        let mut body = Writer::new();
+        body.u16(24).u8(1).u8(0).u32(0).u64(5).u64(6);
+        let h = Header {
+            command: Command::OplockBreak as u16,
+            message_id: UNSOLICITED_ID,
+            ..Default::default()
+        };
+        response(&h, NtStatus::SUCCESS, 0, 0, body.as_slice())
+    }
+
+    /// The next event, bounded (a reader that never reads fails the test).
+    async fn next_event(events: &mut mpsc::Receiver<Event>) -> Event {
+        tokio::time::timeout(Duration::from_secs(20), events.recv())
+            .await
+            .expect("the break was never read")
+            .expect("events closed")
+    }
+
+    /// A request reads its own response from the socket; what comes after it (a break
+    /// nobody waits for) is still read, by the reader task.
+    #[tokio::test]
+    async fn a_break_after_a_request_read_its_response_is_read() {
+        let (conn, mut srv) = pair().await;
+        let mut events = conn.take_events().unwrap();
+        let server = tokio::spawn(async move {
+            for _ in 0..2 {
+                let f = read_frame(&mut srv).await;
+                let h = Header::decode(&f).unwrap();
+                write_frame(
+                    &mut srv,
+                    &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
+                )
+                .await;
+            }
+            write_frame(&mut srv, &oplock_break()).await;
+            srv
+        });
+        for _ in 0..2 {
+            let r = conn
+                .call(
+                    Request::new(Command::Echo, encode_simple(), 0),
+                    &Route::default(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status(), NtStatus::SUCCESS);
+        }
+        assert!(matches!(
+            next_event(&mut events).await,
+            Event::OplockBreak(_)
+        ));
+        drop(server.await.unwrap());
+    }
+
+    /// A request that has its response is not woken again by what the socket brings
+    /// later (its waker may be one the executor handed to the next future by then).
+    #[tokio::test]
+    async fn a_finished_request_is_not_woken_by_later_messages() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (conn, mut srv) = pair().await;
+        let mut events = conn.take_events().unwrap();
+        let count = Arc::new(Count(Default::default()));
+        let waker = Waker::from(count.clone());
+        let route = Route::default();
+        let mut call = Box::pin(conn.call(Request::new(Command::Echo, encode_simple(), 0), &route));
+        assert!(call
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        let f = read_frame(&mut srv).await;
+        let h = Header::decode(&f).unwrap();
+        write_frame(
+            &mut srv,
+            &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
+        )
+        .await;
+        let done = async {
+            loop {
+                if let Poll::Ready(r) = call.as_mut().poll(&mut Context::from_waker(&waker)) {
+                    return r;
+                }
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), done)
+            .await
+            .expect("no response")
+            .unwrap();
+        drop(call);
+        let woken = count.0.load(Ordering::SeqCst);
+        write_frame(&mut srv, &oplock_break()).await;
+        assert!(matches!(
+            next_event(&mut events).await,
+            Event::OplockBreak(_)
+        ));
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            woken,
+            "woken after it finished"
+        );
+    }
+
+    /// Large responses (read by the frame reader's after-a-large-frame path, which
+    /// waits for the socket's readiness) then small ones, each answered only once its
+    /// request waits: every request gets its response (what the reader loop waits on
+    /// stays registered between the requests that drive it).
+    #[tokio::test]
+    async fn large_then_small_responses_each_reach_their_request() {
+        let (conn, mut srv) = pair().await;
+        let server = tokio::spawn(async move {
+            for i in 0..6 {
+                let f = read_frame(&mut srv).await;
+                let h = Header::decode(&f).unwrap();
+                let body = if i % 2 == 0 {
+                    vec![i as u8; 300 * 1024]
+                } else {
+                    encode_simple()
+                };
+                write_frame(&mut srv, &response(&h, NtStatus::SUCCESS, 1, 0, &body)).await;
+            }
+            srv
+        });
+        for i in 0..6 {
+            let r = conn
+                .call(
+                    Request::new(Command::Echo, encode_simple(), 0),
+                    &Route::default(),
+                )
+                .await
+                .unwrap();
+            let want = if i % 2 == 0 { 300 * 1024 } else { 4 };
+            assert_eq!(r.msg.len(), 64 + want, "response {i}");
+        }
+        drop(server.await.unwrap());
+    }
+
+    /// A request that waits on the socket but is not polled again (its owner is busy)
+    /// does not stop the reading: a break and its own response are read meanwhile, and
+    /// the response is there when it is polled. A request dropped while it waits on
+    /// the socket does not either.
+    #[tokio::test]
+    async fn a_waiting_request_left_unpolled_or_dropped_stops_no_reading() {
+        let (conn, mut srv) = pair().await;
+        let mut events = conn.take_events().unwrap();
+        let route = Route::default();
+        let mut call = Box::pin(conn.call(Request::new(Command::Echo, encode_simple(), 0), &route));
+        // Sent, and now waiting on the socket.
+        std::future::poll_fn(|cx| {
+            assert!(call.as_mut().poll(cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        let f = read_frame(&mut srv).await;
+        let h = Header::decode(&f).unwrap();
+        write_frame(
+            &mut srv,
+            &response(&h, NtStatus::SUCCESS, 2, 0, &encode_simple()),
+        )
+        .await;
+        write_frame(&mut srv, &oplock_break()).await;
+        assert!(matches!(
+            next_event(&mut events).await,
+            Event::OplockBreak(_)
+        ));
+        let r = call.await.unwrap();
+        assert_eq!(r.header.message_id, h.message_id);
+
+        // Dropped while it waits on the socket: what comes later is still read.
+        let mut call = Box::pin(conn.call(Request::new(Command::Echo, encode_simple(), 0), &route));
+        std::future::poll_fn(|cx| {
+            assert!(call.as_mut().poll(cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        drop(call);
+        read_frame(&mut srv).await;
+        write_frame(&mut srv, &oplock_break()).await;
+        assert!(matches!(
+            next_event(&mut events).await,
+            Event::OplockBreak(_)
+        ));
+    }
+
+    /// Many requests from tasks on several threads, each reading the socket while it
+    /// waits, answered in batches (whatever has arrived) last first: every one gets its own response (by
+    /// MessageId), whoever read it, and a break at the end is read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_requests_on_threads_each_get_their_response() {
+        const TASKS: usize = 6;
+        const EACH: usize = 60;
+        let (conn, mut srv) = pair().await;
+        let mut events = conn.take_events().unwrap();
+        let conn = Arc::new(conn);
+        let server = tokio::spawn(async move {
+            let (mut buf, mut answered, mut granted) = (Vec::new(), 0, false);
+            while answered < TASKS * EACH {
+                // Whatever has arrived, answered last first in one write; the first
+                // answer grants the window the tasks share.
+                let mut chunk = [0u8; 4096];
+                let n = srv.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the client went away");
+                buf.extend_from_slice(&chunk[..n]);
+                let mut got = Vec::new();
+                while buf.len() >= 4 {
+                    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                    if buf.len() < 4 + len {
+                        break;
+                    }
+                    got.push(Header::decode(&buf[4..4 + len]).unwrap());
+                    buf.drain(..4 + len);
+                }
+                let mut out = Vec::new();
+                for h in got.iter().rev() {
+                    let credits = if granted { 1 } else { TASKS as u16 };
+                    granted = true;
+                    let msg = response(h, NtStatus::SUCCESS, credits, 0, &encode_simple());
+                    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+                    out.extend_from_slice(&msg);
+                }
+                srv.write_all(&out).await.unwrap();
+                answered += got.len();
+            }
+            write_frame(&mut srv, &oplock_break()).await;
+            srv
+        });
+        let mut tasks = Vec::new();
+        for _ in 0..TASKS {
+            let c = conn.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..EACH {
+                    let req = Request::new(Command::Echo, encode_simple(), 0);
+                    let r = c.call(req, &Route::default()).await.unwrap();
+                    assert_eq!(r.status(), NtStatus::SUCCESS);
+                }
+            }));
+        }
+        for t in tasks {
+            tokio::time::timeout(Duration::from_secs(60), t)
+                .await
+                .expect("a request never got its response")
+                .unwrap();
+        }
+        assert!(matches!(
+            next_event(&mut events).await,
+            Event::OplockBreak(_)
+        ));
+        drop(server.await.unwrap());
     }
 
     #[tokio::test]

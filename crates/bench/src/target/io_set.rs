@@ -152,6 +152,16 @@ impl<T> IoSet<T> {
     /// of those woken since their last poll has, `None` when the set is empty.
     pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         if self.len == 0 {
+            // Wake-ups of futures that have finished (one may be woken as it finishes,
+            // or later by a waker it left) leave nothing to poll: forgotten, so that the
+            // set does not look ready to its group for ever.
+            let mut r = self.ready.lock();
+            let ReadyList { slots, queued, .. } = &mut *r;
+            for s in slots.drain(..) {
+                if let Some(q) = queued.get_mut(s) {
+                    *q = false;
+                }
+            }
             return Poll::Ready(None);
         }
         {
@@ -208,6 +218,31 @@ mod tests {
     fn counting() -> (Arc<Counting>, Waker) {
         let c = Arc::new(Counting(AtomicUsize::new(0)));
         (c.clone(), Waker::from(c))
+    }
+
+    /// A future woken after it finished (a waker it left fires later) does not leave
+    /// an empty set looking ready to its group once the set is polled.
+    #[test]
+    fn a_wake_after_the_last_future_finished_is_forgotten() {
+        let (_count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let group = ReadyGroup::default();
+        let mut set: IoSet<u32> = IoSet::new();
+        let other: IoSet<u32> = IoSet::new();
+        group.join(&set);
+        group.join(&other);
+        let left = Arc::new(Mutex::new(None::<Waker>));
+        let keep = left.clone();
+        set.push(Box::pin(std::future::poll_fn(move |cx| {
+            *keep.lock().unwrap() = Some(cx.waker().clone());
+            Poll::Ready(5)
+        })));
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(5)));
+        assert!(set.is_empty());
+        left.lock().unwrap().take().unwrap().wake();
+        assert!(group.others_ready(&other), "the wake-up is seen");
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(None));
+        assert!(!group.others_ready(&other), "an empty set is not ready");
     }
 
     #[test]

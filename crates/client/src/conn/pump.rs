@@ -1,0 +1,208 @@
+//! Who drives a Direct TCP connection's reading: the request waiting for its response,
+//! or the connection's reader task.
+//!
+//! The reading is one long-lived future (the reader loop, [`super::reader_task`]),
+//! kept here rather than spawned. A request that waits for its response polls it
+//! ([`SocketPump::for_request`]), so the response that completes it is read in the
+//! future being awaited: the task awaiting it is not woken by another task (on a
+//! current-thread runtime that hop cost a poll of the driver, an `epoll_wait` with no
+//! timeout, per round trip). Every frame it reads is dispatched as before (other
+//! requests' responses, breaks, credits).
+//!
+//! The reader task ([`pump_task`]) polls the same future whenever no request is set to
+//! be woken by the socket, so unsolicited messages (oplock and lease breaks) and
+//! responses nobody waits for any more are read at once. A request polls the loop with
+//! one shared waker ([`ReadWake`]) that wakes the request last seen waiting and the
+//! reader task: a request that is not polled again (dropped, or its owner busy) never
+//! leaves what arrives unread. The future is never dropped between polls, so what it
+//! registered with the socket stays registered.
+
+use super::*;
+
+/// The reader loop, as the requests and the reader task poll it.
+type ReadLoop = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The waker requests poll the reader loop with: it wakes the request last seen waiting
+/// and the reader task.
+#[derive(Default)]
+struct ReadWake {
+    /// The request last seen waiting.
+    request: Mutex<Option<Waker>>,
+    /// The reader task.
+    task: Mutex<Option<Waker>>,
+    /// The reader loop was last polled with this waker and it has not fired since: a
+    /// request reads what arrives, and the reader task leaves the loop to it.
+    armed: AtomicBool,
+}
+
+impl ReadWake {
+    fn lock(w: &Mutex<Option<Waker>>) -> std::sync::MutexGuard<'_, Option<Waker>> {
+        w.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps `w` to be woken (cloned only when it is another task's).
+    fn set(slot: &Mutex<Option<Waker>>, w: &Waker) {
+        let mut s = Self::lock(slot);
+        if !s.as_ref().is_some_and(|old| old.will_wake(w)) {
+            *s = Some(w.clone());
+        }
+    }
+
+    /// Wakes the reader task.
+    fn wake_task(&self) {
+        if let Some(w) = Self::lock(&self.task).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+impl Wake for ReadWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.armed.store(false, Ordering::SeqCst);
+        let request = Self::lock(&self.request).take();
+        if let Some(w) = request {
+            w.wake();
+        }
+        self.wake_task();
+    }
+}
+
+/// The reader loop of a Direct TCP connection, driven by its requests and its reader
+/// task.
+pub(super) struct SocketPump {
+    /// `None` once the loop ended (the link failed or was closed, or the connection
+    /// was closed).
+    read: Mutex<Option<ReadLoop>>,
+    wake: Arc<ReadWake>,
+}
+
+impl SocketPump {
+    /// Drives `reader` (the reader loop over the connection's receiver).
+    pub(super) fn new(reader: impl Future<Output = ()> + Send + 'static) -> Self {
+        SocketPump {
+            read: Mutex::new(Some(Box::pin(reader))),
+            wake: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<ReadLoop>> {
+        // A panic while it was held leaves at worst a loop that is polled again.
+        self.read.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Polls the reader loop for a request waiting on `cx` (reads and dispatches what
+    /// has arrived; the socket then wakes this request and the reader task). Does not
+    /// when the loop is already set to wake a request (this one is now the request
+    /// woken) or someone else polls it now (they hand this request its response, and
+    /// leave the loop set to wake a reader).
+    pub(super) fn for_request(&self, cx: &Context<'_>) {
+        ReadWake::set(&self.wake.request, cx.waker());
+        if self.wake.armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(mut read) = self.read.try_lock() else {
+            return;
+        };
+        let Some(fut) = read.as_mut() else {
+            return;
+        };
+        // Before the poll: a wake-up registered by it clears it.
+        self.wake.armed.store(true, Ordering::SeqCst);
+        let waker = Waker::from(self.wake.clone());
+        if fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready()
+        {
+            *read = None;
+            self.wake.armed.store(false, Ordering::SeqCst);
+            drop(read);
+            // The reader task finishes.
+            self.wake.wake_task();
+        }
+    }
+
+    /// Polls the reader loop for the reader task unless a request is set to be woken
+    /// by it; `Ready` once the loop has ended.
+    fn for_task(&self, cx: &mut Context<'_>) -> Poll<()> {
+        ReadWake::set(&self.wake.task, cx.waker());
+        let mut read = self.lock();
+        let Some(fut) = read.as_mut() else {
+            return Poll::Ready(());
+        };
+        if self.wake.armed.load(Ordering::SeqCst) {
+            // A request reads when something comes; this task is woken with it.
+            return Poll::Pending;
+        }
+        if fut.as_mut().poll(cx).is_ready() {
+            *read = None;
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
+    /// Ends the reading (the connection is closed): the receiver is dropped.
+    pub(super) fn stop(&self) {
+        let fut = self.lock().take();
+        drop(fut);
+        self.wake.wake_task();
+    }
+}
+
+/// The reader task of a Direct TCP connection: drives the reader loop while no request
+/// does, until the loop ends.
+pub(super) async fn pump_task(pump: Arc<SocketPump>) {
+    std::future::poll_fn(|cx| pump.for_task(cx)).await
+}
+
+/// The response to a request: the request drives the reader loop while it waits when
+/// the connection lets it (Direct TCP), else the reader hands it over.
+pub(super) async fn reply_of(
+    pump: Option<&SocketPump>,
+    mut rx: oneshot::Receiver<Reply>,
+) -> std::result::Result<Reply, oneshot::error::RecvError> {
+    let Some(pump) = pump else {
+        return rx.await;
+    };
+    let mut waiting = Waiting { pump, waker: None };
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = Pin::new(&mut rx).poll(cx) {
+            return Poll::Ready(r);
+        }
+        waiting.waker = Some(identity(cx.waker()));
+        pump.for_request(cx);
+        Pin::new(&mut rx).poll(cx)
+    })
+    .await
+}
+
+/// A request that drove the reader loop: once it has its response (or is dropped) the
+/// socket no longer wakes it (a waker woken after its future finished may be one the
+/// executor gave to the next future).
+struct Waiting<'a> {
+    pump: &'a SocketPump,
+    /// Which waker it last left with the loop ([`identity`]).
+    waker: Option<(usize, usize)>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let Some(mine) = self.waker else {
+            return;
+        };
+        let mut w = ReadWake::lock(&self.pump.wake.request);
+        if w.as_ref().is_some_and(|w| identity(w) == mine) {
+            *w = None;
+        }
+    }
+}
+
+/// What tells one waker from another (its data and its functions), kept without
+/// holding the waker.
+fn identity(w: &Waker) -> (usize, usize) {
+    (w.data() as usize, std::ptr::from_ref(w.vtable()) as usize)
+}
