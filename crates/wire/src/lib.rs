@@ -26,6 +26,7 @@ mod flags;
 pub mod framing;
 pub mod fscc;
 pub mod header;
+pub mod id_hash;
 pub mod ioctl;
 pub mod lock;
 pub mod negotiate;

@@ -12,8 +12,7 @@
 pub(crate) mod inbound;
 pub(crate) mod outbound;
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use smbx_wire::{Dialect, Header, NtStatus};
@@ -31,32 +30,11 @@ pub(crate) const UNSOLICITED_ID: u64 = u64::MAX;
 const MAX_HELD: u32 = 1 << 24;
 
 /// A table keyed by the u64 ids the client looks up at every request and response
-/// (MessageIds, SessionIds), hashed with [`IdHasher`].
-pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
-
-/// Hashes a u64 id with one multiplication (Fibonacci hashing) instead of SipHash:
-/// the table sees an insert and a removal per request and a session lookup per
-/// response. MessageIds are the client's own (consecutive, so their low bits, which
-/// pick the bucket, never collide); a server can only choose what it looks up (a
-/// miss), and the few SessionIds it assigns.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(FIBONACCI);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(FIBONACCI);
-    }
-}
+/// (MessageIds, SessionIds), hashed with one multiplication instead of SipHash: the
+/// table sees an insert and a removal per request and a session lookup per response.
+/// MessageIds are the client's own; a server only chooses what it looks up, and the few
+/// SessionIds it assigns.
+pub(crate) type IdMap<V> = smbx_wire::id_hash::IdMap<u64, V>;
 
 /// What a sender asked to charge: the result of [`RequestCore::acquire`].
 #[derive(Debug)]

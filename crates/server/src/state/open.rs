@@ -2,12 +2,12 @@
 //! server-wide table keyed by the volatile FileId so share modes, oplocks and leases
 //! can see the opens of every connection.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use smbx_wire::id_hash::IdMap;
 use smbx_wire::NtStatus;
 use smbx_wire::{AccessMask, CreateOptions, ShareAccess};
 
@@ -304,10 +304,11 @@ pub struct OpenTable {
 
 #[derive(Default)]
 struct OpenTableInner {
-    opens: HashMap<u64, Arc<Open>>,
+    /// By the volatile ids this server assigns (hashed with one multiplication).
+    opens: IdMap<u64, Arc<Open>>,
     /// Durable opens whose connection went away, by volatile id, with the generation
     /// of their disconnection (expiry timers check it).
-    disconnected: HashMap<u64, (Arc<Open>, u64)>,
+    disconnected: IdMap<u64, (Arc<Open>, u64)>,
     next_persistent: u64,
     disconnect_gen: u64,
     /// Opens in `opens` per session and per connection, for `max open files`.
@@ -318,8 +319,8 @@ struct OpenTableInner {
 /// removed, so the maps only hold live owners).
 #[derive(Default)]
 struct OpenCounts {
-    sessions: HashMap<u64, u32>,
-    conns: HashMap<u64, u32>,
+    sessions: IdMap<u64, u32>,
+    conns: IdMap<u64, u32>,
 }
 
 impl OpenCounts {

@@ -1,9 +1,9 @@
 //! Sessions ([MS-SMB2] 3.3.1.8) and the server-wide session table.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smbx_wire::id_hash::IdMap;
 use smbx_wire::Dialect;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -150,8 +150,8 @@ impl Session {
 /// The tree connects of one session.
 #[derive(Default)]
 pub struct TreeTable {
-    /// Trees by TreeId.
-    pub trees: HashMap<u32, Arc<Tree>>,
+    /// Trees by TreeId (ids this server assigns: hashed with one multiplication).
+    pub trees: IdMap<u32, Arc<Tree>>,
     next_id: u32,
 }
 
@@ -171,7 +171,8 @@ impl TreeTable {
 /// All sessions of the server, by SessionId.
 #[derive(Default)]
 pub struct SessionTable {
-    sessions: Mutex<HashMap<u64, Arc<Session>>>,
+    /// By the ids this server assigns (hashed with one multiplication).
+    sessions: Mutex<IdMap<u64, Arc<Session>>>,
 }
 
 impl SessionTable {
