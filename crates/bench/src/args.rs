@@ -56,6 +56,8 @@ usage: smbx bench [flags] TARGET...
                  one per thread up to the cores, else the most that fit the cores and
                  deal the threads evenly); each thread keeps its own connection, -o
                  and figures
+  --affinity <cpus>  pin the OS threads round-robin over these CPUs (e.g. 1 | 0,1 | 2-5;
+                 diskspd -a, fio cpus_allowed; default: not pinned)
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
   --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4K; soft-iWARP 16K/32K)
   --multichannel <n>    smb:// targets bind up to n channels to their session (1..32)
@@ -191,6 +193,12 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
                         Ok(n @ 1..) => p.os_threads = Some(n),
                         _ => return err("--os-threads: the count must be at least 1"),
                     }
+                }
+                "affinity" => {
+                    let v = value("a CPU list")?;
+                    let cpus = crate::affinity::parse_cpu_list(&v)
+                        .map_err(|e| ArgError(format!("--affinity: {e}")))?;
+                    p.affinity = Some(cpus);
                 }
                 "engine" => {
                     p.engine = match value("auto, uring or psync")?.as_str() {
@@ -700,6 +708,14 @@ mod tests {
         assert!(parse_str("--ios x f").is_err());
         assert_eq!(parse_str("--os-threads 2 f").unwrap().os_threads, Some(2));
         assert!(parse_str("--os-threads 0 f").is_err());
+        assert_eq!(parse_str("f").unwrap().affinity, None);
+        assert_eq!(
+            parse_str("--affinity=2-3,0 f").unwrap().affinity,
+            Some(vec![2, 3, 0])
+        );
+        assert_eq!(parse_str("--affinity 1 f").unwrap().affinity, Some(vec![1]));
+        let e = parse_str("--affinity 0,z f").unwrap_err();
+        assert!(e.0.contains("'z'"), "{}", e.0);
         assert!(parse_str("--multichannel 0 f").is_err());
         assert!(parse_str("--multichannel 33 f").is_err());
         let p = parse_str("--transport rdma --rdma-threshold 65536 f").unwrap();

@@ -160,6 +160,10 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
     } else {
         os_thread_groups(layout.len(), layout.len())
     };
+    if let Some(cpus) = &p.affinity {
+        crate::affinity::check_allowed(cpus)
+            .map_err(|e| BenchError::Other(format!("--affinity: {e}")))?;
+    }
     let duration_ms = p.duration_s * 1000;
     let intervals = duration_ms.div_ceil(p.iops_interval_ms).max(1) as usize;
     let complete = (duration_ms / p.iops_interval_ms) as usize;
@@ -183,13 +187,23 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
         let (ready_tx, ready_rx) = mpsc::channel();
         let handles: Vec<_> = groups
             .iter()
-            .map(|ids| {
+            .enumerate()
+            .map(|(n, ids)| {
                 let ready = ready_tx.clone();
                 let shared = &shared;
                 let infos = &infos;
                 let shared_offsets = &shared_offsets;
                 let layout = &layout;
                 s.spawn(move || {
+                    // Round-robin over --affinity: OS thread n on the list's n-th CPU.
+                    if let Some(cpus) = &p.affinity {
+                        let cpu = cpus[n % cpus.len()];
+                        if let Err(e) = crate::affinity::pin_current_thread(cpu) {
+                            let what = format!("--affinity: pinning an OS thread to CPU {cpu}");
+                            let _ = ready.send(Err(BenchError::io(what, e)));
+                            return Vec::new();
+                        }
+                    }
                     worker(
                         ids,
                         p,

@@ -16,6 +16,7 @@
 //! profiles and draws its charts with [`svg`] (`smbx bench sweep`).
 
 #![warn(missing_docs)]
+pub mod affinity;
 pub mod args;
 pub mod cpu;
 pub mod engine;

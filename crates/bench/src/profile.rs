@@ -195,6 +195,9 @@ pub struct Profile {
     /// smb:// (default: as many as the machine has cores, at most one per worker thread).
     /// Each worker thread keeps its own connection, queue depth and figures.
     pub os_threads: Option<u32>,
+    /// `--affinity <cpu list>`: the OS threads are pinned round-robin over these CPUs
+    /// (the first OS thread on the first); `None` leaves them to the scheduler.
+    pub affinity: Option<Vec<usize>>,
     /// `--engine`.
     pub engine: Engine,
     /// `--transport tcp|rdma`: how smb:// targets are reached (a URL's `?transport=`
@@ -259,6 +262,7 @@ impl Default for Profile {
             server_pid: None,
             max_ios: None,
             os_threads: None,
+            affinity: None,
             engine: Engine::Auto,
             transport: None,
             rdma_threshold: None,

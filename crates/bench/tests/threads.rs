@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use smbx_bench::affinity;
 use smbx_bench::stats::IoKind;
 use smbx_bench::target::{Completion, IoQueue, QueueConfig, Target, WriteData};
 use smbx_bench::{engine, parse, render, BenchError, Format, Report};
@@ -34,6 +35,8 @@ struct Counting {
     shares: bool,
     /// Per queue opened: the address of the `QueueConfig::share` it was given.
     share_seen: Mutex<Vec<Option<usize>>>,
+    /// Per queue opened: the CPUs its OS thread may run on, and the one it ran on.
+    cpus_seen: Mutex<Vec<(Vec<usize>, usize)>>,
 }
 
 struct CountingTarget(Arc<Counting>);
@@ -70,6 +73,10 @@ impl Target for CountingTarget {
             .lock()
             .unwrap()
             .push(cfg.share.as_ref().map(|s| Rc::as_ptr(s) as usize));
+        self.0.cpus_seen.lock().unwrap().push((
+            affinity::allowed().unwrap(),
+            affinity::current_cpu().unwrap(),
+        ));
         Ok(Box::new(CountingQueue {
             shared: self.0.clone(),
             index,
@@ -386,4 +393,65 @@ fn threads_on_one_os_thread_take_turns() {
     for (q, n) in done.iter().enumerate() {
         assert!(*n >= 400 - 2 * 4, "queue {q} had {n} of 400: {done:?}");
     }
+}
+
+#[test]
+fn affinity_pins_each_os_thread_round_robin_on_the_cpu_asked() {
+    let allowed = affinity::allowed().unwrap();
+    // Two CPUs when there are two (last first, so the order given is the order used).
+    let cpus: Vec<usize> = allowed.iter().rev().take(2).copied().collect();
+    let list = affinity::cpu_list_label(&cpus);
+    let flags = format!("-b4K -o2 -t3 -r -d20 -W0 -C0 --ios 200 --affinity {list} counting");
+    let p = parse(&args(&flags)).unwrap();
+    let counting = Arc::new(Counting::default());
+    let target: Arc<dyn Target> = Arc::new(CountingTarget(counting.clone()));
+    let result = engine::run(&p, &[target]).unwrap();
+    assert_eq!(*counting.completed.lock().unwrap(), vec![200; 3]);
+
+    // Three OS threads (local-style target: one per thread) on cpus[0], cpus[1], cpus[0]:
+    // each queue was opened on a thread allowed exactly one of them, and running there.
+    let mut seen = counting.cpus_seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for (mask, on) in &seen {
+        assert_eq!(mask.len(), 1, "{mask:?}");
+        assert_eq!(*on, mask[0]);
+    }
+    seen.sort();
+    let mut want: Vec<_> = [cpus[0], cpus[cpus.len() - 1], cpus[0]]
+        .iter()
+        .map(|&c| (vec![c], c))
+        .collect();
+    want.sort();
+    assert_eq!(seen, want);
+
+    // The report says so (text and JSON).
+    let report = Report::build(&p, flags.clone(), &result);
+    let text = render(&report, Format::Text);
+    assert!(
+        text.contains(&format!("pinned round-robin over CPUs {list}")),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
+    let got: Vec<u64> = json["profile"]["affinity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(got, cpus.iter().map(|&c| c as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn affinity_outside_the_allowed_cpus_is_an_error_not_ignored() {
+    let allowed = affinity::allowed().unwrap();
+    let outside = (0..affinity::MAX_CPUS)
+        .find(|c| !allowed.contains(c))
+        .unwrap();
+    let flags = format!("-b4K -o1 -t1 -r -d20 -W0 -C0 --ios 10 --affinity {outside} counting");
+    let p = parse(&args(&flags)).unwrap();
+    let counting = Arc::new(Counting::default());
+    let target: Arc<dyn Target> = Arc::new(CountingTarget(counting.clone()));
+    let e = engine::run(&p, &[target]).unwrap_err().to_string();
+    assert!(e.contains(&format!("CPU {outside} ")), "{e}");
+    assert_eq!(counting.opened.load(Ordering::SeqCst), 0);
 }

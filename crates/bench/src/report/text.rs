@@ -117,6 +117,13 @@ pub fn render(r: &Report) -> String {
         p.iops_interval_ms
     );
     let _ = writeln!(o, "\trandom seed: {}", p.seed);
+    if let Some(cpus) = &p.affinity {
+        let _ = writeln!(
+            o,
+            "\taffinity: OS threads pinned round-robin over CPUs {}",
+            crate::affinity::cpu_list_label(cpus)
+        );
+    }
     for t in &r.targets {
         let _ = writeln!(o, "\tpath: '{}'", t.path);
         let _ = writeln!(o, "\t\tengine: {}", t.engine);
