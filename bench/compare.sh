@@ -29,7 +29,10 @@
 #   smbx bench driving every server; default SMBX_BIN), ROCKETSMBD_BIN, KEEP=1 (keep
 #   the shares), SMBX_METRICS=1 (smbx runs with `metrics listen` on: compare a run with it
 #   against one without to see what the metrics cost; its last scrape is saved as
-#   $RESULTS/smbx-metrics.prom). rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
+#   $RESULTS/smbx-metrics.prom), CLIENT_CPUS (a CPU list, e.g. 1 or 2-3: every server's
+#   `smbx bench` runs with --affinity=CLIENT_CPUS, its threads pinned there; default unset:
+#   not pinned; keeps the client off the server's CPU where the scheduler packs both on
+#   one, as this VM's does). rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
 #   fails or it does not start, it is skipped with a message.
 # Needs root, Debian samba, python3, and a release build of smbx (built if missing).
 set -euo pipefail
@@ -59,6 +62,11 @@ read -r -a PROFILES <<<"${PROFILES:-${ORDER[*]}}"
 for p in "${PROFILES[@]}"; do
   [ -n "${FLAGS[$p]:-}" ] || { echo "compare: unknown profile $p (one of: ${ORDER[*]})" >&2; exit 2; }
 done
+
+if [ -n "${CLIENT_CPUS:-}" ] && ! [[ $CLIENT_CPUS =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]]; then
+  echo "compare: CLIENT_CPUS=$CLIENT_CPUS is not a CPU list (e.g. 1, 0,1, 2-5)" >&2
+  exit 2
+fi
 
 bench_begin compare "$FILE_MIB"
 
@@ -126,6 +134,11 @@ if [ "${CEILING:-1}" = 1 ] && [ "${#CEILING_ARGS[@]}" -lt 2 ]; then
   fi
 fi
 
+if [ -n "${CLIENT_CPUS:-}" ]; then
+  echo "client: smbx bench --affinity=$CLIENT_CPUS (CLIENT_CPUS) against every server"
+else
+  echo "client: smbx bench not pinned (CLIENT_CPUS unset)"
+fi
 python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" "$SOCKPERF_OUT" "$CEILING_OUT" <<'PY'
 import json, os, re, sys
 res, servers, profiles = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()

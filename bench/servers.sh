@@ -238,10 +238,14 @@ CONF
 
 # bench_json OUT SERVER FLAGS...: smbx bench with --server-pid against SERVER's data.bin, JSON
 # report into OUT; prints nothing; returns non-zero (and logs) when the run fails.
+# CLIENT_CPUS=<cpu list> (e.g. 1, 0,1, 2-5) adds --affinity=<list> to every server's run alike:
+# the bench's OS threads pinned round-robin over those CPUs (unset: not pinned).
 bench_json() {
-  local out=$1 name=$2 pidv="PID_$2" urlv="URL_$2"
+  local out=$1 name=$2 pidv="PID_$2" urlv="URL_$2" aff=()
   shift 2
-  if ! "$SMBX_CLIENT" bench "$@" -Rjson --server-pid "${!pidv}" "${!urlv}" >"$out" 2>"$out.err"; then
+  [ -z "${CLIENT_CPUS:-}" ] || aff=(--affinity="$CLIENT_CPUS")
+  if ! "$SMBX_CLIENT" bench "$@" ${aff[@]+"${aff[@]}"} -Rjson --server-pid "${!pidv}" "${!urlv}" \
+    >"$out" 2>"$out.err"; then
     bench_log "smbx bench $* against $name failed: $(tail -2 "$out.err" | tr '\n' ' ')"
     rm -f "$out"
     return 1
