@@ -32,7 +32,9 @@
 #   $RESULTS/smbx-metrics.prom), CLIENT_CPUS (a CPU list, e.g. 1 or 2-3: every server's
 #   `smbx bench` runs with --affinity=CLIENT_CPUS, its threads pinned there; default unset:
 #   not pinned; keeps the client off the server's CPU where the scheduler packs both on
-#   one, as this VM's does). rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
+#   one, as this VM's does), SERVER_CPUS (a CPU list: each server pinned there as it starts,
+#   taskset -a; pinning the client alone can pull the server onto the client's CPU).
+#   rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
 #   fails or it does not start, it is skipped with a message.
 # Needs root, Debian samba, python3, and a release build of smbx (built if missing).
 set -euo pipefail
@@ -63,10 +65,12 @@ for p in "${PROFILES[@]}"; do
   [ -n "${FLAGS[$p]:-}" ] || { echo "compare: unknown profile $p (one of: ${ORDER[*]})" >&2; exit 2; }
 done
 
-if [ -n "${CLIENT_CPUS:-}" ] && ! [[ $CLIENT_CPUS =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]]; then
-  echo "compare: CLIENT_CPUS=$CLIENT_CPUS is not a CPU list (e.g. 1, 0,1, 2-5)" >&2
-  exit 2
-fi
+for v in CLIENT_CPUS SERVER_CPUS; do
+  if [ -n "${!v:-}" ] && ! [[ ${!v} =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]]; then
+    echo "compare: $v=${!v} is not a CPU list (e.g. 1, 0,1, 2-5)" >&2
+    exit 2
+  fi
+done
 
 bench_begin compare "$FILE_MIB"
 
@@ -138,6 +142,9 @@ if [ -n "${CLIENT_CPUS:-}" ]; then
   echo "client: smbx bench --affinity=$CLIENT_CPUS (CLIENT_CPUS) against every server"
 else
   echo "client: smbx bench not pinned (CLIENT_CPUS unset)"
+fi
+if [ -n "${SERVER_CPUS:-}" ]; then
+  echo "servers: pinned to CPUs $SERVER_CPUS (SERVER_CPUS, taskset -a)"
 fi
 python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" "$SOCKPERF_OUT" "$CEILING_OUT" <<'PY'
 import json, os, re, sys

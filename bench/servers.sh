@@ -90,7 +90,12 @@ bench_begin() {
   rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 }
 
+# SERVER_CPUS=<cpu list> pins each server as it starts (taskset -a: every thread it has; its
+# later threads and children, smbd's per-client processes too, inherit it; unset: not pinned).
 bench_started() { # name port pid
+  if [ -n "${SERVER_CPUS:-}" ] && ! taskset -a -p -c "$SERVER_CPUS" "$3" >/dev/null; then
+    bench_log "$1: cannot pin to CPUs $SERVER_CPUS (SERVER_CPUS): not pinned"
+  fi
   printf -v "PORT_$1" '%s' "$2"
   printf -v "PID_$1" '%s' "$3"
   printf -v "URL_$1" '%s' "smb://$BENCH_USER@127.0.0.1:$2/share/data.bin"
