@@ -86,8 +86,12 @@ pub fn init_with(opts: &LogOptions) -> Result<(), CliError> {
             .with_writer(io::stderr)
             .boxed(),
     };
+    // The filter for the whole subscriber, not per layer (there is one layer): entering
+    // and leaving a span (every poll of a connection's task) then skips the per-layer
+    // filter's lookup of that span's filter state.
     tracing_subscriber::registry()
-        .with(layer.with_filter(filter))
+        .with(filter)
+        .with(layer)
         .try_init()
         .map_err(|e| other(format!("cannot set up logging: {e}")))
 }
