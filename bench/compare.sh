@@ -129,6 +129,10 @@ CEILING_ARGS=()
 [[ " ${PROFILES[*]} " == *" seq-write-512K "* ]] || CEILING_ARGS+=(--reads)
 if [ "${CEILING:-1}" = 1 ] && [ "${#CEILING_ARGS[@]}" -lt 2 ]; then
   if (cd "$BENCH_REPO" && cargo build --release -q -p smbx-security --example ceiling); then
+    # Pinned as the servers and clients are when each is one CPU (else not pinned).
+    if [[ ${SERVER_CPUS:-} =~ ^[0-9]+$ && ${CLIENT_CPUS:-} =~ ^[0-9]+$ ]]; then
+      CEILING_ARGS+=(--pin="$SERVER_CPUS,$CLIENT_CPUS")
+    fi
     CEILING_ARGS+=(--dir "$BENCH_ROOT" --file-mib "$FILE_MIB" "$DURATION" 3)
     bench_log "ceiling ${CEILING_ARGS[*]} (512 KiB reads and/or writes without SMB)"
     "$BENCH_REPO/target/release/examples/ceiling" "${CEILING_ARGS[@]}" >"$CEILING_OUT" 2>&1 ||

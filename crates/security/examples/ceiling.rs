@@ -23,8 +23,8 @@
 //! code: what is left is the passes over the data they cannot avoid.
 //!
 //! `cargo run --release -p smbx-security --example ceiling -- [--reads|--writes]
-//! [--dir DIR] [--file-mib N] [--pin] [SECS] [ROUNDS]` (default: both, DIR the temp dir,
-//! 256 MiB; `--pin` puts the serving thread on CPU 0 and the driving one on CPU 1, as
+//! [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]` (default: both, DIR the temp dir,
+//! 256 MiB; `--pin` puts the serving thread on CPU S (0) and the driving one on CPU C (1), as
 //! `taskset -c 0` for a server and `taskset -c 1` for its client).
 
 use std::fs::{File, OpenOptions};
@@ -335,7 +335,7 @@ fn pin(cpu: usize) {
 }
 
 /// One run of `mode` for `secs`: one serving thread, this thread driving at DEPTH.
-fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: bool) -> Run {
+fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: Option<usize>) -> Run {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let (server_keys, client_keys) = keys();
@@ -346,8 +346,8 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: bool) -> Run {
         .unwrap();
     let synced = file.try_clone().unwrap();
     let srv = std::thread::spawn(move || {
-        if pinned {
-            pin(0);
+        if let Some(cpu) = pinned {
+            pin(cpu);
         }
         let (s, _) = l.accept().unwrap();
         s.set_nodelay(true).unwrap();
@@ -455,7 +455,9 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let (mut reads, mut writes, mut pinned) = (true, true, false);
+    let (mut reads, mut writes) = (true, true);
+    // The CPUs of the serving thread and of the driving one.
+    let mut pinned: Option<(usize, usize)> = None;
     let mut dir: PathBuf = std::env::temp_dir();
     let mut write_mib: u64 = 256;
     let mut nums = Vec::new();
@@ -464,7 +466,14 @@ fn main() {
         match a.as_str() {
             "--reads" => writes = false,
             "--writes" => reads = false,
-            "--pin" => pinned = true,
+            "--pin" => pinned = Some((0, 1)),
+            p if p.starts_with("--pin=") => {
+                let (srv, cli) = p["--pin=".len()..].split_once(',').expect("--pin=S,C");
+                pinned = Some((
+                    srv.parse().expect("--pin=S,C: CPU numbers"),
+                    cli.parse().expect("--pin=S,C: CPU numbers"),
+                ));
+            }
             "--dir" => dir = args.next().expect("--dir DIR").into(),
             "--file-mib" => {
                 write_mib = args
@@ -480,8 +489,8 @@ fn main() {
     let tag = std::process::id();
     let read_path = std::env::temp_dir().join(format!("smbx-ceiling-{tag}"));
     let write_path = dir.join(format!("smbx-ceiling-write-{tag}"));
-    if pinned {
-        pin(1);
+    if let Some((_, cpu)) = pinned {
+        pin(cpu);
     }
     let mut modes = Vec::new();
     if reads {
@@ -500,7 +509,7 @@ fn main() {
             } else {
                 (&read_path, READ_FILE)
             };
-            let g = run(m, secs, path, len, pinned);
+            let g = run(m, secs, path, len, pinned.map(|(srv, _)| srv));
             println!(
                 "round {r} {m:?}: {:.1} MB/s, p50 {:.0} µs, p99 {:.0} µs, \
                  cpu per I/O: server {:.0} µs, client {:.0} µs",
