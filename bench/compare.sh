@@ -18,7 +18,7 @@
 # read of each server as a share of it; sockperf's TCP ping-pong round trip with 4 KiB messages,
 # and each server's 4 KiB QD1 read p50 as a multiple of it; and each server's sealed and signed
 # 512 KiB read as a share of its plain one (iperf3 and sockperf installed with apt-get when
-# missing), beside the machine's ceiling for each: the ceiling example (smbx-security) serves
+# missing), beside the machine's ceiling for each: the ceiling example (smbx-bench) serves
 # 512 KiB reads without SMB as cheaply as they can be done, plain (sendfile), sealed and signed,
 # and its plain rate bounds every server's 512 KiB read too; when seq-write-512K runs it also
 # receives 512 KiB writes without SMB into a FILE_MIB file beside the shares (splice, and
@@ -128,7 +128,7 @@ CEILING_ARGS=()
 [[ " ${PROFILES[*]} " == *" seq-read-512K"* ]] || CEILING_ARGS+=(--writes)
 [[ " ${PROFILES[*]} " == *" seq-write-512K "* ]] || CEILING_ARGS+=(--reads)
 if [ "${CEILING:-1}" = 1 ] && [ "${#CEILING_ARGS[@]}" -lt 2 ]; then
-  if (cd "$BENCH_REPO" && cargo build --release -q -p smbx-security --example ceiling); then
+  if (cd "$BENCH_REPO" && cargo build --release -q -p smbx-bench --example ceiling); then
     # Pinned as the servers and clients are when each is one CPU (else not pinned).
     if [[ ${SERVER_CPUS:-} =~ ^[0-9]+$ && ${CLIENT_CPUS:-} =~ ^[0-9]+$ ]]; then
       CEILING_ARGS+=(--pin="$SERVER_CPUS,$CLIENT_CPUS")

@@ -22,7 +22,7 @@
 //! On 2 cores this bounds what any SMB server and client pair can reach, whatever their
 //! code: what is left is the passes over the data they cannot avoid.
 //!
-//! `cargo run --release -p smbx-security --example ceiling -- [--reads|--writes]
+//! `cargo run --release -p smbx-bench --example ceiling -- [--reads|--writes]
 //! [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]` (default: both, DIR the temp dir,
 //! 256 MiB; `--pin` puts the serving thread on CPU S (0) and the driving one on CPU C (1), as
 //! `taskset -c 0` for a server and `taskset -c 1` for its client).
@@ -318,19 +318,10 @@ impl Asker {
     }
 }
 
-/// Keeps the calling thread on `cpu`.
+/// Keeps the calling thread on `cpu` (the bench's own pinning, as `--affinity` does).
 fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET and sched_setaffinity only
-    // read and write the set given, for the calling thread (pid 0).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            eprintln!(
-                "cannot pin to cpu {cpu}: {}",
-                std::io::Error::last_os_error()
-            );
-        }
+    if let Err(e) = smbx_bench::affinity::pin_current_thread(cpu) {
+        eprintln!("cannot pin to cpu {cpu}: {e}");
     }
 }
 
