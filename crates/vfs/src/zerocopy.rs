@@ -259,6 +259,20 @@ mod tests {
         (tmp, h)
     }
 
+    /// The named stream `f:s1` of the file `f` in share `dir`, holding "stream".
+    fn stream_of(dir: &std::path::Path) -> crate::Handle {
+        let s = Share::open(dir, ShareOptions::default()).unwrap();
+        let ads = CreateRequest {
+            want_read: true,
+            want_write: true,
+            disposition: crate::Disposition::OpenIf,
+            ..Default::default()
+        };
+        let (st, _) = s.create("f:s1:$DATA", &ads).expect("named streams");
+        st.write_at(b"stream", 0).unwrap();
+        st
+    }
+
     #[test]
     fn a_file_just_written_is_cached_up_to_its_end() {
         let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
@@ -295,18 +309,8 @@ mod tests {
         let mut buf = Vec::new();
         assert_eq!(h.read_append(&mut buf, 100, 1_000).unwrap(), 100);
         assert_eq!(buf, &data[1_000..1_100]);
-        // A stream or a directory never goes from the file.
-        let s = Share::open(tmp.path(), ShareOptions::default()).unwrap();
-        let ads = CreateRequest {
-            want_read: true,
-            want_write: true,
-            disposition: crate::Disposition::Create,
-            ..Default::default()
-        };
-        if let Ok((st, _)) = s.create("f:s1:$DATA", &ads) {
-            st.write_at(b"stream", 0).unwrap();
-            assert_eq!(st.cached_len(0, 6), None);
-        }
+        // A stream never goes from the file.
+        assert_eq!(stream_of(tmp.path()).cached_len(0, 6), None);
     }
 
     #[test]
@@ -370,21 +374,12 @@ mod tests {
         assert_eq!(h.read_append(&mut buf, 65536, 131_072).unwrap(), 65536);
         assert_eq!(buf, &data[131_072..196_608]);
         // A named stream is read with read_append only.
-        let s = Share::open(tmp.path(), ShareOptions::default()).unwrap();
-        let ads = CreateRequest {
-            want_read: true,
-            want_write: true,
-            disposition: crate::Disposition::Create,
-            ..Default::default()
-        };
-        if let Ok((st, _)) = s.create("f:s1:$DATA", &ads) {
-            st.write_at(b"stream", 0).unwrap();
-            let mut buf = Vec::new();
-            assert_eq!(st.read_append_cached(&mut buf, 6, 0).unwrap(), None);
-            assert!(buf.is_empty());
-            assert_eq!(st.read_append(&mut buf, 6, 0).unwrap(), 6);
-            assert_eq!(buf, b"stream");
-        }
+        let st = stream_of(tmp.path());
+        let mut buf = Vec::new();
+        assert_eq!(st.read_append_cached(&mut buf, 6, 0).unwrap(), None);
+        assert!(buf.is_empty());
+        assert_eq!(st.read_append(&mut buf, 6, 0).unwrap(), 6);
+        assert_eq!(buf, b"stream");
     }
 
     /// Bytes put into a pipe land in the file at the offset asked for; a pipe holding
@@ -427,16 +422,10 @@ mod tests {
             Err(smbx_wire::NtStatus::INVALID_PARAMETER)
         );
         // A stream takes its bytes from memory.
-        let ads = CreateRequest {
-            disposition: crate::Disposition::Create,
-            ..rw
-        };
-        if let Ok((st, _)) = s.create("f:s1:$DATA", &ads) {
-            assert_eq!(
-                st.write_from_pipe(rd.as_fd(), 0, 4),
-                Err(smbx_wire::NtStatus::NOT_SUPPORTED)
-            );
-        }
+        assert_eq!(
+            stream_of(tmp.path()).write_from_pipe(rd.as_fd(), 0, 4),
+            Err(smbx_wire::NtStatus::NOT_SUPPORTED)
+        );
         // Past the largest offset.
         assert_eq!(
             h.write_from_pipe(rd.as_fd(), i64::MAX as u64, 10),
