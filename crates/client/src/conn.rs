@@ -692,6 +692,11 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
+    /// An ECHO request.
+    fn echo() -> Request {
+        Request::new(Command::Echo, encode_simple(), 0)
+    }
+
     async fn pair() -> (Connection, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
@@ -769,13 +774,7 @@ mod tests {
             .await;
             srv
         });
-        let r = conn
-            .call(
-                Request::new(Command::Echo, encode_simple(), 0),
-                &Route::default(),
-            )
-            .await
-            .unwrap();
+        let r = conn.call(echo(), &Route::default()).await.unwrap();
         assert_eq!(r.status(), NtStatus::SUCCESS);
         assert_eq!(r.header.async_id, 77);
         // The interim response's credits count; the request's own credit was spent.
@@ -820,12 +819,7 @@ mod tests {
             write_frame(&mut srv, &chain).await;
             srv
         });
-        conn.call(
-            Request::new(Command::Echo, encode_simple(), 0),
-            &Route::default(),
-        )
-        .await
-        .unwrap();
+        conn.call(echo(), &Route::default()).await.unwrap();
         assert_eq!(conn.credits_available(), 10);
         let mut body = body_writer(&smbx_transport::BufPool::new(1), 10);
         body.zeros(10);
@@ -857,8 +851,8 @@ mod tests {
         let c2 = conn.clone();
         let both = tokio::spawn(async move {
             let route = Route::default();
-            let a = c2.call(Request::new(Command::Echo, encode_simple(), 0), &route);
-            let b = c2.call(Request::new(Command::Echo, encode_simple(), 0), &route);
+            let a = c2.call(echo(), &route);
+            let b = c2.call(echo(), &route);
             let (a, b) = tokio::join!(a, b);
             (a.unwrap().header.message_id, b.unwrap().header.message_id)
         });
@@ -952,13 +946,7 @@ mod tests {
             srv
         });
         for _ in 0..2 {
-            let r = conn
-                .call(
-                    Request::new(Command::Echo, encode_simple(), 0),
-                    &Route::default(),
-                )
-                .await
-                .unwrap();
+            let r = conn.call(echo(), &Route::default()).await.unwrap();
             assert_eq!(r.status(), NtStatus::SUCCESS);
         }
         assert!(matches!(
@@ -983,7 +971,7 @@ mod tests {
         let count = Arc::new(Count(Default::default()));
         let waker = Waker::from(count.clone());
         let route = Route::default();
-        let mut call = Box::pin(conn.call(Request::new(Command::Echo, encode_simple(), 0), &route));
+        let mut call = Box::pin(conn.call(echo(), &route));
         assert!(call
             .as_mut()
             .poll(&mut Context::from_waker(&waker))
@@ -1042,13 +1030,7 @@ mod tests {
             srv
         });
         for i in 0..6 {
-            let r = conn
-                .call(
-                    Request::new(Command::Echo, encode_simple(), 0),
-                    &Route::default(),
-                )
-                .await
-                .unwrap();
+            let r = conn.call(echo(), &Route::default()).await.unwrap();
             let want = if i % 2 == 0 { 300 * 1024 } else { 4 };
             assert_eq!(r.msg.len(), 64 + want, "response {i}");
         }
@@ -1064,7 +1046,7 @@ mod tests {
         let (conn, mut srv) = pair().await;
         let mut events = conn.take_events().unwrap();
         let route = Route::default();
-        let mut call = Box::pin(conn.call(Request::new(Command::Echo, encode_simple(), 0), &route));
+        let mut call = Box::pin(conn.call(echo(), &route));
         // Sent, and now waiting on the socket.
         std::future::poll_fn(|cx| {
             assert!(call.as_mut().poll(cx).is_pending());
@@ -1087,7 +1069,7 @@ mod tests {
         assert_eq!(r.header.message_id, h.message_id);
 
         // Dropped while it waits on the socket: what comes later is still read.
-        let mut call = Box::pin(conn.call(Request::new(Command::Echo, encode_simple(), 0), &route));
+        let mut call = Box::pin(conn.call(echo(), &route));
         std::future::poll_fn(|cx| {
             assert!(call.as_mut().poll(cx).is_pending());
             Poll::Ready(())
@@ -1149,7 +1131,7 @@ mod tests {
             let c = conn.clone();
             tasks.push(tokio::spawn(async move {
                 for _ in 0..EACH {
-                    let req = Request::new(Command::Echo, encode_simple(), 0);
+                    let req = echo();
                     let r = c.call(req, &Route::default()).await.unwrap();
                     assert_eq!(r.status(), NtStatus::SUCCESS);
                 }
@@ -1203,7 +1185,6 @@ mod tests {
             }
             srv
         });
-        let echo = || Request::new(Command::Echo, encode_simple(), 0);
         conn.call(echo(), &route).await.unwrap();
         assert!(matches!(
             conn.call(echo(), &route).await,
@@ -1223,13 +1204,7 @@ mod tests {
         let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
         let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_millis(200)));
         let mut srv = s.unwrap().0;
-        let e = conn
-            .call(
-                Request::new(Command::Echo, encode_simple(), 0),
-                &Route::default(),
-            )
-            .await
-            .unwrap_err();
+        let e = conn.call(echo(), &Route::default()).await.unwrap_err();
         assert!(matches!(e, Error::Timeout), "{e}");
         assert_eq!(conn.shared.core().pending(), 0);
         assert_eq!(conn.shared.core().in_flight(), 0);
@@ -1317,23 +1292,11 @@ mod tests {
             read_frame(&mut srv).await;
             drop(srv);
         });
-        let e = conn
-            .call(
-                Request::new(Command::Echo, encode_simple(), 0),
-                &Route::default(),
-            )
-            .await
-            .unwrap_err();
+        let e = conn.call(echo(), &Route::default()).await.unwrap_err();
         assert!(matches!(e, Error::Disconnected(_)), "{e}");
         assert!(conn.is_closed());
         server.await.unwrap();
-        let e = conn
-            .call(
-                Request::new(Command::Echo, encode_simple(), 0),
-                &Route::default(),
-            )
-            .await
-            .unwrap_err();
+        let e = conn.call(echo(), &Route::default()).await.unwrap_err();
         assert!(matches!(e, Error::Disconnected(_)), "{e}");
     }
 }
