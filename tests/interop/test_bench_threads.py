@@ -64,3 +64,18 @@ def test_one_thread_one_connection(smbx):
     assert len(target["channels"]) == 1
     assert target["channels"][0]["ios"] >= 50
     assert r["threads"][0]["io_count"] == r["io_count"]
+
+
+def test_large_blocks_one_or_two_at_a_time_complete(smbx):
+    # 512 KiB reads and writes at -o1 and -o2: each response is large enough that the
+    # client's reader yields after it (YIELD_AFTER, 256 KiB); a yield whose wake-up was
+    # deferred left the next request waiting for ever (the bench timed out at its second
+    # READ). Every --ios I/O completes, warm-up included, and all bytes are counted.
+    for depth in ("-o1", "-o2"):
+        for mode in ((), ("-w100",)):
+            r = _bench(
+                smbx, "-b512K", "-s", depth, *mode, "-t1", "-d20", "-W0", "-C0", "--ios=40",
+                "-c8M",
+            )
+            assert r["io_count"] >= 40, (depth, mode, r["io_count"])
+            assert r["bytes"] == r["io_count"] * 512 * 1024
