@@ -936,6 +936,11 @@ mod tests {
         response(&h, NtStatus::SUCCESS, 0, 0, body.as_slice())
     }
 
+    /// The next event is an oplock break (bounded, as [`next_event`]).
+    async fn expect_break(events: &mut mpsc::Receiver<Event>) {
+        assert!(matches!(next_event(events).await, Event::OplockBreak(_)));
+    }
+
     /// The next event, bounded (a reader that never reads fails the test).
     async fn next_event(events: &mut mpsc::Receiver<Event>) -> Event {
         tokio::time::timeout(Duration::from_secs(20), events.recv())
@@ -967,10 +972,7 @@ mod tests {
             let r = conn.call(echo(), &Route::default()).await.unwrap();
             assert_eq!(r.status(), NtStatus::SUCCESS);
         }
-        assert!(matches!(
-            next_event(&mut events).await,
-            Event::OplockBreak(_)
-        ));
+        expect_break(&mut events).await;
         drop(server.await.unwrap());
     }
 
@@ -1016,10 +1018,7 @@ mod tests {
         drop(call);
         let woken = count.0.load(Ordering::SeqCst);
         write_frame(&mut srv, &oplock_break()).await;
-        assert!(matches!(
-            next_event(&mut events).await,
-            Event::OplockBreak(_)
-        ));
+        expect_break(&mut events).await;
         assert_eq!(
             count.0.load(Ordering::SeqCst),
             woken,
@@ -1079,10 +1078,7 @@ mod tests {
         )
         .await;
         write_frame(&mut srv, &oplock_break()).await;
-        assert!(matches!(
-            next_event(&mut events).await,
-            Event::OplockBreak(_)
-        ));
+        expect_break(&mut events).await;
         let r = call.await.unwrap();
         assert_eq!(r.header.message_id, h.message_id);
 
@@ -1096,10 +1092,7 @@ mod tests {
         drop(call);
         read_frame(&mut srv).await;
         write_frame(&mut srv, &oplock_break()).await;
-        assert!(matches!(
-            next_event(&mut events).await,
-            Event::OplockBreak(_)
-        ));
+        expect_break(&mut events).await;
     }
 
     /// Many requests from tasks on several threads, each reading the socket while it
@@ -1161,10 +1154,7 @@ mod tests {
                 .expect("a request never got its response")
                 .unwrap();
         }
-        assert!(matches!(
-            next_event(&mut events).await,
-            Event::OplockBreak(_)
-        ));
+        expect_break(&mut events).await;
         drop(server.await.unwrap());
     }
 
