@@ -8,7 +8,8 @@
 //!   [`ConnectRequest`], [`Connecting`]), shaped after verbs/rdmacm.
 //! * [`types`] — STags, access rights, work requests, completions,
 //!   connection parameters.
-//! * [`cq`] — the [`CompletionQueue`] consumers await.
+//! * [`cq`] — the [`CompletionQueue`] consumers await, or handle where the
+//!   provider delivers (a [`CompletionHandler`]).
 //! * [`iwarp`] — the soft-iWARP provider: RFC 5044/6581 MPA, RFC 5041 DDP and
 //!   RFC 5040 RDMAP over tokio TCP, with a sans-IO core.
 //! * [`verbs`] — the rdma-core provider (libibverbs/librdmacm, loaded at run
@@ -35,7 +36,7 @@ pub mod provider;
 pub mod types;
 pub mod verbs;
 
-pub use cq::CompletionQueue;
+pub use cq::{CompletionHandler, CompletionQueue};
 pub use error::{RdmaError, Result};
 pub use provider::{
     ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
