@@ -65,12 +65,7 @@ for p in "${PROFILES[@]}"; do
   [ -n "${FLAGS[$p]:-}" ] || { echo "compare: unknown profile $p (one of: ${ORDER[*]})" >&2; exit 2; }
 done
 
-for v in CLIENT_CPUS SERVER_CPUS; do
-  if [ -n "${!v:-}" ] && ! [[ ${!v} =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]]; then
-    echo "compare: $v=${!v} is not a CPU list (e.g. 1, 0,1, 2-5)" >&2
-    exit 2
-  fi
-done
+bench_check_cpus compare
 
 bench_begin compare "$FILE_MIB"
 
@@ -142,14 +137,7 @@ if [ "${CEILING:-1}" = 1 ] && [ "${#CEILING_ARGS[@]}" -lt 2 ]; then
   fi
 fi
 
-if [ -n "${CLIENT_CPUS:-}" ]; then
-  echo "client: smbx bench --affinity=$CLIENT_CPUS (CLIENT_CPUS) against every server"
-else
-  echo "client: smbx bench not pinned (CLIENT_CPUS unset)"
-fi
-if [ -n "${SERVER_CPUS:-}" ]; then
-  echo "servers: pinned to CPUs $SERVER_CPUS (SERVER_CPUS, taskset -a)"
-fi
+bench_say_cpus
 python3 - "$RESULTS" "${SERVERS[*]}" "${PROFILES[*]}" "$IPERF_JSON" "$SOCKPERF_OUT" "$CEILING_OUT" <<'PY'
 import json, os, re, sys
 res, servers, profiles = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()

@@ -21,8 +21,11 @@
 #   rocketsmbd"), ROUNDS (1), SMBX_BINS (none), BENCH_FLAGS (more smbx bench flags for every
 #   point, e.g. --os-threads=4), RESULTS (target/bench-scaling: each sweep's CSV,
 #   JSON and charts in SIZE.SERVER, later rounds in SIZE.SERVER.rN), SMBX_BIN, SMBX_CLIENT_BIN,
-#   ROCKETSMBD_BIN, KEEP=1, NETNS (1: see below). Needs root, Debian samba, python3, a release
-#   build of smbx.
+#   ROCKETSMBD_BIN, KEEP=1, NETNS (1: see below), CLIENT_CPUS and SERVER_CPUS (CPU lists, as
+#   in compare.sh: every sweep's `smbx bench` runs with --affinity=CLIENT_CPUS, each server is
+#   pinned to SERVER_CPUS as it starts; default unset: not pinned; on this 2-vCPU VM, which
+#   packs threads onto one vCPU, CLIENT_CPUS=1 SERVER_CPUS=0 keeps the two apart: every -t then
+#   shares the client's one CPU). Needs root, Debian samba, python3, a release build of smbx.
 #
 # With NETNS=1 (the default, when run as root and unshare(1) is there) the whole run, servers and
 # client, is in a network namespace of its own (loopback only), so the TCP counters that each
@@ -49,6 +52,9 @@ SMBX_BINS=${SMBX_BINS:-}
 BENCH_FLAGS=${BENCH_FLAGS:-}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-scaling}
 SERVERS_WANTED=${SERVERS_WANTED:-samba smbx rocketsmbd}
+bench_check_cpus scaling
+AFFINITY=()
+[ -z "${CLIENT_CPUS:-}" ] || AFFINITY=(--affinity="$CLIENT_CPUS")
 LABELS=()
 for lb in $SMBX_BINS; do
   [ -x "${lb#*=}" ] || { echo "scaling: SMBX_BINS: ${lb#*=} is not an executable" >&2; exit 1; }
@@ -75,7 +81,7 @@ sweep() {
     bench_log "round $round: sweep $size $access -t$THREADS -o$DEPTHS against $name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     # shellcheck disable=SC2086 # BENCH_FLAGS: any number of flags
     "$client" bench sweep -b"$size" "$access" -t"$THREADS" -o"$DEPTHS" -d"$DURATION" -W"$WARMUP" \
-      $BENCH_FLAGS --server-pid "$pid" --labels "$name" --out "$out" "$url" >"$out.log" 2>&1 ||
+      $BENCH_FLAGS ${AFFINITY[@]+"${AFFINITY[@]}"} --server-pid "$pid" --labels "$name" --out "$out" "$url" >"$out.log" 2>&1 ||
       bench_log "sweep $size against $name failed: $(tail -2 "$out.log" | tr '\n' ' ')"
   done
 }
@@ -107,6 +113,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
+bench_say_cpus
 python3 - "$RESULTS" "${SERVERS[*]} ${LABELS[*]}" "$SIZES" "$ROUNDS" "${LABELS[*]}" <<'PY'
 import csv, os, statistics, sys
 res, names, sizes = sys.argv[1], sys.argv[2].split(), [s.split(":")[0] for s in sys.argv[3].split()]

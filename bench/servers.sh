@@ -90,6 +90,31 @@ bench_begin() {
   rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 }
 
+# bench_check_cpus SCRIPT: exits 2 (naming SCRIPT) when CLIENT_CPUS or SERVER_CPUS is set but is
+# not a CPU list (1, 0,1, 2-5, 3,0-1).
+bench_check_cpus() {
+  local v
+  for v in CLIENT_CPUS SERVER_CPUS; do
+    if [ -n "${!v:-}" ] && ! [[ ${!v} =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]]; then
+      echo "$1: $v=${!v} is not a CPU list (e.g. 1, 0,1, 2-5)" >&2
+      exit 2
+    fi
+  done
+}
+
+# bench_say_cpus: one line each on how the client (CLIENT_CPUS) and the servers (SERVER_CPUS)
+# are pinned, for the top of a report.
+bench_say_cpus() {
+  if [ -n "${CLIENT_CPUS:-}" ]; then
+    echo "client: smbx bench --affinity=$CLIENT_CPUS (CLIENT_CPUS) against every server"
+  else
+    echo "client: smbx bench not pinned (CLIENT_CPUS unset)"
+  fi
+  if [ -n "${SERVER_CPUS:-}" ]; then
+    echo "servers: pinned to CPUs $SERVER_CPUS (SERVER_CPUS, taskset -a)"
+  fi
+}
+
 # SERVER_CPUS=<cpu list> pins each server as it starts (taskset -a: every thread it has; its
 # later threads and children, smbd's per-client processes too, inherit it; unset: not pinned).
 bench_started() { # name port pid
