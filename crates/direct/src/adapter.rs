@@ -3,8 +3,12 @@
 //! [`SmbDirectConnection`] wraps the sans-IO [`Connection`] with the I/O:
 //! receives posted into one registered receive region (one slot per credit),
 //! messages sent from a registered send region with Send (or Send with
-//! Invalidate), and a driver task that turns completions and timer expiries
-//! into calls on the core. The upper layer sees whole messages
+//! Invalidate). Completions are applied to the core where the provider
+//! delivers them (a [`CompletionHandler`] on the queue pair's completion queue:
+//! the soft-iWARP driver task, the verbs completion poller), so a message wakes
+//! the task waiting for it and nothing else; a driver task serves the core's
+//! timers (keepalive, negotiate timeout) and takes completions the handler
+//! could not (its lock held elsewhere at that moment). The upper layer sees whole messages
 //! ([`send_message`](SmbDirectConnection::send_message) /
 //! [`recv_message`](SmbDirectConnection::recv_message)) and RDMA helpers
 //! that move data between local registered memory and the peer's buffers
@@ -15,12 +19,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::Instant;
 
 use smbx_rdma::{
-    Access, Completion, ConnParams, ConnectRequest, Connecting, MemoryRegion, ProtectionDomain,
-    Provider, QpCaps, QueuePair, RdmaError, RemoteBuf, STag, Sge, WcOpcode, WcStatus,
+    Access, Completion, CompletionHandler, CompletionQueue, ConnParams, ConnectRequest, Connecting,
+    MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair, RdmaError, RemoteBuf, STag, Sge,
+    WcOpcode, WcStatus,
 };
 use tokio::sync::{oneshot, Notify};
 
@@ -106,6 +111,12 @@ struct Inner<M> {
     /// STags the peer invalidated with Send with Invalidate, the most recent
     /// [`MAX_INVALIDATED`] (nothing need collect them).
     invalidated: std::collections::VecDeque<STag>,
+    /// The deadline the driver task last set out to sleep until (`None`: no
+    /// timer): it needs waking only for a sooner one ([`driver_must_wake`]).
+    armed: Option<Instant>,
+    /// A sender found the core's queue full and waits for room
+    /// ([`SmbDirectConnection::try_send_message`]).
+    space_wanted: bool,
 }
 
 struct Shared<Q: QueuePair> {
@@ -173,6 +184,8 @@ fn build_inner<D: ProtectionDomain>(
         closed: None,
         disconnect: None,
         invalidated: std::collections::VecDeque::new(),
+        armed: None,
+        space_wanted: false,
     })
 }
 
@@ -254,8 +267,52 @@ fn pump<Q: QueuePair>(shared: &Shared<Q>, inner: &mut Inner<Q::Mr>) {
             }
         }
     }
-    if changed || inner.conn.queued_messages() < QUEUE_LIMIT {
+    // Waiters want events, the close, or room in the queue; a completion that
+    // brought none of them (a send's, a credit grant's) wakes nobody.
+    let room = inner.space_wanted && inner.conn.queued_messages() < QUEUE_LIMIT;
+    if changed || room || inner.closed.is_some() {
+        inner.space_wanted &= !room;
         shared.changed.notify_waiters();
+    }
+}
+
+/// Whether the driver task must wake: the connection is over, or the core's
+/// next deadline is sooner than the one the task sleeps until (a later one, as
+/// every received message moves the idle timer, waits for that wake-up).
+fn driver_must_wake<M>(inner: &Inner<M>) -> bool {
+    inner.closed.is_some()
+        || match (inner.conn.poll_timeout(), inner.armed) {
+            (Some(next), Some(armed)) => next < armed,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+}
+
+/// The adapter's completion handling, run by the provider where it delivers
+/// completions: applies them to the core and posts what follows (receives,
+/// credit grants, queued messages) under the connection's lock, if that is free
+/// now (else the driver task or a waiter takes them, woken by the queue).
+struct OnDelivery<Q: QueuePair>(Weak<Shared<Q>>);
+
+impl<Q: QueuePair> CompletionHandler for OnDelivery<Q> {
+    fn completions_ready(&self, _cq: &CompletionQueue) -> bool {
+        let Some(shared) = self.0.upgrade() else {
+            return false;
+        };
+        let mut g = match shared.inner.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            // Held by a task posting or taking completions (or by this very
+            // thread, posting: verbs completes a local invalidation at once).
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        if take_completions(&shared, &mut g) {
+            pump(&shared, &mut g);
+        }
+        if driver_must_wake(&g) {
+            shared.kick.notify_one();
+        }
+        true
     }
 }
 
@@ -329,7 +386,8 @@ async fn drive<Q: QueuePair>(shared: Arc<Shared<Q>>) {
             if g.closed.is_some() {
                 break;
             }
-            g.conn.poll_timeout()
+            g.armed = g.conn.poll_timeout();
+            g.armed
         };
         let sleep = async {
             match deadline {
@@ -364,19 +422,20 @@ async fn drive<Q: QueuePair>(shared: Arc<Shared<Q>>) {
     }
     let _ = tokio::time::timeout(std::time::Duration::from_millis(200), async {
         loop {
-            let idle = {
-                let g = shared.lock();
-                g.send_free.len() == g.pools.send_slots as usize
-            };
-            if idle {
-                break;
-            }
-            match shared.qp.cq().next().await {
-                Some(c) if c.wr_id & KIND_MASK == KIND_SEND => {
-                    shared.lock().send_free.push((c.wr_id & !KIND_MASK) as u32)
+            // Closed: every completion the handler applies notifies `changed`.
+            let notified = shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut g = shared.lock();
+                take_completions(&shared, &mut g);
+                if g.send_free.len() == g.pools.send_slots as usize {
+                    break;
                 }
-                Some(_) => {}
-                None => break,
+            }
+            tokio::select! {
+                _ = notified => {}
+                more = shared.qp.cq().ready() => if !more { break },
             }
         }
     })
@@ -443,6 +502,10 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             kick: Notify::new(),
             changed: Notify::new(),
         });
+        shared
+            .qp
+            .cq()
+            .set_handler(Box::new(OnDelivery(Arc::downgrade(&shared))));
         let driver = tokio::spawn(drive(shared.clone()));
         let mut this = SmbDirectConnection { shared, driver };
         if let Err(e) = this.wait(|g| g.negotiated.is_some()).await {
@@ -475,20 +538,9 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                     return Err(e);
                 }
             }
-            // Completions are taken by whichever task gets to them first, always
-            // under the lock (so in order): a waiter handling them itself saves a
-            // switch through the driver task.
-            tokio::select! {
-                _ = notified.as_mut() => {}
-                more = self.shared.qp.cq().ready() => {
-                    if more {
-                        self.take_completions(&mut self.shared.lock());
-                    } else {
-                        // Closed: the driver reports why.
-                        notified.await;
-                    }
-                }
-            }
+            // Completions are applied where they arrive ([`OnDelivery`]), else by
+            // the driver task; either notifies `changed` when one brings an event.
+            notified.await;
         }
     }
 
@@ -551,6 +603,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             return Err(e);
         }
         if g.conn.queued_messages() >= QUEUE_LIMIT {
+            g.space_wanted = true;
             return Ok(false);
         }
         self.queue_and_post(&mut g, data, token).map(|()| true)
@@ -569,20 +622,19 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
 
     /// Queues a message in the core and posts its fragments from the calling
     /// task rather than waking the driver (one task switch less per message);
-    /// the driver only needs waking when the core's next deadline moved.
+    /// the driver only needs waking for a sooner deadline or the close.
     fn queue_and_post(
         &self,
         g: &mut Inner<Q::Mr>,
         data: &[u8],
         token: Option<u32>,
     ) -> Result<(), DirectError> {
-        let deadline = g.conn.poll_timeout();
         match token {
             Some(t) => g.conn.send_message_with_invalidate(data, t)?,
             None => g.conn.send_message(data)?,
         }
         pump(&self.shared, g);
-        if g.conn.poll_timeout() != deadline || g.closed.is_some() {
+        if driver_must_wake(g) {
             self.shared.kick.notify_one();
         }
         Ok(())
@@ -706,7 +758,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             }
             let mut status = WcStatus::Success;
             for w in waits {
-                match self.completion(w).await {
+                match w.await {
                     Ok(c) if c.status == WcStatus::Success => {}
                     Ok(c) => status = c.status,
                     Err(_) => status = WcStatus::Flushed,
@@ -717,26 +769,6 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             }
         }
         Ok(())
-    }
-
-    /// Waits for one RDMA operation's completion, taking completions from the
-    /// queue itself meanwhile (under the lock, as everywhere).
-    async fn completion(
-        &self,
-        mut w: oneshot::Receiver<Completion>,
-    ) -> Result<Completion, oneshot::error::RecvError> {
-        loop {
-            tokio::select! {
-                biased;
-                r = &mut w => return r,
-                more = self.shared.qp.cq().ready() => {
-                    if !more {
-                        return w.await;
-                    }
-                    self.take_completions(&mut self.shared.lock());
-                }
-            }
-        }
     }
 
     fn post_window(

@@ -263,3 +263,71 @@ async fn rdma_read_with_invalid_token_fails_and_keepalive_keeps_idle_link() {
         "{r:?}"
     );
 }
+
+/// Counts the wake-ups of the task it stands for.
+#[derive(Default)]
+struct WakeCount(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl WakeCount {
+    fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Completions are applied where the provider delivers them: a task waiting for a
+/// message is woken by the message, not by the completions of its own connection's
+/// sends nor by the peer's credit grants, and the message is there when it runs.
+#[tokio::test]
+async fn only_a_message_wakes_the_task_waiting_for_one() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let prov = SoftIwarp::new(IwarpOptions::default());
+    let cpd = prov.alloc_pd().unwrap();
+    let lis = prov
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        SmbDirectConnection::<SoftQp>::accept(req, Config::default())
+            .await
+            .unwrap()
+    });
+    let client: Conn = SmbDirectConnection::connect(&prov, &cpd, addr, Config::default())
+        .await
+        .unwrap();
+    let server = server.await.unwrap();
+    // The server waits for a message (one poll, with a waker that counts).
+    let count = std::sync::Arc::new(WakeCount::default());
+    let waker = Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut recv = Box::pin(server.recv_message());
+    assert!(recv.as_mut().poll(&mut cx).is_pending());
+    // Meanwhile it sends: each Send completes on its queue, and the client's
+    // receives come back to it as credit grants.
+    for i in 0..40u32 {
+        let m = pattern(i, 100 + 300 * i as usize);
+        server.send_message(&m).await.unwrap();
+        assert_eq!(client.recv_message().await.unwrap(), m);
+    }
+    assert_eq!(count.get(), 0, "woken with no message for it");
+    client.send_message(b"ping").await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while count.get() == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the message wakes its receiver");
+    match recv.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(m)) => assert_eq!(m, b"ping"),
+        other => panic!("woken, but no message: {other:?}"),
+    }
+}
