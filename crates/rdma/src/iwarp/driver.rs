@@ -5,7 +5,7 @@
 use std::io;
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::time::{Duration, Instant};
 
@@ -19,6 +19,31 @@ const WBUDGET: usize = 256 * 1024;
 /// zero-length RDMA Write to wake the peer's receive path, and how often.
 const NUDGE_AFTER: Duration = Duration::from_millis(200);
 const MAX_NUDGES: u32 = 25;
+
+/// One non-blocking read (`read` is `try_read` or `try_read_vectored`). A read
+/// that did not fill its buffers also clears the socket's read readiness, as
+/// tokio's own `poll_read` does: on epoll it shows the socket drained, so the
+/// next `readable()` waits for new bytes instead of returning at once for a read
+/// that would fail with EAGAIN (one system call less per message received).
+fn read_drained(
+    stream: &TcpStream,
+    read: impl FnOnce(&TcpStream) -> io::Result<usize>,
+    want: usize,
+) -> io::Result<usize> {
+    let mut got = 0;
+    let r = stream.try_io(Interest::READABLE, || {
+        got = read(stream)?;
+        if got > 0 && got < want {
+            // Clears the readiness this read was made under (no later one).
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(got)
+    });
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+        r => r,
+    }
+}
 
 /// Run a connection until it closes. `leftover` are bytes read during MPA
 /// setup that already belong to the FPDU stream. An `initiator` that has sent
@@ -112,11 +137,12 @@ pub(crate) async fn run(
                     let end = (re + tail).min(rbuf.len());
                     let got = match mr.lock().get_mut(off..off + left) {
                         Some(d) => {
+                            let want = d.len() + (end - re);
                             let mut iov = [
                                 io::IoSliceMut::new(d),
                                 io::IoSliceMut::new(&mut rbuf[re..end]),
                             ];
-                            stream.try_read_vectored(&mut iov)
+                            read_drained(&stream, |s| s.try_read_vectored(&mut iov), want)
                         }
                         None => Err(io::Error::other("placement outside its region")),
                     };
@@ -144,7 +170,9 @@ pub(crate) async fn run(
                 }
                 // Among long tagged FPDUs, read just past the next FPDU's header.
                 let end = eng.read_limit().map_or(rbuf.len(), |n| (re + n).min(rbuf.len()));
-                match stream.try_read(&mut rbuf[re..end]) {
+                let buf = &mut rbuf[re..end];
+                let want = buf.len();
+                match read_drained(&stream, |s| s.try_read(buf), want) {
                     Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
                     Ok(k) => {
                         heard = true;
