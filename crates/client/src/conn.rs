@@ -1307,4 +1307,93 @@ mod tests {
         let e = conn.call(echo(), &Route::default()).await.unwrap_err();
         assert!(matches!(e, Error::Disconnected(_)), "{e}");
     }
+
+    /// A current-thread runtime, as `smbx bench` drives each OS thread's connections.
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A peer on a thread of its own (a blocking socket: it answers whether or not the
+    /// client's runtime runs): each request gets a response with `body` bytes of body
+    /// and one credit, then, once told to (when no request waits), an oplock break;
+    /// until the client goes away. Returns how many requests it answered.
+    fn threaded_peer(
+        body: usize,
+    ) -> (
+        std::net::SocketAddr,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<usize>,
+    ) {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tell, told) = std::sync::mpsc::channel();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let send = |s: &mut std::net::TcpStream, msg: &[u8]| {
+                s.write_all(&(msg.len() as u32).to_be_bytes())?;
+                s.write_all(msg)
+            };
+            let mut answered = 0;
+            loop {
+                let mut len = [0u8; 4];
+                if s.read_exact(&mut len).is_err() {
+                    return answered;
+                }
+                let mut f = vec![0u8; u32::from_be_bytes(len) as usize];
+                s.read_exact(&mut f).unwrap();
+                let h = Header::decode(&f).unwrap();
+                send(
+                    &mut s,
+                    &response(&h, NtStatus::SUCCESS, 1, 0, &vec![7; body]),
+                )
+                .unwrap();
+                answered += 1;
+                if told.recv().is_err() || send(&mut s, &oplock_break()).is_err() {
+                    return answered;
+                }
+            }
+        });
+        (addr, tell, peer)
+    }
+
+    /// Runs `f` in a `block_on` of its own on `rt` (as the bench reaps its I/Os);
+    /// `None` when it is not done within 10 s.
+    fn block_on_within<F: Future>(rt: &tokio::runtime::Runtime, f: F) -> Option<F::Output> {
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), f).await })
+            .ok()
+    }
+
+    /// Each request in a `block_on` of its own on a current-thread runtime, as the
+    /// bench reaps its I/Os, with responses large enough that the reader loop yields
+    /// after each (YIELD_AFTER): every request gets its response, and a break sent
+    /// after it (while no request waits) is read. tokio's `yield_now` defers its
+    /// waker to the runtime's next park, and a `block_on` whose future finishes in
+    /// that poll returns without waking it: the loop's wake-up was lost, and the pump
+    /// left the reading to it for ever (the next request waited for ever: 73235da).
+    /// Fails on 9935ca0's pump with `yield_now` in the loop.
+    #[test]
+    fn a_request_per_block_on_after_a_large_response_stops_no_reading() {
+        let rt = current_thread();
+        let (addr, tell, peer) = threaded_peer(YIELD_AFTER);
+        let conn = rt.block_on(async {
+            Connection::start(TcpStream::connect(addr).await.unwrap(), 64, None)
+        });
+        let mut events = conn.take_events().unwrap();
+        for i in 0..3 {
+            let r = block_on_within(&rt, conn.call(echo(), &Route::default()))
+                .unwrap_or_else(|| panic!("request {i}: no response"))
+                .unwrap();
+            assert_eq!(r.msg.len(), 64 + YIELD_AFTER);
+            tell.send(()).unwrap();
+            block_on_within(&rt, expect_break(&mut events))
+                .unwrap_or_else(|| panic!("request {i}: the break after it was not read"));
+        }
+        drop(conn);
+        drop(rt);
+        assert_eq!(peer.join().unwrap(), 3);
+    }
 }

@@ -48,6 +48,16 @@ impl ReadWake {
         }
     }
 
+    /// The reader loop waits for this waker to fire: it was polled with it, the
+    /// wake-up has not come, and it still can (a clone of the waker is held). A
+    /// wake-up dropped without firing leaves none held (tokio drops the wake-ups it
+    /// deferred, `yield_now`'s and the coop budget's, when a current-thread
+    /// `block_on` returns in the poll that deferred them): then nothing would wake a
+    /// reader, and the loop is polled again rather than left waiting for ever.
+    fn waited_on(self: &Arc<Self>) -> bool {
+        self.armed.load(Ordering::SeqCst) && Arc::strong_count(self) > 1
+    }
+
     /// Wakes the reader task.
     fn wake_task(&self) {
         if let Some(w) = Self::lock(&self.task).as_ref() {
@@ -101,7 +111,7 @@ impl SocketPump {
     /// leave the loop set to wake a reader).
     pub(super) fn for_request(&self, cx: &Context<'_>) {
         ReadWake::set(&self.wake.request, cx.waker());
-        if self.wake.armed.load(Ordering::SeqCst) {
+        if self.wake.waited_on() {
             return;
         }
         let Ok(mut read) = self.read.try_lock() else {
@@ -134,7 +144,7 @@ impl SocketPump {
         let Some(fut) = read.as_mut() else {
             return Poll::Ready(());
         };
-        if self.wake.armed.load(Ordering::SeqCst) {
+        if self.wake.waited_on() {
             // A request reads when something comes; this task is woken with it.
             return Poll::Pending;
         }
@@ -205,4 +215,54 @@ impl Drop for Waiting<'_> {
 /// holding the waker.
 fn identity(w: &Waker) -> (usize, usize) {
     (w.data() as usize, std::ptr::from_ref(w.vtable()) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hand-over between the requests and the reader task, over a stand-in loop.
+
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A reader loop that counts its polls and leaves its waker in `held`, as a socket
+    /// that has nothing to read does.
+    fn holding_loop(
+        polls: Arc<AtomicUsize>,
+        held: Arc<Mutex<Option<Waker>>>,
+    ) -> impl Future<Output = ()> + Send {
+        std::future::poll_fn(move |cx| {
+            polls.fetch_add(1, Ordering::SeqCst);
+            *held.lock().unwrap() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+    }
+
+    /// While the waker the loop was polled with is held, the requests and the reader
+    /// task leave the loop to it. One dropped without firing (as tokio drops the
+    /// wake-ups it deferred when a current-thread `block_on` returns) does not leave
+    /// the loop unpolled for ever: the next request, or the reader task, polls it.
+    #[test]
+    fn a_wake_up_dropped_unfired_leaves_the_loop_to_the_next_reader() {
+        let polls = Arc::new(AtomicUsize::new(0));
+        let held = Arc::new(Mutex::new(None::<Waker>));
+        let pump = SocketPump::new(holding_loop(polls.clone(), held.clone()));
+        let mut cx = Context::from_waker(Waker::noop());
+        let polled = || polls.load(Ordering::SeqCst);
+        pump.for_request(&cx);
+        assert_eq!(polled(), 1);
+        pump.for_request(&cx);
+        assert!(pump.for_task(&mut cx).is_pending());
+        assert_eq!(polled(), 1, "the held waker wakes a reader");
+        drop(held.lock().unwrap().take());
+        pump.for_request(&cx);
+        assert_eq!(polled(), 2, "nothing can wake a reader: polled again");
+        // A wake-up that fires lets the next request poll.
+        held.lock().unwrap().take().unwrap().wake();
+        pump.for_request(&cx);
+        assert_eq!(polled(), 3);
+        // The reader task, too, polls a loop whose wake-up was dropped.
+        drop(held.lock().unwrap().take());
+        assert!(pump.for_task(&mut cx).is_pending());
+        assert_eq!(polled(), 4);
+    }
 }
