@@ -100,6 +100,11 @@ struct Shared {
     abort: AtomicBool,
     /// Threads that issued and completed their `--ios` count.
     finished: AtomicUsize,
+    /// When the last of them did (ns since `epoch`; 0: not yet).
+    done_ns: AtomicU64,
+    /// The thread that runs the phases ([`timeline`]), woken when every thread is done
+    /// or one failed.
+    main: std::thread::Thread,
     error: Mutex<Option<String>>,
     counters: Vec<Counters>,
 }
@@ -110,6 +115,18 @@ impl Shared {
             e.get_or_insert(msg);
         }
         self.abort.store(true, Ordering::Release);
+        self.main.unpark();
+    }
+
+    /// Counts one thread as done with its `--ios`; the last one notes the time and wakes
+    /// the phases' thread, so that a fixed amount of work is measured to its end (not to
+    /// the next poll of the progress loop, up to 50 ms later).
+    fn thread_done(&self) {
+        if self.finished.fetch_add(1, Ordering::AcqRel) + 1 == self.counters.len() {
+            let ns = self.epoch.elapsed().as_nanos() as u64;
+            self.done_ns.store(ns.max(1), Ordering::Release);
+            self.main.unpark();
+        }
     }
 }
 
@@ -173,6 +190,8 @@ pub fn run(p: &Profile, targets: &[Arc<dyn Target>]) -> Result<RunResult, BenchE
         measure_start_ns: AtomicU64::new(0),
         abort: AtomicBool::new(false),
         finished: AtomicUsize::new(0),
+        done_ns: AtomicU64::new(0),
+        main: std::thread::current(),
         error: Mutex::new(None),
         counters: (0..layout.len()).map(|_| Counters::default()).collect(),
     };
@@ -279,13 +298,30 @@ fn timeline(
     shared.phase.store(MEASURE, Ordering::Release);
     progress.wait(shared, "measure", p.duration_s);
     shared.phase.store(COOLDOWN, Ordering::Release);
-    let measured = start.elapsed().as_secs_f64();
+    let measured = measured_secs(
+        shared.measure_start_ns.load(Ordering::Acquire),
+        shared.done_ns.load(Ordering::Acquire),
+        start.elapsed(),
+    );
     let b = Snapshot::take(p.server_pid).map_err(cpu_err)?;
     let tcp = tcp_a.zip(TcpCounters::take()).map(|(a, b)| b.since(&a));
     progress.wait(shared, "cool-down", p.cooldown_s);
     shared.phase.store(DONE, Ordering::Release);
     progress.finish();
     Ok((CpuUsage::between(&a, &b, p.server_pid), tcp, measured))
+}
+
+/// The measured phase's length: up to when the last thread finished its `--ios` when that
+/// was during the phase (`done_ns`, like `start_ns`, in ns since the run's epoch; 0: not
+/// finished), else all of it (`elapsed`).
+fn measured_secs(start_ns: u64, done_ns: u64, elapsed: Duration) -> f64 {
+    if done_ns > start_ns {
+        Duration::from_nanos(done_ns - start_ns)
+            .min(elapsed)
+            .as_secs_f64()
+    } else {
+        elapsed.as_secs_f64()
+    }
 }
 
 struct Progress {
@@ -324,7 +360,8 @@ impl Progress {
                 return;
             }
             let next = (start + Duration::from_secs(tick)).min(end);
-            std::thread::sleep(
+            // Woken early by the last thread to finish its `--ios`, or by a failure.
+            std::thread::park_timeout(
                 next.saturating_duration_since(now)
                     .min(Duration::from_millis(50)),
             );
@@ -573,7 +610,7 @@ fn worker(
                 let mut mine = lanes.iter().filter(|l| l.worker == w);
                 if !wk.finished && mine.all(|l| l.submitted >= m && l.free.len() == l.depth) {
                     wk.finished = true;
-                    shared.finished.fetch_add(1, Ordering::AcqRel);
+                    shared.thread_done();
                 }
             }
         }
@@ -736,5 +773,33 @@ fn write_source(p: &Profile, rng: &mut Rng) -> AlignedBuf {
             rng.fill(b.as_mut_slice());
             b
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::measured_secs;
+    use std::time::Duration;
+
+    #[test]
+    fn a_fixed_amount_of_work_is_measured_to_its_last_completion() {
+        // Every thread done 120 ms into a phase that started at 1 s: 120 ms, not the
+        // 150 ms that had passed when the phases' thread looked.
+        let got = measured_secs(1_000_000_000, 1_120_000_000, Duration::from_millis(150));
+        assert!((got - 0.120).abs() < 1e-9, "{got}");
+        // Not done, or done before the phase began (all in the warm-up): the whole phase.
+        assert_eq!(
+            measured_secs(1_000_000_000, 0, Duration::from_millis(150)),
+            0.150
+        );
+        assert_eq!(
+            measured_secs(1_000_000_000, 900_000_000, Duration::from_millis(150)),
+            0.150
+        );
+        // Never longer than the phase itself.
+        assert_eq!(
+            measured_secs(1_000_000_000, 2_000_000_000, Duration::from_millis(150)),
+            0.150
+        );
     }
 }
