@@ -1396,4 +1396,41 @@ mod tests {
         drop(rt);
         assert_eq!(peer.join().unwrap(), 3);
     }
+
+    /// A request waiting alone on a current-thread runtime wakes itself while its
+    /// response has not come (the runtime checks the socket rather than sleep), when the
+    /// last response came quickly; after a response that took longer than SPIN the next
+    /// request sleeps until its response wakes it.
+    #[tokio::test]
+    async fn a_request_alone_spins_only_while_responses_come_quickly() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (conn, mut srv) = pair().await;
+        let route = Route::default();
+        for spins in [true, false] {
+            let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+            let waker = Waker::from(count.clone());
+            let mut call = Box::pin(conn.call(echo(), &route));
+            assert!(call
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+            let woken = count.0.load(Ordering::SeqCst);
+            assert_eq!(woken > 0, spins, "woke itself {woken} times");
+            // Answered well after SPIN: the next request does not spin.
+            let f = read_frame(&mut srv).await;
+            tokio::time::sleep(pump::SPIN * 3).await;
+            let h = Header::decode(&f).unwrap();
+            write_frame(
+                &mut srv,
+                &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
+            )
+            .await;
+            assert_eq!(call.await.unwrap().status(), NtStatus::SUCCESS);
+        }
+    }
 }
