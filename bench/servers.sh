@@ -115,6 +115,14 @@ bench_say_cpus() {
   fi
 }
 
+# bench_on CPUS CMD...: runs CMD pinned to CPUS (taskset -c), or as it is when CPUS is empty: the
+# machine's own figures (iperf3, sockperf) run placed as the bench and the servers are.
+bench_on() {
+  local cpus=$1
+  shift
+  if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi
+}
+
 # SERVER_CPUS=<cpu list> pins each server as it starts (taskset -a: every thread it has; its
 # later threads and children, smbd's per-client processes too, inherit it; unset: not pinned).
 bench_started() { # name port pid
