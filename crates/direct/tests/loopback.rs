@@ -4,12 +4,23 @@
 //! Descriptor V1 lists.
 
 use smbx_direct::{BufferDescriptorV1, Config, SmbDirectConnection};
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftListener, SoftQp};
 use smbx_rdma::{
     Access, ConnectRequest, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps,
 };
 
 type Conn = SmbDirectConnection<SoftQp>;
+
+/// A soft-iWARP provider with `opts`, listening on a free port of 127.0.0.1.
+async fn listening(opts: IwarpOptions) -> (SoftIwarp, SoftListener, std::net::SocketAddr) {
+    let prov = SoftIwarp::new(opts);
+    let lis = prov
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    (prov, lis, addr)
+}
 
 fn pattern(seed: u32, n: usize) -> Vec<u8> {
     (0..n as u32)
@@ -37,13 +48,8 @@ async fn loopback_crc_off_and_mpa_rev1() {
 }
 
 async fn exercise(opts: IwarpOptions) {
-    let prov = SoftIwarp::new(opts);
+    let (prov, lis, addr) = listening(opts).await;
     let cpd = prov.alloc_pd().unwrap();
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
     const N: usize = 256 * 1024;
 
     let server = tokio::spawn(async move {
@@ -155,12 +161,7 @@ async fn server_rejects_bad_negotiate_over_the_wire() {
     use smbx_direct::{
         DirectError, DisconnectReason, NegotiateRequest, NegotiateResponse, PduError,
     };
-    let prov = SoftIwarp::new(IwarpOptions::default());
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
+    let (prov, lis, addr) = listening(IwarpOptions::default()).await;
     let mut req = NegotiateRequest {
         min_version: 0x0200,
         max_version: 0x0200,
@@ -210,13 +211,8 @@ async fn server_rejects_bad_negotiate_over_the_wire() {
 #[tokio::test]
 async fn rdma_read_with_invalid_token_fails_and_keepalive_keeps_idle_link() {
     use smbx_direct::DirectError;
-    let prov = SoftIwarp::new(IwarpOptions::default());
+    let (prov, lis, addr) = listening(IwarpOptions::default()).await;
     let cpd = prov.alloc_pd().unwrap();
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
     let fast = Config {
         keepalive_interval: std::time::Duration::from_millis(50),
         keepalive_timeout: std::time::Duration::from_secs(5),
@@ -287,13 +283,8 @@ impl WakeCount {
 async fn only_a_message_wakes_the_task_waiting_for_one() {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
-    let prov = SoftIwarp::new(IwarpOptions::default());
+    let (prov, lis, addr) = listening(IwarpOptions::default()).await;
     let cpd = prov.alloc_pd().unwrap();
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
     let server = tokio::spawn(async move {
         let req = lis.accept().await.unwrap();
         SmbDirectConnection::<SoftQp>::accept(req, Config::default())
