@@ -715,6 +715,16 @@ mod tests {
         Request::new(Command::Echo, encode_simple(), 0)
     }
 
+    /// A waker that counts its wake-ups.
+    #[derive(Default)]
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     async fn pair() -> (Connection, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
@@ -980,15 +990,9 @@ mod tests {
     /// later (its waker may be one the executor handed to the next future by then).
     #[tokio::test]
     async fn a_finished_request_is_not_woken_by_later_messages() {
-        struct Count(std::sync::atomic::AtomicUsize);
-        impl Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
         let (conn, mut srv) = pair().await;
         let mut events = conn.take_events().unwrap();
-        let count = Arc::new(Count(Default::default()));
+        let count = Arc::new(Count::default());
         let waker = Waker::from(count.clone());
         let route = Route::default();
         let mut call = Box::pin(conn.call(echo(), &route));
@@ -1403,16 +1407,10 @@ mod tests {
     /// request sleeps until its response wakes it.
     #[tokio::test]
     async fn a_request_alone_spins_only_while_responses_come_quickly() {
-        struct Count(std::sync::atomic::AtomicUsize);
-        impl Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
         let (conn, mut srv) = pair().await;
         let route = Route::default();
         for spins in [true, false] {
-            let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+            let count = Arc::new(Count::default());
             let waker = Waker::from(count.clone());
             let mut call = Box::pin(conn.call(echo(), &route));
             assert!(call
