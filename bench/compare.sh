@@ -89,11 +89,12 @@ if [[ " ${PROFILES[*]} " == *" seq-read-512K "* ]]; then
   bench_need iperf3 iperf3 || bench_log "no iperf3: no TCP throughput line"
   if command -v iperf3 >/dev/null 2>&1; then
     IPORT=$(bench_free_port)
-    bench_on "${SERVER_CPUS:-}" iperf3 -s -1 -p "$IPORT" >/dev/null 2>&1 &
+    iperf3 -s -1 -p "$IPORT" >/dev/null 2>&1 &
     IPERF_PID=$!
+    bench_pin_server iperf3 "$IPERF_PID"
     sleep 0.5
     bench_log "iperf3 -c 127.0.0.1 -l 1M -t $DURATION (the machine's one-stream loopback TCP)"
-    bench_on "${CLIENT_CPUS:-}" iperf3 -c 127.0.0.1 -p "$IPORT" -l 1M -t "$DURATION" -J >"$IPERF_JSON" 2>/dev/null || rm -f "$IPERF_JSON"
+    bench_as_client iperf3 -c 127.0.0.1 -p "$IPORT" -l 1M -t "$DURATION" -J >"$IPERF_JSON" 2>/dev/null || rm -f "$IPERF_JSON"
     wait "$IPERF_PID" 2>/dev/null || true
   fi
 fi
@@ -105,11 +106,12 @@ if [[ " ${PROFILES[*]} " == *" rand-read-4K-o1 "* ]]; then
   bench_need sockperf sockperf || bench_log "no sockperf: no round-trip line"
   if command -v sockperf >/dev/null 2>&1; then
     SPORT=$(bench_free_port)
-    bench_on "${SERVER_CPUS:-}" sockperf server -i 127.0.0.1 -p "$SPORT" --tcp >/dev/null 2>&1 &
+    sockperf server -i 127.0.0.1 -p "$SPORT" --tcp >/dev/null 2>&1 &
     SOCKPERF_PID=$!
+    bench_pin_server sockperf "$SOCKPERF_PID"
     sleep 0.5
     bench_log "sockperf ping-pong --tcp -m 4096 --full-rtt -t $DURATION (the machine's loopback TCP round trip)"
-    bench_on "${CLIENT_CPUS:-}" sockperf ping-pong -i 127.0.0.1 -p "$SPORT" --tcp -m 4096 --full-rtt -t "$DURATION" >"$SOCKPERF_OUT" 2>&1 ||
+    bench_as_client sockperf ping-pong -i 127.0.0.1 -p "$SPORT" --tcp -m 4096 --full-rtt -t "$DURATION" >"$SOCKPERF_OUT" 2>&1 ||
       rm -f "$SOCKPERF_OUT"
     kill "$SOCKPERF_PID" 2>/dev/null || true
     wait "$SOCKPERF_PID" 2>/dev/null || true

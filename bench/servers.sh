@@ -115,20 +115,24 @@ bench_say_cpus() {
   fi
 }
 
-# bench_on CPUS CMD...: runs CMD pinned to CPUS (taskset -c), or as it is when CPUS is empty: the
-# machine's own figures (iperf3, sockperf) run placed as the bench and the servers are.
-bench_on() {
-  local cpus=$1
-  shift
-  if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi
+# bench_as_client CMD...: runs CMD in the foreground on CLIENT_CPUS (taskset -c; as it is when
+# unset), placed as the bench is: the client sides of the machine's own figures (iperf3, sockperf).
+bench_as_client() {
+  if [ -n "${CLIENT_CPUS:-}" ]; then taskset -c "$CLIENT_CPUS" "$@"; else "$@"; fi
+}
+
+# bench_pin_server NAME PID: pins a started server (every thread it has; its later threads and
+# children inherit it) to SERVER_CPUS when that is set; says so when it cannot.
+bench_pin_server() {
+  if [ -n "${SERVER_CPUS:-}" ] && ! taskset -a -p -c "$SERVER_CPUS" "$2" >/dev/null; then
+    bench_log "$1: cannot pin to CPUs $SERVER_CPUS (SERVER_CPUS): not pinned"
+  fi
 }
 
 # SERVER_CPUS=<cpu list> pins each server as it starts (taskset -a: every thread it has; its
 # later threads and children, smbd's per-client processes too, inherit it; unset: not pinned).
 bench_started() { # name port pid
-  if [ -n "${SERVER_CPUS:-}" ] && ! taskset -a -p -c "$SERVER_CPUS" "$3" >/dev/null; then
-    bench_log "$1: cannot pin to CPUs $SERVER_CPUS (SERVER_CPUS): not pinned"
-  fi
+  bench_pin_server "$1" "$3"
   printf -v "PORT_$1" '%s' "$2"
   printf -v "PID_$1" '%s' "$3"
   printf -v "URL_$1" '%s' "smb://$BENCH_USER@127.0.0.1:$2/share/data.bin"
