@@ -53,8 +53,6 @@ BENCH_FLAGS=${BENCH_FLAGS:-}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-scaling}
 SERVERS_WANTED=${SERVERS_WANTED:-samba smbx rocketsmbd}
 bench_check_cpus scaling
-AFFINITY=()
-[ -z "${CLIENT_CPUS:-}" ] || AFFINITY=(--affinity="$CLIENT_CPUS")
 LABELS=()
 for lb in $SMBX_BINS; do
   [ -x "${lb#*=}" ] || { echo "scaling: SMBX_BINS: ${lb#*=} is not an executable" >&2; exit 1; }
@@ -81,7 +79,7 @@ sweep() {
     bench_log "round $round: sweep $size $access -t$THREADS -o$DEPTHS against $name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     # shellcheck disable=SC2086 # BENCH_FLAGS: any number of flags
     "$client" bench sweep -b"$size" "$access" -t"$THREADS" -o"$DEPTHS" -d"$DURATION" -W"$WARMUP" \
-      $BENCH_FLAGS ${AFFINITY[@]+"${AFFINITY[@]}"} --server-pid "$pid" --labels "$name" --out "$out" "$url" >"$out.log" 2>&1 ||
+      $BENCH_FLAGS ${CLIENT_CPUS:+"--affinity=$CLIENT_CPUS"} --server-pid "$pid" --labels "$name" --out "$out" "$url" >"$out.log" 2>&1 ||
       bench_log "sweep $size against $name failed: $(tail -2 "$out.log" | tr '\n' ' ')"
   done
 }

@@ -283,10 +283,9 @@ CONF
 # CLIENT_CPUS=<cpu list> (e.g. 1, 0,1, 2-5) adds --affinity=<list> to every server's run alike:
 # the bench's OS threads pinned round-robin over those CPUs (unset: not pinned).
 bench_json() {
-  local out=$1 name=$2 pidv="PID_$2" urlv="URL_$2" aff=()
+  local out=$1 name=$2 pidv="PID_$2" urlv="URL_$2"
   shift 2
-  [ -z "${CLIENT_CPUS:-}" ] || aff=(--affinity="$CLIENT_CPUS")
-  if ! "$SMBX_CLIENT" bench "$@" ${aff[@]+"${aff[@]}"} -Rjson --server-pid "${!pidv}" "${!urlv}" \
+  if ! "$SMBX_CLIENT" bench "$@" ${CLIENT_CPUS:+"--affinity=$CLIENT_CPUS"} -Rjson --server-pid "${!pidv}" "${!urlv}" \
     >"$out" 2>"$out.err"; then
     bench_log "smbx bench $* against $name failed: $(tail -2 "$out.err" | tr '\n' ' ')"
     rm -f "$out"
