@@ -306,9 +306,7 @@ impl<Q: QueuePair> CompletionHandler for OnDelivery<Q> {
             // thread, posting: verbs completes a local invalidation at once).
             Err(TryLockError::WouldBlock) => return false,
         };
-        if take_completions(&shared, &mut g) {
-            pump(&shared, &mut g);
-        }
+        apply_completions(&shared, &mut g);
         if driver_must_wake(&g) {
             shared.kick.notify_one();
         }
@@ -376,6 +374,14 @@ fn take_completions<Q: QueuePair>(shared: &Shared<Q>, g: &mut Inner<Q::Mr>) -> b
         any = true;
     }
     any
+}
+
+/// Applies what the completion queue holds and, if it held any, pumps (posts the
+/// receives, credit grants and messages that follow), under the caller's lock.
+fn apply_completions<Q: QueuePair>(shared: &Shared<Q>, g: &mut Inner<Q::Mr>) {
+    if take_completions(shared, g) {
+        pump(shared, g);
+    }
 }
 
 async fn drive<Q: QueuePair>(shared: Arc<Shared<Q>>) {
@@ -530,7 +536,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             notified.as_mut().enable();
             {
                 let mut g = self.shared.lock();
-                self.take_completions(&mut g);
+                apply_completions(&self.shared, &mut g);
                 if ready(&mut g) {
                     return Ok(());
                 }
@@ -541,13 +547,6 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             // Completions are applied where they arrive ([`OnDelivery`]), else by
             // the driver task; either notifies `changed` when one brings an event.
             notified.await;
-        }
-    }
-
-    /// Applies what the completion queue holds, then pumps.
-    fn take_completions(&self, g: &mut Inner<Q::Mr>) {
-        if take_completions(&self.shared, g) {
-            pump(&self.shared, g);
         }
     }
 
@@ -645,7 +644,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     pub fn try_recv_message(&self) -> Option<Vec<u8>> {
         let mut g = self.shared.lock();
         if g.messages.is_empty() {
-            self.take_completions(&mut g);
+            apply_completions(&self.shared, &mut g);
         }
         g.messages.pop_front()
     }
