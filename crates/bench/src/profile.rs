@@ -206,6 +206,10 @@ pub struct Profile {
     pub transport: Option<smbx_client::Transport>,
     /// `--rdma-threshold BYTES`: over SMB Direct, I/O larger than this moves by RDMA.
     pub rdma_threshold: Option<usize>,
+    /// `--spin-us N`: how long a lone request on a Direct TCP connection spins for its
+    /// response before sleeping ([`smbx_client::ClientOptions::spin_wait`]; 0: never;
+    /// `None`: the client's default).
+    pub spin_us: Option<u64>,
     /// `--multichannel N`: smb:// targets' sessions may use up to N channels
     /// (a URL's `?multichannel=` takes precedence).
     pub multichannel: Option<usize>,
@@ -266,6 +270,7 @@ impl Default for Profile {
             engine: Engine::Auto,
             transport: None,
             rdma_threshold: None,
+            spin_us: None,
             multichannel: None,
             protection: Protection::Default,
             kerberos: false,

@@ -193,7 +193,12 @@ impl Client {
     ) -> Result<Client> {
         let peer = stream.peer_addr().ok();
         options.socket.apply(&stream)?;
-        let conn = Connection::start(stream, options.max_credits, options.timeout);
+        let conn = Connection::start(
+            stream,
+            options.max_credits,
+            options.timeout,
+            options.spin_wait,
+        );
         let client = Client::start(conn, host, options).await?;
         if let Some(p) = peer {
             let _ = client.inner.peer.set(p);

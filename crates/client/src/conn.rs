@@ -191,11 +191,13 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Wraps a connected socket and starts the reader and writer tasks.
+    /// Wraps a connected socket and starts the reader and writer tasks; a request
+    /// waiting alone spins for up to `spin` ([`crate::ClientOptions::spin_wait`]).
     pub(crate) fn start(
         stream: TcpStream,
         max_credits: u16,
         timeout: Option<Duration>,
+        spin: Duration,
     ) -> Connection {
         let pool = Arc::new(smbx_transport::BufPool::new(8));
         // Frames of the usual I/O sizes land in pooled buffers, never zero-filled first.
@@ -206,7 +208,7 @@ impl Connection {
         let (tx, rx, writer) = link::tcp_with(stream, o);
         let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
         // The reader loop, driven by the requests that wait and by the reader task.
-        let pump = Arc::new(SocketPump::new(reader_task(rx, shared.clone())));
+        let pump = Arc::new(SocketPump::new(reader_task(rx, shared.clone()), spin));
         let sh = shared.clone();
         let writer = tokio::spawn(async move {
             if let Err(e) = writer.await {
@@ -725,12 +727,20 @@ mod tests {
         }
     }
 
+    /// The spin time of the tests' connections: the client's default.
+    const SPIN: Duration = crate::DEFAULT_SPIN_WAIT;
+
     async fn pair() -> (Connection, TcpStream) {
+        pair_spinning(SPIN).await
+    }
+
+    /// A connection whose lone requests spin for up to `spin`, and its peer.
+    async fn pair_spinning(spin: Duration) -> (Connection, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
         (
-            Connection::start(c.unwrap(), 64, Some(Duration::from_secs(20))),
+            Connection::start(c.unwrap(), 64, Some(Duration::from_secs(20)), spin),
             s.unwrap().0,
         )
     }
@@ -1214,7 +1224,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
-        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_millis(200)));
+        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_millis(200)), SPIN);
         let mut srv = s.unwrap().0;
         let e = conn.call(echo(), &Route::default()).await.unwrap_err();
         assert!(matches!(e, Error::Timeout), "{e}");
@@ -1268,7 +1278,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (c, s) = tokio::join!(TcpStream::connect(addr), l.accept());
-        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_millis(300)));
+        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_millis(300)), SPIN);
         let mut srv = s.unwrap().0;
         let server = tokio::spawn(async move {
             let f = read_frame(&mut srv).await;
@@ -1384,7 +1394,7 @@ mod tests {
         let rt = current_thread();
         let (addr, tell, peer) = threaded_peer(YIELD_AFTER);
         let conn = rt.block_on(async {
-            Connection::start(TcpStream::connect(addr).await.unwrap(), 64, None)
+            Connection::start(TcpStream::connect(addr).await.unwrap(), 64, None, SPIN)
         });
         let mut events = conn.take_events().unwrap();
         for i in 0..3 {
@@ -1421,7 +1431,36 @@ mod tests {
             assert_eq!(woken > 0, spins, "woke itself {woken} times");
             // Answered well after SPIN: the next request does not spin.
             let f = read_frame(&mut srv).await;
-            tokio::time::sleep(pump::SPIN * 3).await;
+            tokio::time::sleep(SPIN * 3).await;
+            let h = Header::decode(&f).unwrap();
+            write_frame(
+                &mut srv,
+                &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
+            )
+            .await;
+            assert_eq!(call.await.unwrap().status(), NtStatus::SUCCESS);
+        }
+    }
+
+    /// With the spin time set to zero ([`crate::ClientOptions::spin_wait`]), a request
+    /// waiting alone on a current-thread runtime never wakes itself: it sleeps until
+    /// its response wakes it, even right after quick responses.
+    #[tokio::test]
+    async fn a_request_alone_does_not_spin_when_the_spin_time_is_zero() {
+        let (conn, mut srv) = pair_spinning(Duration::ZERO).await;
+        let route = Route::default();
+        for i in 0..3 {
+            let count = Arc::new(Count::default());
+            let waker = Waker::from(count.clone());
+            let mut call = Box::pin(conn.call(echo(), &route));
+            assert!(call
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+            let woken = count.0.load(Ordering::SeqCst);
+            assert_eq!(woken, 0, "request {i} woke itself {woken} times");
+            // Answered at once: a spinning connection would spin on the next one.
+            let f = read_frame(&mut srv).await;
             let h = Header::decode(&f).unwrap();
             write_frame(
                 &mut srv,

@@ -352,7 +352,12 @@ mod tests {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (c, s) = tokio::join!(tokio::net::TcpStream::connect(addr), l.accept());
-        let conn = Connection::start(c.unwrap(), 64, Some(Duration::from_secs(20)));
+        let conn = Connection::start(
+            c.unwrap(),
+            64,
+            Some(Duration::from_secs(20)),
+            crate::DEFAULT_SPIN_WAIT,
+        );
         conn.set_negotiated(dialect, true);
         let mut srv = s.unwrap().0;
         let peer = tokio::spawn(async move {

@@ -67,7 +67,7 @@ pub use error::{
 };
 pub use file::{access, create_options, disposition, share, File, FileId, OpenOptions, ReadData};
 pub use info::{filetime_to_system, DirEntry, FileInfo, ATTR_DIRECTORY};
-pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport};
+pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport, DEFAULT_SPIN_WAIT};
 pub use reconnect::ReconnectingTree;
 pub use smbx_security::cipher::CipherId;
 pub use smbx_security::signing::SigningAlgorithm;

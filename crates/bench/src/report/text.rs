@@ -124,6 +124,9 @@ pub fn render(r: &Report) -> String {
             crate::affinity::cpu_list_label(cpus)
         );
     }
+    if let Some(us) = p.spin_us {
+        let _ = writeln!(o, "\tlone requests spin up to {us}us for their responses");
+    }
     for t in &r.targets {
         let _ = writeln!(o, "\tpath: '{}'", t.path);
         let _ = writeln!(o, "\t\tengine: {}", t.engine);

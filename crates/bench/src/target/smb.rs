@@ -188,6 +188,9 @@ impl SmbTarget {
         if let Some(n) = p.multichannel {
             options.max_channels = n;
         }
+        if let Some(us) = p.spin_us {
+            options.spin_wait = std::time::Duration::from_micros(us);
+        }
         options = p.protection.apply(options);
         if p.kerberos {
             options.kerberos = smbx_client::Kerberos::Required;

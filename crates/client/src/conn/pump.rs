@@ -82,15 +82,6 @@ impl Wake for ReadWake {
     }
 }
 
-/// How long a request alone in waiting on its connection keeps a current-thread runtime
-/// checking for its response without sleeping (it wakes itself at once, so the runtime
-/// polls the socket, a zero-timeout `epoll_wait`, and polls it again), when the last
-/// response came within it. On this VM a thread that sleeps for its response costs
-/// the round trip a wake-up across CPUs (a 4 KiB QD1 READ pinned: p50 ~54 -> ~39 us,
-/// below sockperf's blocking 43 us); a slower response (a large READ, a busy server) is
-/// waited for asleep.
-pub(super) const SPIN: Duration = Duration::from_micros(100);
-
 /// The reader loop of a Direct TCP connection, driven by its requests and its reader
 /// task.
 pub(super) struct SocketPump {
@@ -98,10 +89,11 @@ pub(super) struct SocketPump {
     /// was closed).
     read: Mutex<Option<ReadLoop>>,
     wake: Arc<ReadWake>,
-    /// Started on a current-thread runtime: one that polls the socket before it polls
-    /// a future that woke itself again (a multi-threaded one polls it only every so
-    /// many tasks), so a request may spin ([`SPIN`]).
-    spins: bool,
+    /// How long a request waiting alone may spin for its response
+    /// ([`crate::ClientOptions::spin_wait`]): zero unless started on a current-thread
+    /// runtime, one that polls the socket before it polls a future that woke itself
+    /// again (a multi-threaded one polls it only every so many tasks).
+    spin: Duration,
     /// Requests waiting for their responses.
     waiting: AtomicUsize,
     /// How long the last request that waited alone waited, in nanoseconds.
@@ -109,14 +101,15 @@ pub(super) struct SocketPump {
 }
 
 impl SocketPump {
-    /// Drives `reader` (the reader loop over the connection's receiver).
-    pub(super) fn new(reader: impl Future<Output = ()> + Send + 'static) -> Self {
+    /// Drives `reader` (the reader loop over the connection's receiver); a request
+    /// waiting alone spins for up to `spin` on a current-thread runtime.
+    pub(super) fn new(reader: impl Future<Output = ()> + Send + 'static, spin: Duration) -> Self {
         let current_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
         SocketPump {
             read: Mutex::new(Some(Box::pin(reader))),
             wake: Arc::default(),
-            spins: current_thread,
+            spin: if current_thread { spin } else { Duration::ZERO },
             waiting: AtomicUsize::new(0),
             last_wait: AtomicU64::new(0),
         }
@@ -195,7 +188,7 @@ pub(super) async fn pump_task(pump: Arc<SocketPump>) {
 /// The response to a request: the request drives the reader loop while it waits when
 /// the connection lets it (Direct TCP), else the reader hands it over.
 /// Waiting alone on a current-thread runtime, it wakes itself at once for a while
-/// ([`SPIN`]) rather than let the thread sleep.
+/// ([`crate::ClientOptions::spin_wait`]) rather than let the thread sleep.
 pub(super) async fn reply_of(
     pump: Option<&SocketPump>,
     mut rx: oneshot::Receiver<Reply>,
@@ -240,20 +233,21 @@ struct Waiting<'a> {
 }
 
 impl Waiting<'_> {
-    /// Whether to wake at once rather than sleep ([`SPIN`]): the request waits alone,
-    /// the last one that did had its response within `SPIN`, and this one has not
-    /// spun for `SPIN` yet.
+    /// Whether to wake at once rather than sleep: the request waits alone, the last
+    /// one that did had its response within the pump's spin time, and this one has
+    /// not spun for that long yet.
     fn spin(&mut self) -> bool {
-        if !self.pump.spins {
+        let spin = self.pump.spin;
+        if spin.is_zero() {
             return false;
         }
         let now = Instant::now();
         let (since, _, spins) = *self.since.get_or_insert_with(|| {
             let alone = self.pump.waiting.load(Ordering::SeqCst) == 1;
-            let quick = self.pump.last_wait.load(Ordering::Relaxed) < SPIN.as_nanos() as u64;
+            let quick = u128::from(self.pump.last_wait.load(Ordering::Relaxed)) < spin.as_nanos();
             (now, alone, alone && quick)
         });
-        if !spins || now.duration_since(since) >= SPIN {
+        if !spins || now.duration_since(since) >= spin {
             return false;
         }
         // The server may be waiting for this CPU (this VM packs threads onto one):
@@ -318,7 +312,10 @@ mod tests {
     fn a_wake_up_dropped_unfired_leaves_the_loop_to_the_next_reader() {
         let polls = Arc::new(AtomicUsize::new(0));
         let held = Arc::new(Mutex::new(None::<Waker>));
-        let pump = SocketPump::new(holding_loop(polls.clone(), held.clone()));
+        let pump = SocketPump::new(
+            holding_loop(polls.clone(), held.clone()),
+            crate::DEFAULT_SPIN_WAIT,
+        );
         let mut cx = Context::from_waker(Waker::noop());
         let polled = || polls.load(Ordering::SeqCst);
         pump.for_request(&cx);
