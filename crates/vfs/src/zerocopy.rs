@@ -5,6 +5,7 @@
 //! pipe into the file with `splice` (one copy, into the page cache).
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use smbx_wire::NtStatus;
@@ -188,6 +189,23 @@ impl Handle {
         r
     }
 
+    /// [`Handle::read_at`] of data the page cache holds, into `buf`: `Some(bytes read)`
+    /// (fewer than `buf.len()` only at the end of the file) when the whole read
+    /// completed without waiting for the disk (`preadv2` with `RWF_NOWAIT`), `None`
+    /// when some of it would wait, for a stream, or when the kernel or file system
+    /// cannot say (`buf` then holds whatever was read): then read it with
+    /// [`Handle::read_at`] where waiting is fine.
+    pub fn read_at_cached(&self, buf: &mut [u8], off: u64) -> Result<Option<usize>, NtStatus> {
+        if self.stream.is_some() {
+            return Ok(None);
+        }
+        self.check_data()?;
+        // SAFETY: the same memory seen as possibly uninitialised bytes; only bytes
+        // (the kernel's) are ever written through it.
+        let dst = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        self.pread_into(dst, off, libc::RWF_NOWAIT)
+    }
+
     /// Reads up to `len` bytes at `off` into the spare capacity of `buf` with
     /// `preadv2(flags)` until `len` bytes or the end of the file; `None` when a read
     /// with `RWF_NOWAIT` would wait (or the flag is refused).
@@ -199,20 +217,39 @@ impl Handle {
         flags: libc::c_int,
     ) -> Result<Option<usize>, NtStatus> {
         buf.reserve(len);
+        let start = buf.len();
+        let r = self.pread_into(&mut buf.spare_capacity_mut()[..len], off, flags)?;
+        if let Some(n) = r {
+            // SAFETY: the kernel initialised those `n` bytes just past the
+            // current length.
+            unsafe { buf.set_len(start + n) };
+        }
+        Ok(r)
+    }
+
+    /// Reads into `dst` at `off` with `preadv2(flags)` until it is full or the end of
+    /// the file: `Some(bytes read)` (those bytes are initialised), `None` when a read
+    /// with `RWF_NOWAIT` would wait (or the flag is refused).
+    fn pread_into(
+        &self,
+        dst: &mut [MaybeUninit<u8>],
+        off: u64,
+        flags: libc::c_int,
+    ) -> Result<Option<usize>, NtStatus> {
+        let len = dst.len();
         let mut done = 0;
         while done < len {
             let pos = off
                 .checked_add(done as u64)
                 .and_then(|p| libc::off_t::try_from(p).ok())
                 .ok_or(NtStatus::INVALID_PARAMETER)?;
-            let spare = &mut buf.spare_capacity_mut()[..len - done];
+            let spare = &mut dst[done..];
             let iov = libc::iovec {
                 iov_base: spare.as_mut_ptr().cast(),
                 iov_len: spare.len(),
             };
             // SAFETY: preadv2 writes at most `iov_len` bytes into the one iovec, which
-            // points into the spare capacity `reserve` made room for; the descriptor
-            // is open for the call.
+            // points into `dst`; the descriptor is open for the call.
             let n = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, pos, flags) };
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -229,11 +266,7 @@ impl Handle {
             if n == 0 {
                 break;
             }
-            let n = n as usize;
-            // SAFETY: the kernel initialised those `n` bytes just past the
-            // current length.
-            unsafe { buf.set_len(buf.len() + n) };
-            done += n;
+            done += n as usize;
         }
         Ok(Some(done))
     }
@@ -380,6 +413,27 @@ mod tests {
         assert!(buf.is_empty());
         assert_eq!(st.read_append(&mut buf, 6, 0).unwrap(), 6);
         assert_eq!(buf, b"stream");
+    }
+
+    /// The slice form: cached data fills the buffer, short at the end of the file
+    /// (the bytes past what was read are left as they were) and nothing past it; a
+    /// named stream is refused.
+    #[test]
+    fn read_at_cached_fills_a_slice_from_the_page_cache() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 3) as u8).collect();
+        let (tmp, h) = share_with(&data);
+        let mut buf = vec![0xAAu8; 70_000];
+        assert_eq!(h.read_at_cached(&mut buf, 1_001).unwrap(), Some(70_000));
+        assert!(buf == data[1_001..71_001]);
+        let mut buf = vec![0xAAu8; 4096];
+        assert_eq!(h.read_at_cached(&mut buf, 299_000).unwrap(), Some(1_000));
+        assert_eq!(&buf[..1_000], &data[299_000..]);
+        assert!(buf[1_000..].iter().all(|&b| b == 0xAA));
+        assert_eq!(h.read_at_cached(&mut buf, 300_000).unwrap(), Some(0));
+        assert_eq!(h.read_at_cached(&mut buf, 400_000).unwrap(), Some(0));
+        assert_eq!(h.read_at_cached(&mut [], 0).unwrap(), Some(0));
+        let st = stream_of(tmp.path());
+        assert_eq!(st.read_at_cached(&mut buf, 0).unwrap(), None);
     }
 
     /// Bytes put into a pipe land in the file at the offset asked for; a pipe holding

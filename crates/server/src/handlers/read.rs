@@ -136,16 +136,24 @@ async fn read(
                 // pool, RDMA-Write it into the client's buffers.
                 let _budget = ch.reserve(len).await?;
                 let buf = ch.payload(len)?;
-                let (buf, n) = run_blocking(len >= BLOCKING_THRESHOLD, move || {
-                    let mut read = Ok(0);
-                    buf.with_mut(&mut |b| read = handle.read_at(b, offset));
-                    let n = read?;
-                    if (n == 0 && len > 0) || n < min {
-                        return Err(NtStatus::END_OF_FILE);
+                // Data in the page cache is read here at once (it cannot wait on the
+                // disk): no hop to the blocking pool and back. The pool reads the rest.
+                let mut cached = Ok(None);
+                buf.with_mut(&mut |b| cached = handle.read_at_cached(b, offset));
+                let (buf, n) = match cached? {
+                    Some(n) => (buf, n),
+                    None => {
+                        run_blocking(len >= BLOCKING_THRESHOLD, move || {
+                            let mut read = Ok(0);
+                            buf.with_mut(&mut |b| read = handle.read_at(b, offset));
+                            Ok((buf, read?))
+                        })
+                        .await?
                     }
-                    Ok((buf, n))
-                })
-                .await?;
+                };
+                if (n == 0 && len > 0) || n < min {
+                    return Err(NtStatus::END_OF_FILE);
+                }
                 ch.push(&*buf, n).await?;
                 ctx.server.metrics.data(false, Transport::SmbDirect, n);
                 drop(buf);
