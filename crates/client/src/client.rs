@@ -178,7 +178,12 @@ impl Client {
             })
         })?;
         options.direct_port = sa.port();
-        let conn = Connection::start_direct(link, options.max_credits, options.timeout);
+        let conn = Connection::start_direct(
+            link,
+            options.max_credits,
+            options.timeout,
+            options.spin_wait,
+        );
         let client = Client::start(conn, host, options).await?;
         let _ = client.inner.peer.set(sa);
         Ok(client)

@@ -36,7 +36,7 @@ pub(crate) use crate::request_core::Request;
 use crate::request_core::{Acquire, IdMap, InFlight, Matched, RequestCore, Sent};
 
 mod pump;
-use pump::{pump_task, reply_of, SocketPump};
+use pump::{pump_task, reply_of, SocketPump, SpinWait};
 
 /// Events buffered before further ones are dropped.
 const EVENT_QUEUE: usize = 256;
@@ -170,6 +170,8 @@ pub struct Connection {
     /// The reader loop, driven by the requests that wait for their responses and by
     /// the reader task (Direct TCP); `None`: the reader task alone reads (SMB Direct).
     pump: Option<Arc<SocketPump>>,
+    /// How its requests wait for their responses (a lone one spins for a while).
+    spin: SpinWait,
 }
 
 impl std::fmt::Debug for Connection {
@@ -208,7 +210,7 @@ impl Connection {
         let (tx, rx, writer) = link::tcp_with(stream, o);
         let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
         // The reader loop, driven by the requests that wait and by the reader task.
-        let pump = Arc::new(SocketPump::new(reader_task(rx, shared.clone()), spin));
+        let pump = Arc::new(SocketPump::new(reader_task(rx, shared.clone())));
         let sh = shared.clone();
         let writer = tokio::spawn(async move {
             if let Err(e) = writer.await {
@@ -216,22 +218,24 @@ impl Connection {
             }
         });
         let tasks = vec![writer, tokio::spawn(pump_task(pump.clone()))];
-        Self::finish(shared, events_rx, timeout, tasks, Some(pump))
+        Self::finish(shared, events_rx, timeout, tasks, Some(pump), spin)
     }
 
     /// Runs over a negotiated SMB Direct link: messages without the Direct-TCP
-    /// prefix, READ and WRITE data by RDMA where the file operations ask for it.
+    /// prefix, READ and WRITE data by RDMA where the file operations ask for it; a
+    /// request waiting alone spins for up to `spin`, as over Direct TCP.
     pub(crate) fn start_direct(
         link: Arc<dyn DirectLink>,
         max_credits: u16,
         timeout: Option<Duration>,
+        spin: Duration,
     ) -> Connection {
         let pool = Arc::new(smbx_transport::BufPool::new(64));
         // Requests are posted on the link as they are sent: no writer task.
         let (tx, rx) = link::direct(link);
         let (shared, events_rx) = Self::shared(Box::new(tx), max_credits, pool);
         let reader = tokio::spawn(reader_task(rx, shared.clone()));
-        Self::finish(shared, events_rx, timeout, vec![reader], None)
+        Self::finish(shared, events_rx, timeout, vec![reader], None, spin)
     }
 
     fn shared(
@@ -257,6 +261,7 @@ impl Connection {
         timeout: Option<Duration>,
         mut tasks: Vec<JoinHandle<()>>,
         pump: Option<Arc<SocketPump>>,
+        spin: Duration,
     ) -> Connection {
         if let Some(t) = timeout {
             tasks.push(tokio::spawn(timer_task(shared.clone(), t)));
@@ -267,6 +272,7 @@ impl Connection {
             timeout,
             tasks,
             pump,
+            spin: SpinWait::new(spin),
         }
     }
 
@@ -467,7 +473,7 @@ impl Connection {
         let mut first_err = None;
         let mut back = Vec::with_capacity(if retain { n } else { 0 });
         for rx in rxs {
-            let reply = match reply_of(self.pump.as_deref(), rx).await {
+            let reply = match reply_of(self.pump.as_deref(), &self.spin, rx).await {
                 Ok(r) => r,
                 Err(_) => Reply {
                     res: Err(sh.closed_error()),

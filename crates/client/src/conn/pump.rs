@@ -89,10 +89,16 @@ pub(super) struct SocketPump {
     /// was closed).
     read: Mutex<Option<ReadLoop>>,
     wake: Arc<ReadWake>,
-    /// How long a request waiting alone may spin for its response
-    /// ([`crate::ClientOptions::spin_wait`]): zero unless started on a current-thread
-    /// runtime, one that polls the socket before it polls a future that woke itself
-    /// again (a multi-threaded one polls it only every so many tasks).
+}
+
+/// How a connection's requests wait for their responses on a current-thread runtime,
+/// over either transport: one waiting alone wakes itself at once for a while rather
+/// than let the thread sleep ([`crate::ClientOptions::spin_wait`]).
+pub(super) struct SpinWait {
+    /// How long a request waiting alone may spin for its response: zero unless
+    /// started on a current-thread runtime, one that polls the socket before it
+    /// polls a future that woke itself again (a multi-threaded one polls it only
+    /// every so many tasks).
     spin: Duration,
     /// Requests waiting for their responses.
     waiting: AtomicUsize,
@@ -100,18 +106,25 @@ pub(super) struct SocketPump {
     last_wait: AtomicU64,
 }
 
-impl SocketPump {
-    /// Drives `reader` (the reader loop over the connection's receiver); a request
-    /// waiting alone spins for up to `spin` on a current-thread runtime.
-    pub(super) fn new(reader: impl Future<Output = ()> + Send + 'static, spin: Duration) -> Self {
+impl SpinWait {
+    /// Requests waiting alone spin for up to `spin` on a current-thread runtime.
+    pub(super) fn new(spin: Duration) -> Self {
         let current_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
-        SocketPump {
-            read: Mutex::new(Some(Box::pin(reader))),
-            wake: Arc::default(),
+        SpinWait {
             spin: if current_thread { spin } else { Duration::ZERO },
             waiting: AtomicUsize::new(0),
             last_wait: AtomicU64::new(0),
+        }
+    }
+}
+
+impl SocketPump {
+    /// Drives `reader` (the reader loop over the connection's receiver).
+    pub(super) fn new(reader: impl Future<Output = ()> + Send + 'static) -> Self {
+        SocketPump {
+            read: Mutex::new(Some(Box::pin(reader))),
+            wake: Arc::default(),
         }
     }
 
@@ -186,19 +199,22 @@ pub(super) async fn pump_task(pump: Arc<SocketPump>) {
 }
 
 /// The response to a request: the request drives the reader loop while it waits when
-/// the connection lets it (Direct TCP), else the reader hands it over.
+/// the connection lets it (Direct TCP), else the reader hands it over (SMB Direct).
 /// Waiting alone on a current-thread runtime, it wakes itself at once for a while
-/// ([`crate::ClientOptions::spin_wait`]) rather than let the thread sleep.
+/// (`spin`) rather than let the thread sleep: over SMB Direct each wake-up polls
+/// the sockets too, and the provider's task reads the response.
 pub(super) async fn reply_of(
     pump: Option<&SocketPump>,
+    spin: &SpinWait,
     mut rx: oneshot::Receiver<Reply>,
 ) -> std::result::Result<Reply, oneshot::error::RecvError> {
-    let Some(pump) = pump else {
+    if pump.is_none() && spin.spin.is_zero() {
         return rx.await;
-    };
-    pump.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+    spin.waiting.fetch_add(1, Ordering::SeqCst);
     let mut waiting = Waiting {
         pump,
+        spin,
         waker: None,
         since: None,
     };
@@ -207,9 +223,14 @@ pub(super) async fn reply_of(
             waiting.done();
             return Poll::Ready(r);
         }
-        waiting.waker = Some(identity(cx.waker()));
-        pump.for_request(cx);
-        let r = Pin::new(&mut rx).poll(cx);
+        let r = match pump {
+            Some(pump) => {
+                waiting.waker = Some(identity(cx.waker()));
+                pump.for_request(cx);
+                Pin::new(&mut rx).poll(cx)
+            }
+            None => Poll::Pending,
+        };
         if r.is_ready() {
             waiting.done();
         } else if waiting.spin() {
@@ -224,7 +245,9 @@ pub(super) async fn reply_of(
 /// socket no longer wakes it (a waker woken after its future finished may be one the
 /// executor gave to the next future).
 struct Waiting<'a> {
-    pump: &'a SocketPump,
+    /// The reader loop it drives (Direct TCP).
+    pump: Option<&'a SocketPump>,
+    spin: &'a SpinWait,
     /// Which waker it last left with the loop ([`identity`]).
     waker: Option<(usize, usize)>,
     /// When it first waited on a runtime that spins, whether it waited alone, and
@@ -237,14 +260,14 @@ impl Waiting<'_> {
     /// one that did had its response within the pump's spin time, and this one has
     /// not spun for that long yet.
     fn spin(&mut self) -> bool {
-        let spin = self.pump.spin;
+        let spin = self.spin.spin;
         if spin.is_zero() {
             return false;
         }
         let now = Instant::now();
         let (since, _, spins) = *self.since.get_or_insert_with(|| {
-            let alone = self.pump.waiting.load(Ordering::SeqCst) == 1;
-            let quick = u128::from(self.pump.last_wait.load(Ordering::Relaxed)) < spin.as_nanos();
+            let alone = self.spin.waiting.load(Ordering::SeqCst) == 1;
+            let quick = u128::from(self.spin.last_wait.load(Ordering::Relaxed)) < spin.as_nanos();
             (now, alone, alone && quick)
         });
         if !spins || now.duration_since(since) >= spin {
@@ -260,18 +283,18 @@ impl Waiting<'_> {
     fn done(&mut self) {
         if let Some((since, true, _)) = self.since.take() {
             let ns = since.elapsed().as_nanos().min(u64::MAX as u128) as u64;
-            self.pump.last_wait.store(ns, Ordering::Relaxed);
+            self.spin.last_wait.store(ns, Ordering::Relaxed);
         }
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.pump.waiting.fetch_sub(1, Ordering::SeqCst);
-        let Some(mine) = self.waker else {
+        self.spin.waiting.fetch_sub(1, Ordering::SeqCst);
+        let (Some(mine), Some(pump)) = (self.waker, self.pump) else {
             return;
         };
-        let mut w = ReadWake::lock(&self.pump.wake.request);
+        let mut w = ReadWake::lock(&pump.wake.request);
         if w.as_ref().is_some_and(|w| identity(w) == mine) {
             *w = None;
         }
@@ -312,10 +335,7 @@ mod tests {
     fn a_wake_up_dropped_unfired_leaves_the_loop_to_the_next_reader() {
         let polls = Arc::new(AtomicUsize::new(0));
         let held = Arc::new(Mutex::new(None::<Waker>));
-        let pump = SocketPump::new(
-            holding_loop(polls.clone(), held.clone()),
-            crate::DEFAULT_SPIN_WAIT,
-        );
+        let pump = SocketPump::new(holding_loop(polls.clone(), held.clone()));
         let mut cx = Context::from_waker(Waker::noop());
         let polled = || polls.load(Ordering::SeqCst);
         pump.for_request(&cx);
@@ -334,5 +354,35 @@ mod tests {
         drop(held.lock().unwrap().take());
         assert!(pump.for_task(&mut cx).is_pending());
         assert_eq!(polled(), 4);
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// With no reader loop to drive (SMB Direct: the provider's task reads), a request
+    /// waiting alone on a current-thread runtime still wakes itself at once rather
+    /// than let the thread sleep, as over Direct TCP; with the spin time zero it
+    /// does not.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_alone_spins_with_no_reader_loop_too() {
+        for (time, spins) in [(crate::DEFAULT_SPIN_WAIT, true), (Duration::ZERO, false)] {
+            let spin = SpinWait::new(time);
+            let (tx, rx) = oneshot::channel::<Reply>();
+            let wakes = Arc::new(Wakes::default());
+            let waker = Waker::from(wakes.clone());
+            let mut cx = Context::from_waker(&waker);
+            let mut reply = Box::pin(reply_of(None, &spin, rx));
+            assert!(reply.as_mut().poll(&mut cx).is_pending());
+            let woken = wakes.0.load(Ordering::SeqCst);
+            assert_eq!(woken > 0, spins, "woke itself {woken} times");
+            drop(tx);
+            assert!(matches!(reply.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
+        }
     }
 }
