@@ -192,6 +192,48 @@ fn recv_spare(
     Ok(n as usize)
 }
 
+/// Receives up to `max` bytes from `sock` into the spare capacity of `buf` and, in the
+/// same call, whatever follows them up to `then.len()` bytes into `then` (nothing
+/// zero-filled first, without waiting); `WouldBlock` when nothing is queued. Returns
+/// the bytes that went into `buf` and into `then`.
+#[allow(unsafe_code)]
+fn recv_spare_then(
+    sock: std::os::fd::BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    max: usize,
+    then: &mut [u8],
+) -> std::io::Result<(usize, usize)> {
+    use std::os::fd::AsRawFd;
+    let spare = buf.spare_capacity_mut();
+    let len = spare.len().min(max);
+    let mut iov = [
+        libc::iovec {
+            iov_base: spare.as_mut_ptr().cast(),
+            iov_len: len,
+        },
+        libc::iovec {
+            iov_base: then.as_mut_ptr().cast(),
+            iov_len: then.len(),
+        },
+    ];
+    // SAFETY: an all-zero msghdr is a valid empty one; it is pointed at `iov` below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: recvmsg writes at most `len` bytes into the spare capacity and at most
+    // `then.len()` into `then`, both valid for writes for the call; the socket
+    // descriptor is open for the call; `msg` names no address or control buffer.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let n = n as usize;
+    let first = n.min(len);
+    // SAFETY: the kernel initialised the first `first` bytes just past the length.
+    unsafe { buf.set_len(buf.len() + first) };
+    Ok((first, n - first))
+}
+
 /// A received frame: the SMB2 message (or transform) and, when the reader has a budget,
 /// the permits for its length.
 #[derive(Debug)]
@@ -554,6 +596,37 @@ impl FrameReader {
         }
     }
 
+    /// Receives up to `want` bytes, the rest of the frame, straight from `rd`'s socket
+    /// into the frame's buffer, and in the same call up to [`PREFIX_READ`] bytes that
+    /// follow (the next frame's length prefix and head, carried over as
+    /// [`FrameReader::read_prefix`] carries them): one receive per large frame where
+    /// the body and the next prefix took two. Waits until some bytes have arrived;
+    /// 0 at the end of the stream.
+    async fn recv_rest<R: RecvLowat>(
+        &mut self,
+        rd: &R,
+        want: usize,
+    ) -> Result<usize, &'static str> {
+        let sock = rd.tcp_stream().ok_or("closed")?;
+        loop {
+            let r = sock.try_io(tokio::io::Interest::READABLE, || {
+                recv_spare_then(sock.as_fd(), &mut self.buf, want, &mut self.ahead)
+            });
+            match r {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    sock.readable().await.map_err(|_| "read error")?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Err("read error"),
+                Ok((n, then)) => {
+                    self.ahead_at = 0;
+                    self.ahead_end = then;
+                    return Ok(n);
+                }
+            }
+        }
+    }
+
     /// Appends up to `want` bytes from `rd` to the frame, into spare capacity (nothing
     /// is zero-filled first); the end of the stream inside a frame is an error.
     ///
@@ -569,7 +642,14 @@ impl FrameReader {
         self.buf.truncate(self.filled);
         self.buf.reserve(want);
         let large = self.len.is_some_and(|l| l >= POOLED_FRAME);
+        // The whole rest of a large frame: the next frame's prefix (and a WRITE's
+        // head) comes in the same receive when it is already queued, as
+        // [`FrameReader::read_prefix`] would take it next.
+        let whole_rest = self.len == Some(self.filled + want) && self.carried().is_empty();
         let n = match rd.tcp_stream() {
+            Some(_) if large && rd.buffered() == 0 && whole_rest => {
+                self.recv_rest(&*rd, want).await?
+            }
             Some(_) if large && rd.buffered() == 0 => self.recv_direct(&*rd, want, None).await?,
             _ => (&mut *rd)
                 .take(want as u64)
@@ -1050,6 +1130,56 @@ mod tests {
                 .unwrap_err(),
             "eof"
         );
+    }
+
+    /// A large frame's rest is received together with what follows it when that is
+    /// already queued: once the frame is returned, the next frame's prefix and head
+    /// are carried (no receive of their own), and every frame still arrives whole.
+    /// Fails when the body's receive stops at the frame's end.
+    #[tokio::test]
+    async fn a_large_body_takes_the_next_prefix_in_its_receive() {
+        let ls = tokio::net::TcpSocket::new_v4().unwrap();
+        ls.set_recv_buffer_size(4 << 20).unwrap();
+        ls.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = ls.local_addr().unwrap();
+        let l = ls.listen(1).unwrap();
+        let sizes = [100_000, 150_000, 70, POOLED_FRAME];
+        let bodies: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 7 + j * 3) as u8).collect())
+            .collect();
+        let wire: Vec<u8> = bodies.iter().flat_map(|b| frame(b)).collect();
+        let sent = wire.clone();
+        let peer = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(&sent).await.unwrap();
+            s
+        });
+        let (sock, _) = l.accept().await.unwrap();
+        let (mut rd, _wr) = sock.into_split();
+        // Everything is queued before the first read.
+        let mut peeked = vec![0u8; wire.len()];
+        for _ in 0..500 {
+            if rd.peek(&mut peeked).await.unwrap() == wire.len() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut fr = FrameReader::with_pool(16 << 20, Arc::new(BufPool::new(2)));
+        let mut at = 0;
+        for (i, b) in bodies.iter().enumerate() {
+            let f = fr.next(&mut rd, None).await.unwrap();
+            assert!(f.msg == *b, "frame {i}");
+            at += 4 + b.len();
+            if i < 2 {
+                // After a large frame: the next frame's start, as far as it goes.
+                let next = &wire[at..(at + PREFIX_READ).min(wire.len())];
+                assert_eq!(fr.carried(), next, "after frame {i}");
+            }
+        }
+        drop(peer.await.unwrap());
+        assert_eq!(fr.next(&mut rd, None).await.unwrap_err(), "eof");
     }
 
     #[tokio::test]
