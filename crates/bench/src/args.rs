@@ -62,6 +62,9 @@ usage: smbx bench [flags] TARGET...
   --spin-us <n>  a lone request waits for its response on Direct TCP by spinning up to n
                  microseconds (the thread yields and polls the socket) before it sleeps
                  (default 100; 0 = never spin: less CPU, a wake-up per round trip)
+  --socket-options <list>  socket options of every smb:// connection, as smb.conf's
+                 `socket options` (e.g. SO_RCVBUF=4194304,TCP_NODELAY); an option smbx
+                 does not apply is an error
   --rdma-threshold <n>  over SMB Direct, READs/WRITEs larger than n bytes move by RDMA (4K; soft-iWARP 16K/32K)
   --multichannel <n>    smb:// targets bind up to n channels to their session (1..32)
   --sign[=gmac|cmac]    smb:// targets sign every message (SMB 3.1.1; default AES-GMAC)
@@ -245,6 +248,14 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
                         return err(format!("--multichannel: {n} is outside 1..32"));
                     }
                     p.multichannel = Some(n as usize);
+                }
+                "socket-options" => {
+                    let v = value("a socket option list")?;
+                    let (_, refused) = smbx_client::SocketOptions::parse(&v);
+                    if let Some(r) = refused.first() {
+                        return err(format!("--socket-options: {r}"));
+                    }
+                    p.socket_options = Some(v);
                 }
                 "spin-us" => {
                     let n = parse_u64(&value("microseconds")?, "--spin-us", "microseconds")?;
@@ -732,6 +743,13 @@ mod tests {
         assert_eq!(parse_str("--spin-us 0 f").unwrap().spin_us, Some(0));
         assert_eq!(parse_str("--spin-us=250 f").unwrap().spin_us, Some(250));
         assert!(parse_str("--spin-us x f").is_err());
+        let p = parse_str("--socket-options=SO_RCVBUF=1048576,TCP_NODELAY f").unwrap();
+        assert_eq!(
+            p.socket_options.as_deref(),
+            Some("SO_RCVBUF=1048576,TCP_NODELAY")
+        );
+        assert!(parse_str("--socket-options SO_RCVBUF=x f").is_err());
+        assert!(parse_str("--socket-options TCP_QUICKACK f").is_err());
         assert!(!p.kerberos);
         assert!(parse_str("--kerberos smb://h/s/f").unwrap().kerberos);
         for bad in [

@@ -210,6 +210,9 @@ pub struct Profile {
     /// response before sleeping ([`smbx_client::ClientOptions::spin_wait`]; 0: never;
     /// `None`: the client's default).
     pub spin_us: Option<u64>,
+    /// `--socket-options LIST`: smb.conf-style socket options set on every smb://
+    /// connection ([`smbx_client::ClientOptions::socket`]).
+    pub socket_options: Option<String>,
     /// `--multichannel N`: smb:// targets' sessions may use up to N channels
     /// (a URL's `?multichannel=` takes precedence).
     pub multichannel: Option<usize>,
@@ -271,6 +274,7 @@ impl Default for Profile {
             transport: None,
             rdma_threshold: None,
             spin_us: None,
+            socket_options: None,
             multichannel: None,
             protection: Protection::Default,
             kerberos: false,

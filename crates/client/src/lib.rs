@@ -71,6 +71,8 @@ pub use options::{ClientOptions, Encryption, Kerberos, Signing, Transport, DEFAU
 pub use reconnect::ReconnectingTree;
 pub use smbx_security::cipher::CipherId;
 pub use smbx_security::signing::SigningAlgorithm;
+/// The socket options of [`ClientOptions::socket`].
+pub use smbx_transport::SocketOptions;
 pub use smbx_wire::ioctl::{
     IfAddr, NetworkInterface, NETWORK_IF_RDMA_CAPABLE, NETWORK_IF_RSS_CAPABLE,
 };

@@ -124,6 +124,9 @@ pub fn render(r: &Report) -> String {
             crate::affinity::cpu_list_label(cpus)
         );
     }
+    if let Some(list) = &p.socket_options {
+        let _ = writeln!(o, "\tsocket options: {list}");
+    }
     if let Some(us) = p.spin_us {
         let _ = writeln!(o, "\tlone requests spin up to {us}us for their responses");
     }

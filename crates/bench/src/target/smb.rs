@@ -188,6 +188,9 @@ impl SmbTarget {
         if let Some(n) = p.multichannel {
             options.max_channels = n;
         }
+        if let Some(list) = &p.socket_options {
+            options.socket = smbx_client::SocketOptions::parse(list).0;
+        }
         if let Some(us) = p.spin_us {
             options.spin_wait = std::time::Duration::from_micros(us);
         }
