@@ -59,8 +59,8 @@ usage: smbx bench [flags] TARGET...
   --affinity <cpus>  pin the OS threads round-robin over these CPUs (e.g. 1 | 0,1 | 2-5;
                  diskspd -a, fio cpus_allowed; default: not pinned)
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
-  --spin-us <n>  a lone request waits for its response on Direct TCP by spinning up to n
-                 microseconds (the thread yields and polls the socket) before it sleeps
+  --spin-us <n>  a lone request waits for its response (Direct TCP or SMB Direct) by
+                 spinning up to n microseconds (the thread yields and polls) before it sleeps
                  (default 100; 0 = never spin: less CPU, a wake-up per round trip)
   --socket-options <list>  socket options of every smb:// connection, as smb.conf's
                  `socket options` (e.g. SO_RCVBUF=4194304,TCP_NODELAY); an option smbx

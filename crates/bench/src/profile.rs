@@ -206,7 +206,7 @@ pub struct Profile {
     pub transport: Option<smbx_client::Transport>,
     /// `--rdma-threshold BYTES`: over SMB Direct, I/O larger than this moves by RDMA.
     pub rdma_threshold: Option<usize>,
-    /// `--spin-us N`: how long a lone request on a Direct TCP connection spins for its
+    /// `--spin-us N`: how long a lone request (Direct TCP or SMB Direct) spins for its
     /// response before sleeping ([`smbx_client::ClientOptions::spin_wait`]; 0: never;
     /// `None`: the client's default).
     pub spin_us: Option<u64>,
