@@ -18,6 +18,10 @@ pub const BLOCKING_THRESHOLD: usize = 64 * 1024;
 /// Reads at least this large whose data is in the page cache go from the file
 /// to the socket (sendfile) over TCP; smaller ones are copied.
 pub const ZERO_COPY_MIN: usize = 16 * 1024;
+/// The largest READ by RDMA whose data, when in the page cache, is read on the
+/// async worker itself (about 100 µs of copying); larger ones go to the blocking
+/// pool, so a worker is never held for the milliseconds an 8 MiB copy takes.
+pub const RDMA_IN_PLACE_MAX: usize = 1024 * 1024;
 
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
@@ -137,9 +141,12 @@ async fn read(
                 let _budget = ch.reserve(len).await?;
                 let buf = ch.payload(len)?;
                 // Data in the page cache is read here at once (it cannot wait on the
-                // disk): no hop to the blocking pool and back. The pool reads the rest.
+                // disk): no hop to the blocking pool and back. The pool reads the rest,
+                // and reads too large to copy on the worker.
                 let mut cached = Ok(None);
-                buf.with_mut(&mut |b| cached = handle.read_at_cached(b, offset));
+                if len <= RDMA_IN_PLACE_MAX {
+                    buf.with_mut(&mut |b| cached = handle.read_at_cached(b, offset));
+                }
                 let (buf, n) = match cached? {
                     Some(n) => (buf, n),
                     None => {
