@@ -163,41 +163,12 @@ pub fn send_now(sock: std::os::fd::BorrowedFd<'_>, data: &[u8]) -> std::io::Resu
     }
 }
 
-/// Receives up to `max` bytes from `sock` into the spare capacity of `buf` (nothing
-/// zero-filled first) without waiting; `WouldBlock` when nothing is queued.
-#[allow(unsafe_code)]
-fn recv_spare(
-    sock: std::os::fd::BorrowedFd<'_>,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<usize> {
-    use std::os::fd::AsRawFd;
-    let spare = buf.spare_capacity_mut();
-    let len = spare.len().min(max);
-    // SAFETY: recv writes at most `len` bytes into the spare capacity it points to
-    // (`len` is within it); the socket descriptor is open for the call.
-    let n = unsafe {
-        libc::recv(
-            sock.as_raw_fd(),
-            spare.as_mut_ptr().cast(),
-            len,
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel initialised those `n` bytes just past the length.
-    unsafe { buf.set_len(buf.len() + n as usize) };
-    Ok(n as usize)
-}
-
 /// Receives up to `max` bytes from `sock` into the spare capacity of `buf` and, in the
 /// same call, whatever follows them up to `then.len()` bytes into `then` (nothing
-/// zero-filled first, without waiting); `WouldBlock` when nothing is queued. Returns
-/// the bytes that went into `buf` and into `then`.
+/// zero-filled first, without waiting; `then` may be empty); `WouldBlock` when nothing
+/// is queued. Returns the bytes that went into `buf` and into `then`.
 #[allow(unsafe_code)]
-fn recv_spare_then(
+fn recv_spare(
     sock: std::os::fd::BorrowedFd<'_>,
     buf: &mut Vec<u8>,
     max: usize,
@@ -219,7 +190,7 @@ fn recv_spare_then(
     // SAFETY: an all-zero msghdr is a valid empty one; it is pointed at `iov` below.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = iov.len() as _;
+    msg.msg_iovlen = if then.is_empty() { 1 } else { 2 };
     // SAFETY: recvmsg writes at most `len` bytes into the spare capacity and at most
     // `then.len()` into `then`, both valid for writes for the call; the socket
     // descriptor is open for the call; `msg` names no address or control buffer.
@@ -561,7 +532,7 @@ impl FrameReader {
         self.buf.truncate(self.filled);
         self.buf.reserve(want);
         let rest = len - self.filled;
-        let n = self.recv_direct(&*rd, want, Some(rest)).await?;
+        let n = self.recv_direct(&*rd, want, Some(rest), false).await?;
         if n == 0 {
             return Err("eof in frame");
         }
@@ -571,17 +542,23 @@ impl FrameReader {
 
     /// Receives up to `want` bytes straight from `rd`'s socket into the spare capacity
     /// of the frame's buffer, waiting until some have arrived; before each wait the
-    /// socket's low-water mark is set to `lowat` when given. 0 at the end of the stream.
+    /// socket's low-water mark is set to `lowat` when given. With `then`, the same
+    /// receive also takes up to [`PREFIX_READ`] bytes that follow (the next frame's
+    /// length prefix and head, carried as [`FrameReader::read_prefix`] carries them):
+    /// one receive per large frame where the body and the next prefix took two; only
+    /// when nothing is carried. 0 at the end of the stream.
     async fn recv_direct<R: RecvLowat>(
         &mut self,
         rd: &R,
         want: usize,
         lowat: Option<usize>,
+        then: bool,
     ) -> Result<usize, &'static str> {
         let sock = rd.tcp_stream().ok_or("closed")?;
+        let ahead = if then { PREFIX_READ } else { 0 };
         loop {
             let r = sock.try_io(tokio::io::Interest::READABLE, || {
-                recv_spare(sock.as_fd(), &mut self.buf, want)
+                recv_spare(sock.as_fd(), &mut self.buf, want, &mut self.ahead[..ahead])
             });
             match r {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -591,36 +568,12 @@ impl FrameReader {
                     sock.readable().await.map_err(|_| "read error")?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                r => return r.map_err(|_| "read error"),
-            }
-        }
-    }
-
-    /// Receives up to `want` bytes, the rest of the frame, straight from `rd`'s socket
-    /// into the frame's buffer, and in the same call up to [`PREFIX_READ`] bytes that
-    /// follow (the next frame's length prefix and head, carried over as
-    /// [`FrameReader::read_prefix`] carries them): one receive per large frame where
-    /// the body and the next prefix took two. Waits until some bytes have arrived;
-    /// 0 at the end of the stream.
-    async fn recv_rest<R: RecvLowat>(
-        &mut self,
-        rd: &R,
-        want: usize,
-    ) -> Result<usize, &'static str> {
-        let sock = rd.tcp_stream().ok_or("closed")?;
-        loop {
-            let r = sock.try_io(tokio::io::Interest::READABLE, || {
-                recv_spare_then(sock.as_fd(), &mut self.buf, want, &mut self.ahead)
-            });
-            match r {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    sock.readable().await.map_err(|_| "read error")?;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Err("read error"),
-                Ok((n, then)) => {
-                    self.ahead_at = 0;
-                    self.ahead_end = then;
+                Ok((n, got)) => {
+                    if then {
+                        self.ahead_at = 0;
+                        self.ahead_end = got;
+                    }
                     return Ok(n);
                 }
             }
@@ -647,10 +600,9 @@ impl FrameReader {
         // [`FrameReader::read_prefix`] would take it next.
         let whole_rest = self.len == Some(self.filled + want) && self.carried().is_empty();
         let n = match rd.tcp_stream() {
-            Some(_) if large && rd.buffered() == 0 && whole_rest => {
-                self.recv_rest(&*rd, want).await?
+            Some(_) if large && rd.buffered() == 0 => {
+                self.recv_direct(&*rd, want, None, whole_rest).await?
             }
-            Some(_) if large && rd.buffered() == 0 => self.recv_direct(&*rd, want, None).await?,
             _ => (&mut *rd)
                 .take(want as u64)
                 .read_buf(&mut self.buf)
