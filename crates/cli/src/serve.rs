@@ -55,7 +55,6 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
         .thread_name("smbx")
         .build()
         .map_err(|e| other(format!("cannot start the async runtime: {e}")))?;
-    let threads = connection_threads(runtime.handle())?;
     let config = Arc::new(config);
     let notifier = match sd_notify::Notifier::from_env() {
         Ok(n) => n.map(Arc::new),
@@ -72,35 +71,8 @@ pub fn run(args: &ServeArgs, log_file: Option<&Path>) -> Result<(), CliError> {
                 print!("{}", zeroconf::connection_help(z, *addr));
             }
         };
-        backend::serve(config, announce, notifier, stop, (control, loader), threads).await
+        backend::serve(config, announce, notifier, stop, (control, loader)).await
     })
-}
-
-/// The environment variable that sets how many connection threads run Direct TCP
-/// connections; unset or 0: none, connections run on the multi-threaded runtime's
-/// workers (the default until a quiet A/B decides).
-pub const CONNECTION_THREADS_ENV: &str = "SMBX_CONNECTION_THREADS";
-
-/// Starts the connection threads ([`smbx_server::conn::threads`]) when
-/// [`CONNECTION_THREADS_ENV`] asks for some; `None` otherwise.
-fn connection_threads(
-    tasks: &tokio::runtime::Handle,
-) -> Result<Option<Arc<smbx_server::conn::ConnectionThreads>>, CliError> {
-    let n = match std::env::var(CONNECTION_THREADS_ENV) {
-        Ok(v) => v.trim().parse::<usize>().map_err(|_| {
-            other(format!(
-                "{CONNECTION_THREADS_ENV}={v}: expected a number of threads (0: none)"
-            ))
-        })?,
-        Err(_) => 0,
-    };
-    if n == 0 {
-        return Ok(None);
-    }
-    let threads = smbx_server::conn::ConnectionThreads::start(n, tasks.clone())
-        .map_err(|e| other(format!("cannot start the connection threads: {e}")))?;
-    tracing::debug!(threads = threads.len(), "connection threads");
-    Ok(Some(threads))
 }
 
 /// SIGTERM and SIGINT, each a request to stop gracefully (SIGHUP is a reload).
@@ -163,14 +135,10 @@ mod backend {
             smbx_server::control::ControlSocket,
             smbx_server::control::Loader,
         ),
-        threads: Option<Arc<smbx_server::conn::ConnectionThreads>>,
     ) -> Result<(), CliError> {
-        let mut server = smbx_server::Server::bind(config)
+        let server = smbx_server::Server::bind(config)
             .await
             .map_err(|e| other(e.to_string()))?;
-        if let Some(t) = threads {
-            server = server.with_connection_threads(t);
-        }
         announce(&server.local_addrs());
         let state = server.state();
         crate::control::start(control, state.clone(), loader)?;

@@ -12,7 +12,6 @@ use smbx_transport::verbs::{DirectListener, ProviderChoice};
 use smbx_transport::{DirectConfig, SocketOptions};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::conn::threads::TaskSpawner;
 use crate::shutdown::{CLOSE_GRACE, DRAIN_TIMEOUT};
 use crate::state::ServerState;
 
@@ -21,8 +20,6 @@ pub struct Server {
     state: Arc<ServerState>,
     listeners: Vec<TcpListener>,
     direct: Vec<DirectListener>,
-    /// Where Direct TCP connections run (`None`: on the runtime that accepts them).
-    threads: Option<Arc<crate::conn::ConnectionThreads>>,
 }
 
 /// The addresses to bind: each configured interface address when
@@ -200,7 +197,6 @@ impl Server {
             state,
             listeners,
             direct,
-            threads: None,
         })
     }
 
@@ -215,13 +211,6 @@ impl Server {
             .iter()
             .filter_map(|l| l.local_addr().ok())
             .collect()
-    }
-
-    /// Runs each accepted Direct TCP connection on one of `threads`, in turn
-    /// ([`crate::conn::threads`]), instead of on the runtime that accepts it.
-    pub fn with_connection_threads(mut self, threads: Arc<crate::conn::ConnectionThreads>) -> Self {
-        self.threads = Some(threads);
-        self
     }
 
     /// Server-wide state (tests and admin tooling).
@@ -254,12 +243,7 @@ impl Server {
         let _metrics = crate::metrics::Endpoint::start(&self.state).await?;
         let mut tasks = tokio::task::JoinSet::new();
         for l in self.listeners {
-            tasks.spawn(accept_loop(
-                l,
-                self.state.clone(),
-                slots.clone(),
-                self.threads.clone(),
-            ));
+            tasks.spawn(accept_loop(l, self.state.clone(), slots.clone()));
         }
         for l in self.direct {
             tasks.spawn(direct_accept_loop(l, self.state.clone(), slots.clone()));
@@ -345,12 +329,7 @@ impl Slots {
     }
 }
 
-async fn accept_loop(
-    l: TcpListener,
-    state: Arc<ServerState>,
-    slots: Slots,
-    threads: Option<Arc<crate::conn::ConnectionThreads>>,
-) -> io::Result<()> {
+async fn accept_loop(l: TcpListener, state: Arc<ServerState>, slots: Slots) -> io::Result<()> {
     let mut acceptor = Acceptor::new();
     loop {
         let (stream, peer) = acceptor.accept(&l).await;
@@ -362,41 +341,16 @@ async fn accept_loop(
             tracing::debug!(%peer, error = %e, "socket options not set");
         }
         let state = state.clone();
-        let Some(threads) = &threads else {
-            tokio::spawn(serve_tcp(state, stream, slot, TaskSpawner::current()));
-            continue;
-        };
-        // Moved to the connection thread's runtime: its I/O driver is the one that
-        // wakes the connection.
-        let stream = match stream.into_std() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(%peer, error = %e, "cannot move the connection to its thread");
-                continue;
-            }
-        };
-        let tasks = TaskSpawner::on(threads.tasks().clone());
-        let (thread, seat) = threads.pick();
-        thread.spawn(async move {
-            match TcpStream::from_std(stream) {
-                Ok(stream) => serve_tcp(state, stream, slot, tasks).await,
-                Err(e) => tracing::debug!(%peer, error = %e, "cannot register the connection"),
-            }
-            drop(seat);
+        tokio::spawn(async move {
+            let (tx, rx, writer) = crate::conn::tcp_link(&state, stream);
+            let writer = tokio::spawn(writer);
+            crate::conn::serve(state, tx, rx).await;
+            // The writer ends once every sender (async completions hold the
+            // connection) is gone.
+            let _ = writer.await;
+            drop(slot);
         });
     }
-}
-
-/// Serves one accepted Direct TCP connection, its link's writer beside it, until
-/// both end; then frees its slot.
-async fn serve_tcp(state: Arc<ServerState>, stream: TcpStream, slot: Slot, tasks: TaskSpawner) {
-    let (tx, rx, writer) = crate::conn::tcp_link(&state, stream);
-    let writer = tokio::spawn(writer);
-    crate::conn::serve_with(state, tx, rx, tasks).await;
-    // The writer ends once every sender (async completions hold the
-    // connection) is gone.
-    let _ = writer.await;
-    drop(slot);
 }
 
 /// The options every accepted TCP connection gets: SO_KEEPALIVE (as smbd sets

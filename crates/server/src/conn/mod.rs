@@ -9,11 +9,8 @@
 pub mod pending;
 mod serve;
 pub(crate) mod tail;
-pub mod threads;
 
-pub(crate) use serve::serve_with;
 pub use serve::{serve, tcp_link};
-pub use threads::ConnectionThreads;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -212,8 +209,6 @@ pub struct Connection {
     pub(crate) budget: Arc<Semaphore>,
     /// The sending half of the connection's message link.
     sender: Box<dyn MessageSender>,
-    /// Where requests that run as tasks of their own are spawned (dispatch.rs).
-    pub(crate) tasks: threads::TaskSpawner,
     closed: watch::Sender<bool>,
 }
 
@@ -252,7 +247,6 @@ impl Connection {
             direct,
             budget: Arc::new(Semaphore::new(budget)),
             sender,
-            tasks: threads::TaskSpawner::current(),
             closed: watch::Sender::new(false),
         }
     }

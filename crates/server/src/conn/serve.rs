@@ -9,7 +9,6 @@ use smbx_transport::link::{self, LinkError, MessageReceiver, MessageSender, TcpO
 use tokio::net::TcpStream;
 use tracing::Instrument;
 
-use super::threads::TaskSpawner;
 use super::Connection;
 use crate::dispatch::{self, Flow};
 use crate::state::ServerState;
@@ -22,21 +21,9 @@ where
     S: MessageSender + 'static,
     R: MessageReceiver,
 {
-    serve_with(server, tx, rx, TaskSpawner::current()).await
-}
-
-/// [`serve`], with the requests that run as tasks of their own spawned by `tasks`
-/// (a connection on a connection thread spawns them on the multi-threaded runtime:
-/// [`super::threads`]).
-pub(crate) async fn serve_with<S, R>(server: Arc<ServerState>, tx: S, rx: R, tasks: TaskSpawner)
-where
-    S: MessageSender + 'static,
-    R: MessageReceiver,
-{
     let id = server.next_connection_id();
     let span = conn_span(id, tx.peer_addr());
-    let mut conn = Connection::new(id, server, Box::new(tx));
-    conn.tasks = tasks;
+    let conn = Connection::new(id, server, Box::new(tx));
     run(conn, rx).instrument(span).await;
 }
 
