@@ -766,6 +766,26 @@ mod tests {
         s.write_all(msg).await.unwrap();
     }
 
+    /// Reads the next request on `s` and, `after` later, answers it with a successful
+    /// ECHO response.
+    async fn answer_echo(s: &mut TcpStream, after: Duration) {
+        let f = read_frame(s).await;
+        if !after.is_zero() {
+            tokio::time::sleep(after).await;
+        }
+        let h = Header::decode(&f).unwrap();
+        write_frame(s, &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple())).await;
+    }
+
+    /// Polls `call` once (it must be pending) with a waker that counts its wake-ups;
+    /// the counter, and the waker for later polls.
+    fn first_poll<F: Future + ?Sized>(call: Pin<&mut F>) -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        assert!(call.poll(&mut Context::from_waker(&waker)).is_pending());
+        (count, waker)
+    }
+
     fn response(req: &Header, status: NtStatus, credits: u16, flags: u32, body: &[u8]) -> Vec<u8> {
         let mut w = Writer::new();
         Header {
@@ -983,13 +1003,7 @@ mod tests {
         let mut events = conn.take_events().unwrap();
         let server = tokio::spawn(async move {
             for _ in 0..2 {
-                let f = read_frame(&mut srv).await;
-                let h = Header::decode(&f).unwrap();
-                write_frame(
-                    &mut srv,
-                    &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
-                )
-                .await;
+                answer_echo(&mut srv, Duration::ZERO).await;
             }
             write_frame(&mut srv, &oplock_break()).await;
             srv
@@ -1008,21 +1022,10 @@ mod tests {
     async fn a_finished_request_is_not_woken_by_later_messages() {
         let (conn, mut srv) = pair().await;
         let mut events = conn.take_events().unwrap();
-        let count = Arc::new(Count::default());
-        let waker = Waker::from(count.clone());
         let route = Route::default();
         let mut call = Box::pin(conn.call(echo(), &route));
-        assert!(call
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending());
-        let f = read_frame(&mut srv).await;
-        let h = Header::decode(&f).unwrap();
-        write_frame(
-            &mut srv,
-            &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
-        )
-        .await;
+        let (count, waker) = first_poll(call.as_mut());
+        answer_echo(&mut srv, Duration::ZERO).await;
         let done = async {
             loop {
                 if let Poll::Ready(r) = call.as_mut().poll(&mut Context::from_waker(&waker)) {
@@ -1426,24 +1429,12 @@ mod tests {
         let (conn, mut srv) = pair().await;
         let route = Route::default();
         for spins in [true, false] {
-            let count = Arc::new(Count::default());
-            let waker = Waker::from(count.clone());
             let mut call = Box::pin(conn.call(echo(), &route));
-            assert!(call
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending());
+            let (count, _waker) = first_poll(call.as_mut());
             let woken = count.0.load(Ordering::SeqCst);
             assert_eq!(woken > 0, spins, "woke itself {woken} times");
             // Answered well after SPIN: the next request does not spin.
-            let f = read_frame(&mut srv).await;
-            tokio::time::sleep(SPIN * 3).await;
-            let h = Header::decode(&f).unwrap();
-            write_frame(
-                &mut srv,
-                &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
-            )
-            .await;
+            answer_echo(&mut srv, SPIN * 3).await;
             assert_eq!(call.await.unwrap().status(), NtStatus::SUCCESS);
         }
     }
@@ -1456,23 +1447,12 @@ mod tests {
         let (conn, mut srv) = pair_spinning(Duration::ZERO).await;
         let route = Route::default();
         for i in 0..3 {
-            let count = Arc::new(Count::default());
-            let waker = Waker::from(count.clone());
             let mut call = Box::pin(conn.call(echo(), &route));
-            assert!(call
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending());
+            let (count, _waker) = first_poll(call.as_mut());
             let woken = count.0.load(Ordering::SeqCst);
             assert_eq!(woken, 0, "request {i} woke itself {woken} times");
             // Answered at once: a spinning connection would spin on the next one.
-            let f = read_frame(&mut srv).await;
-            let h = Header::decode(&f).unwrap();
-            write_frame(
-                &mut srv,
-                &response(&h, NtStatus::SUCCESS, 1, 0, &encode_simple()),
-            )
-            .await;
+            answer_echo(&mut srv, Duration::ZERO).await;
             assert_eq!(call.await.unwrap().status(), NtStatus::SUCCESS);
         }
     }
