@@ -723,9 +723,9 @@ mod tests {
         Request::new(Command::Echo, encode_simple(), 0)
     }
 
-    /// A waker that counts its wake-ups.
+    /// A waker that counts its wake-ups (the pump's tests use it too).
     #[derive(Default)]
-    struct Count(std::sync::atomic::AtomicUsize);
+    pub(super) struct Count(pub(super) std::sync::atomic::AtomicUsize);
 
     impl Wake for Count {
         fn wake(self: Arc<Self>) {

@@ -312,6 +312,7 @@ mod tests {
     //! The hand-over between the requests and the reader task, over a stand-in loop.
 
     use super::*;
+    use crate::conn::tests::Count;
     use std::sync::atomic::AtomicUsize;
 
     /// A reader loop that counts its polls and leaves its waker in `held`, as a socket
@@ -356,15 +357,6 @@ mod tests {
         assert_eq!(polled(), 4);
     }
 
-    /// Counts its wake-ups.
-    #[derive(Default)]
-    struct Wakes(AtomicUsize);
-    impl Wake for Wakes {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
     /// With no reader loop to drive (SMB Direct: the provider's task reads), a request
     /// waiting alone on a current-thread runtime still wakes itself at once rather
     /// than let the thread sleep, as over Direct TCP; with the spin time zero it
@@ -374,7 +366,7 @@ mod tests {
         for (time, spins) in [(crate::DEFAULT_SPIN_WAIT, true), (Duration::ZERO, false)] {
             let spin = SpinWait::new(time);
             let (tx, rx) = oneshot::channel::<Reply>();
-            let wakes = Arc::new(Wakes::default());
+            let wakes = Arc::new(Count::default());
             let waker = Waker::from(wakes.clone());
             let mut cx = Context::from_waker(&waker);
             let mut reply = Box::pin(reply_of(None, &spin, rx));
