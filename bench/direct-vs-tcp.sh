@@ -76,6 +76,7 @@ for r in $(seq 1 "$ROUNDS"); do
     for t in $order; do
       bench_log "$p over $t (round $r of $ROUNDS)"
       out=$RESULTS/$p.$t.$r
+      bench_settle
       # shellcheck disable=SC2086
       "$SMBX_CLIENT" bench ${FLAGS[$p]} -d"$DURATION" -W"$WARMUP" -Rjson --server-pid "$PID" "${URL[$t]}" \
         >"$out.json" 2>"$out.err" ||

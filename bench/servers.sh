@@ -278,13 +278,22 @@ CONF
   fi
 }
 
+# bench_settle: what earlier runs wrote goes to disk now (sync), so no measured run pays for
+# another's writeback (dirty pages are written back ~30 s after they were dirtied, which can
+# land in the middle of the next server's run); cheap when nothing is dirty.
+bench_settle() {
+  sync
+}
+
 # bench_json OUT SERVER FLAGS...: smbx bench with --server-pid against SERVER's data.bin, JSON
 # report into OUT; prints nothing; returns non-zero (and logs) when the run fails.
+# Every run starts settled (bench_settle).
 # CLIENT_CPUS=<cpu list> (e.g. 1, 0,1, 2-5) adds --affinity=<list> to every server's run alike:
 # the bench's OS threads pinned round-robin over those CPUs (unset: not pinned).
 bench_json() {
   local out=$1 name=$2 pidv="PID_$2" urlv="URL_$2"
   shift 2
+  bench_settle
   if ! "$SMBX_CLIENT" bench "$@" ${CLIENT_CPUS:+"--affinity=$CLIENT_CPUS"} -Rjson --server-pid "${!pidv}" "${!urlv}" \
     >"$out" 2>"$out.err"; then
     bench_log "smbx bench $* against $name failed: $(tail -2 "$out.err" | tr '\n' ' ')"
