@@ -181,12 +181,7 @@ impl Handle {
             return Ok(None);
         }
         self.check_data()?;
-        let start = buf.len();
-        let r = self.pread_append(buf, len, off, libc::RWF_NOWAIT);
-        if !matches!(r, Ok(Some(_))) {
-            buf.truncate(start);
-        }
-        r
+        self.pread_append(buf, len, off, libc::RWF_NOWAIT)
     }
 
     /// [`Handle::read_at`] of data the page cache holds, into `buf`: `Some(bytes read)`
@@ -208,7 +203,8 @@ impl Handle {
 
     /// Reads up to `len` bytes at `off` into the spare capacity of `buf` with
     /// `preadv2(flags)` until `len` bytes or the end of the file; `None` when a read
-    /// with `RWF_NOWAIT` would wait (or the flag is refused).
+    /// with `RWF_NOWAIT` would wait (or the flag is refused). `buf`'s length changes
+    /// only when it returns `Some`.
     fn pread_append(
         &self,
         buf: &mut Vec<u8>,
