@@ -23,6 +23,15 @@ pub const ZERO_COPY_MIN: usize = 16 * 1024;
 /// pool, so a worker is never held for the milliseconds an 8 MiB copy takes.
 pub const RDMA_IN_PLACE_MAX: usize = 1024 * 1024;
 
+/// [MS-SMB2] 3.3.5.12: a READ that returned no data for a non-empty request, or
+/// fewer bytes than its MinimumCount, fails with STATUS_END_OF_FILE.
+fn enough_read(n: usize, len: usize, min: usize) -> Result<(), NtStatus> {
+    if (n == 0 && len > 0) || n < min {
+        return Err(NtStatus::END_OF_FILE);
+    }
+    Ok(())
+}
+
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
     if ctx.dialect() <= Dialect::SMB2_0_2 {
@@ -158,9 +167,7 @@ async fn read(
                         .await?
                     }
                 };
-                if (n == 0 && len > 0) || n < min {
-                    return Err(NtStatus::END_OF_FILE);
-                }
+                enough_read(n, len, min)?;
                 ch.push(&*buf, n).await?;
                 ctx.server.metrics.data(false, Transport::SmbDirect, n);
                 drop(buf);
@@ -180,9 +187,7 @@ async fn read(
             if ctx.conn.sends_file_tails() && len >= ZERO_COPY_MIN {
                 if let Some(n) = handle.cached_len(offset, len as u64) {
                     let n = n as usize;
-                    if n == 0 || n < min {
-                        return Err(NtStatus::END_OF_FILE);
-                    }
+                    enough_read(n, len, min)?;
                     f.position
                         .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
                     let tail = FileTail {
@@ -206,9 +211,7 @@ async fn read(
                 0
             };
             let finish = move |mut msg: Vec<u8>, n: usize| {
-                if (n == 0 && len > 0) || n < min {
-                    return Err(NtStatus::END_OF_FILE);
-                }
+                enough_read(n, len, min)?;
                 let mut h = [0u8; 16];
                 put_read_response_header(&mut h, n as u32, 0);
                 msg[front + HEADER_SIZE..front + DATA].copy_from_slice(&h);
