@@ -33,6 +33,7 @@ pub mod cq;
 pub mod error;
 pub mod iwarp;
 pub mod provider;
+pub mod source;
 pub mod types;
 pub mod verbs;
 
@@ -41,6 +42,7 @@ pub use error::{RdmaError, Result};
 pub use provider::{
     ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
 };
+pub use source::FileRange;
 pub use types::{
     Access, CloseReason, Completion, ConnParams, Granted, PeerParams, QpCaps, QpState, RemoteBuf,
     STag, SendOp, SendWr, Sge, TermInfo, WcOpcode, WcStatus, MAX_PRIVATE_DATA,

@@ -18,9 +18,11 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use crate::cq::CompletionQueue;
 use crate::error::Result;
+use crate::source::FileRange;
 use crate::types::{
     Access, CloseReason, ConnParams, Granted, PeerParams, QpCaps, QpState, RemoteBuf, STag, SendOp,
     SendWr, Sge,
@@ -198,6 +200,30 @@ pub trait QueuePair: Send + Sync + 'static {
             sg,
             solicited: false,
         })
+    }
+
+    /// Whether [`QueuePair::post_write_file`] works on this queue pair (soft-iWARP);
+    /// a caller asks first and otherwise copies the data into a region.
+    fn writes_files(&self) -> bool {
+        false
+    }
+
+    /// RDMA Write `n` bytes of `src` from its byte `at` into `remote`, sent from the
+    /// file (sendfile) rather than from a region; completes like
+    /// [`QueuePair::post_write`], once the last byte was handed to the transport.
+    /// Refused by a provider that does not [write files](QueuePair::writes_files).
+    fn post_write_file(
+        &self,
+        wr_id: u64,
+        src: Arc<dyn FileRange>,
+        at: usize,
+        n: usize,
+        remote: RemoteBuf,
+    ) -> Result<()> {
+        let _ = (wr_id, src, at, n, remote);
+        Err(crate::RdmaError::InvalidRequest(
+            "this provider does not write from files",
+        ))
     }
 
     /// Shorthand: RDMA Read `remote` into `sink`.

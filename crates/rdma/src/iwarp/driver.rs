@@ -3,6 +3,7 @@
 //! receive and write buffers).
 
 use std::io;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use tokio::io::{AsyncWriteExt, Interest};
@@ -11,6 +12,7 @@ use tokio::time::{Duration, Instant};
 
 use super::engine::Engine;
 use super::qp::QpShared;
+use crate::source::FileRange;
 use crate::types::CloseReason;
 
 const RBUF: usize = 256 * 1024;
@@ -41,6 +43,25 @@ fn read_drained(
     });
     match r {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+        r => r,
+    }
+}
+
+/// Sends up to `n` bytes of `src` from byte `at` into the socket (sendfile),
+/// without waiting: `WouldBlock` clears the socket's write readiness. An error
+/// other than the socket's own (EAGAIN, a broken connection) reports 0 bytes, as
+/// the end of the file does: the engine then reads the rest in
+/// ([`Engine::file_ended`]).
+fn send_file(stream: &TcpStream, src: &dyn FileRange, at: usize, n: usize) -> io::Result<usize> {
+    match stream.try_io(Interest::WRITABLE, || src.send_part(stream.as_fd(), at, n)) {
+        Err(e)
+            if e.kind() != io::ErrorKind::WouldBlock
+                && !e
+                    .raw_os_error()
+                    .is_some_and(|c| c == libc::EPIPE || c == libc::ECONNRESET) =>
+        {
+            Ok(0)
+        }
         r => r,
     }
 }
@@ -86,7 +107,13 @@ pub(crate) async fn run(
         eng.deliver_completions();
         // Write as much as the socket takes now.
         while wpos < out.len() || eng.has_holes() {
-            match eng.write_vectored(&out, wpos, |iov| stream.try_write_vectored(iov)) {
+            match eng.write_vectored(
+                &out,
+                wpos,
+                |iov| stream.try_write_vectored(iov),
+                |src, at, n| send_file(&stream, src, at, n),
+            ) {
+                Ok(0) if eng.file_ended() => {}
                 Ok(0) => break,
                 Ok(k) => {
                     wpos = eng.advance(&out, wpos, k);
@@ -206,7 +233,13 @@ pub(crate) async fn run(
     // Clean teardown: flush what is queued (e.g. a Terminate), then FIN.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while wpos < out.len() || eng.has_holes() {
-            match eng.write_vectored(&out, wpos, |iov| stream.try_write_vectored(iov)) {
+            match eng.write_vectored(
+                &out,
+                wpos,
+                |iov| stream.try_write_vectored(iov),
+                |src, at, n| send_file(&stream, src, at, n),
+            ) {
+                Ok(0) if eng.file_ended() => {}
                 Ok(0) => break,
                 Ok(k) => wpos = eng.advance(&out, wpos, k),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

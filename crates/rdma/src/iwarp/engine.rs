@@ -11,6 +11,7 @@ use super::mr::SoftMr;
 use super::qp::{QpShared, RecvWqe, Seg, SendWqe, WqeKind};
 use super::Rtr;
 use crate::provider::MemoryRegion;
+use crate::source::FileRange;
 use crate::types::{Access, CloseReason, Completion, STag, TermInfo, WcOpcode, WcStatus};
 
 /// A Read Request we sent, awaiting its Read Responses.
@@ -141,14 +142,27 @@ const MAX_HOLES: usize = 64;
 /// calls per request).
 const GATHER_MIN: usize = 16 * 1024;
 
-/// A payload that vectored output sends from its region: it goes on the wire
-/// before `out[at..]`.
+/// A payload that vectored output sends from its region (or file): it goes on
+/// the wire before `out[at..]`.
 #[derive(Debug)]
 struct Hole {
     at: usize,
-    mr: SoftMr,
+    src: HoleSrc,
+    /// Offset in the source of the next byte to send.
     off: usize,
     len: usize,
+}
+
+/// Where a hole's bytes are.
+#[derive(Debug)]
+enum HoleSrc {
+    /// A registered region (gathered by `writev`).
+    Mr(SoftMr),
+    /// A file (sent by `sendfile`).
+    File(Arc<dyn FileRange>),
+    /// Read in here: the part of a file that ended before it was sent (zeros for
+    /// what it no longer holds).
+    Owned(Vec<u8>),
 }
 
 /// Which checked destination a tagged payload goes to.
@@ -264,7 +278,7 @@ fn encode_payload(
                 }
                 holes.push_back(Hole {
                     at: out.len(),
-                    mr: mr.clone(),
+                    src: HoleSrc::Mr(mr.clone()),
                     off: range.start,
                     len: k,
                 });
@@ -281,6 +295,49 @@ fn encode_payload(
             c.update(&out[out.len() - left..]);
         }
     }
+    ddp::encode_fpdu_tail(out, h.len() + n, c);
+    queued
+}
+
+/// Append one FPDU with header `h` whose payload is `n` bytes at byte `at` of the
+/// file `src`: given `holes` (vectored output, CRC off), queued as a file hole sent
+/// by sendfile between the header and the trailer in `out`; otherwise read into
+/// `out` (zeros for what the file no longer holds) and the CRC, when on, computed
+/// over those bytes, so the file is read once. Returns the payload bytes queued.
+fn encode_file_payload(
+    out: &mut Vec<u8>,
+    holes: Option<&mut VecDeque<Hole>>,
+    h: &DdpHdr,
+    src: &Arc<dyn FileRange>,
+    at: usize,
+    n: usize,
+    crc: bool,
+) -> usize {
+    let start = out.len();
+    ddp::encode_fpdu_head(out, h, n);
+    let queued = match holes.filter(|_| !crc && n > 0) {
+        Some(holes) => {
+            holes.push_back(Hole {
+                at: out.len(),
+                src: HoleSrc::File(src.clone()),
+                off: at,
+                len: n,
+            });
+            n
+        }
+        None => {
+            let p = out.len();
+            out.reserve(n + 7);
+            src.read_part(out, at, n);
+            out.resize(p + n, 0);
+            0
+        }
+    };
+    let c = crc.then(|| {
+        let mut c = Crc32c::new();
+        c.update(&out[start..]);
+        c
+    });
     ddp::encode_fpdu_tail(out, h.len() + n, c);
     queued
 }
@@ -553,8 +610,15 @@ impl Engine {
                         to: remote.to.wrapping_add(*sent as u64),
                     };
                     let at = *sent;
-                    let holes = holes.filter(|_| wqe.total >= GATHER_MIN);
-                    queued += encode_payload(out, holes, &h, &wqe.sg, at, n, crc);
+                    match &wqe.file {
+                        Some((src, base)) => {
+                            queued += encode_file_payload(out, holes, &h, src, base + at, n, crc);
+                        }
+                        None => {
+                            let holes = holes.filter(|_| wqe.total >= GATHER_MIN);
+                            queued += encode_payload(out, holes, &h, &wqe.sg, at, n, crc);
+                        }
+                    }
                     *sent += n;
                     if last {
                         finished = Some(comp(
@@ -638,19 +702,38 @@ impl Engine {
         !self.holes.is_empty()
     }
 
-    /// Calls `write` with the bytes to send next, from `out[wpos..]` and the
-    /// queued payloads (their regions locked meanwhile); returns what it did.
+    /// Sends the bytes to send next, from `out[wpos..]` and the queued payloads:
+    /// calls `write` with them (regions locked meanwhile) up to the first payload
+    /// from a file, and `send_file(src, at, n)` when that payload comes first (its
+    /// `n` bytes from byte `at` of `src`). Returns what the call did: 0 from
+    /// `send_file` means the file ended early (see [`Engine::file_ended`]).
     pub fn write_vectored(
         &self,
         out: &[u8],
         wpos: usize,
         write: impl FnOnce(&[std::io::IoSlice<'_>]) -> std::io::Result<usize>,
+        send_file: impl FnOnce(&dyn FileRange, usize, usize) -> std::io::Result<usize>,
     ) -> std::io::Result<usize> {
-        let holes: Vec<&Hole> = self.holes.iter().take(MAX_HOLES).collect();
+        if let Some(h) = self.holes.front().filter(|h| h.at <= wpos) {
+            if let HoleSrc::File(src) = &h.src {
+                return send_file(&**src, h.off, h.len);
+            }
+        }
+        let mut holes: Vec<&Hole> = Vec::new();
+        let mut whole = true;
+        for h in self.holes.iter() {
+            if holes.len() == MAX_HOLES || matches!(h.src, HoleSrc::File(_)) {
+                whole = false;
+                break;
+            }
+            holes.push(h);
+        }
         let mut guards: Vec<(&SoftMr, std::sync::MutexGuard<'_, Vec<u8>>)> = Vec::new();
         for h in &holes {
-            if !guards.iter().any(|(m, _)| m.same(&h.mr)) {
-                guards.push((&h.mr, h.mr.lock()));
+            if let HoleSrc::Mr(mr) = &h.src {
+                if !guards.iter().any(|(m, _)| m.same(mr)) {
+                    guards.push((mr, mr.lock()));
+                }
             }
         }
         let mut iov = Vec::with_capacity(2 * holes.len() + 1);
@@ -660,21 +743,48 @@ impl Engine {
                 iov.push(std::io::IoSlice::new(b));
             }
             pos = pos.max(h.at);
-            let region = guards
-                .iter()
-                .find(|(m, _)| m.same(&h.mr))
-                .and_then(|(_, g)| g.get(h.off..h.off + h.len));
+            let region = match &h.src {
+                HoleSrc::Mr(mr) => guards
+                    .iter()
+                    .find(|(m, _)| m.same(mr))
+                    .and_then(|(_, g)| g.get(h.off..h.off + h.len)),
+                HoleSrc::Owned(v) => v.get(h.off..h.off + h.len),
+                HoleSrc::File(_) => None,
+            };
             match region {
                 Some(b) => iov.push(std::io::IoSlice::new(b)),
                 None => return Err(std::io::Error::other("payload outside its region")),
             }
         }
-        if holes.len() == self.holes.len() {
-            if let Some(b) = out.get(pos..).filter(|b| !b.is_empty()) {
-                iov.push(std::io::IoSlice::new(b));
-            }
+        let end = if whole {
+            out.len()
+        } else {
+            // Up to the next hole not gathered here (a file's, or past MAX_HOLES).
+            self.holes.get(holes.len()).map_or(out.len(), |h| h.at)
+        };
+        if let Some(b) = out.get(pos..end).filter(|b| !b.is_empty()) {
+            iov.push(std::io::IoSlice::new(b));
         }
         write(&iov)
+    }
+
+    /// The file whose payload comes next ended before it was all sent (sendfile
+    /// sent nothing, or refused): the rest of that payload is read in, zeros for
+    /// what the file no longer holds (the FPDU's length is already on the wire).
+    /// False when the next payload is not a file's.
+    pub fn file_ended(&mut self) -> bool {
+        let Some(h) = self.holes.front_mut() else {
+            return false;
+        };
+        let HoleSrc::File(src) = &h.src else {
+            return false;
+        };
+        let mut v = Vec::with_capacity(h.len);
+        src.read_part(&mut v, h.off, h.len);
+        v.resize(h.len, 0);
+        h.src = HoleSrc::Owned(v);
+        h.off = 0;
+        true
     }
 
     /// `n` bytes from [`Engine::write_vectored`] went out: returns the new
@@ -1720,6 +1830,7 @@ mod tests {
             sg: vec![(sink.clone(), 1000, 40_000)],
             total: 40_000,
             solicited: false,
+            file: None,
         });
         let mut out = Vec::new();
         e.pump_tx(&mut out, 1 << 20);
@@ -1820,6 +1931,7 @@ mod tests {
             sg: vec![(src.clone(), 10, 1000), (src.clone(), 2000, n - 1000)],
             total: n,
             solicited: false,
+            file: None,
         });
         g.sq.push_back(SendWqe {
             wr_id: 2,
@@ -1827,6 +1939,7 @@ mod tests {
             sg: vec![(src.clone(), 0, 300)],
             total: 300,
             solicited: false,
+            file: None,
         });
     }
 
@@ -1864,15 +1977,20 @@ mod tests {
             let mut done = Vec::new();
             while wpos < out.len() || e.has_holes() {
                 let k = e
-                    .write_vectored(&out, wpos, |iov| {
-                        let mut k = 0;
-                        for b in iov {
-                            let t = b.len().min(7777 - k);
-                            got.extend_from_slice(&b[..t]);
-                            k += t;
-                        }
-                        Ok(k)
-                    })
+                    .write_vectored(
+                        &out,
+                        wpos,
+                        |iov| {
+                            let mut k = 0;
+                            for b in iov {
+                                let t = b.len().min(7777 - k);
+                                got.extend_from_slice(&b[..t]);
+                                k += t;
+                            }
+                            Ok(k)
+                        },
+                        |_, _, _| unreachable!("no file payloads"),
+                    )
                     .unwrap();
                 wpos = e.advance(&out, wpos, k);
                 for c in e.take_completions() {
@@ -1898,6 +2016,7 @@ mod tests {
                 sg: vec![(src.clone(), i as usize * 10, len)],
                 total: len,
                 solicited: false,
+                file: None,
             });
         }
     }
@@ -1949,12 +2068,19 @@ mod tests {
         // The socket takes everything but the last byte: nothing completes
         // out of order, the Write once its bytes are out.
         let total = out.len() + GATHER_MIN;
-        let k = e.write_vectored(&out, 0, |_| Ok(total - 1)).unwrap();
+        let k = e
+            .write_vectored(&out, 0, |_| Ok(total - 1), |_, _, _| Ok(0))
+            .unwrap();
         let wpos = e.advance(&out, 0, k);
         let c: Vec<u64> = e.take_completions().map(|c| c.wr_id).collect();
         assert_eq!(c, [1]);
         let k = e
-            .write_vectored(&out, wpos, |iov| Ok(iov.iter().map(|b| b.len()).sum()))
+            .write_vectored(
+                &out,
+                wpos,
+                |iov| Ok(iov.iter().map(|b| b.len()).sum()),
+                |_, _, _| Ok(0),
+            )
             .unwrap();
         assert_eq!(k, 1);
         e.advance(&out, wpos, k);

@@ -11,6 +11,7 @@ use super::mr::{SoftMr, SoftPd};
 use crate::cq::CompletionQueue;
 use crate::error::{RdmaError, Result};
 use crate::provider::{MemoryRegion, QueuePair};
+use crate::source::FileRange;
 use crate::types::{
     Access, CloseReason, PeerParams, QpCaps, QpState, RemoteBuf, SendOp, SendWr, Sge,
 };
@@ -35,6 +36,9 @@ pub(crate) struct SendWqe {
     pub sg: Vec<Seg>,
     pub total: usize,
     pub solicited: bool,
+    /// An RDMA Write's payload from a file instead of `sg` (empty then): the
+    /// source and its first byte.
+    pub file: Option<(Arc<dyn FileRange>, usize)>,
 }
 
 /// A posted receive.
@@ -230,6 +234,47 @@ impl QueuePair for SoftQp {
                 sg,
                 total,
                 solicited: wr.solicited,
+                file: None,
+            });
+        }
+        s.wake.notify_one();
+        Ok(())
+    }
+
+    fn writes_files(&self) -> bool {
+        true
+    }
+
+    fn post_write_file(
+        &self,
+        wr_id: u64,
+        src: Arc<dyn FileRange>,
+        at: usize,
+        n: usize,
+        remote: RemoteBuf,
+    ) -> Result<()> {
+        if n > remote.len as usize {
+            return Err(RdmaError::InvalidRequest("write longer than remote buffer"));
+        }
+        if at.checked_add(n).is_none_or(|e| e > src.len()) {
+            return Err(RdmaError::InvalidRequest("write outside its file range"));
+        }
+        let s = self.shared();
+        {
+            let mut g = s.lock();
+            if g.state != QpState::Rts {
+                return Err(RdmaError::NotConnected);
+            }
+            if g.sq.len() >= s.caps.max_send_wr as usize {
+                return Err(RdmaError::QueueFull);
+            }
+            g.sq.push_back(SendWqe {
+                wr_id,
+                kind: WqeKind::Write { remote },
+                sg: Vec::new(),
+                total: n,
+                solicited: false,
+                file: Some((src, at)),
             });
         }
         s.wake.notify_one();

@@ -1,0 +1,254 @@
+//! RDMA Writes whose payload is a file range (`QueuePair::post_write_file`) over
+//! soft-iWARP on 127.0.0.1: byte-exact at every FPDU boundary, sent with sendfile
+//! when CRC is off and read in (once) when it is on, zeros for what a file that
+//! shrank no longer holds.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use smbx_rdma::iwarp::ddp::TAGGED_HDR;
+use smbx_rdma::iwarp::engine::max_ulpdu_for_mss;
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftMr, SoftQp};
+use smbx_rdma::*;
+
+const MSS: u32 = 4096;
+const BIG: usize = 8 << 20;
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ (i >> 11) as u8)
+        .collect()
+}
+
+/// A file as a [`FileRange`], counting how its bytes went out.
+#[derive(Debug)]
+struct FileSrc {
+    file: std::fs::File,
+    len: usize,
+    sent: AtomicUsize,
+    read: AtomicUsize,
+}
+
+impl FileRange for FileSrc {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn send_part(&self, sock: BorrowedFd<'_>, at: usize, n: usize) -> io::Result<usize> {
+        let mut off = at as libc::off_t;
+        // SAFETY: both descriptors are open for the call; `off` is a live off_t.
+        let r = unsafe { libc::sendfile(sock.as_raw_fd(), self.file.as_raw_fd(), &mut off, n) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.sent.fetch_add(r as usize, Ordering::Relaxed);
+        Ok(r as usize)
+    }
+
+    fn read_part(&self, buf: &mut Vec<u8>, at: usize, n: usize) {
+        let s = buf.len();
+        buf.resize(s + n, 0);
+        let mut got = 0;
+        while got < n {
+            match self.file.read_at(&mut buf[s + got..], (at + got) as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => got += k,
+            }
+        }
+        self.read.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+struct Pair {
+    /// The writer (the server of an SMB2 READ).
+    sqp: SoftQp,
+    /// The client and its receive buffer.
+    cqp: SoftQp,
+    cpd: <SoftIwarp as Provider>::Pd,
+    rbuf: SoftMr,
+}
+
+async fn pair(crc: bool) -> Pair {
+    let opts = IwarpOptions {
+        crc,
+        mss: Some(MSS),
+        ..IwarpOptions::default()
+    };
+    let prov = SoftIwarp::new(opts);
+    let lis = prov
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        let p = ConnParams {
+            private_data: Vec::new(),
+            ird: 16,
+            ord: 16,
+        };
+        req.accept(p).await.unwrap()
+    });
+    let cpd = prov.alloc_pd().unwrap();
+    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
+    let rbuf = cpd.alloc(64, Access::LOCAL_WRITE).unwrap();
+    let params = ConnParams {
+        private_data: Vec::new(),
+        ird: 16,
+        ord: 16,
+    };
+    let (cqp, _) = c.connect(params).await.unwrap();
+    let sqp = server.await.unwrap();
+    Pair {
+        sqp,
+        cqp,
+        cpd,
+        rbuf,
+    }
+}
+
+async fn next_ok(qp: &SoftQp) -> Completion {
+    let c = qp.cq().next().await.expect("completion");
+    assert_eq!(c.status, WcStatus::Success, "{c:?}");
+    c
+}
+
+/// Writes `n` bytes of `src` from byte `at` into a fresh sink of the client at
+/// offset 3, then a Send; returns the sink's bytes once the Send arrived.
+async fn write_file(p: &Pair, src: Arc<FileSrc>, at: usize, n: usize) -> Vec<u8> {
+    let sink = p
+        .cpd
+        .alloc(n + 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    sink.with_mut(|b| b.fill(0xEE));
+    p.cqp.post_recv(1, &[Sge::new(&p.rbuf, 0, 64)]).unwrap();
+    let remote = sink.remote(3, n as u32).unwrap();
+    assert!(p.sqp.writes_files());
+    p.sqp.post_write_file(7, src, at, n, remote).unwrap();
+    let c = next_ok(&p.sqp).await;
+    assert_eq!(
+        (c.wr_id, c.opcode, c.byte_len as usize),
+        (7, WcOpcode::RdmaWrite, n)
+    );
+    let spd_buf = SendWr {
+        wr_id: 8,
+        op: SendOp::Send,
+        sg: &[],
+        solicited: false,
+    };
+    p.sqp.post_send(&spd_buf).unwrap();
+    assert_eq!(next_ok(&p.sqp).await.wr_id, 8);
+    let c = next_ok(&p.cqp).await;
+    assert_eq!(c.opcode, WcOpcode::Recv);
+    let b = sink.with(|b| b.to_vec());
+    assert_eq!(&b[..3], &[0xEE; 3], "nothing before the remote buffer");
+    assert_eq!(&b[3 + n..], &[0xEE; 5], "nothing after the remote buffer");
+    b[3..3 + n].to_vec()
+}
+
+fn file_of(data: &[u8]) -> (tempfile::NamedTempFile, std::fs::File) {
+    let t = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(t.path(), data).unwrap();
+    let f = std::fs::File::open(t.path()).unwrap();
+    (t, f)
+}
+
+async fn every_boundary(crc: bool) {
+    let p = pair(crc).await;
+    let fpdu = max_ulpdu_for_mss(MSS) - TAGGED_HDR;
+    let at = 7;
+    let data = pattern(BIG + at);
+    let (_t, f) = file_of(&data);
+    for n in [1, fpdu, fpdu + 1, BIG] {
+        let src = Arc::new(FileSrc {
+            file: f.try_clone().unwrap(),
+            len: BIG + at,
+            sent: AtomicUsize::new(0),
+            read: AtomicUsize::new(0),
+        });
+        let got = write_file(&p, src.clone(), at, n).await;
+        assert!(got == data[at..at + n], "{n} bytes differ (crc {crc})");
+        let (sent, read) = (
+            src.sent.load(Ordering::Relaxed),
+            src.read.load(Ordering::Relaxed),
+        );
+        if crc {
+            // The CRC covers the payload: read in once, never sent from the file.
+            assert_eq!((sent, read), (0, n), "{n} bytes with CRC");
+        } else {
+            assert_eq!((sent, read), (n, 0), "{n} bytes without CRC");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_writes_are_byte_exact_at_every_fpdu_boundary() {
+    every_boundary(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_writes_with_crc_read_the_file_once_and_are_byte_exact() {
+    every_boundary(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_shorter_than_promised_sends_zeros_and_completes() {
+    for crc in [false, true] {
+        let p = pair(crc).await;
+        let n = 300_000;
+        let data = pattern(n);
+        let (t, f) = file_of(&data);
+        let src = Arc::new(FileSrc {
+            file: f,
+            len: n,
+            sent: AtomicUsize::new(0),
+            read: AtomicUsize::new(0),
+        });
+        // Truncated after the range was promised, before it is sent.
+        let keep = 123_457;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(t.path())
+            .unwrap()
+            .set_len(keep as u64)
+            .unwrap();
+        let got = write_file(&p, src.clone(), 0, n).await;
+        assert!(got[..keep] == data[..keep], "kept bytes differ (crc {crc})");
+        assert!(
+            got[keep..].iter().all(|&b| b == 0),
+            "zeros past the end (crc {crc})"
+        );
+        if !crc {
+            assert_eq!(src.sent.load(Ordering::Relaxed), keep);
+        }
+        // The connection goes on.
+        let again = write_file(&p, src, 0, 1000).await;
+        assert!(again == data[..1000]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_outside_the_file_range_is_refused() {
+    let p = pair(false).await;
+    let (_t, f) = file_of(&pattern(100));
+    let src = Arc::new(FileSrc {
+        file: f,
+        len: 100,
+        sent: AtomicUsize::new(0),
+        read: AtomicUsize::new(0),
+    });
+    let sink = p
+        .cpd
+        .alloc(200, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let remote = sink.remote(0, 200).unwrap();
+    assert!(p
+        .sqp
+        .post_write_file(1, src.clone(), 50, 51, remote)
+        .is_err());
+    let short = sink.remote(0, 10).unwrap();
+    assert!(p.sqp.post_write_file(1, src, 0, 11, short).is_err());
+}
