@@ -101,7 +101,7 @@ struct Inner<M> {
     send_free: Vec<u32>,
     /// The pools' sizes (from the device's limits).
     pools: Pools,
-    ops: HashMap<u64, oneshot::Sender<Completion>>,
+    ops: HashMap<u64, Op>,
     next_op: u64,
     messages: VecDeque<Vec<u8>>,
     negotiated: Option<NegotiatedParams>,
@@ -117,6 +117,21 @@ struct Inner<M> {
     /// A sender found the core's queue full and waits for room
     /// ([`SmbDirectConnection::try_send_message`]).
     space_wanted: bool,
+}
+
+/// What runs when the last work request of a posted RDMA transfer
+/// ([`SmbDirectConnection::rdma_write_posted`]) completes: called with `true` when
+/// every one of its requests succeeded (its buffer may be reused); dropped uncalled,
+/// or called with `false`, when one failed or the connection ended first.
+pub type Release = Box<dyn FnOnce(bool) + Send>;
+
+/// One RDMA work request in flight.
+enum Op {
+    /// A task awaits its completion.
+    Waited(oneshot::Sender<Completion>),
+    /// Nobody waits: an error breaks the connection, and the transfer's last
+    /// request carries what releases its buffer.
+    Posted(Option<Release>),
 }
 
 struct Shared<Q: QueuePair> {
@@ -356,11 +371,23 @@ fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
                 fail(inner, format!("send failed: {:?}", c.status));
             }
         }
-        KIND_OP => {
-            if let Some(tx) = inner.ops.remove(&index) {
+        KIND_OP => match inner.ops.remove(&index) {
+            Some(Op::Waited(tx)) => {
                 let _ = tx.send(c);
             }
-        }
+            Some(Op::Posted(release)) => {
+                let ok = c.status == WcStatus::Success;
+                if let Some(release) = release {
+                    release(ok);
+                }
+                if !ok {
+                    // A response posted behind this Write must not reach the
+                    // peer as if the data had: the queue pair goes down.
+                    fail(inner, format!("rdma write failed: {:?}", c.status));
+                }
+            }
+            None => {}
+        },
         _ => {}
     }
 }
@@ -703,14 +730,44 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         self.transfer(local, offset, len, remote, false).await
     }
 
-    async fn transfer(
+    /// Like [`SmbDirectConnection::rdma_write`], but returns once the last Writes
+    /// are posted, without waiting for their completion: a Send posted after this
+    /// reaches the peer only after the data is placed (RDMAP delivers a Send after
+    /// every RDMA Write posted before it on the queue pair), so a READ response can
+    /// follow at once. `release` runs when the last Write completes (with `true` if
+    /// all succeeded); `local` must stay untouched until then. A Write that fails
+    /// breaks the connection, so nothing posted behind it claims success. Only a
+    /// transfer longer than the RDMA window waits, for its earlier windows.
+    pub async fn rdma_write_posted(
         &self,
         local: &Q::Mr,
         offset: u64,
         len: u64,
         remote: &[BufferDescriptorV1],
-        write: bool,
+        release: Release,
     ) -> Result<(), DirectError> {
+        let pieces = self.pieces(local, offset, len, remote)?;
+        let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
+        let mut windows = pieces.chunks(window_len).peekable();
+        while let Some(window) = windows.next() {
+            if windows.peek().is_none() {
+                return self.post_window(local, window, true, Posting::Release(release));
+            }
+            self.run_window(local, window, true).await?;
+        }
+        release(true);
+        Ok(())
+    }
+
+    /// Checks a transfer and splits it into (local offset, remote piece), one per
+    /// work request.
+    fn pieces(
+        &self,
+        local: &Q::Mr,
+        offset: u64,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+    ) -> Result<Vec<(u64, RemoteBuf)>, DirectError> {
         if len > u64::from(self.params().max_read_write_size) {
             return Err(DirectError::InvalidTransfer("longer than MaxReadWriteSize"));
         }
@@ -723,7 +780,6 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         {
             return Err(DirectError::InvalidTransfer("outside the local region"));
         }
-        // (local offset, remote piece) for each work request.
         let mut pieces = Vec::new();
         let mut done = 0u64;
         for d in remote {
@@ -744,28 +800,51 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             ));
             done += n;
         }
+        Ok(pieces)
+    }
+
+    async fn transfer(
+        &self,
+        local: &Q::Mr,
+        offset: u64,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+        write: bool,
+    ) -> Result<(), DirectError> {
+        let pieces = self.pieces(local, offset, len, remote)?;
         let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
         for window in pieces.chunks(window_len) {
-            let mut waits = Vec::with_capacity(window.len());
-            let posted = self.post_window(local, window, write, &mut waits);
-            if let Err(e) = posted {
-                // Let the posted ones finish before reporting.
-                for w in waits {
-                    let _ = w.await;
-                }
-                return Err(e);
-            }
-            let mut status = WcStatus::Success;
+            self.run_window(local, window, write).await?;
+        }
+        Ok(())
+    }
+
+    /// Posts one window of work requests and waits for all of them.
+    async fn run_window(
+        &self,
+        local: &Q::Mr,
+        window: &[(u64, RemoteBuf)],
+        write: bool,
+    ) -> Result<(), DirectError> {
+        let mut waits = Vec::with_capacity(window.len());
+        let posted = self.post_window(local, window, write, Posting::Wait(&mut waits));
+        if let Err(e) = posted {
+            // Let the posted ones finish before reporting.
             for w in waits {
-                match w.await {
-                    Ok(c) if c.status == WcStatus::Success => {}
-                    Ok(c) => status = c.status,
-                    Err(_) => status = WcStatus::Flushed,
-                }
+                let _ = w.await;
             }
-            if status != WcStatus::Success {
-                return Err(DirectError::Transfer(status));
+            return Err(e);
+        }
+        let mut status = WcStatus::Success;
+        for w in waits {
+            match w.await {
+                Ok(c) if c.status == WcStatus::Success => {}
+                Ok(c) => status = c.status,
+                Err(_) => status = WcStatus::Flushed,
             }
+        }
+        if status != WcStatus::Success {
+            return Err(DirectError::Transfer(status));
         }
         Ok(())
     }
@@ -775,24 +854,33 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         local: &Q::Mr,
         window: &[(u64, RemoteBuf)],
         write: bool,
-        waits: &mut Vec<oneshot::Receiver<Completion>>,
+        mut how: Posting<'_>,
     ) -> Result<(), DirectError> {
         let mut g = self.shared.lock();
         if let Some(e) = closed_error(&g) {
             return Err(e);
         }
-        for &(loc, rb) in window {
+        for (i, &(loc, rb)) in window.iter().enumerate() {
             let id = g.next_op;
             g.next_op = (g.next_op + 1) & !KIND_MASK;
-            let (tx, rx) = oneshot::channel();
             let sge = Sge::new(local, loc, rb.len);
             if write {
                 self.shared.qp.post_write(KIND_OP | id, &[sge], rb)?;
             } else {
                 self.shared.qp.post_read(KIND_OP | id, sge, rb)?;
             }
-            g.ops.insert(id, tx);
-            waits.push(rx);
+            let op = match &mut how {
+                Posting::Wait(waits) => {
+                    let (tx, rx) = oneshot::channel();
+                    waits.push(rx);
+                    Op::Waited(tx)
+                }
+                Posting::Release(_) if i + 1 < window.len() => Op::Posted(None),
+                Posting::Release(release) => {
+                    Op::Posted(Some(std::mem::replace(release, Box::new(|_| {}))))
+                }
+            };
+            g.ops.insert(id, op);
         }
         Ok(())
     }
@@ -813,6 +901,14 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     pub fn is_closed(&self) -> bool {
         self.shared.lock().closed.is_some()
     }
+}
+
+/// How [`SmbDirectConnection::post_window`] tracks the requests it posts.
+enum Posting<'a> {
+    /// A receiver for each, to await.
+    Wait(&'a mut Vec<oneshot::Receiver<Completion>>),
+    /// None awaited; the last one releases the transfer's buffer.
+    Release(Release),
 }
 
 fn closed_error<M>(g: &Inner<M>) -> Option<DirectError> {

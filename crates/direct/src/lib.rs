@@ -35,4 +35,4 @@ pub use payload::{Payload, PayloadPool, PayloadStats};
 pub use pdu::{BufferDescriptorV1, DataHeader, NegotiateRequest, NegotiateResponse, PduError};
 
 pub mod adapter;
-pub use adapter::{DirectError, SmbDirectConnection};
+pub use adapter::{DirectError, Release, SmbDirectConnection};

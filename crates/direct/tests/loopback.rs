@@ -322,3 +322,121 @@ async fn only_a_message_wakes_the_task_waiting_for_one() {
         other => panic!("woken, but no message: {other:?}"),
     }
 }
+
+/// A READ's data goes by RDMA Writes that nobody waits for, its response right
+/// behind them: every response (many in flight at once) arrives after its data is
+/// in the client's buffer, byte-exact, and the source buffers are released only
+/// when their Writes completed.
+#[tokio::test]
+async fn a_message_posted_behind_rdma_writes_arrives_after_their_data() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (prov, lis, addr) = listening(IwarpOptions::default()).await;
+    let cpd = prov.alloc_pd().unwrap();
+    const N: usize = 48;
+    const LEN: usize = 70_000;
+    let released = Arc::new(AtomicUsize::new(0));
+    let rel = released.clone();
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        let spd = req.pd().clone();
+        let conn: Conn = SmbDirectConnection::accept(req, Config::default())
+            .await
+            .unwrap();
+        let m = conn.recv_message().await.unwrap();
+        let descs = BufferDescriptorV1::decode_list(&m).unwrap();
+        for (i, d) in descs.iter().enumerate() {
+            let src = spd
+                .register(pattern(i as u32, LEN), Access::LOCAL_WRITE)
+                .unwrap();
+            let rel = rel.clone();
+            let keep = src.clone();
+            let release: smbx_direct::Release = Box::new(move |ok| {
+                assert!(ok);
+                drop(keep);
+                rel.fetch_add(1, Ordering::SeqCst);
+            });
+            conn.rdma_write_posted(&src, 0, LEN as u64, &[*d], release)
+                .await
+                .unwrap();
+            conn.send_message(&(i as u32).to_le_bytes()).await.unwrap();
+        }
+        conn.recv_message().await.unwrap_or_default();
+    });
+    let conn: Conn = SmbDirectConnection::connect(&prov, &cpd, addr, Config::default())
+        .await
+        .unwrap();
+    let sinks: Vec<_> = (0..N)
+        .map(|_| {
+            cpd.alloc(LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                .unwrap()
+        })
+        .collect();
+    let descs: Vec<_> = sinks
+        .iter()
+        .map(|s| Conn::describe(s, 0, LEN as u32).unwrap())
+        .collect();
+    conn.send_message(&BufferDescriptorV1::encode_list(&descs))
+        .await
+        .unwrap();
+    for (i, sink) in sinks.iter().enumerate() {
+        let m = conn.recv_message().await.unwrap();
+        assert_eq!(m, (i as u32).to_le_bytes());
+        assert!(
+            sink.with(|b| b == &pattern(i as u32, LEN)[..]),
+            "the data of response {i} is in place when it arrives"
+        );
+    }
+    conn.send_message(b"bye").await.unwrap();
+    server.await.unwrap();
+    assert_eq!(released.load(Ordering::SeqCst), N, "every source released");
+}
+
+/// A posted RDMA Write into a buffer the client never registered fails at the
+/// client, which ends the connection: the message posted behind it never arrives
+/// as if the data had, and the server's side learns the connection is down.
+#[tokio::test]
+async fn a_failed_posted_write_breaks_the_connection_before_the_message_behind_it() {
+    let (prov, lis, addr) = listening(IwarpOptions::default()).await;
+    let cpd = prov.alloc_pd().unwrap();
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        let spd = req.pd().clone();
+        let conn: Conn = SmbDirectConnection::accept(req, Config::default())
+            .await
+            .unwrap();
+        let m = conn.recv_message().await.unwrap();
+        let d = BufferDescriptorV1::decode_list(&m).unwrap();
+        let src = spd.register(pattern(3, 4096), Access::LOCAL_WRITE).unwrap();
+        let posted = conn
+            .rdma_write_posted(&src, 0, 4096, &d, Box::new(|_| {}))
+            .await;
+        let sent = conn.send_message(b"success").await;
+        // The client's Terminate ends the connection here too.
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while !conn.is_closed() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .is_ok();
+        (posted.is_ok() && sent.is_ok(), closed)
+    });
+    let conn: Conn = SmbDirectConnection::connect(&prov, &cpd, addr, Config::default())
+        .await
+        .unwrap();
+    let bogus = BufferDescriptorV1 {
+        offset: 0,
+        token: 0x0bad_0bad,
+        length: 4096,
+    };
+    conn.send_message(&BufferDescriptorV1::encode_list(&[bogus]))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(std::time::Duration::from_secs(10), conn.recv_message())
+        .await
+        .expect("the connection ends");
+    assert!(got.is_err(), "no message behind the failed Write: {got:?}");
+    let (_, closed) = server.await.unwrap();
+    assert!(closed, "the server's side is down too");
+}

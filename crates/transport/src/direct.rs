@@ -98,6 +98,25 @@ pub trait DirectLink: Send + Sync + 'static {
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>>;
+    /// Like [`DirectLink::rdma_write`], but returns once the Writes are posted
+    /// (only a transfer longer than the RDMA window waits, for its earlier
+    /// windows): a message sent after it reaches the peer after the data
+    /// (RDMAP orders a Send behind the RDMA Writes posted before it), so a READ
+    /// response need not wait for the Writes' completion. The link keeps `local`
+    /// and `keep` until the last Write completes; a Write that fails breaks the
+    /// connection, so nothing sent behind it claims success.
+    fn rdma_write_posted<'a>(
+        &'a self,
+        local: Box<dyn RegisteredBuf>,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+        keep: Option<Box<dyn Any + Send>>,
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        Box::pin(async move {
+            let _keep = keep;
+            self.rdma_write(&*local, len, remote).await
+        })
+    }
     /// RDMA Reads `len` bytes of the peer's buffers into `local`: the
     /// server's side of an SMB2 WRITE.
     fn rdma_read<'a>(
@@ -385,6 +404,37 @@ impl<P: Provider> DirectLink for Link<P> {
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
         Box::pin(self.transfer(local, len, remote, true))
+    }
+
+    fn rdma_write_posted<'a>(
+        &'a self,
+        local: Box<dyn RegisteredBuf>,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+        keep: Option<Box<dyn Any + Send>>,
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        Box::pin(async move {
+            let (mr, pooled) = self.mr(&*local)?;
+            if pooled.is_some_and(|p| len > p.len() as u64) {
+                return Err(DirectError::InvalidTransfer("longer than the buffer"));
+            }
+            if let Some(p) = pooled {
+                p.transfer_started();
+            }
+            let mr = mr.clone();
+            // Back to its pool for reuse only if every Write on it succeeded.
+            let release = Box::new(move |ok: bool| {
+                let _keep = keep;
+                if ok {
+                    if let Some(p) = local.as_any().downcast_ref::<Payload<P::Pd>>() {
+                        p.transfer_done();
+                    }
+                }
+            });
+            self.conn
+                .rdma_write_posted(&mr, 0, len, remote, release)
+                .await
+        })
     }
 
     fn rdma_read<'a>(

@@ -96,6 +96,31 @@ impl Channel {
         Ok(())
     }
 
+    /// Like [`Channel::push`], but returns once the Writes are posted, without
+    /// waiting for their completion (the READ response, sent after, reaches the
+    /// client after the data: RDMAP orders a Send behind the RDMA Writes posted
+    /// before it); `buf` and the `budget` of [`Channel::reserve`] are kept until the
+    /// Writes complete. A Write that fails breaks the connection.
+    pub async fn push_posted(
+        &self,
+        buf: Box<dyn RegisteredBuf>,
+        len: usize,
+        budget: tokio::sync::SemaphorePermit<'_>,
+    ) -> Result<(), NtStatus> {
+        let keep = Budget {
+            conn: Arc::downgrade(&self.conn),
+            n: budget.num_permits(),
+        };
+        budget.forget();
+        self.io()
+            .link
+            .rdma_write_posted(buf, len as u64, &self.descriptors, Some(Box::new(keep)))
+            .await
+            .map_err(fail)?;
+        self.conn.server.metrics.rdma(RdmaOp::Write, len);
+        Ok(())
+    }
+
     /// RDMA-Reads `len` bytes of the client's buffers into a buffer of the
     /// connection's registered payload pool.
     pub async fn pull(&self, len: usize) -> Result<Box<dyn RegisteredBuf>, NtStatus> {
@@ -107,6 +132,22 @@ impl Channel {
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Read, len);
         Ok(buf)
+    }
+}
+
+/// Permits of a connection's RDMA budget that a posted transfer holds until it
+/// completes: given back when dropped (nothing to give back to a connection that
+/// is gone).
+struct Budget {
+    conn: std::sync::Weak<Connection>,
+    n: usize,
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        if let Some(io) = self.conn.upgrade().as_deref().and_then(Connection::direct) {
+            io.rdma_budget.add_permits(self.n);
+        }
     }
 }
 

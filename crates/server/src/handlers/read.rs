@@ -147,7 +147,7 @@ async fn read(
             if let Some(ch) = channel {
                 // Read straight into a registered buffer of the connection's payload
                 // pool, RDMA-Write it into the client's buffers.
-                let _budget = ch.reserve(len).await?;
+                let budget = ch.reserve(len).await?;
                 let buf = ch.payload(len)?;
                 // Data in the page cache is read here at once (it cannot wait on the
                 // disk): no hop to the blocking pool and back. The pool reads the rest,
@@ -168,9 +168,9 @@ async fn read(
                     }
                 };
                 enough_read(n, len, min)?;
-                ch.push(&*buf, n).await?;
+                // The response goes out behind the Writes without waiting for them.
+                ch.push_posted(buf, n, budget).await?;
                 ctx.server.metrics.data(false, Transport::SmbDirect, n);
-                drop(buf);
                 f.position
                     .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
                 let mut h = [0u8; 16];
