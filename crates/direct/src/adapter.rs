@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use smbx_rdma::{
     Access, Completion, CompletionHandler, CompletionQueue, ConnParams, ConnectRequest, Connecting,
-    MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair, RdmaError, RemoteBuf, STag, Sge,
-    WcOpcode, WcStatus,
+    FileRange, MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair, RdmaError, RemoteBuf,
+    STag, Sge, WcOpcode, WcStatus,
 };
 use tokio::sync::{oneshot, Notify};
 
@@ -746,7 +746,48 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         remote: &[BufferDescriptorV1],
         release: Release,
     ) -> Result<(), DirectError> {
-        let pieces = self.pieces(local, offset, len, remote)?;
+        self.write_posted(Src::Mr(local), offset, len, remote, release)
+            .await
+    }
+
+    /// Whether [`SmbDirectConnection::rdma_write_file`] works on this connection's
+    /// queue pair (soft-iWARP: the data goes from the file into its socket).
+    pub fn writes_files(&self) -> bool {
+        self.shared.qp.writes_files()
+    }
+
+    /// Like [`SmbDirectConnection::rdma_write_posted`] for the first `len` bytes of
+    /// the file range `src` (the server's side of an SMB2 READ whose data is in the
+    /// page cache): the provider sends them from the file, without copying them into
+    /// a region first, and holds `src` until they are sent. Refused unless the
+    /// queue pair [writes files](Self::writes_files).
+    pub async fn rdma_write_file(
+        &self,
+        src: Arc<dyn FileRange>,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+    ) -> Result<(), DirectError> {
+        if !self.writes_files() {
+            return Err(DirectError::InvalidTransfer(
+                "the provider does not write from files",
+            ));
+        }
+        let release: Release = Box::new(|_| {});
+        self.write_posted(Src::File(&src), 0, len, remote, release)
+            .await
+    }
+
+    /// RDMA Writes `len` bytes of `local` from `offset`, posted (see
+    /// [`SmbDirectConnection::rdma_write_posted`]).
+    async fn write_posted(
+        &self,
+        local: Src<'_, Q::Mr>,
+        offset: u64,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+        release: Release,
+    ) -> Result<(), DirectError> {
+        let pieces = self.pieces(local.len(), offset, len, remote)?;
         let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
         let mut windows = pieces.chunks(window_len).peekable();
         while let Some(window) = windows.next() {
@@ -763,7 +804,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     /// work request.
     fn pieces(
         &self,
-        local: &Q::Mr,
+        local_len: usize,
         offset: u64,
         len: u64,
         remote: &[BufferDescriptorV1],
@@ -774,10 +815,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         if len > BufferDescriptorV1::total_length(remote) {
             return Err(DirectError::InvalidTransfer("longer than the descriptors"));
         }
-        if offset
-            .checked_add(len)
-            .is_none_or(|e| e > local.len() as u64)
-        {
+        if offset.checked_add(len).is_none_or(|e| e > local_len as u64) {
             return Err(DirectError::InvalidTransfer("outside the local region"));
         }
         let mut pieces = Vec::new();
@@ -811,10 +849,10 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         remote: &[BufferDescriptorV1],
         write: bool,
     ) -> Result<(), DirectError> {
-        let pieces = self.pieces(local, offset, len, remote)?;
+        let pieces = self.pieces(local.len(), offset, len, remote)?;
         let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
         for window in pieces.chunks(window_len) {
-            self.run_window(local, window, write).await?;
+            self.run_window(Src::Mr(local), window, write).await?;
         }
         Ok(())
     }
@@ -822,7 +860,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     /// Posts one window of work requests and waits for all of them.
     async fn run_window(
         &self,
-        local: &Q::Mr,
+        local: Src<'_, Q::Mr>,
         window: &[(u64, RemoteBuf)],
         write: bool,
     ) -> Result<(), DirectError> {
@@ -851,7 +889,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
 
     fn post_window(
         &self,
-        local: &Q::Mr,
+        local: Src<'_, Q::Mr>,
         window: &[(u64, RemoteBuf)],
         write: bool,
         mut how: Posting<'_>,
@@ -863,11 +901,17 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         for (i, &(loc, rb)) in window.iter().enumerate() {
             let id = g.next_op;
             g.next_op = (g.next_op + 1) & !KIND_MASK;
-            let sge = Sge::new(local, loc, rb.len);
-            if write {
-                self.shared.qp.post_write(KIND_OP | id, &[sge], rb)?;
-            } else {
-                self.shared.qp.post_read(KIND_OP | id, sge, rb)?;
+            let qp = &self.shared.qp;
+            match local {
+                Src::Mr(mr) if write => {
+                    qp.post_write(KIND_OP | id, &[Sge::new(mr, loc, rb.len)], rb)?
+                }
+                Src::Mr(mr) => qp.post_read(KIND_OP | id, Sge::new(mr, loc, rb.len), rb)?,
+                Src::File(src) => {
+                    let at = usize::try_from(loc)
+                        .map_err(|_| DirectError::InvalidTransfer("outside the file range"))?;
+                    qp.post_write_file(KIND_OP | id, src.clone(), at, rb.len as usize, rb)?
+                }
             }
             let op = match &mut how {
                 Posting::Wait(waits) => {
@@ -900,6 +944,30 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     /// True once the connection is over.
     pub fn is_closed(&self) -> bool {
         self.shared.lock().closed.is_some()
+    }
+}
+
+/// The local side of an RDMA transfer: a region, or (RDMA Write only) a file range.
+enum Src<'a, M> {
+    Mr(&'a M),
+    File(&'a Arc<dyn FileRange>),
+}
+
+impl<M> Clone for Src<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M> Copy for Src<'_, M> {}
+
+impl<M: MemoryRegion> Src<'_, M> {
+    /// Its length in bytes.
+    fn len(&self) -> usize {
+        match self {
+            Src::Mr(m) => m.len(),
+            Src::File(f) => f.len(),
+        }
     }
 }
 

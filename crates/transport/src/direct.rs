@@ -5,12 +5,13 @@ use std::any::Any;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use smbx_direct::{
     BufferDescriptorV1, DirectError, NegotiatedParams, Payload, PayloadPool, PayloadStats,
     SmbDirectConnection,
 };
-use smbx_rdma::{Access, MemoryRegion, ProtectionDomain, Provider, QueuePair};
+use smbx_rdma::{Access, FileRange, MemoryRegion, ProtectionDomain, Provider, QueuePair};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::link::{LinkError, Outgoing, TrySendError};
@@ -125,6 +126,29 @@ pub trait DirectLink: Send + Sync + 'static {
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>>;
+    /// Whether [`DirectLink::rdma_write_file`] works on this link (soft-iWARP).
+    fn writes_files(&self) -> bool {
+        false
+    }
+    /// RDMA Writes the first `len` bytes of the file range `src` into the peer's
+    /// buffers (in descriptor order) from the file, not through a registered
+    /// buffer: the server's side of an SMB2 READ whose data is in the page cache.
+    /// Returns once the Writes are posted, as [`DirectLink::rdma_write_posted`] does
+    /// (the link holds `src` until they are sent). Refused by a link that does not
+    /// [write files](DirectLink::writes_files).
+    fn rdma_write_file<'a>(
+        &'a self,
+        src: Arc<dyn FileRange>,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        let _ = (src, len, remote);
+        Box::pin(async {
+            Err(DirectError::InvalidTransfer(
+                "this link does not write from files",
+            ))
+        })
+    }
     /// Closes the connection (waits until it is down).
     fn close(&self) -> BoxFuture<'_, ()>;
     /// True once the connection is over.
@@ -444,6 +468,19 @@ impl<P: Provider> DirectLink for Link<P> {
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
         Box::pin(self.transfer(local, len, remote, false))
+    }
+
+    fn writes_files(&self) -> bool {
+        self.conn.writes_files()
+    }
+
+    fn rdma_write_file<'a>(
+        &'a self,
+        src: Arc<dyn FileRange>,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        Box::pin(self.conn.rdma_write_file(src, len, remote))
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -4,7 +4,7 @@
 //! them and RDMA-Reads WRITE data from them, and with RDMA_V1_INVALIDATE answers
 //! with Send with Invalidate of the first descriptor's token.
 
-use smbx_transport::{BufferDescriptorV1, RegisteredBuf};
+use smbx_transport::{BufferDescriptorV1, FileRange, RegisteredBuf};
 use smbx_wire::rw::{CHANNEL_NONE, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
 use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
@@ -115,6 +115,25 @@ impl Channel {
         self.io()
             .link
             .rdma_write_posted(buf, len as u64, &self.descriptors, Some(Box::new(keep)))
+            .await
+            .map_err(fail)?;
+        self.conn.server.metrics.rdma(RdmaOp::Write, len);
+        Ok(())
+    }
+
+    /// Whether [`Channel::push_file`] works on this connection (soft-iWARP).
+    pub fn writes_files(&self) -> bool {
+        self.io().link.writes_files()
+    }
+
+    /// RDMA-Writes the first `len` bytes of the file range `src` into the client's
+    /// buffers, from the file (sendfile) without copying them into a buffer; returns
+    /// once they are posted (the READ response goes right behind them, as with
+    /// [`Channel::push_posted`]), nothing to keep: the link holds `src` until sent.
+    pub async fn push_file(&self, src: Arc<dyn FileRange>, len: usize) -> Result<(), NtStatus> {
+        self.io()
+            .link
+            .rdma_write_file(src, len as u64, &self.descriptors)
             .await
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Write, len);

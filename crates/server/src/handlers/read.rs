@@ -1,6 +1,8 @@
 //! SMB2 READ ([MS-SMB2] 3.3.5.12): file data read straight into the response body,
 //! pipe reads from the in-process RPC endpoint.
 
+use std::sync::Arc;
+
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_wire::rw::{put_read_response_header, ReadRequest};
 use smbx_wire::Dialect;
@@ -30,6 +32,16 @@ fn enough_read(n: usize, len: usize, min: usize) -> Result<(), NtStatus> {
         return Err(NtStatus::END_OF_FILE);
     }
     Ok(())
+}
+
+/// The response to a READ whose `n` bytes went by RDMA Write (none inline), sent as
+/// Send with Invalidate of `invalidate` when the client asked for it.
+fn rdma_read_response(n: usize, invalidate: Option<u32>) -> Response {
+    let mut h = [0u8; 16];
+    put_read_response_header(&mut h, 0, n as u32);
+    let mut resp = Response::ok(h.to_vec());
+    resp.invalidate = invalidate;
+    resp
 }
 
 /// The negotiated MaxReadSize.
@@ -145,6 +157,25 @@ async fn read(
             let min = r.minimum_count as usize;
             let offset = r.offset;
             if let Some(ch) = channel {
+                // Data in the page cache goes from the file into the socket (sendfile)
+                // on a link whose provider writes files (soft-iWARP without CRC): no
+                // copy into a registered buffer, none from there into the socket.
+                if len >= ZERO_COPY_MIN && ch.writes_files() {
+                    if let Some(n) = handle.cached_len(offset, len as u64) {
+                        let n = n as usize;
+                        enough_read(n, len, min)?;
+                        let src = FileTail {
+                            handle,
+                            offset,
+                            len: n,
+                        };
+                        ch.push_file(Arc::new(src), n).await?;
+                        ctx.server.metrics.data(false, Transport::SmbDirect, n);
+                        f.position
+                            .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
+                        return Ok(rdma_read_response(n, ch.invalidate));
+                    }
+                }
                 // Read straight into a registered buffer of the connection's payload
                 // pool, RDMA-Write it into the client's buffers.
                 let budget = ch.reserve(len).await?;
@@ -173,11 +204,7 @@ async fn read(
                 ctx.server.metrics.data(false, Transport::SmbDirect, n);
                 f.position
                     .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
-                let mut h = [0u8; 16];
-                put_read_response_header(&mut h, 0, n as u32);
-                let mut resp = Response::ok(h.to_vec());
-                resp.invalidate = ch.invalidate;
-                return Ok(resp);
+                return Ok(rdma_read_response(n, ch.invalidate));
             }
             // The response is built in one buffer: header room, READ
             // response fields, then the data. Over TCP, data already in the
