@@ -47,7 +47,8 @@ pub struct IwarpOptions {
     pub crc: bool,
     /// As initiator in enhanced mode, request peer-to-peer mode and send this RTR.
     pub rtr: Option<Rtr>,
-    /// Override the TCP MSS used to size FPDUs (default: read TCP_MAXSEG).
+    /// Override the TCP MSS used to size FPDUs (default: the connection's own, from its
+    /// TCP_MAXSEG and the MSS it advertised).
     pub mss: Option<u32>,
     /// How long MPA connection setup may take.
     pub handshake_timeout: std::time::Duration,

@@ -35,9 +35,10 @@ impl SoftIwarp {
     }
 }
 
-/// The TCP MSS for FPDU sizing: the override, else the connection's own
-/// TCP_MAXSEG (1448 on Ethernet, about 64 KiB on loopback, where one FPDU per
-/// segment means 45 times fewer FPDUs to frame, place and complete).
+/// The TCP MSS for FPDU sizing: the override, else the connection's segment size
+/// ([`segment_size`] of its TCP_MAXSEG and advertised MSS; 1448 on Ethernet, about
+/// 64 KiB on loopback, where one FPDU per segment means 45 times fewer FPDUs to
+/// frame, place and complete).
 fn mss_of(stream: &TcpStream, opts: &IwarpOptions) -> u32 {
     if let Some(m) = opts.mss {
         return m;
@@ -57,10 +58,51 @@ fn mss_of(stream: &TcpStream, opts: &IwarpOptions) -> u32 {
             &mut len,
         )
     };
-    if rc == 0 && v >= 536 {
-        v as u32
-    } else {
-        1448
+    // SAFETY: an all-zero tcp_info is valid (plain integers).
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: as above; `info` and `len` are valid for writes of the size given
+    // (the kernel writes at most `len` bytes and sets `len` to what it wrote).
+    let irc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    let advertised = (irc == 0).then_some(info.tcpi_advmss);
+    segment_size(
+        (rc == 0).then_some(v).and_then(|v| u32::try_from(v).ok()),
+        advertised,
+    )
+}
+
+/// TCP_MAXSEG beyond which it is taken for Linux's half-window bound rather than the
+/// path's segment size (above any Ethernet jumbo frame's 8948).
+const BOUNDED_MAXSEG: u32 = 16 * 1024;
+
+/// The TCP option bytes a segment carries besides its header (timestamps).
+const TCP_OPTIONS: u32 = 12;
+
+/// The segment size FPDUs are sized for, from a new connection's TCP_MAXSEG and the
+/// MSS it advertised (`tcpi_advmss`, from its route's MTU). Linux bounds TCP_MAXSEG
+/// to half the largest window the peer has offered so far: right after the handshake
+/// on loopback that is 32 KiB while the segments soon carry ~64 KiB, and 32 KiB
+/// FPDUs made twice the FPDUs (reads, placements, completions) of what the path
+/// carries (a 512 KiB RDMA Read took 16 reads). A TCP_MAXSEG above any Ethernet
+/// frame's is taken for that bound: the advertised MSS less the timestamp option,
+/// when larger (both ends of such a path, loopback or a 64 KiB veth, share the MTU).
+/// Below, TCP_MAXSEG as it is; 1448 when unknown.
+fn segment_size(maxseg: Option<u32>, advertised: Option<u32>) -> u32 {
+    match maxseg {
+        Some(m) if m > BOUNDED_MAXSEG => {
+            let path = advertised.map_or(0, |a| a.saturating_sub(TCP_OPTIONS));
+            m.max(path).min(65536)
+        }
+        Some(m) if m >= 536 => m,
+        _ => 1448,
     }
 }
 
@@ -381,5 +423,45 @@ impl Provider for SoftIwarp {
             acceptor,
             local,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ethernet's and jumbo frames' TCP_MAXSEG stand as they are; a loopback
+    /// connection's half-window bound (32 KiB) gives way to the MSS it advertised
+    /// less the timestamp option; nonsense falls back to Ethernet's.
+    #[test]
+    fn segment_size_sees_past_the_half_window_bound() {
+        assert_eq!(segment_size(Some(1448), Some(1460)), 1448);
+        assert_eq!(segment_size(Some(8948), Some(8960)), 8948);
+        assert_eq!(segment_size(Some(32741), Some(65483)), 65471);
+        assert_eq!(segment_size(Some(65483), Some(65483)), 65483);
+        assert_eq!(segment_size(Some(32741), None), 32741);
+        assert_eq!(segment_size(Some(32768), Some(1 << 20)), 65536);
+        assert_eq!(segment_size(Some(100), Some(65483)), 1448);
+        assert_eq!(segment_size(None, Some(65483)), 1448);
+    }
+
+    /// On loopback (MTU 64 KiB) a new connection's FPDUs are sized for ~64 KiB
+    /// segments, not the 32 KiB its TCP_MAXSEG says right after the handshake.
+    #[tokio::test]
+    async fn loopback_connections_get_64k_segments() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, a) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let (c, (a, _)) = (c.unwrap(), a.unwrap());
+        let opts = IwarpOptions::default();
+        for s in [&c, &a] {
+            let mss = mss_of(s, &opts);
+            assert!(mss > 60_000, "loopback segment size {mss}");
+        }
+        let fixed = IwarpOptions {
+            mss: Some(1448),
+            ..IwarpOptions::default()
+        };
+        assert_eq!(mss_of(&c, &fixed), 1448);
     }
 }
