@@ -19,6 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::Instant;
 
@@ -117,6 +118,73 @@ struct Inner<M> {
     /// A sender found the core's queue full and waits for room
     /// ([`SmbDirectConnection::try_send_message`]).
     space_wanted: bool,
+    /// Wake-ups to do once the lock is released ([`Locked`]).
+    deferred: Deferred,
+}
+
+/// Wake-ups found while the connection was locked, done once it is not: a task
+/// woken under the lock (on another worker) would find it still held and sleep
+/// on it (a futex wait, and a wake at the unlock).
+#[derive(Default)]
+struct Deferred {
+    /// The waiters on `changed` are to be woken.
+    changed: bool,
+    /// Completions for the tasks awaiting them.
+    ops: Vec<(oneshot::Sender<Completion>, Completion)>,
+    /// Posted transfers to release, with whether they succeeded.
+    released: Vec<(Release, bool)>,
+}
+
+impl Deferred {
+    fn is_empty(&self) -> bool {
+        !self.changed && self.ops.is_empty() && self.released.is_empty()
+    }
+
+    fn run(self, changed: &Notify) {
+        for (tx, c) in self.ops {
+            let _ = tx.send(c);
+        }
+        for (release, ok) in self.released {
+            release(ok);
+        }
+        if self.changed {
+            changed.notify_waiters();
+        }
+    }
+}
+
+/// The connection's lock: what it deferred ([`Deferred`]) runs when it is dropped,
+/// after the unlock.
+struct Locked<'a, Q: QueuePair> {
+    shared: &'a Shared<Q>,
+    guard: Option<MutexGuard<'a, Inner<Q::Mr>>>,
+}
+
+impl<Q: QueuePair> Deref for Locked<'_, Q> {
+    type Target = Inner<Q::Mr>;
+    fn deref(&self) -> &Inner<Q::Mr> {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl<Q: QueuePair> DerefMut for Locked<'_, Q> {
+    fn deref_mut(&mut self) -> &mut Inner<Q::Mr> {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl<Q: QueuePair> Drop for Locked<'_, Q> {
+    fn drop(&mut self) {
+        let Some(mut g) = self.guard.take() else {
+            return;
+        };
+        if g.deferred.is_empty() {
+            return;
+        }
+        let d = std::mem::take(&mut g.deferred);
+        drop(g);
+        d.run(&self.shared.changed);
+    }
 }
 
 /// What runs when the last work request of a posted RDMA transfer
@@ -144,8 +212,24 @@ struct Shared<Q: QueuePair> {
 }
 
 impl<Q: QueuePair> Shared<Q> {
-    fn lock(&self) -> MutexGuard<'_, Inner<Q::Mr>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Locked<'_, Q> {
+        Locked {
+            shared: self,
+            guard: Some(self.inner.lock().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+
+    /// The lock if it is free now.
+    fn try_lock(&self) -> Option<Locked<'_, Q>> {
+        let guard = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(Locked {
+            shared: self,
+            guard: Some(guard),
+        })
     }
 }
 
@@ -201,6 +285,7 @@ fn build_inner<D: ProtectionDomain>(
         invalidated: std::collections::VecDeque::new(),
         armed: None,
         space_wanted: false,
+        deferred: Deferred::default(),
     })
 }
 
@@ -287,7 +372,7 @@ fn pump<Q: QueuePair>(shared: &Shared<Q>, inner: &mut Inner<Q::Mr>) {
     let room = inner.space_wanted && inner.conn.queued_messages() < QUEUE_LIMIT;
     if changed || room || inner.closed.is_some() {
         inner.space_wanted &= !room;
-        shared.changed.notify_waiters();
+        inner.deferred.changed = true;
     }
 }
 
@@ -314,12 +399,10 @@ impl<Q: QueuePair> CompletionHandler for OnDelivery<Q> {
         let Some(shared) = self.0.upgrade() else {
             return false;
         };
-        let mut g = match shared.inner.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            // Held by a task posting or taking completions (or by this very
-            // thread, posting: verbs completes a local invalidation at once).
-            Err(TryLockError::WouldBlock) => return false,
+        // Held by a task posting or taking completions (or by this very
+        // thread, posting: verbs completes a local invalidation at once).
+        let Some(mut g) = shared.try_lock() else {
+            return false;
         };
         apply_completions(&shared, &mut g);
         if driver_must_wake(&g) {
@@ -372,13 +455,11 @@ fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
             }
         }
         KIND_OP => match inner.ops.remove(&index) {
-            Some(Op::Waited(tx)) => {
-                let _ = tx.send(c);
-            }
+            Some(Op::Waited(tx)) => inner.deferred.ops.push((tx, c)),
             Some(Op::Posted(release)) => {
                 let ok = c.status == WcStatus::Success;
                 if let Some(release) = release {
-                    release(ok);
+                    inner.deferred.released.push((release, ok));
                 }
                 if !ok {
                     // A response posted behind this Write must not reach the
@@ -992,4 +1073,102 @@ fn closed_error<M>(g: &Inner<M>) -> Option<DirectError> {
         .as_ref()
         .map(|w| DirectError::QpClosed(w.clone()))
         .or_else(|| g.disconnect.clone().map(DirectError::Disconnected))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+    use smbx_rdma::Listener;
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// A waker that records whether the connection's lock was free when it was
+    /// woken.
+    struct LockFreeAtWake {
+        shared: Arc<Shared<SoftQp>>,
+        seen: Mutex<Vec<bool>>,
+    }
+
+    impl Wake for LockFreeAtWake {
+        fn wake(self: Arc<Self>) {
+            let free = self.shared.inner.try_lock().is_ok();
+            self.seen.lock().unwrap().push(free);
+        }
+    }
+
+    impl LockFreeAtWake {
+        async fn woken(&self) -> Vec<bool> {
+            tokio::time::timeout(std::time::Duration::from_secs(10), async {
+                while self.seen.lock().unwrap().is_empty() {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            })
+            .await
+            .expect("woken");
+            std::mem::take(&mut *self.seen.lock().unwrap())
+        }
+    }
+
+    /// A task waiting for a message or for an RDMA Read's completion is woken once
+    /// the connection is unlocked, not under the lock (where, on another worker, it
+    /// would find the lock held and sleep on it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiters_are_woken_after_the_connection_is_unlocked() {
+        let prov = SoftIwarp::new(IwarpOptions::default());
+        let lis = prov
+            .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+            .await
+            .unwrap();
+        let addr = lis.local_addr();
+        let cpd = prov.alloc_pd().unwrap();
+        let accepting = tokio::spawn(async move {
+            let req = lis.accept().await.unwrap();
+            let spd = req.pd().clone();
+            let conn = SmbDirectConnection::<SoftQp>::accept(req, Config::default())
+                .await
+                .unwrap();
+            (conn, spd)
+        });
+        let client = SmbDirectConnection::<SoftQp>::connect(&prov, &cpd, addr, Config::default())
+            .await
+            .unwrap();
+        let (server, spd) = accepting.await.unwrap();
+        let probe = Arc::new(LockFreeAtWake {
+            shared: server.shared.clone(),
+            seen: Mutex::new(Vec::new()),
+        });
+        let waker = Waker::from(probe.clone());
+        let mut cx = Context::from_waker(&waker);
+
+        // A message.
+        let mut recv = Box::pin(server.recv_message());
+        assert!(recv.as_mut().poll(&mut cx).is_pending());
+        client.send_message(b"ping").await.unwrap();
+        assert!(
+            probe.woken().await.iter().all(|f| *f),
+            "woken under the lock"
+        );
+        assert!(matches!(recv.as_mut().poll(&mut cx), Poll::Ready(Ok(m)) if m == b"ping"));
+
+        // An RDMA Read's completion.
+        let src = cpd
+            .register(vec![7u8; 4096], Access::LOCAL_WRITE | Access::REMOTE_READ)
+            .unwrap();
+        let d = SmbDirectConnection::<SoftQp>::describe(&src, 0, 4096).unwrap();
+        let dst = spd.alloc(4096, Access::LOCAL_WRITE).unwrap();
+        let mut read = Box::pin(server.rdma_read(&dst, 0, 4096, std::slice::from_ref(&d)));
+        loop {
+            match read.as_mut().poll(&mut cx) {
+                Poll::Pending => {
+                    assert!(
+                        probe.woken().await.iter().all(|f| *f),
+                        "woken under the lock"
+                    );
+                }
+                Poll::Ready(r) => break r.unwrap(),
+            }
+        }
+        assert!(dst.with(|b| b.iter().all(|x| *x == 7)));
+    }
 }
