@@ -1,8 +1,6 @@
 //! SMB2 READ ([MS-SMB2] 3.3.5.12): file data read straight into the response body,
 //! pipe reads from the in-process RPC endpoint.
 
-use std::sync::Arc;
-
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
 use smbx_wire::rw::{put_read_response_header, ReadRequest};
 use smbx_wire::Dialect;
@@ -157,27 +155,10 @@ async fn read(
             let min = r.minimum_count as usize;
             let offset = r.offset;
             if let Some(ch) = channel {
-                // Data in the page cache goes from the file into the socket (sendfile)
-                // on a link whose provider writes files (soft-iWARP without CRC): no
-                // copy into a registered buffer, none from there into the socket.
-                if len >= ZERO_COPY_MIN && ch.writes_files() {
-                    if let Some(n) = handle.cached_len(offset, len as u64) {
-                        let n = n as usize;
-                        enough_read(n, len, min)?;
-                        let src = FileTail {
-                            handle,
-                            offset,
-                            len: n,
-                        };
-                        ch.push_file(Arc::new(src), n).await?;
-                        ctx.server.metrics.data(false, Transport::SmbDirect, n);
-                        f.position
-                            .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
-                        return Ok(rdma_read_response(n, ch.invalidate));
-                    }
-                }
                 // Read straight into a registered buffer of the connection's payload
-                // pool, RDMA-Write it into the client's buffers.
+                // pool, RDMA-Write it into the client's buffers. (An RDMA Write sent
+                // from the file, Channel::push_file, saves both copies but cost more
+                // CPU over loopback soft-iWARP than it saved: README, SMB Direct.)
                 let budget = ch.reserve(len).await?;
                 let buf = ch.payload(len)?;
                 // Data in the page cache is read here at once (it cannot wait on the
