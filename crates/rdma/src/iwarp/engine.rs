@@ -119,8 +119,13 @@ const PLACE_MIN: usize = 16 * 1024;
 
 /// Bytes a bounded read takes past the end of the FPDU it completes: the
 /// next FPDU's header (at most 20 bytes) and a little of its payload, so a
-/// long tagged payload behind it is placed straight from the socket.
-const LOOKAHEAD: usize = 64;
+/// long tagged payload behind it is placed straight from the socket (all but
+/// these bytes of it), and short FPDUs behind it come in the same read: the
+/// last, short FPDU of an RDMA Read or Write that is not a whole number of
+/// FPDUs (a 64 KiB one is 65,459 + 77 bytes of payload on loopback, a 512 KiB
+/// one ends with 616) and the Send that follows it (an SMB2 WRITE request or
+/// response), which with 64 bytes each took a read of their own.
+const LOOKAHEAD: usize = 1024;
 
 /// Short FPDUs (an SMB Direct Send between two RDMA Writes) read one at a
 /// time, each with [`LOOKAHEAD`], after a long tagged one, before the driver
@@ -1648,6 +1653,56 @@ mod tests {
             assert!(m[..50_000] == a[..]);
             assert!(m[60_000..101_000] == b[..]);
         });
+    }
+
+    /// The read that takes a placed payload's rest also takes, within
+    /// [`Engine::placement_tail`], a short last FPDU behind it (a 64 KiB RDMA
+    /// Write or Read is 65,459 + 77 payload bytes on loopback) and the Send
+    /// after that: the three messages are in after two reads.
+    #[test]
+    fn short_fpdus_behind_a_placed_payload_come_in_the_same_read() {
+        let (mut e, qp) = engine(false);
+        let mr = qp
+            .pd
+            .alloc(70_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let rmr = post_recv(&qp, 300);
+        let (a, b) = (pattern(65_459), pattern(77));
+        let h = |last, to| DdpHdr::Tagged {
+            last,
+            opcode: op::WRITE,
+            stag: mr.stag().0,
+            to,
+        };
+        let mut stream = Vec::new();
+        ddp::encode_fpdu(&mut stream, &h(false, mr.addr()), &[&a], false);
+        ddp::encode_fpdu(&mut stream, &h(true, mr.addr() + 65_459), &[&b], false);
+        let hello = pattern(200);
+        stream.extend(send(1, 0, true, &hello));
+        let mut out = Vec::new();
+        // Read 1: the first header and some payload.
+        assert_eq!(e.on_input(&stream[..500], &mut out), 500);
+        let mut rest = &stream[500..];
+        let tail = e.placement_tail();
+        // Read 2: the payload's rest into place, everything after it into the
+        // receive buffer.
+        let left = e.placement().unwrap().2;
+        read_into_placement(&mut e, &mut rest, left);
+        assert!(
+            rest.len() <= tail,
+            "{} bytes behind, tail {tail}",
+            rest.len()
+        );
+        assert_eq!(e.on_input(rest, &mut out), rest.len());
+        assert!(e.placement().is_none() && e.closed().is_none() && out.is_empty());
+        mr.with(|m| {
+            assert!(m[..65_459] == a[..]);
+            assert!(m[65_459..65_536] == b[..]);
+        });
+        assert_eq!(rmr.with(|m| m[..200].to_vec()), hello);
+        let c: Vec<_> = e.take_completions().collect();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].opcode, WcOpcode::Recv);
     }
 
     /// Once an RDMA Write's last segment is in, the engine holds no handle
