@@ -66,6 +66,24 @@ fn send_file(stream: &TcpStream, src: &dyn FileRange, at: usize, n: usize) -> io
     }
 }
 
+/// One vectored write of what is queued from `out[wpos..]` on (payloads from
+/// their regions, files with sendfile); a file that ended before its payload was
+/// sent goes on as the bytes read in, zeros past its end.
+fn write_some(eng: &mut Engine, stream: &TcpStream, out: &[u8], wpos: usize) -> io::Result<usize> {
+    loop {
+        let r = eng.write_vectored(
+            out,
+            wpos,
+            |iov| stream.try_write_vectored(iov),
+            |src, at, n| send_file(stream, src, at, n),
+        );
+        match r {
+            Ok(0) if eng.file_ended() => {}
+            r => return r,
+        }
+    }
+}
+
 /// Run a connection until it closes. `leftover` are bytes read during MPA
 /// setup that already belong to the FPDU stream. An `initiator` that has sent
 /// FPDUs but heard nothing back since the MPA Reply sends a zero-length RDMA
@@ -107,13 +125,7 @@ pub(crate) async fn run(
         eng.deliver_completions();
         // Write as much as the socket takes now.
         while wpos < out.len() || eng.has_holes() {
-            match eng.write_vectored(
-                &out,
-                wpos,
-                |iov| stream.try_write_vectored(iov),
-                |src, at, n| send_file(&stream, src, at, n),
-            ) {
-                Ok(0) if eng.file_ended() => {}
+            match write_some(&mut eng, &stream, &out, wpos) {
                 Ok(0) => break,
                 Ok(k) => {
                     wpos = eng.advance(&out, wpos, k);
@@ -233,13 +245,7 @@ pub(crate) async fn run(
     // Clean teardown: flush what is queued (e.g. a Terminate), then FIN.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while wpos < out.len() || eng.has_holes() {
-            match eng.write_vectored(
-                &out,
-                wpos,
-                |iov| stream.try_write_vectored(iov),
-                |src, at, n| send_file(&stream, src, at, n),
-            ) {
-                Ok(0) if eng.file_ended() => {}
+            match write_some(&mut eng, &stream, &out, wpos) {
                 Ok(0) => break,
                 Ok(k) => wpos = eng.advance(&out, wpos, k),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
