@@ -85,22 +85,11 @@ impl Channel {
     }
 
     /// RDMA-Writes the first `len` bytes of `buf` (a [`Channel::payload`]) into the
-    /// client's buffers.
-    pub async fn push(&self, buf: &dyn RegisteredBuf, len: usize) -> Result<(), NtStatus> {
-        self.io()
-            .link
-            .rdma_write(buf, len as u64, &self.descriptors)
-            .await
-            .map_err(fail)?;
-        self.conn.server.metrics.rdma(RdmaOp::Write, len);
-        Ok(())
-    }
-
-    /// Like [`Channel::push`], but returns once the Writes are posted, without
-    /// waiting for their completion (the READ response, sent after, reaches the
-    /// client after the data: RDMAP orders a Send behind the RDMA Writes posted
-    /// before it); `buf` and the `budget` of [`Channel::reserve`] are kept until the
-    /// Writes complete. A Write that fails breaks the connection.
+    /// client's buffers; returns once the Writes are posted, without waiting for
+    /// their completion (the READ response, sent after, reaches the client after the
+    /// data: RDMAP orders a Send behind the RDMA Writes posted before it); `buf` and
+    /// the `budget` of [`Channel::reserve`] are kept until the Writes complete. A
+    /// Write that fails breaks the connection.
     pub async fn push_posted(
         &self,
         buf: Box<dyn RegisteredBuf>,
