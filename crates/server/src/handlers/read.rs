@@ -46,10 +46,10 @@ fn rdma_read_response(n: usize, invalidate: Option<u32>) -> Response {
 
 /// Least READ over an RDMA channel sent from the file (sendfile between the
 /// FPDUs' headers) rather than read into a registered buffer: on loopback
-/// soft-iWARP (bench/direct-vs-tcp.sh, quiet, 2026-11-29) it moved 512 KiB reads
-/// 1.19x faster (server cycles per byte 0.9 against 1.2) but 64 KiB reads 0.88x
-/// (the headers sent apart from the data wake the receiver more often than the
-/// copies cost).
+/// soft-iWARP (quiet, 2026-11-29, sequential reads QD8, two rounds) it moved
+/// 512 KiB reads ~1.4x and 256 KiB 1.3-1.6x faster, 128 KiB 0.96-1.43x, but 64 KiB
+/// 0.70x (the headers sent apart from the data wake the receiver more often than
+/// the copies cost).
 const RDMA_FILE_MIN: usize = 256 * 1024;
 
 /// The negotiated MaxReadSize.
