@@ -83,6 +83,23 @@ impl Drop for QpShared {
 }
 
 impl QpShared {
+    /// Queues a checked send-queue work request and wakes the driver: NotConnected
+    /// unless the queue pair is ready to send, QueueFull at its `max_send_wr`.
+    fn enqueue_send(&self, wqe: SendWqe) -> Result<()> {
+        {
+            let mut g = self.lock();
+            if g.state != QpState::Rts {
+                return Err(RdmaError::NotConnected);
+            }
+            if g.sq.len() >= self.caps.max_send_wr as usize {
+                return Err(RdmaError::QueueFull);
+            }
+            g.sq.push_back(wqe);
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
     pub(crate) fn new(pd: SoftPd, caps: QpCaps) -> Arc<QpShared> {
         super::stats::qp_created();
         Arc::new(QpShared {
@@ -220,25 +237,14 @@ impl QueuePair for SoftQp {
             }
             SendOp::LocalInvalidate { stag } => WqeKind::LocalInv { stag: stag.0 },
         };
-        {
-            let mut g = s.lock();
-            if g.state != QpState::Rts {
-                return Err(RdmaError::NotConnected);
-            }
-            if g.sq.len() >= s.caps.max_send_wr as usize {
-                return Err(RdmaError::QueueFull);
-            }
-            g.sq.push_back(SendWqe {
-                wr_id: wr.wr_id,
-                kind,
-                sg,
-                total,
-                solicited: wr.solicited,
-                file: None,
-            });
-        }
-        s.wake.notify_one();
-        Ok(())
+        s.enqueue_send(SendWqe {
+            wr_id: wr.wr_id,
+            kind,
+            sg,
+            total,
+            solicited: wr.solicited,
+            file: None,
+        })
     }
 
     fn writes_files(&self) -> bool {
@@ -259,26 +265,14 @@ impl QueuePair for SoftQp {
         if at.checked_add(n).is_none_or(|e| e > src.len()) {
             return Err(RdmaError::InvalidRequest("write outside its file range"));
         }
-        let s = self.shared();
-        {
-            let mut g = s.lock();
-            if g.state != QpState::Rts {
-                return Err(RdmaError::NotConnected);
-            }
-            if g.sq.len() >= s.caps.max_send_wr as usize {
-                return Err(RdmaError::QueueFull);
-            }
-            g.sq.push_back(SendWqe {
-                wr_id,
-                kind: WqeKind::Write { remote },
-                sg: Vec::new(),
-                total: n,
-                solicited: false,
-                file: Some((src, at)),
-            });
-        }
-        s.wake.notify_one();
-        Ok(())
+        self.shared().enqueue_send(SendWqe {
+            wr_id,
+            kind: WqeKind::Write { remote },
+            sg: Vec::new(),
+            total: n,
+            solicited: false,
+            file: Some((src, at)),
+        })
     }
 
     fn post_recv(&self, wr_id: u64, sg: &[Sge<'_, SoftMr>]) -> Result<()> {
