@@ -4,7 +4,7 @@
 //! Descriptor V1 lists.
 
 use smbx_direct::{BufferDescriptorV1, Config, SmbDirectConnection};
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftListener, SoftQp};
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftListener, SoftPd, SoftQp};
 use smbx_rdma::{
     Access, ConnectRequest, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps,
 };
@@ -20,6 +20,15 @@ async fn listening(opts: IwarpOptions) -> (SoftIwarp, SoftListener, std::net::So
         .unwrap();
     let addr = lis.local_addr();
     (prov, lis, addr)
+}
+
+/// The server's side: accepts one connection with `cfg`; returns it and its
+/// protection domain (to register the server's buffers in).
+async fn accept_one(lis: SoftListener, cfg: Config) -> (Conn, SoftPd) {
+    let req = lis.accept().await.unwrap();
+    let spd = req.pd().clone();
+    let conn: Conn = SmbDirectConnection::accept(req, cfg).await.unwrap();
+    (conn, spd)
 }
 
 fn pattern(seed: u32, n: usize) -> Vec<u8> {
@@ -53,11 +62,7 @@ async fn exercise(opts: IwarpOptions) {
     const N: usize = 256 * 1024;
 
     let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let spd = req.pd().clone();
-        let conn: Conn = SmbDirectConnection::accept(req, Config::default())
-            .await
-            .unwrap();
+        let (conn, spd) = accept_one(lis, Config::default()).await;
         let p = conn.params();
         assert_eq!((p.max_send_size, p.max_receive_size), (8192, 8192));
         // Echo messages until an empty-ish "rdma" command arrives.
@@ -220,9 +225,7 @@ async fn rdma_read_with_invalid_token_fails_and_keepalive_keeps_idle_link() {
     };
     let scfg = fast.clone();
     let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let spd = req.pd().clone();
-        let conn: Conn = SmbDirectConnection::accept(req, scfg).await.unwrap();
+        let (conn, spd) = accept_one(lis, scfg).await;
         // Idle through several keepalive intervals, then take a message.
         let m = conn.recv_message().await.unwrap();
         let d = BufferDescriptorV1::decode_list(&m).unwrap();
@@ -338,11 +341,7 @@ async fn a_message_posted_behind_rdma_writes_arrives_after_their_data() {
     let released = Arc::new(AtomicUsize::new(0));
     let rel = released.clone();
     let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let spd = req.pd().clone();
-        let conn: Conn = SmbDirectConnection::accept(req, Config::default())
-            .await
-            .unwrap();
+        let (conn, spd) = accept_one(lis, Config::default()).await;
         let m = conn.recv_message().await.unwrap();
         let descs = BufferDescriptorV1::decode_list(&m).unwrap();
         for (i, d) in descs.iter().enumerate() {
@@ -400,11 +399,7 @@ async fn a_failed_posted_write_breaks_the_connection_before_the_message_behind_i
     let (prov, lis, addr) = listening(IwarpOptions::default()).await;
     let cpd = prov.alloc_pd().unwrap();
     let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let spd = req.pd().clone();
-        let conn: Conn = SmbDirectConnection::accept(req, Config::default())
-            .await
-            .unwrap();
+        let (conn, spd) = accept_one(lis, Config::default()).await;
         let m = conn.recv_message().await.unwrap();
         let d = BufferDescriptorV1::decode_list(&m).unwrap();
         let src = spd.register(pattern(3, 4096), Access::LOCAL_WRITE).unwrap();
