@@ -33,7 +33,7 @@ pub use crate::request_core::inbound::{Event, Response};
 use crate::request_core::outbound::{self, Cancel};
 pub(crate) use crate::request_core::outbound::{body_writer, HEADROOM};
 pub(crate) use crate::request_core::Request;
-use crate::request_core::{Acquire, IdMap, InFlight, Matched, RequestCore, Sent};
+use crate::request_core::{Acquire, IdMap, Matched, RequestCore, Sent};
 
 mod pump;
 use pump::{pump_task, reply_of, SocketPump, SpinWait};
@@ -439,7 +439,6 @@ impl Connection {
             |len| sh.pool.take_spare(len),
         );
         let ids: Vec<u64> = headers.iter().map(|h| h.message_id).collect();
-        let mut kept = None;
         if let Some(k) = kept_unsent {
             // Not kept: the connection closed since the MessageIds were taken.
             // (The core's lock is released before closed_error takes it again.)
@@ -458,15 +457,13 @@ impl Connection {
                 .keys
                 .seal_in_place(route.session_id, &mut frame.buf[frame.start..])
             {
-                let lost = sh.core().forget(&ids);
-                return (Err(e.into()), kept.or_else(|| requests_of(lost)));
+                return (Err(e.into()), take_back(sh, &ids, rxs));
             }
         }
         // Queued, never awaited: no MessageId is left unsent by a cancelled caller.
         if let Err(e) = send_frame(&*sh.sender, frame) {
             let e = self.send_failed(e);
-            let lost = sh.core().forget(&ids);
-            return (Err(e), kept.or_else(|| requests_of(lost)));
+            return (Err(e), take_back(sh, &ids, rxs));
         }
 
         let mut out = Vec::with_capacity(n);
@@ -491,9 +488,7 @@ impl Connection {
                 Err(e) => return (Err(e), None),
             }
         }
-        if back.len() == n {
-            kept = Some(back);
-        }
+        let kept = (back.len() == n).then_some(back);
         match first_err {
             Some(e) => (Err(e), kept),
             None => (Ok((out, sent_bytes)), kept),
@@ -577,11 +572,21 @@ fn begin(
     Ok((core.dialect(), issued))
 }
 
-/// The requests of `lost` in MessageId order, if each had one retained.
-fn requests_of(lost: Vec<InFlight<oneshot::Sender<Reply>>>) -> Option<Vec<Request>> {
-    let n = lost.len();
-    let v: Vec<Request> = lost.into_iter().filter_map(|f| f.request).collect();
-    (n > 0 && v.len() == n).then_some(v)
+/// The requests of a send that failed after [`begin`] (MessageIds `ids`, reply
+/// channels `rxs`), in order, if each was retained: those still in flight are taken
+/// out of the table; those a close took out first were handed to their reply
+/// channel (the link refuses the frame because that close ended it).
+fn take_back(sh: &Shared, ids: &[u64], rxs: Vec<oneshot::Receiver<Reply>>) -> Option<Vec<Request>> {
+    let mut lost = sh.core().forget(ids);
+    ids.iter()
+        .zip(rxs)
+        .map(
+            |(id, mut rx)| match lost.iter_mut().find(|f| f.message_id == *id) {
+                Some(f) => f.request.take(),
+                None => rx.try_recv().ok().and_then(|r| r.request),
+            },
+        )
+        .collect()
 }
 
 /// Messages from this size up (a 256 KiB READ response) make the reader yield once
@@ -806,6 +811,56 @@ mod tests {
         .encode(&mut w);
         w.bytes(body);
         w.into_vec()
+    }
+
+    /// A link that is lost just as a request reaches it: the loss closes the
+    /// connection (its requests handed to their reply channels), then the link
+    /// refuses the frame.
+    struct LostOnSend(Arc<std::sync::OnceLock<std::sync::Weak<Shared>>>);
+
+    impl MessageSender for LostOnSend {
+        fn send(&self, _: Vec<u8>, _: usize) -> std::result::Result<(), LinkError> {
+            if let Some(sh) = self.0.get().and_then(std::sync::Weak::upgrade) {
+                sh.close(DisconnectReason::Unknown);
+            }
+            Err(LinkError::Closed)
+        }
+        fn try_send(&self, out: Outgoing) -> std::result::Result<(), TrySendError> {
+            self.send(out.buf, out.start).map_err(TrySendError::Failed)
+        }
+        fn send_waiting(
+            &self,
+            out: Outgoing,
+        ) -> futures_util::future::BoxFuture<'_, std::result::Result<(), LinkError>> {
+            let r = self.send(out.buf, out.start);
+            Box::pin(async move { r })
+        }
+        fn transport(&self) -> smbx_transport::link::Transport {
+            smbx_transport::link::Transport::Tcp
+        }
+        fn peer_addr(&self) -> std::net::SocketAddr {
+            ([127, 0, 0, 1], 445).into()
+        }
+        fn local_addr(&self) -> std::net::SocketAddr {
+            ([127, 0, 0, 1], 0).into()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_retained_request_comes_back_when_its_link_is_lost_while_sending() {
+        let peer = Arc::new(std::sync::OnceLock::new());
+        let pool = Arc::new(smbx_transport::BufPool::new(8));
+        let (shared, events) = Connection::shared(Box::new(LostOnSend(peer.clone())), 64, pool);
+        peer.set(Arc::downgrade(&shared)).ok().unwrap();
+        let conn = Connection::finish(shared, events, None, Vec::new(), None, SPIN);
+        let mut e = echo();
+        e.body = vec![7; 4];
+        let (res, kept) = conn.send_retained(vec![e], &Route::default()).await;
+        assert!(matches!(res, Err(Error::Disconnected(_))), "{res:?}");
+        let kept = kept.expect("the request is handed back for a replay");
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].body, vec![7; 4], "handed back as it was sent");
+        assert!(conn.is_closed());
     }
 
     #[tokio::test]
