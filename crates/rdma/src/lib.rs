@@ -32,6 +32,7 @@
 pub mod cq;
 pub mod error;
 pub mod iwarp;
+pub mod pipe;
 pub mod provider;
 pub mod source;
 pub mod types;
@@ -39,6 +40,7 @@ pub mod verbs;
 
 pub use cq::{CompletionHandler, CompletionQueue};
 pub use error::{RdmaError, Result};
+pub use pipe::PipeEnds;
 pub use provider::{
     ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
 };
