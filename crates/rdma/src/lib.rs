@@ -34,6 +34,7 @@ pub mod error;
 pub mod iwarp;
 pub mod pipe;
 pub mod provider;
+pub mod sink;
 pub mod source;
 pub mod types;
 pub mod verbs;
@@ -44,6 +45,7 @@ pub use pipe::PipeEnds;
 pub use provider::{
     ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
 };
+pub use sink::FileSink;
 pub use source::FileRange;
 pub use types::{
     Access, CloseReason, Completion, ConnParams, Granted, PeerParams, QpCaps, QpState, RemoteBuf,

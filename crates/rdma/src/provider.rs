@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use crate::cq::CompletionQueue;
 use crate::error::Result;
+use crate::sink::FileSink;
 use crate::source::FileRange;
 use crate::types::{
     Access, CloseReason, ConnParams, Granted, PeerParams, QpCaps, QpState, RemoteBuf, STag, SendOp,
@@ -223,6 +224,31 @@ pub trait QueuePair: Send + Sync + 'static {
         let _ = (wr_id, src, at, n, remote);
         Err(crate::RdmaError::InvalidRequest(
             "this provider does not write from files",
+        ))
+    }
+
+    /// Whether [`QueuePair::post_read_file`] works on this queue pair (soft-iWARP
+    /// with CRC off); a caller asks first and otherwise reads into a region.
+    fn reads_files(&self) -> bool {
+        false
+    }
+
+    /// RDMA Read `remote` into the `n` bytes of the file range `sink` from its byte
+    /// `at`: the payload goes from the transport into the file (splice), not
+    /// through a region; completes like [`QueuePair::post_read`], in error
+    /// (`LocalProtectionError`) when the file refused a byte. Refused by a provider
+    /// that does not [read into files](QueuePair::reads_files).
+    fn post_read_file(
+        &self,
+        wr_id: u64,
+        sink: Arc<dyn FileSink>,
+        at: usize,
+        n: usize,
+        remote: RemoteBuf,
+    ) -> Result<()> {
+        let _ = (wr_id, sink, at, n, remote);
+        Err(crate::RdmaError::InvalidRequest(
+            "this provider does not read into files",
         ))
     }
 

@@ -164,6 +164,23 @@ pub(crate) async fn run(
                     eng.set_closed(CloseReason::Transport(e.to_string()));
                     continue;
                 }
+                if let Some((sink, off, left)) = eng.placement_file().filter(|_| rs == re) {
+                    // A long Read Response into a file: spliced from the socket into
+                    // it (the next read takes its trailer and what follows).
+                    let got = stream.try_io(Interest::READABLE, || {
+                        sink.recv_part(stream.as_fd(), off, left)
+                    });
+                    match got {
+                        Ok(0) => eng.set_closed(CloseReason::PeerDisconnect),
+                        Ok(k) => {
+                            heard = true;
+                            eng.placed(k);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => eng.set_closed(CloseReason::Transport(e.to_string())),
+                    }
+                    continue;
+                }
                 if let Some((mr, off, left)) = eng.placement().map(|(m, o, l)| (m.clone(), o, l)) {
                     // A long tagged payload: straight from the socket into its region,
                     // and in the same read what follows it (its trailer and the next

@@ -11,6 +11,7 @@ use super::mr::SoftMr;
 use super::qp::{QpShared, RecvWqe, Seg, SendWqe, WqeKind};
 use super::Rtr;
 use crate::provider::MemoryRegion;
+use crate::sink::FileSink;
 use crate::source::FileRange;
 use crate::types::{Access, CloseReason, Completion, STag, TermInfo, WcOpcode, WcStatus};
 
@@ -18,12 +19,35 @@ use crate::types::{Access, CloseReason, Completion, STag, TermInfo, WcOpcode, Wc
 #[derive(Debug)]
 struct OutRead {
     wr_id: u64,
-    sink: Seg,
+    sink: ReadSink,
     sink_stag: u32,
     sink_to: u64,
     size: u64,
     received: u64,
 }
+
+/// Where a Read Request's data lands.
+#[derive(Debug)]
+enum ReadSink {
+    /// A range of a region.
+    Mr(Seg),
+    /// A file range, from its byte `.1` ([`crate::QueuePair::post_read_file`]).
+    File(Arc<dyn FileSink>, usize),
+}
+
+impl ReadSink {
+    /// The file range it is, if one.
+    fn file(&self) -> Option<&Arc<dyn FileSink>> {
+        match self {
+            ReadSink::File(f, _) => Some(f),
+            ReadSink::Mr(_) => None,
+        }
+    }
+}
+
+/// The STag a Read Request into a file names as its sink: no region's (the Read
+/// Responses are matched to the request, never looked up), echoed by the peer.
+const FILE_SINK_STAG: u32 = u32::MAX;
 
 /// A Read Request we received, to answer with Read Responses.
 #[derive(Debug)]
@@ -170,6 +194,15 @@ enum HoleSrc {
     Owned(Vec<u8>),
 }
 
+/// Where a payload placed as it arrives goes.
+#[derive(Debug)]
+enum PlaceDst {
+    /// A region (read into from the socket).
+    Mr(SoftMr),
+    /// A file range (spliced into from the socket).
+    File(Arc<dyn FileSink>),
+}
+
 /// Which checked destination a tagged payload goes to.
 enum Target {
     /// The region of [`Engine::write_cache`] (an RDMA Write).
@@ -182,7 +215,7 @@ enum Target {
 /// its header arrived.
 #[derive(Debug)]
 struct Placing {
-    mr: SoftMr,
+    dst: PlaceDst,
     /// Offset in the region's buffer of the next byte.
     off: usize,
     /// Payload bytes still to come.
@@ -439,7 +472,7 @@ impl Engine {
                 match g.sq.front() {
                     None => return false,
                     Some(w) => {
-                        if matches!(w.kind, WqeKind::Read { .. })
+                        if matches!(w.kind, WqeKind::Read { .. } | WqeKind::ReadFile { .. })
                             && self.orq.len() >= usize::from(self.cfg.ord.max(1))
                         {
                             return false;
@@ -467,7 +500,7 @@ impl Engine {
                     self.tx_send_msn = m.wrapping_add(1);
                     m
                 }
-                WqeKind::Read { .. } => {
+                WqeKind::Read { .. } | WqeKind::ReadFile { .. } => {
                     let m = self.tx_rreq_msn;
                     self.tx_rreq_msn = m.wrapping_add(1);
                     m
@@ -635,12 +668,24 @@ impl Engine {
                     }
                     last
                 }
-                WqeKind::Read { remote } => {
-                    let Some(sink) = wqe.sg.first().cloned() else {
-                        return;
+                WqeKind::Read { .. } | WqeKind::ReadFile { .. } => {
+                    let (sink, sink_stag, sink_to, remote) = match &wqe.kind {
+                        WqeKind::ReadFile { remote, sink, at } => (
+                            ReadSink::File(sink.clone(), *at),
+                            FILE_SINK_STAG,
+                            *at as u64,
+                            *remote,
+                        ),
+                        WqeKind::Read { remote } => {
+                            let Some(seg) = wqe.sg.first().cloned() else {
+                                return;
+                            };
+                            let stag = seg.0.stag().0;
+                            let to = seg.0.addr().wrapping_add(seg.1 as u64);
+                            (ReadSink::Mr(seg), stag, to, *remote)
+                        }
+                        _ => return,
                     };
-                    let sink_stag = sink.0.stag().0;
-                    let sink_to = sink.0.addr().wrapping_add(sink.1 as u64);
                     let h = DdpHdr::Untagged {
                         last: true,
                         opcode: op::READ_REQ,
@@ -836,13 +881,17 @@ impl Engine {
         }
         // A payload being placed directly takes the first bytes (a caller
         // that does not read into `placement()` itself hands them in here).
-        if let Some((_, _, left)) = self.placement() {
-            let n = left.min(input.len());
-            if let Some(p) = &self.placing {
-                let mut b = p.mr.lock();
-                if let Some(d) = b.get_mut(p.off..p.off + n) {
-                    d.copy_from_slice(&input[..n]);
+        if let Some(p) = &self.placing {
+            let n = p.left.min(input.len());
+            match &p.dst {
+                PlaceDst::Mr(mr) => {
+                    let mut b = mr.lock();
+                    if let Some(d) = b.get_mut(p.off..p.off + n) {
+                        d.copy_from_slice(&input[..n]);
+                    }
                 }
+                PlaceDst::File(f) if n > 0 => f.write_part(p.off, &input[..n]),
+                PlaceDst::File(_) => {}
             }
             self.placed(n);
             used = n;
@@ -1084,12 +1133,22 @@ impl Engine {
     fn target_mr(&self, t: &Target) -> Option<&SoftMr> {
         match t {
             Target::Write => self.write_cache.as_ref(),
-            Target::ReadResp => self.orq.front().map(|r| &r.sink.0),
+            Target::ReadResp => match self.orq.front().map(|r| &r.sink) {
+                Some(ReadSink::Mr((mr, _, _))) => Some(mr),
+                _ => None,
+            },
         }
     }
 
     /// Copies `bytes` to `off` of a checked target's region.
     fn place_now(&self, t: &Target, off: usize, bytes: &[u8]) -> Result<(), TermInfo> {
+        if let Target::ReadResp = t {
+            if let Some(f) = self.orq.front().and_then(|r| r.sink.file()) {
+                // Checked against the request, which was checked against the file range.
+                f.write_part(off, bytes);
+                return Ok(());
+            }
+        }
         let mr = self.target_mr(t).ok_or(term::DDP_T_INVALID_STAG)?;
         let mut b = mr.lock();
         match off
@@ -1147,7 +1206,10 @@ impl Engine {
         if rel != r.received || rel + len > r.size || (last && rel + len != r.size) {
             return Err(term::DDP_T_BASE_BOUNDS);
         }
-        let (_, off, _) = &r.sink;
+        let off = match &r.sink {
+            ReadSink::Mr((_, off, _)) => off,
+            ReadSink::File(_, at) => at,
+        };
         usize::try_from(rel)
             .ok()
             .and_then(|rel| off.checked_add(rel))
@@ -1164,12 +1226,11 @@ impl Engine {
         }
         // A read slot frees: the driver will call pump_tx again.
         let r = self.orq.pop_front()?;
-        Some(comp(
-            r.wr_id,
-            WcOpcode::RdmaRead,
-            WcStatus::Success,
-            r.size as usize,
-        ))
+        let st = match r.sink.file() {
+            Some(f) if f.failed() => WcStatus::LocalProtectionError,
+            _ => WcStatus::Success,
+        };
+        Some(comp(r.wr_id, WcOpcode::RdmaRead, st, r.size as usize))
     }
 
     // ------------------------------------------------- direct placement
@@ -1212,11 +1273,21 @@ impl Engine {
             }
             _ => return Err(term::RDMAP_OPCODE),
         };
-        self.place_now(&target, off, payload)?;
-        let mr = self
-            .target_mr(&target)
-            .ok_or(term::DDP_T_INVALID_STAG)?
-            .clone();
+        if !payload.is_empty() {
+            self.place_now(&target, off, payload)?;
+        }
+        let file = match target {
+            Target::ReadResp => self.orq.front().and_then(|r| r.sink.file()).cloned(),
+            Target::Write => None,
+        };
+        let dst = match file {
+            Some(f) => PlaceDst::File(f),
+            None => PlaceDst::Mr(
+                self.target_mr(&target)
+                    .ok_or(term::DDP_T_INVALID_STAG)?
+                    .clone(),
+            ),
+        };
         let done = match done {
             Some(last) => self.read_resp_advance(last, plen),
             None => {
@@ -1228,7 +1299,7 @@ impl Engine {
             }
         };
         self.placing = Some(Placing {
-            mr,
+            dst,
             off: off + have,
             left: plen - have,
             trailer: ddp::fpdu_len(ulpdu) - 2 - ulpdu,
@@ -1242,7 +1313,32 @@ impl Engine {
     /// Read into that range, then report with [`Engine::placed`]. `None`: read
     /// into the receive buffer and hand it to [`Engine::on_input`].
     pub fn placement(&self) -> Option<(&SoftMr, usize, usize)> {
-        self.placing.as_ref().map(|p| (&p.mr, p.off, p.left))
+        match self.placing.as_ref()? {
+            Placing {
+                dst: PlaceDst::Mr(mr),
+                off,
+                left,
+                ..
+            } => Some((mr, *off, *left)),
+            _ => None,
+        }
+    }
+
+    /// Like [`Engine::placement`] for a Read Response whose sink is a file range
+    /// ([`crate::QueuePair::post_read_file`]): (the range, its byte of the next
+    /// payload byte, bytes still to come). Move them with
+    /// [`FileSink::recv_part`], then report with [`Engine::placed`]; nothing
+    /// past the payload comes with them.
+    pub fn placement_file(&self) -> Option<(Arc<dyn FileSink>, usize, usize)> {
+        match self.placing.as_ref()? {
+            Placing {
+                dst: PlaceDst::File(f),
+                off,
+                left,
+                ..
+            } => Some((f.clone(), *off, *left)),
+            _ => None,
+        }
     }
 
     /// While a payload is placed directly: the bytes that follow it which a
@@ -1266,8 +1362,28 @@ impl Engine {
         if p.left == 0 {
             if let Some(p) = self.placing.take() {
                 self.rx_skip = p.trailer;
-                self.completions.extend(p.done);
-                self.read_hint = Some(p.trailer + LOOKAHEAD);
+                let mut next = LOOKAHEAD;
+                if let PlaceDst::File(f) = &p.dst {
+                    // More of a long Read Response into a file to come: read just
+                    // its next header, so its payload is spliced whole rather than
+                    // its first kilobyte read in and written apart.
+                    let more = self.orq.front().filter(|r| r.sink.file().is_some());
+                    if p.done.is_none()
+                        && more.is_some_and(|r| r.size - r.received >= PLACE_MIN as u64)
+                    {
+                        next = 2 + TAGGED_HDR;
+                    }
+                    let failed = f.failed();
+                    self.completions.extend(p.done.map(|mut c| {
+                        if failed {
+                            c.status = WcStatus::LocalProtectionError;
+                        }
+                        c
+                    }));
+                } else {
+                    self.completions.extend(p.done);
+                }
+                self.read_hint = Some(p.trailer + next);
             }
             self.short_run = SHORT_RUN;
         }
@@ -1475,7 +1591,7 @@ fn wc_of(k: &WqeKind) -> WcOpcode {
     match k {
         WqeKind::Send { .. } => WcOpcode::Send,
         WqeKind::Write { .. } => WcOpcode::RdmaWrite,
-        WqeKind::Read { .. } => WcOpcode::RdmaRead,
+        WqeKind::Read { .. } | WqeKind::ReadFile { .. } => WcOpcode::RdmaRead,
         WqeKind::LocalInv { .. } => WcOpcode::LocalInvalidate,
     }
 }

@@ -11,6 +11,7 @@ use super::mr::{SoftMr, SoftPd};
 use crate::cq::CompletionQueue;
 use crate::error::{RdmaError, Result};
 use crate::provider::{MemoryRegion, QueuePair};
+use crate::sink::FileSink;
 use crate::source::FileRange;
 use crate::types::{
     Access, CloseReason, PeerParams, QpCaps, QpState, RemoteBuf, SendOp, SendWr, Sge,
@@ -22,10 +23,24 @@ pub(crate) type Seg = (SoftMr, usize, usize);
 /// What a queued send work request does.
 #[derive(Debug)]
 pub(crate) enum WqeKind {
-    Send { inv: Option<u32> },
-    Write { remote: RemoteBuf },
-    Read { remote: RemoteBuf },
-    LocalInv { stag: u32 },
+    Send {
+        inv: Option<u32>,
+    },
+    Write {
+        remote: RemoteBuf,
+    },
+    Read {
+        remote: RemoteBuf,
+    },
+    /// An RDMA Read into `n` bytes of a file range from its byte `at`.
+    ReadFile {
+        remote: RemoteBuf,
+        sink: Arc<dyn FileSink>,
+        at: usize,
+    },
+    LocalInv {
+        stag: u32,
+    },
 }
 
 /// A queued send work request holding its own region handles.
@@ -61,6 +76,9 @@ pub(crate) struct QpInner {
     pub local: Option<SocketAddr>,
     pub remote: Option<SocketAddr>,
     pub disconnect: bool,
+    /// CRC-32C is on (a Read Response's payload is checked before it lands, so
+    /// it cannot go from the socket into a file).
+    pub crc: bool,
 }
 
 /// State shared by the queue pair handle and its driver.
@@ -117,6 +135,7 @@ impl QpShared {
                 local: None,
                 remote: None,
                 disconnect: false,
+                crc: false,
             }),
             wake: Notify::new(),
             closed_ev: Notify::new(),
@@ -272,6 +291,37 @@ impl QueuePair for SoftQp {
             total: n,
             solicited: false,
             file: Some((src, at)),
+        })
+    }
+
+    fn reads_files(&self) -> bool {
+        let g = self.shared().lock();
+        g.state == QpState::Rts && !g.crc
+    }
+
+    fn post_read_file(
+        &self,
+        wr_id: u64,
+        sink: Arc<dyn FileSink>,
+        at: usize,
+        n: usize,
+        remote: RemoteBuf,
+    ) -> Result<()> {
+        if n != remote.len as usize {
+            return Err(RdmaError::InvalidRequest(
+                "read sink length differs from remote length",
+            ));
+        }
+        if at.checked_add(n).is_none_or(|e| e > sink.len()) {
+            return Err(RdmaError::InvalidRequest("read outside its file range"));
+        }
+        self.shared().enqueue_send(SendWqe {
+            wr_id,
+            kind: WqeKind::ReadFile { remote, sink, at },
+            sg: Vec::new(),
+            total: n,
+            solicited: false,
+            file: None,
         })
     }
 

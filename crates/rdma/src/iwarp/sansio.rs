@@ -119,6 +119,7 @@ pub(crate) fn open_qp(shared: &QpShared, cfg: &EngineConfig, peer: PeerParams) {
     g.peer = peer;
     g.ird = cfg.ird;
     g.ord = cfg.ord;
+    g.crc = cfg.crc;
 }
 
 /// A soft-iWARP connection driven by its caller instead of a TCP task:
