@@ -1,7 +1,7 @@
 //! RDMA Writes whose payload is a file range (`QueuePair::post_write_file`) over
 //! soft-iWARP on 127.0.0.1: byte-exact at every FPDU boundary, sent with sendfile
 //! when CRC is off and read in (once) when it is on, zeros for what a file that
-//! shrank no longer holds.
+//! shrank no longer holds, in order when the socket takes a run of FPDUs in parts.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -30,6 +30,17 @@ struct FileSrc {
     len: usize,
     sent: AtomicUsize,
     read: AtomicUsize,
+}
+
+impl FileSrc {
+    fn new(file: std::fs::File, len: usize) -> Arc<FileSrc> {
+        Arc::new(FileSrc {
+            file,
+            len,
+            sent: AtomicUsize::new(0),
+            read: AtomicUsize::new(0),
+        })
+    }
 }
 
 impl FileRange for FileSrc {
@@ -163,12 +174,7 @@ async fn every_boundary(crc: bool) {
     let data = pattern(BIG + at);
     let (_t, f) = file_of(&data);
     for n in [1, fpdu, fpdu + 1, BIG] {
-        let src = Arc::new(FileSrc {
-            file: f.try_clone().unwrap(),
-            len: BIG + at,
-            sent: AtomicUsize::new(0),
-            read: AtomicUsize::new(0),
-        });
+        let src = FileSrc::new(f.try_clone().unwrap(), BIG + at);
         let got = write_file(&p, src.clone(), at, n).await;
         assert!(got == data[at..at + n], "{n} bytes differ (crc {crc})");
         let (sent, read) = (
@@ -201,12 +207,7 @@ async fn a_file_shorter_than_promised_sends_zeros_and_completes() {
         let n = 300_000;
         let data = pattern(n);
         let (t, f) = file_of(&data);
-        let src = Arc::new(FileSrc {
-            file: f,
-            len: n,
-            sent: AtomicUsize::new(0),
-            read: AtomicUsize::new(0),
-        });
+        let src = FileSrc::new(f, n);
         // Truncated after the range was promised, before it is sent.
         let keep = 123_457;
         std::fs::OpenOptions::new()
@@ -234,12 +235,7 @@ async fn a_file_shorter_than_promised_sends_zeros_and_completes() {
 async fn a_range_outside_the_file_range_is_refused() {
     let p = pair(false).await;
     let (_t, f) = file_of(&pattern(100));
-    let src = Arc::new(FileSrc {
-        file: f,
-        len: 100,
-        sent: AtomicUsize::new(0),
-        read: AtomicUsize::new(0),
-    });
+    let src = FileSrc::new(f, 100);
     let sink = p
         .cpd
         .alloc(200, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
@@ -251,4 +247,53 @@ async fn a_range_outside_the_file_range_is_refused() {
         .is_err());
     let short = sink.remote(0, 10).unwrap();
     assert!(p.sqp.post_write_file(1, src, 0, 11, short).is_err());
+}
+
+/// Many file Writes queued at once (16 MiB, more than the socket's buffer holds, so
+/// it takes the runs of FPDUs in parts): every byte lands where it belongs, the
+/// Writes complete in order, and a Send behind them arrives after their data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_file_writes_land_in_order_when_the_socket_takes_them_in_parts() {
+    let p = pair(false).await;
+    let (each, count) = (1 << 20, 16usize);
+    let data = pattern(each * count + 5);
+    let (_t, f) = file_of(&data);
+    let src = FileSrc::new(f, data.len());
+    let sink = p
+        .cpd
+        .alloc(each * count, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    sink.with_mut(|b| b.fill(0xEE));
+    p.cqp.post_recv(1, &[Sge::new(&p.rbuf, 0, 64)]).unwrap();
+    // Backwards through the file, forwards through the sink.
+    for i in 0..count {
+        let remote = sink.remote((i * each) as u64, each as u32).unwrap();
+        let at = 5 + (count - 1 - i) * each;
+        p.sqp
+            .post_write_file(i as u64, src.clone(), at, each, remote)
+            .unwrap();
+    }
+    let send = SendWr {
+        wr_id: 99,
+        op: SendOp::Send,
+        sg: &[],
+        solicited: false,
+    };
+    p.sqp.post_send(&send).unwrap();
+    for i in 0..count {
+        let c = next_ok(&p.sqp).await;
+        assert_eq!((c.wr_id, c.byte_len as usize), (i as u64, each));
+    }
+    assert_eq!(next_ok(&p.sqp).await.wr_id, 99);
+    assert_eq!(next_ok(&p.cqp).await.opcode, WcOpcode::Recv);
+    let got = sink.with(|b| b.to_vec());
+    for i in 0..count {
+        let at = 5 + (count - 1 - i) * each;
+        assert!(
+            got[i * each..(i + 1) * each] == data[at..at + each],
+            "write {i} differs"
+        );
+    }
+    assert_eq!(src.sent.load(Ordering::Relaxed), each * count);
+    assert_eq!(src.read.load(Ordering::Relaxed), 0);
 }

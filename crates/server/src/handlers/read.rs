@@ -45,12 +45,14 @@ fn rdma_read_response(n: usize, invalidate: Option<u32>) -> Response {
 }
 
 /// Least READ over an RDMA channel sent from the file (sendfile between the
-/// FPDUs' headers) rather than read into a registered buffer: on loopback
-/// soft-iWARP (quiet, 2026-11-29, sequential reads QD8, two rounds) it moved
-/// 512 KiB reads ~1.4x and 256 KiB 1.3-1.6x faster, 128 KiB 0.96-1.43x, but 64 KiB
-/// 0.70x (the headers sent apart from the data wake the receiver more often than
-/// the copies cost).
-const RDMA_FILE_MIN: usize = 256 * 1024;
+/// FPDUs' headers) rather than read into a registered buffer. On loopback
+/// soft-iWARP, sequential reads QD8 with the server on one CPU and the client on
+/// the other (stop 31, loaded machine, three rounds alternated): at 128 KiB the
+/// file path took 0.60-0.61x the server's CPU per READ, 0.91-0.96x the client's and
+/// 0.51-0.86x the wall time; at 64 KiB it was mixed (server 0.78-1.26x, client
+/// 0.98-1.36x, wall 0.78-1.40x), so 64 KiB READs stay on the copy path. Stop 30
+/// measured 256 KiB 1.3-1.6x and 512 KiB ~1.4x faster.
+const RDMA_FILE_MIN: usize = 128 * 1024;
 
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
