@@ -32,7 +32,6 @@
 pub mod cq;
 pub mod error;
 pub mod iwarp;
-pub mod pipe;
 pub mod provider;
 pub mod sink;
 pub mod source;
@@ -41,7 +40,6 @@ pub mod verbs;
 
 pub use cq::{CompletionHandler, CompletionQueue};
 pub use error::{RdmaError, Result};
-pub use pipe::PipeEnds;
 pub use provider::{
     ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
 };

@@ -9,11 +9,10 @@
 //! and returns their data as a [`SplicedPayload`].
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use smbx_rdma::PipeEnds as Ends;
 use smbx_wire::header::{FLAGS_SIGNED, PROTOCOL_ID};
 use smbx_wire::rw::{WriteRequest, CHANNEL_NONE};
 use smbx_wire::{Command, Header, HEADER_SIZE};
@@ -29,6 +28,57 @@ pub const PIPE_MAX: usize = 4 << 20;
 /// beyond it, WRITE data is read into memory, so a client cannot make the server hold
 /// two descriptors per request it sends.
 pub const MAX_PIPES: usize = 16;
+
+/// A pipe's two ends (both non-blocking) and the size the kernel gave it.
+#[derive(Debug)]
+struct Ends {
+    rd: OwnedFd,
+    wr: OwnedFd,
+    size: usize,
+}
+
+impl Ends {
+    /// A new pipe.
+    #[allow(unsafe_code)]
+    fn new() -> io::Result<Ends> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two descriptors into the array it is given.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
+        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Ends { rd, wr, size: 0 })
+    }
+
+    /// Grows the pipe to hold `bytes` (best effort: the kernel caps what an
+    /// unprivileged process may ask for; what does not fit is read into memory).
+    #[allow(unsafe_code)]
+    fn grow(&mut self, bytes: usize) {
+        if self.size >= bytes {
+            return;
+        }
+        // What was asked, else the most an unprivileged process may ask for.
+        for size in [bytes, 1 << 20] {
+            let want = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+            // SAFETY: F_SETPIPE_SZ on a pipe we own; a refusal leaves the size as it was.
+            let got = unsafe { libc::fcntl(self.wr.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+            if got >= 0 {
+                self.size = got as usize;
+                return;
+            }
+        }
+    }
+
+    /// Bytes the kernel holds in the pipe (`None` if it cannot tell).
+    #[allow(unsafe_code)]
+    fn queued(&self) -> Option<usize> {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int into `n`, a live stack variable.
+        let r = unsafe { libc::ioctl(self.rd.as_raw_fd(), libc::FIONREAD, &mut n) };
+        (r == 0).then_some(n as usize)
+    }
+}
 
 /// The pipes of one reader: how many are alive (handed out with frames and not yet
 /// dropped), and the emptied ones kept for the next WRITEs, so a pipe is made, sized
@@ -143,15 +193,30 @@ impl Pipe {
 
     /// The read end, for a file system to splice from.
     pub fn reader(&self) -> BorrowedFd<'_> {
-        self.ends().reader()
+        self.ends().rd.as_fd()
     }
 
     /// Moves up to `max` bytes from `sock` into the pipe without waiting; `WouldBlock`
     /// when the socket has nothing queued or the pipe is full.
+    #[allow(unsafe_code)]
     pub fn splice_from(&self, sock: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
-        let n = self.ends().splice_in(sock, max)?;
-        self.len.fetch_add(n, Ordering::Relaxed);
-        Ok(n)
+        // SAFETY: both descriptors are open for the call; null offsets (neither end
+        // is seekable).
+        let n = unsafe {
+            libc::splice(
+                sock.as_raw_fd(),
+                std::ptr::null_mut(),
+                self.ends().wr.as_raw_fd(),
+                std::ptr::null_mut(),
+                max,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.len.fetch_add(n as usize, Ordering::Relaxed);
+        Ok(n as usize)
     }
 
     /// Appends everything in the pipe to `buf` (the path for files that cannot take a
@@ -161,17 +226,28 @@ impl Pipe {
         buf.reserve(self.len());
         while !self.is_empty() {
             let spare = &mut buf.spare_capacity_mut()[..self.len()];
-            let n = match self.ends().read_out(spare) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            // SAFETY: read writes at most `spare.len()` bytes into the spare capacity
+            // it points to, which `reserve` made room for.
+            let n = unsafe {
+                libc::read(
+                    self.ends().rd.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                )
             };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
             if n == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
             // SAFETY: the kernel initialised those `n` bytes just past the length.
-            unsafe { buf.set_len(buf.len() + n) };
-            self.consumed(n);
+            unsafe { buf.set_len(buf.len() + n as usize) };
+            self.consumed(n as usize);
         }
         Ok(())
     }
@@ -267,7 +343,6 @@ pub fn spliceable_write(head: &[u8], frame_len: usize) -> bool {
 mod tests {
     use super::*;
     use smbx_wire::Writer;
-    use std::os::fd::AsFd;
 
     fn write_frame(data_len: usize, f: impl FnOnce(&mut Header, &mut Vec<u8>)) -> Vec<u8> {
         let mut h = Header {
@@ -352,7 +427,7 @@ mod tests {
         assert_eq!(home.idle(), 1);
         let p = Pipe::counted(512 * 1024, &home, 4).unwrap();
         assert_eq!(p.reader().as_raw_fd(), fd, "the same pipe");
-        assert!(p.ends().size() >= 512 * 1024 || p.ends().size() >= 1 << 20);
+        assert!(p.ends().size >= 512 * 1024 || p.ends().size >= 1 << 20);
         assert_eq!(home.idle(), 0);
         // Left with bytes in it (its accounting says so, and the kernel too).
         a.write_all(b"xyz").unwrap();
