@@ -31,7 +31,7 @@ use smbx_rdma::{
 use tokio::sync::{oneshot, Notify};
 
 use crate::config::{Config, NegotiatedParams};
-use crate::connection::{Connection, DisconnectReason, Event, OutgoingMessage, SendError};
+use crate::connection::{Connection, DisconnectReason, Event, SendError, Transmit};
 use crate::pdu::BufferDescriptorV1;
 use crate::pools::{PoolError, Pools};
 
@@ -289,51 +289,95 @@ fn build_inner<D: ProtectionDomain>(
     })
 }
 
+/// The receive region and its free slots.
+struct Receives<'a, M> {
+    mr: &'a M,
+    slot: usize,
+    free: &'a mut Vec<u32>,
+}
+
+impl<M: MemoryRegion> Receives<'_, M> {
+    /// Posts `n` receives of `size` bytes (the core's current receive size).
+    fn post<Q: QueuePair<Mr = M>>(&mut self, qp: &Q, n: u32, size: u32) -> Result<(), DirectError> {
+        let size = (size as usize).min(self.slot) as u32;
+        for _ in 0..n {
+            let slot = self
+                .free
+                .pop()
+                .ok_or(DirectError::InvalidTransfer("no free receive slot"))?;
+            let off = slot as u64 * self.slot as u64;
+            qp.post_recv(KIND_RECV | u64::from(slot), &[Sge::new(self.mr, off, size)])?;
+        }
+        Ok(())
+    }
+}
+
 /// Posts `n` receives of the core's current receive size.
 fn post_receives<Q: QueuePair>(
     qp: &Q,
     inner: &mut Inner<Q::Mr>,
     n: u32,
 ) -> Result<(), DirectError> {
-    let size = (inner.conn.receive_buffer_size() as usize).min(inner.recv_slot) as u32;
-    for _ in 0..n {
-        let slot = inner
-            .recv_free
-            .pop()
-            .ok_or(DirectError::InvalidTransfer("no free receive slot"))?;
-        let off = slot as u64 * inner.recv_slot as u64;
-        qp.post_recv(
-            KIND_RECV | u64::from(slot),
-            &[Sge::new(&inner.recv_mr, off, size)],
-        )?;
+    let size = inner.conn.receive_buffer_size();
+    Receives {
+        mr: &inner.recv_mr,
+        slot: inner.recv_slot,
+        free: &mut inner.recv_free,
     }
-    Ok(())
+    .post(qp, n, size)
 }
 
-/// Posts one outgoing message from a free send slot.
-fn post_message<Q: QueuePair>(
-    qp: &Q,
-    inner: &mut Inner<Q::Mr>,
-    m: OutgoingMessage,
-) -> Result<(), DirectError> {
-    post_receives(qp, inner, m.post_receives)?;
-    let slot = inner
-        .send_free
-        .pop()
-        .ok_or(DirectError::InvalidTransfer("no free send slot"))?;
-    let off = slot as usize * inner.send_slot;
-    if m.bytes.len() > inner.send_slot || !inner.send_mr.write_at(off, &m.bytes) {
-        return Err(DirectError::InvalidTransfer(
-            "message larger than a send slot",
-        ));
-    }
-    let sge = [Sge::new(&inner.send_mr, off as u64, m.bytes.len() as u32)];
-    let wr_id = KIND_SEND | u64::from(slot);
-    match m.invalidate {
-        Some(token) => qp.post_send_inv(wr_id, &sge, STag(token))?,
-        None => qp.post_send_simple(wr_id, &sge)?,
-    }
-    Ok(())
+/// Posts the core's next message, if it has one to send now, from a free send
+/// slot: its header and fragment are copied from the core's queue straight into
+/// the slot. `None` when there is nothing to send.
+fn post_next<Q: QueuePair>(qp: &Q, inner: &mut Inner<Q::Mr>) -> Option<Result<(), DirectError>> {
+    let size = inner.conn.receive_buffer_size();
+    let Inner {
+        conn,
+        recv_mr,
+        recv_slot,
+        recv_free,
+        send_mr,
+        send_slot,
+        send_free,
+        ..
+    } = inner;
+    let mut receives = Receives {
+        mr: &*recv_mr,
+        slot: *recv_slot,
+        free: recv_free,
+    };
+    let send_slot = *send_slot;
+    conn.poll_transmit_with(|m: Transmit<'_>| {
+        receives.post(qp, m.post_receives, size)?;
+        let slot = send_free
+            .pop()
+            .ok_or(DirectError::InvalidTransfer("no free send slot"))?;
+        let off = slot as usize * send_slot;
+        let len = m.len();
+        let copied = len <= send_slot
+            && send_mr.with_mut(|b| match b.get_mut(off..off + len) {
+                Some(d) => {
+                    let (h, p) = d.split_at_mut(m.header.len());
+                    h.copy_from_slice(m.header);
+                    p.copy_from_slice(m.payload);
+                    true
+                }
+                None => false,
+            });
+        if !copied {
+            return Err(DirectError::InvalidTransfer(
+                "message larger than a send slot",
+            ));
+        }
+        let sge = [Sge::new(&*send_mr, off as u64, len as u32)];
+        let wr_id = KIND_SEND | u64::from(slot);
+        match m.invalidate {
+            Some(token) => qp.post_send_inv(wr_id, &sge, STag(token))?,
+            None => qp.post_send_simple(wr_id, &sge)?,
+        }
+        Ok(())
+    })
 }
 
 /// Hands the core's pending receives and messages to the provider, then
@@ -343,8 +387,8 @@ fn pump<Q: QueuePair>(shared: &Shared<Q>, inner: &mut Inner<Q::Mr>) {
         let n = inner.conn.poll_post_receives();
         post_receives(&shared.qp, inner, n)?;
         while !inner.send_free.is_empty() {
-            match inner.conn.poll_transmit() {
-                Some(m) => post_message(&shared.qp, inner, m)?,
+            match post_next(&shared.qp, inner) {
+                Some(r) => r?,
                 None => break,
             }
         }
@@ -373,6 +417,15 @@ fn pump<Q: QueuePair>(shared: &Shared<Q>, inner: &mut Inner<Q::Mr>) {
     if changed || room || inner.closed.is_some() {
         inner.space_wanted &= !room;
         inner.deferred.changed = true;
+    }
+}
+
+/// Queues a copy of `data` in the core (with `token`, its first fragment as Send
+/// with Invalidate).
+fn queue_copy(conn: &mut Connection, data: &[u8], token: Option<u32>) -> Result<(), SendError> {
+    match token {
+        Some(t) => conn.send_message_with_invalidate(data, t),
+        None => conn.send_message(data),
     }
 }
 
@@ -690,11 +743,39 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     }
 
     async fn send_inner(&self, data: &[u8], token: Option<u32>) -> Result<(), DirectError> {
+        self.until_queued(|| self.try_send_message(data, token))
+            .await
+    }
+
+    /// Like [`SmbDirectConnection::send_message`] for the message `data[start..]`,
+    /// taken as it is (see [`SmbDirectConnection::try_send_message_owned`]); with
+    /// `token`, its first fragment goes as Send with Invalidate.
+    pub async fn send_message_owned(
+        &self,
+        data: Vec<u8>,
+        start: usize,
+        token: Option<u32>,
+    ) -> Result<(), DirectError> {
+        let mut data = Some(data);
+        self.until_queued(|| {
+            let d = data.take().ok_or(DirectError::InvalidTransfer("queued"))?;
+            data = self.try_send_message_owned(d, start, token)?;
+            Ok(data.is_none())
+        })
+        .await
+    }
+
+    /// Calls `try_queue` until it queues the message (true), waiting for room in
+    /// the queue between calls.
+    async fn until_queued(
+        &self,
+        mut try_queue: impl FnMut() -> Result<bool, DirectError>,
+    ) -> Result<(), DirectError> {
         loop {
             let notified = self.shared.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.try_send_message(data, token)? {
+            if try_queue()? {
                 return Ok(());
             }
             notified.await;
@@ -713,7 +794,30 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             g.space_wanted = true;
             return Ok(false);
         }
-        self.queue_and_post(&mut g, data, token).map(|()| true)
+        self.queue_and_post(&mut g, |c| queue_copy(c, data, token))
+            .map(|()| true)
+    }
+
+    /// Like [`SmbDirectConnection::try_send_message`] for the message
+    /// `data[start..]`, taken as it is: its fragments are copied from it straight
+    /// into the send slots (no copy of it is queued). `Ok(Some(data))`, the buffer
+    /// given back, when the queue is full.
+    pub fn try_send_message_owned(
+        &self,
+        data: Vec<u8>,
+        start: usize,
+        token: Option<u32>,
+    ) -> Result<Option<Vec<u8>>, DirectError> {
+        let mut g = self.shared.lock();
+        if let Some(e) = closed_error(&g) {
+            return Err(e);
+        }
+        if g.conn.queued_messages() >= QUEUE_LIMIT {
+            g.space_wanted = true;
+            return Ok(Some(data));
+        }
+        self.queue_and_post(&mut g, |c| c.send_message_owned(data, start, token))
+            .map(|()| None)
     }
 
     /// Queues one upper-layer message and posts what credits allow, without
@@ -724,7 +828,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         if let Some(e) = closed_error(&g) {
             return Err(e);
         }
-        self.queue_and_post(&mut g, data, token)
+        self.queue_and_post(&mut g, |c| queue_copy(c, data, token))
     }
 
     /// Queues a message in the core and posts its fragments from the calling
@@ -733,13 +837,9 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     fn queue_and_post(
         &self,
         g: &mut Inner<Q::Mr>,
-        data: &[u8],
-        token: Option<u32>,
+        queue: impl FnOnce(&mut Connection) -> Result<(), SendError>,
     ) -> Result<(), DirectError> {
-        match token {
-            Some(t) => g.conn.send_message_with_invalidate(data, t)?,
-            None => g.conn.send_message(data)?,
-        }
+        queue(&mut g.conn)?;
         pump(&self.shared, g);
         if driver_must_wake(g) {
             self.shared.kick.notify_one();

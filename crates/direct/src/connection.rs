@@ -158,10 +158,42 @@ enum State {
     Closed,
 }
 
+/// One message to send with a Send, borrowed from the connection
+/// ([`Connection::poll_transmit_with`]): its bytes are `header` then `payload`.
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    /// The SMB Direct header (a negotiate message: all of it).
+    pub header: &'a [u8],
+    /// The fragment of the upper-layer message that follows the header.
+    pub payload: &'a [u8],
+    /// As [`OutgoingMessage::needs_credit`].
+    pub needs_credit: bool,
+    /// As [`OutgoingMessage::post_receives`].
+    pub post_receives: u32,
+    /// As [`OutgoingMessage::invalidate`].
+    pub invalidate: Option<u32>,
+}
+
+impl Transmit<'_> {
+    /// The message's length in bytes.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.payload.len()
+    }
+
+    /// Whether the message has no bytes (never: a header is always there).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An upper-layer message queued: `data[sent..]` is still to go (`sent` starts
+/// where the message starts in its buffer).
 #[derive(Debug)]
 struct Pending {
     data: Vec<u8>,
     sent: usize,
+    /// Whether its first fragment went out.
+    started: bool,
     invalidate: Option<u32>,
 }
 
@@ -305,7 +337,19 @@ impl Connection {
     /// Queues an upper-layer message. It is fragmented into messages of at
     /// most the negotiated send size as credits allow.
     pub fn send_message(&mut self, data: &[u8]) -> Result<(), SendError> {
-        self.queue(data, None)
+        self.queue(data.to_vec(), 0, None)
+    }
+
+    /// Like [`send_message`](Self::send_message) for the message `data[start..]`,
+    /// taken as it is (not copied); with `invalidate`, its first fragment is sent
+    /// as Send with Invalidate of that STag.
+    pub fn send_message_owned(
+        &mut self,
+        data: Vec<u8>,
+        start: usize,
+        invalidate: Option<u32>,
+    ) -> Result<(), SendError> {
+        self.queue(data, start, invalidate)
     }
 
     /// Like [`send_message`](Self::send_message), but the first fragment is
@@ -317,25 +361,32 @@ impl Connection {
         data: &[u8],
         token: u32,
     ) -> Result<(), SendError> {
-        self.queue(data, Some(token))
+        self.queue(data.to_vec(), 0, Some(token))
     }
 
-    fn queue(&mut self, data: &[u8], invalidate: Option<u32>) -> Result<(), SendError> {
+    fn queue(
+        &mut self,
+        data: Vec<u8>,
+        start: usize,
+        invalidate: Option<u32>,
+    ) -> Result<(), SendError> {
         let Some(p) = self.params.filter(|_| self.state == State::Connected) else {
             return Err(SendError::NotConnected);
         };
-        if data.is_empty() {
+        let len = data.len().saturating_sub(start);
+        if len == 0 {
             return Err(SendError::Empty);
         }
-        if data.len() > p.max_fragmented_send_size as usize {
+        if len > p.max_fragmented_send_size as usize {
             return Err(SendError::TooLarge {
-                len: data.len(),
+                len,
                 max: p.max_fragmented_send_size,
             });
         }
         self.send_queue.push_back(Pending {
-            data: data.to_vec(),
-            sent: 0,
+            data,
+            sent: start,
+            started: false,
             invalidate,
         });
         Ok(())
@@ -543,13 +594,32 @@ impl Connection {
 
     /// The next message to send, if the credit rules allow one now.
     pub fn poll_transmit(&mut self) -> Option<OutgoingMessage> {
-        if let Some((bytes, post_receives)) = self.control.pop_front() {
-            return Some(OutgoingMessage {
+        self.poll_transmit_with(|t| {
+            let mut bytes = Vec::with_capacity(t.len());
+            bytes.extend_from_slice(t.header);
+            bytes.extend_from_slice(t.payload);
+            OutgoingMessage {
                 bytes,
+                needs_credit: t.needs_credit,
+                post_receives: t.post_receives,
+                invalidate: t.invalidate,
+            }
+        })
+    }
+
+    /// Like [`poll_transmit`](Self::poll_transmit), but hands the message to `f`
+    /// as borrowed pieces (header, then the fragment of the queued upper-layer
+    /// message), for it to copy straight where it is sent from: no message is
+    /// built in between.
+    pub fn poll_transmit_with<R>(&mut self, f: impl FnOnce(Transmit<'_>) -> R) -> Option<R> {
+        if let Some((bytes, post_receives)) = self.control.pop_front() {
+            return Some(f(Transmit {
+                header: &bytes,
+                payload: &[],
                 needs_credit: false,
                 post_receives,
                 invalidate: None,
-            });
+            }));
         }
         if self.state != State::Connected {
             return None;
@@ -575,39 +645,48 @@ impl Connection {
         self.response_owed = false;
         let requested = self.config.send_credit_target;
         self.stats.data_messages_sent += 1;
-        let mut invalidate = None;
-        let bytes = match self.send_queue.front_mut() {
+        let mut header = [0u8; DATA_OFFSET];
+        let t = match self.send_queue.front_mut() {
             Some(m) => {
                 let max_payload = p.max_fragment_payload().max(1);
-                let n = max_payload.min(m.data.len() - m.sent);
-                let remaining = (m.data.len() - m.sent - n) as u32;
-                if m.sent == 0 {
-                    invalidate = m.invalidate;
-                }
-                // The header, then the fragment copied in behind it (not zeroed first).
-                let mut out = Vec::with_capacity(DATA_OFFSET + n);
-                out.resize(DATA_OFFSET, 0);
-                DataHeader::write(&mut out, requested, plan.grant, flags, remaining, n as u32);
-                out.extend_from_slice(&m.data[m.sent..m.sent + n]);
+                let left = m.data.len() - m.sent;
+                let n = max_payload.min(left);
+                let remaining = (left - n) as u32;
+                let invalidate = if m.started { None } else { m.invalidate };
+                m.started = true;
+                DataHeader::write(
+                    &mut header,
+                    requested,
+                    plan.grant,
+                    flags,
+                    remaining,
+                    n as u32,
+                );
+                let r = f(Transmit {
+                    header: &header,
+                    payload: &m.data[m.sent..m.sent + n],
+                    needs_credit: true,
+                    post_receives: plan.post,
+                    invalidate,
+                });
                 m.sent += n;
                 if m.sent == m.data.len() {
                     self.send_queue.pop_front();
                 }
-                out
+                r
             }
             None => {
                 self.stats.empty_messages_sent += 1;
-                let mut out = vec![0u8; DATA_OFFSET];
-                let n = DataHeader::write(&mut out, requested, plan.grant, flags, 0, 0);
-                out.truncate(n);
-                out
+                let n = DataHeader::write(&mut header, requested, plan.grant, flags, 0, 0);
+                f(Transmit {
+                    header: &header[..n],
+                    payload: &[],
+                    needs_credit: true,
+                    post_receives: plan.post,
+                    invalidate: None,
+                })
             }
         };
-        Some(OutgoingMessage {
-            bytes,
-            needs_credit: true,
-            post_receives: plan.post,
-            invalidate,
-        })
+        Some(t)
     }
 }

@@ -29,7 +29,7 @@ pub mod reassembly;
 
 pub use config::{Config, ConfigError, NegotiatedParams, PEER_DEFAULT_SEND_SIZE};
 pub use connection::{
-    Connection, DisconnectReason, Event, OutgoingMessage, Role, SendError, Stats,
+    Connection, DisconnectReason, Event, OutgoingMessage, Role, SendError, Stats, Transmit,
 };
 pub use payload::{Payload, PayloadPool, PayloadStats};
 pub use pdu::{BufferDescriptorV1, DataHeader, NegotiateRequest, NegotiateResponse, PduError};

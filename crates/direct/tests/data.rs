@@ -411,6 +411,69 @@ fn send_with_invalidate_marks_first_fragment() {
 }
 
 #[test]
+fn an_owned_message_is_sent_from_its_start_as_a_copied_one_is() {
+    // Two pairs in the same state: one sends a copy of the message, the other the
+    // buffer it sits in (behind 7 bytes of something else) and hands the pieces of
+    // each fragment over borrowed. The fragments must be the same bytes.
+    let data: Vec<u8> = (0..20_000usize).map(|i| (i * 13 + 5) as u8).collect();
+    let mut buf = vec![0xee; 7];
+    buf.extend_from_slice(&data);
+    let (mut a, mut b) = (Pair::negotiated(), Pair::negotiated());
+    for p in [&mut a, &mut b] {
+        p.client.conn.send_message(b"x").unwrap();
+        p.run(10);
+    }
+    a.server
+        .conn
+        .send_message_with_invalidate(&data, 0xabcd)
+        .unwrap();
+    b.server
+        .conn
+        .send_message_owned(buf, 7, Some(0xabcd))
+        .unwrap();
+    let copied: Vec<_> = std::iter::from_fn(|| a.server.conn.poll_transmit()).collect();
+    let owned: Vec<_> = std::iter::from_fn(|| {
+        b.server.conn.poll_transmit_with(|t| {
+            assert_eq!(t.len(), t.header.len() + t.payload.len());
+            let mut bytes = t.header.to_vec();
+            bytes.extend_from_slice(t.payload);
+            (bytes, t.invalidate, t.post_receives, t.needs_credit)
+        })
+    })
+    .collect();
+    assert_eq!(copied.len(), 3);
+    assert_eq!(owned.len(), copied.len());
+    for (o, c) in owned.iter().zip(&copied) {
+        assert_eq!(
+            o,
+            &(
+                c.bytes.clone(),
+                c.invalidate,
+                c.post_receives,
+                c.needs_credit
+            )
+        );
+    }
+    assert_eq!(owned[0].1, Some(0xabcd));
+    // And the peer puts the message back together from them.
+    for (bytes, _, post, _) in owned {
+        b.server.posted += i64::from(post);
+        b.client.inbox.push_back(bytes);
+    }
+    b.run(100);
+    assert_eq!(b.client.delivered.pop().unwrap(), data);
+    // Nothing past its start is nothing to send.
+    assert_eq!(
+        b.server.conn.send_message_owned(vec![1, 2, 3], 3, None),
+        Err(SendError::Empty)
+    );
+    assert_eq!(
+        b.server.conn.send_message_owned(vec![1, 2, 3], 4, None),
+        Err(SendError::Empty)
+    );
+}
+
+#[test]
 fn keepalive_sent_answered_and_reset() {
     let mut p = Pair::negotiated();
     let t0 = p.now;

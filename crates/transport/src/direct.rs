@@ -364,22 +364,33 @@ impl<P: Provider> DirectLink for Link<P> {
     ) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(async move {
             let _hold = hold;
-            let msg = buf.get(start..).ok_or(LinkError::TooLarge)?;
-            self.post(msg, invalidate).await.map_err(LinkError::Direct)
+            if start > buf.len() {
+                return Err(LinkError::TooLarge);
+            }
+            self.conn
+                .send_message_owned(buf, start, invalidate)
+                .await
+                .map_err(LinkError::Direct)
         })
     }
 
     fn try_send(&self, mut out: Outgoing) -> Result<(), TrySendError> {
         out.read_tail_in();
-        let msg = out
-            .buf
-            .get(out.start..)
-            .ok_or(TrySendError::Failed(LinkError::TooLarge))?;
-        // Queued: the message was copied into the link's fragments, and `out` (its
-        // buffer and its budget hold) is dropped here.
-        match self.conn.try_send_message(msg, out.invalidate) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(TrySendError::Full(out)),
+        if out.start > out.buf.len() {
+            return Err(TrySendError::Failed(LinkError::TooLarge));
+        }
+        // Queued as it is (its fragments are copied from it into the send slots);
+        // its budget hold is dropped here.
+        let buf = std::mem::take(&mut out.buf);
+        match self
+            .conn
+            .try_send_message_owned(buf, out.start, out.invalidate)
+        {
+            Ok(None) => Ok(()),
+            Ok(Some(buf)) => {
+                out.buf = buf;
+                Err(TrySendError::Full(out))
+            }
             Err(e) => Err(TrySendError::Failed(LinkError::Direct(e))),
         }
     }
