@@ -1394,9 +1394,14 @@ impl Engine {
     /// rest of the FPDU under way and [`LOOKAHEAD`] bytes past it, so that a
     /// long tagged payload behind it starts being placed while most of it is
     /// still in the socket (read whole into the receive buffer, it would be
-    /// copied twice). `None` otherwise.
+    /// copied twice); and [`LOOKAHEAD`] while a Read into a file is outstanding.
+    /// `None` otherwise.
     pub fn read_limit(&self) -> Option<usize> {
-        self.read_hint
+        self.read_hint.or_else(|| {
+            // A Read into a file posted since: its Read Responses are to be spliced.
+            let into_file = self.orq.iter().any(|r| r.sink.file().is_some());
+            into_file.then_some(LOOKAHEAD)
+        })
     }
 
     /// Sets [`Engine::read_limit`] after `on_input` stopped at `rest` (the
@@ -1410,7 +1415,10 @@ impl Engine {
             self.short_run = self.short_run.saturating_sub(n);
         }
         self.read_hint = None;
-        if self.short_run == 0 || self.closed.is_some() || self.placing.is_some() {
+        // While a Read into a file is outstanding reads stay bounded, so its Read
+        // Responses are spliced rather than read into the buffer whole.
+        let into_file = self.orq.iter().any(|r| r.sink.file().is_some());
+        if (self.short_run == 0 && !into_file) || self.closed.is_some() || self.placing.is_some() {
             return;
         }
         let need = match ddp::decode_header(rest) {
