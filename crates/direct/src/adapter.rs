@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use smbx_rdma::{
     Access, Completion, CompletionHandler, CompletionQueue, ConnParams, ConnectRequest, Connecting,
-    FileRange, MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair, RdmaError, RemoteBuf,
-    STag, Sge, WcOpcode, WcStatus,
+    FileRange, FileSink, MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair, RdmaError,
+    RemoteBuf, STag, Sge, WcOpcode, WcStatus,
 };
 use tokio::sync::{oneshot, Notify};
 
@@ -958,6 +958,37 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             .await
     }
 
+    /// Whether [`SmbDirectConnection::rdma_read_file`] works on this connection's
+    /// queue pair (soft-iWARP with CRC off: the data goes from its socket into the
+    /// file).
+    pub fn reads_files(&self) -> bool {
+        self.shared.qp.reads_files()
+    }
+
+    /// Like [`SmbDirectConnection::rdma_read`] into the first `len` bytes of the
+    /// file range `sink` (the server's side of an SMB2 WRITE): the provider moves the
+    /// data from its transport into the file, not through a region. A Read that
+    /// fails (the file refused a byte: `sink` says why) fails the transfer, not the
+    /// connection. Refused unless the queue pair [reads files](Self::reads_files).
+    pub async fn rdma_read_file(
+        &self,
+        sink: Arc<dyn FileSink>,
+        len: u64,
+        remote: &[BufferDescriptorV1],
+    ) -> Result<(), DirectError> {
+        if !self.reads_files() {
+            return Err(DirectError::InvalidTransfer(
+                "the provider does not read into files",
+            ));
+        }
+        let pieces = self.pieces(sink.len(), 0, len, remote)?;
+        let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
+        for window in pieces.chunks(window_len) {
+            self.run_window(Src::Sink(&sink), window, false).await?;
+        }
+        Ok(())
+    }
+
     /// RDMA Writes `len` bytes of `local` from `offset`, posted (see
     /// [`SmbDirectConnection::rdma_write_posted`]).
     async fn write_posted(
@@ -1088,6 +1119,11 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                     qp.post_write(KIND_OP | id, &[Sge::new(mr, loc, rb.len)], rb)?
                 }
                 Src::Mr(mr) => qp.post_read(KIND_OP | id, Sge::new(mr, loc, rb.len), rb)?,
+                Src::Sink(sink) => {
+                    let at = usize::try_from(loc)
+                        .map_err(|_| DirectError::InvalidTransfer("outside the file range"))?;
+                    qp.post_read_file(KIND_OP | id, sink.clone(), at, rb.len as usize, rb)?
+                }
                 Src::File(src) => {
                     let at = usize::try_from(loc)
                         .map_err(|_| DirectError::InvalidTransfer("outside the file range"))?;
@@ -1128,10 +1164,12 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     }
 }
 
-/// The local side of an RDMA transfer: a region, or (RDMA Write only) a file range.
+/// The local side of an RDMA transfer: a region, or a file range (RDMA Write: its
+/// source; RDMA Read: its sink).
 enum Src<'a, M> {
     Mr(&'a M),
     File(&'a Arc<dyn FileRange>),
+    Sink(&'a Arc<dyn FileSink>),
 }
 
 impl<M> Clone for Src<'_, M> {
@@ -1148,6 +1186,7 @@ impl<M: MemoryRegion> Src<'_, M> {
         match self {
             Src::Mr(m) => m.len(),
             Src::File(f) => f.len(),
+            Src::Sink(f) => f.len(),
         }
     }
 }

@@ -11,7 +11,7 @@ use smbx_direct::{
     BufferDescriptorV1, DirectError, NegotiatedParams, Payload, PayloadPool, PayloadStats,
     SmbDirectConnection,
 };
-use smbx_rdma::{Access, FileRange, MemoryRegion, ProtectionDomain, Provider, QueuePair};
+use smbx_rdma::{Access, FileRange, FileSink, MemoryRegion, ProtectionDomain, Provider, QueuePair};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::link::{LinkError, Outgoing, TrySendError};
@@ -146,6 +146,29 @@ pub trait DirectLink: Send + Sync + 'static {
         Box::pin(async {
             Err(DirectError::InvalidTransfer(
                 "this link does not write from files",
+            ))
+        })
+    }
+    /// Whether [`DirectLink::rdma_read_file`] works on this link (soft-iWARP with
+    /// CRC off).
+    fn reads_files(&self) -> bool {
+        false
+    }
+    /// RDMA Reads `len` bytes of the peer's buffers (in descriptor order) into the
+    /// file range `sink`, from the transport into the file, not through a
+    /// registered buffer: the server's side of an SMB2 WRITE. A file that refuses
+    /// a byte fails the transfer (the sink says why), not the link. Refused by a
+    /// link that does not [read into files](DirectLink::reads_files).
+    fn rdma_read_file<'a>(
+        &'a self,
+        sink: Arc<dyn FileSink>,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        let _ = (sink, len, remote);
+        Box::pin(async {
+            Err(DirectError::InvalidTransfer(
+                "this link does not read into files",
             ))
         })
     }
@@ -492,6 +515,19 @@ impl<P: Provider> DirectLink for Link<P> {
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
         Box::pin(self.conn.rdma_write_file(src, len, remote))
+    }
+
+    fn reads_files(&self) -> bool {
+        self.conn.reads_files()
+    }
+
+    fn rdma_read_file<'a>(
+        &'a self,
+        sink: Arc<dyn FileSink>,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        Box::pin(self.conn.rdma_read_file(sink, len, remote))
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -8,6 +8,7 @@
 
 pub mod pending;
 mod serve;
+pub(crate) mod sink;
 pub(crate) mod tail;
 
 pub use serve::{serve, tcp_link};
@@ -166,6 +167,8 @@ pub struct DirectIo {
     pub link: Arc<dyn smbx_transport::DirectLink>,
     /// Bytes that in-flight RDMA transfers of this connection may hold.
     pub rdma_budget: tokio::sync::Semaphore,
+    /// The pipes WRITE data read into files goes through (see [`sink`]).
+    pub pipes: Arc<smbx_transport::splice::Pipes>,
 }
 
 /// Bytes of RDMA transfer buffers one SMB Direct connection may hold at once.
@@ -222,6 +225,7 @@ impl Connection {
         let direct = sender.rdma().map(|link| DirectIo {
             link: link.clone(),
             rdma_budget: Semaphore::new(RDMA_BUDGET),
+            pipes: Arc::default(),
         });
         let max_credits = config.global.smb2_max_credits;
         let budget = budget_bytes(&config.global);

@@ -12,6 +12,7 @@ use smbx_wire::NtStatus;
 use std::sync::Arc;
 
 use super::{Ctx, HandlerResult, Response};
+use crate::conn::sink::WriteSink;
 use crate::conn::{Connection, DirectIo};
 use crate::metrics::RdmaOp;
 
@@ -127,6 +128,40 @@ impl Channel {
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Write, len);
         Ok(())
+    }
+
+    /// Whether [`Channel::pull_file`] works on this connection (soft-iWARP with CRC
+    /// off).
+    pub fn reads_files(&self) -> bool {
+        self.io().link.reads_files()
+    }
+
+    /// RDMA-Reads `len` bytes of the client's buffers into `handle` at `offset`: the
+    /// data goes from the link's socket into the file (splice), not through a
+    /// buffer. `None` when no pipe is to be had (too many WRITEs of the connection
+    /// under way): the caller [pulls](Channel::pull) instead. A file that refuses a
+    /// byte fails with its status, the connection goes on.
+    pub async fn pull_file(
+        &self,
+        handle: &Arc<smbx_vfs::Handle>,
+        offset: u64,
+        len: usize,
+    ) -> Option<Result<(), NtStatus>> {
+        let sink = WriteSink::new(handle.clone(), offset, len, &self.io().pipes)?;
+        let sink = Arc::new(sink);
+        let r = self
+            .io()
+            .link
+            .rdma_read_file(sink.clone(), len as u64, &self.descriptors)
+            .await;
+        if let Some(st) = sink.error() {
+            return Some(Err(st));
+        }
+        if let Err(e) = r {
+            return Some(Err(fail(e)));
+        }
+        self.conn.server.metrics.rdma(RdmaOp::Read, len);
+        Some(Ok(()))
     }
 
     /// RDMA-Reads `len` bytes of the client's buffers into a buffer of the
