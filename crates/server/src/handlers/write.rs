@@ -135,67 +135,52 @@ async fn write(
             };
             let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
                 || f.create_options.contains(CreateOptions::FILE_WRITE_THROUGH);
+            let handle = &f.handle;
+            // SMB Direct: the RDMA Read's data goes from the link's socket into the
+            // file (splice), when the link can and the file takes a splice; `None`
+            // when it does not, or no pipe was to be had.
+            let into_file = channel.as_ref().filter(|ch| {
+                data_len >= RDMA_SINK_MIN && handle.stream_name().is_none() && ch.reads_files()
+            });
             // A write breaks LEVEL_II oplocks / read leases of other opens to NONE
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited. Then Windows
-            // write-time semantics (state/file.rs WriteTimes).
+            // write-time semantics (state/file.rs WriteTimes). Before the data lands
+            // when it lands as it arrives.
             let announce = || async {
                 crate::breaks::break_level2(ctx.server, &f.file, f.entry_id).await;
                 f.file
                     .times
                     .on_write(f.entry_id, smbx_wire::time::now_filetime(), || {
-                        f.handle.stat().ok().map(|i| i.last_write_time)
+                        handle.stat().ok().map(|i| i.last_write_time)
                     });
             };
-            // SMB Direct: the RDMA Read's data goes from the link's socket into the
-            // file (splice), when the link can and the file takes a splice.
-            let into_file = channel.as_ref().filter(|ch| {
-                data_len >= RDMA_SINK_MIN && f.handle.stream_name().is_none() && ch.reads_files()
-            });
-            let mut announced = false;
+            let mut sunk = None;
             if let Some(ch) = into_file {
                 announce().await;
-                announced = true;
-                if let Some(r) = ch.pull_file(&f.handle, offset, data_len).await {
-                    r?;
-                    if through {
-                        // Waits for the disk: as a task of its own, off the worker.
-                        tokio::task::yield_now().await;
-                        let sync = || f.handle.file().sync_data().map_err(NtStatus::from);
-                        if tokio::runtime::Handle::current().runtime_flavor()
-                            == tokio::runtime::RuntimeFlavor::MultiThread
-                        {
-                            tokio::task::block_in_place(sync)?;
-                        } else {
-                            sync()?;
-                        }
-                    }
-                    drop(budget);
-                    ctx.server
-                        .metrics
-                        .data(true, ctx.conn.transport(), data_len);
-                    let mut resp = Response::ok(encode_write_response(data_len as u32));
-                    resp.invalidate = ch.invalidate;
-                    return Ok(resp);
-                }
+                sunk = ch.pull_file(handle, offset, data_len).await;
             }
-            // RDMA: pull the data from the client's buffers into a pooled buffer.
-            let pulled = match &channel {
-                Some(ch) => Some(ch.pull(data_len).await?),
-                None => None,
+            // Otherwise RDMA: pull the data from the client's buffers into a pooled
+            // buffer.
+            let pulled = match (&channel, &sunk) {
+                (Some(ch), None) => Some(ch.pull(data_len).await?),
+                _ => None,
             };
-            if !announced {
+            if into_file.is_none() {
                 announce().await;
             }
-            let handle = &f.handle;
             let spliced = req.payload;
+            let sync = || -> Result<(), NtStatus> {
+                if through && handle.stream_name().is_none() {
+                    handle.file().sync_data().map_err(NtStatus::from)?;
+                }
+                Ok(())
+            };
             let work = |data: &[u8]| -> Result<usize, NtStatus> {
                 let n = match spliced {
                     Some(p) => write_spliced(handle, data, p, offset)?,
                     None => handle.write_at(data, offset)?,
                 };
-                if through && handle.stream_name().is_none() {
-                    handle.file().sync_data().map_err(NtStatus::from)?;
-                }
+                sync()?;
                 Ok(n)
             };
             // The payload is borrowed from the request: large writes leave the async
@@ -205,9 +190,9 @@ async fn write(
             // core to another thread and back cost more than the copy (512 KiB writes:
             // three times the context switches, ~0.35 server cycles per byte). A
             // write-through one still leaves the worker: it waits for the disk. Nor is data
-            // an RDMA Read pulled into a registered buffer (SMB Direct): in memory already,
-            // as a spliced payload is.
-            let in_memory = spliced.is_some() || pulled.is_some();
+            // an RDMA Read pulled into a registered buffer or into the file (SMB Direct):
+            // in memory already, as a spliced payload is.
+            let in_memory = spliced.is_some() || pulled.is_some() || sunk.is_some();
             let big = data_len >= BLOCKING_THRESHOLD && (!in_memory || through);
             if big || through {
                 // Run in the read loop's first poll (dispatch.rs, `completes_at_once`), a
@@ -215,24 +200,29 @@ async fn write(
                 // its own first: the read loop keeps reading meanwhile.
                 tokio::task::yield_now().await;
             }
-            let run = |data: &[u8]| {
+            let run = |op: &mut dyn FnMut() -> Result<usize, NtStatus>| {
                 if big
                     && tokio::runtime::Handle::current().runtime_flavor()
                         == tokio::runtime::RuntimeFlavor::MultiThread
                 {
-                    tokio::task::block_in_place(|| work(data))
+                    tokio::task::block_in_place(op)
                 } else {
-                    work(data)
+                    op()
                 }
             };
-            let n = match &pulled {
+            let n = match (&sunk, &pulled) {
+                // The data is in the file already (the sink says if it refused a byte).
+                (Some(r), _) => {
+                    (*r)?;
+                    run(&mut || sync().map(|()| data_len))?
+                }
                 // The data is in the registered payload buffer the RDMA Read filled.
-                Some(b) => {
+                (None, Some(b)) => {
                     let mut r = Err(NtStatus::INTERNAL_ERROR);
-                    b.with(&mut |d| r = run(d));
+                    b.with(&mut |d| r = run(&mut || work(d)));
                     r?
                 }
-                None => run(w.data)?,
+                (None, None) => run(&mut || work(w.data))?,
             };
             drop(budget);
             ctx.server.metrics.data(true, ctx.conn.transport(), n);
