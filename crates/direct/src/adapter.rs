@@ -895,7 +895,8 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         len: u64,
         remote: &[BufferDescriptorV1],
     ) -> Result<(), DirectError> {
-        self.transfer(local, offset, len, remote, true).await
+        self.transfer(Src::Mr(local), offset, len, remote, true)
+            .await
     }
 
     /// RDMA Reads the peer's buffers, in descriptor order, into
@@ -908,7 +909,8 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         len: u64,
         remote: &[BufferDescriptorV1],
     ) -> Result<(), DirectError> {
-        self.transfer(local, offset, len, remote, false).await
+        self.transfer(Src::Mr(local), offset, len, remote, false)
+            .await
     }
 
     /// Like [`SmbDirectConnection::rdma_write`], but returns once the last Writes
@@ -981,12 +983,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                 "the provider does not read into files",
             ));
         }
-        let pieces = self.pieces(sink.len(), 0, len, remote)?;
-        let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
-        for window in pieces.chunks(window_len) {
-            self.run_window(Src::Sink(&sink), window, false).await?;
-        }
-        Ok(())
+        self.transfer(Src::Sink(&sink), 0, len, remote, false).await
     }
 
     /// RDMA Writes `len` bytes of `local` from `offset`, posted (see
@@ -1053,9 +1050,11 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         Ok(pieces)
     }
 
+    /// RDMA Writes (`write`) or Reads `len` bytes between `local` from `offset`
+    /// and the peer's buffers, window after window, each waited for.
     async fn transfer(
         &self,
-        local: &Q::Mr,
+        local: Src<'_, Q::Mr>,
         offset: u64,
         len: u64,
         remote: &[BufferDescriptorV1],
@@ -1064,7 +1063,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         let pieces = self.pieces(local.len(), offset, len, remote)?;
         let window_len = self.shared.lock().pools.rdma_window.max(1) as usize;
         for window in pieces.chunks(window_len) {
-            self.run_window(Src::Mr(local), window, write).await?;
+            self.run_window(local, window, write).await?;
         }
         Ok(())
     }
