@@ -12,18 +12,16 @@ use std::sync::Arc;
 
 use smbx_rdma::iwarp::ddp::TAGGED_HDR;
 use smbx_rdma::iwarp::engine::max_ulpdu_for_mss;
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftMr, SoftQp};
+use smbx_rdma::iwarp::{IwarpOptions, SoftMr, SoftQp};
 use smbx_rdma::*;
+
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+use soft_pair::{connected, pattern};
 
 /// FPDUs of ~64 KiB (as on loopback), long enough to be placed as they arrive.
 const MSS: u32 = 65536;
 const BIG: usize = 8 << 20;
-
-fn pattern(n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ (i >> 11) as u8)
-        .collect()
-}
 
 /// A file as a [`FileSink`]: splices socket → pipe → file, counting the bytes
 /// spliced and those written from memory; a `broken` one refuses every byte (as
@@ -153,33 +151,10 @@ async fn pair(crc: bool, data: &[u8]) -> Pair {
         mss: Some(MSS),
         ..IwarpOptions::default()
     };
-    let prov = SoftIwarp::new(opts);
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
-    let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let p = ConnParams {
-            private_data: Vec::new(),
-            ird: 16,
-            ord: 16,
-        };
-        req.accept(p).await.unwrap()
-    });
-    let cpd = prov.alloc_pd().unwrap();
-    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
+    let (sqp, cqp, cpd) = connected(opts).await;
     let src = cpd
         .register(data.to_vec(), Access::LOCAL_WRITE | Access::REMOTE_READ)
         .unwrap();
-    let params = ConnParams {
-        private_data: Vec::new(),
-        ird: 16,
-        ord: 16,
-    };
-    let (cqp, _) = c.connect(params).await.unwrap();
-    let sqp = server.await.unwrap();
     Pair {
         sqp,
         _cqp: cqp,

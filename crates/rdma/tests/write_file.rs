@@ -14,14 +14,12 @@ use smbx_rdma::iwarp::engine::max_ulpdu_for_mss;
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftMr, SoftQp};
 use smbx_rdma::*;
 
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+use soft_pair::{connected, next_ok, pattern};
+
 const MSS: u32 = 4096;
 const BIG: usize = 8 << 20;
-
-fn pattern(n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ (i >> 11) as u8)
-        .collect()
-}
 
 /// A file as a [`FileRange`], counting how its bytes went out.
 #[derive(Debug)]
@@ -88,43 +86,14 @@ async fn pair(crc: bool) -> Pair {
         mss: Some(MSS),
         ..IwarpOptions::default()
     };
-    let prov = SoftIwarp::new(opts);
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
-    let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let p = ConnParams {
-            private_data: Vec::new(),
-            ird: 16,
-            ord: 16,
-        };
-        req.accept(p).await.unwrap()
-    });
-    let cpd = prov.alloc_pd().unwrap();
-    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
+    let (sqp, cqp, cpd) = connected(opts).await;
     let rbuf = cpd.alloc(64, Access::LOCAL_WRITE).unwrap();
-    let params = ConnParams {
-        private_data: Vec::new(),
-        ird: 16,
-        ord: 16,
-    };
-    let (cqp, _) = c.connect(params).await.unwrap();
-    let sqp = server.await.unwrap();
     Pair {
         sqp,
         cqp,
         cpd,
         rbuf,
     }
-}
-
-async fn next_ok(qp: &SoftQp) -> Completion {
-    let c = qp.cq().next().await.expect("completion");
-    assert_eq!(c.status, WcStatus::Success, "{c:?}");
-    c
 }
 
 /// Writes `n` bytes of `src` from byte `at` into a fresh sink of the client at

@@ -1,0 +1,48 @@
+//! A connected soft-iWARP pair on 127.0.0.1 and the helpers the file-range
+//! tests (write_file.rs, read_file.rs) share.
+
+#![allow(dead_code)]
+
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+use smbx_rdma::*;
+
+/// Bytes that differ at every offset of a long run (no period of a page or an
+/// FPDU), so a misplaced piece shows.
+pub fn pattern(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ (i >> 11) as u8)
+        .collect()
+}
+
+/// The next completion of `qp`, which must have succeeded.
+pub async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
+    let c = qp.cq().next().await.expect("completion");
+    assert_eq!(c.status, WcStatus::Success, "{c:?}");
+    c
+}
+
+/// A connection over a provider with `opts` (IRD and ORD 16 each way): the
+/// accepting side's queue pair, the connecting side's, and the connecting side's
+/// protection domain.
+pub async fn connected(opts: IwarpOptions) -> (SoftQp, SoftQp, <SoftIwarp as Provider>::Pd) {
+    let prov = SoftIwarp::new(opts);
+    let lis = prov
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    let params = ConnParams {
+        private_data: Vec::new(),
+        ird: 16,
+        ord: 16,
+    };
+    let accepted = params.clone();
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        req.accept(accepted).await.unwrap()
+    });
+    let cpd = prov.alloc_pd().unwrap();
+    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
+    let (cqp, _) = c.connect(params).await.unwrap();
+    (server.await.unwrap(), cqp, cpd)
+}
