@@ -1399,9 +1399,13 @@ impl Engine {
     pub fn read_limit(&self) -> Option<usize> {
         self.read_hint.or_else(|| {
             // A Read into a file posted since: its Read Responses are to be spliced.
-            let into_file = self.orq.iter().any(|r| r.sink.file().is_some());
-            into_file.then_some(LOOKAHEAD)
+            self.reads_into_file().then_some(LOOKAHEAD)
         })
+    }
+
+    /// Whether a Read into a file is outstanding.
+    fn reads_into_file(&self) -> bool {
+        self.orq.iter().any(|r| r.sink.file().is_some())
     }
 
     /// Sets [`Engine::read_limit`] after `on_input` stopped at `rest` (the
@@ -1417,7 +1421,7 @@ impl Engine {
         self.read_hint = None;
         // While a Read into a file is outstanding reads stay bounded, so its Read
         // Responses are spliced rather than read into the buffer whole.
-        let into_file = self.orq.iter().any(|r| r.sink.file().is_some());
+        let into_file = self.reads_into_file();
         if (self.short_run == 0 && !into_file) || self.closed.is_some() || self.placing.is_some() {
             return;
         }
