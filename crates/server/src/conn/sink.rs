@@ -84,24 +84,9 @@ impl smbx_transport::FileSink for WriteSink {
             return Ok(k);
         }
         let off = self.offset + at as u64;
-        match self.handle.write_from_pipe(self.pipe.reader(), off, k) {
-            Ok(m) => self.pipe.consumed(m),
-            Err(NtStatus::NOT_SUPPORTED) => {
-                // A file that refuses a splice takes the bytes from memory.
-                let mut buf = Vec::with_capacity(k);
-                match self.pipe.read_into(&mut buf) {
-                    Ok(()) => {
-                        if let Err(e) = self.handle.write_at(&buf, off) {
-                            self.fail(e);
-                        }
-                    }
-                    Err(e) => self.fail(e.into()),
-                }
-            }
-            Err(e) => {
-                self.fail(e);
-                self.drain();
-            }
+        if let Err(e) = crate::handlers::write::write_pipe(&self.handle, &self.pipe, off, k) {
+            self.fail(e);
+            self.drain();
         }
         Ok(k)
     }

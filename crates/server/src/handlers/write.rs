@@ -9,7 +9,7 @@ use smbx_wire::{AccessMask, CreateOptions, FileAttributes, NtStatus};
 use super::read::{check_lock_conflict, max_write, BLOCKING_THRESHOLD};
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::state::OpenKind;
-use smbx_transport::splice::SplicedPayload;
+use smbx_transport::splice::{Pipe, SplicedPayload};
 
 /// Largest file size a write may reach (Windows MAXFILESIZE: 16 TiB - 64 KiB); writes
 /// ending beyond it are INVALID_PARAMETER.
@@ -250,20 +250,32 @@ fn write_spliced(
     if !head.is_empty() {
         n += handle.write_at(head, offset)?;
     }
-    let at = offset + n as u64;
-    match handle.write_from_pipe(p.pipe.reader(), at, p.pipe.len()) {
-        Ok(m) => {
-            p.pipe.consumed(m);
-            n += m;
-        }
-        Err(NtStatus::NOT_SUPPORTED) => {
-            let rest = p.gather(&[]).map_err(NtStatus::from)?;
-            return Ok(n + handle.write_at(&rest, at)?);
-        }
-        Err(e) => return Err(e),
-    }
+    n += write_pipe(handle, &p.pipe, offset + n as u64, p.pipe.len())?;
     if !p.tail.is_empty() {
         n += handle.write_at(&p.tail, offset + n as u64)?;
     }
     Ok(n)
+}
+
+/// Writes the `len` bytes `pipe` holds into the file at `at`, spliced straight into
+/// it; a stream, or a file that refuses a splice, takes them from memory. Returns the
+/// bytes written (the pipe gives up those it spliced).
+pub(crate) fn write_pipe(
+    handle: &smbx_vfs::Handle,
+    pipe: &Pipe,
+    at: u64,
+    len: usize,
+) -> Result<usize, NtStatus> {
+    match handle.write_from_pipe(pipe.reader(), at, len) {
+        Ok(m) => {
+            pipe.consumed(m);
+            Ok(m)
+        }
+        Err(NtStatus::NOT_SUPPORTED) => {
+            let mut buf = Vec::with_capacity(len);
+            pipe.read_into(&mut buf).map_err(NtStatus::from)?;
+            handle.write_at(&buf, at)
+        }
+        Err(e) => Err(e),
+    }
 }
