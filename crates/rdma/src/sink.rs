@@ -6,12 +6,15 @@
 use std::io;
 use std::os::fd::BorrowedFd;
 
-/// Bytes of a file that an RDMA Read fills, written as they arrive: the bulk with
+/// Bytes of a file that an RDMA Read fills, taken in as they arrive: the bulk with
 /// [`FileSink::recv_part`] straight from the socket, what the provider already read
 /// into memory (the head of a payload that came with an earlier read) with
-/// [`FileSink::write_part`]. A byte the file refuses (ENOSPC, EIO) is still taken
-/// off the socket, so the stream stays in step; the sink has then
-/// [failed](FileSink::failed) and the Read completes in error.
+/// [`FileSink::write_part`]. A sink may gather what it takes and write it out
+/// later, but every byte is in the file (or the sink has failed) once the last
+/// byte of its range has been handed to it, as the Read completes. A byte the file
+/// refuses (ENOSPC, EIO) is still taken off the socket, so the stream stays in
+/// step; the sink has then [failed](FileSink::failed) and the Read completes in
+/// error.
 pub trait FileSink: Send + Sync + std::fmt::Debug {
     /// Its length in bytes.
     fn len(&self) -> usize;
