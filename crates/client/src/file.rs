@@ -55,6 +55,15 @@ impl Chunk<'_> {
 /// SMB Direct channel with the most room, before it goes inline.
 const RDMA_TRIES: u32 = 3;
 
+/// A READ over RDMA puts its data in its buffer at the file offset's position
+/// within this many bytes (a cache line). A server that sends the file's bytes
+/// from the page cache (sendfile) hands the kernel a source at that alignment,
+/// and the one copy into the buffer (the socket's receive into the registered
+/// region) runs at about half speed on this machine's `rep movsb` when source
+/// and destination sit at different offsets in a cache line: 6.5 against 12.7
+/// GB/s for 64 KiB copies 16 bytes apart (a heap buffer's start) here.
+const READ_ALIGN: usize = 64;
+
 /// The bodies of the handle-based requests.
 /// The RDMA channel to ask for: with remote invalidation from 3.0.2 on, where
 /// the link's registrations can be invalidated by the peer.
@@ -431,7 +440,7 @@ impl File {
             .into());
         }
         let pool = self.tree.pool().clone();
-        Ok(match self.read_raw(offset, len).await? {
+        Ok(match self.read_raw(offset, len, true).await? {
             Some((buf, range)) => ReadData {
                 buf,
                 range,
@@ -466,10 +475,13 @@ impl File {
     }
 
     /// One READ; the response and where its data lies in it (`None` at end of file).
+    /// `align`: over RDMA, the data may start past the buffer's first byte (see
+    /// [`READ_ALIGN`]); without it, it starts there.
     async fn read_raw(
         &self,
         offset: u64,
         len: usize,
+        align: bool,
     ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
         if len == 0 {
             return Ok(None);
@@ -483,7 +495,7 @@ impl File {
             };
             on.replay = attempt > 0;
             // Boxed (as write_rdma): a READ over TCP does not carry its state.
-            match Box::pin(self.read_rdma(&on, offset, len)).await {
+            match Box::pin(self.read_rdma(&on, offset, len, align)).await {
                 Err(e) if attempt + 1 < tries && crate::failover::channel_lost(&e) => {}
                 Err(e) if tries == 1 || !crate::failover::channel_lost(&e) => return Err(e),
                 Err(_) => break,
@@ -530,22 +542,30 @@ impl File {
     }
 
     /// One READ whose data the server RDMA-Writes into a buffer registered
-    /// (remote write only) with the link of channel `on`, and sent there.
+    /// (remote write only) with the link of channel `on`, and sent there; with
+    /// `align`, at the file offset's place in a cache line ([`READ_ALIGN`]).
     async fn read_rdma(
         &self,
         on: &Pinned,
         offset: u64,
         len: usize,
+        align: bool,
     ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
         let link = &on.direct;
+        // With `align`, the data goes `pad` bytes into the buffer: at the file
+        // offset's alignment within a cache line (see `READ_ALIGN`).
+        let (buf, pad) = if align {
+            let buf = self.tree.pool().take(len + READ_ALIGN - 1);
+            let pad = (offset as usize).wrapping_sub(buf.as_ptr() as usize) % READ_ALIGN;
+            (buf, pad)
+        } else {
+            (self.tree.pool().take(len), 0)
+        };
         let reg = link
-            .register(
-                self.tree.pool().take(len),
-                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            )
+            .register(buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
             .map_err(rdma_error)?;
         let desc = reg
-            .descriptor(0, len as u32)
+            .descriptor(pad as u64, len as u32)
             .ok_or(InvalidArgument::LargerThanBuffer { what: "read", len })?
             .encode();
         let body = ReadRequest {
@@ -577,11 +597,13 @@ impl File {
             .into());
         }
         on.channel.record_rdma(true, n as u64);
-        Ok(Some((reg.into_vec(), 0..n)))
+        Ok(Some((reg.into_vec(), pad..pad + n)))
     }
 
     async fn read_chunk(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        Ok(match self.read_raw(offset, len).await? {
+        // Not aligned: the Vec returned starts with the data (a moved start would
+        // cost a memmove of all of it).
+        Ok(match self.read_raw(offset, len, false).await? {
             // The data lies inside the message: keep the buffer, drop the headers.
             Some((mut msg, range)) => {
                 msg.truncate(range.end);
@@ -593,7 +615,7 @@ impl File {
     }
 
     async fn read_chunk_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        Ok(match self.read_raw(offset, buf.len()).await? {
+        Ok(match self.read_raw(offset, buf.len(), true).await? {
             Some((msg, range)) => {
                 let n = range.len();
                 buf[..n].copy_from_slice(&msg[range]);

@@ -193,6 +193,56 @@ async fn rdma_reads_in_and_out_of_the_page_cache() {
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
 
+/// `File::read_data` over RDMA: the data of each READ sits in its buffer at the file
+/// offset's place in a cache line (the kernel copies into it from the page cache at
+/// that alignment), and is the file's bytes, whole, short at the end and empty past
+/// it; `read_into` (the same READs, copied out) and `read_at` (its buffer starting
+/// with the data) return the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rdma_read_data_lands_at_the_file_offsets_place_in_a_cache_line() {
+    let (server, port) = start_smbx_direct("");
+    let dir = server.share_dir("share");
+    let data = random_bytes(700_000);
+    std::fs::write(dir.join("aligned"), &data).unwrap();
+    // Every READ here by RDMA.
+    let mut o = options(Dialect::SMB3_1_1);
+    o.rdma_threshold = Some(4096);
+    let client = Client::connect(&format!("127.0.0.1:{port}"), o)
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree connect");
+    let f = tree
+        .open("aligned", &OpenOptions::read_only())
+        .await
+        .expect("open");
+    let (before, mut total) = (rdma_bytes(&session).1, 0);
+    let cases = [
+        (0, 524_288),
+        (1, 65_536),
+        (4_099, 200_000),
+        (63, 100_001),
+        (650_017, 65_536),
+    ];
+    for (off, len) in cases {
+        let end = data.len().min(off + len);
+        total += 3 * (end - off) as u64;
+        let got = f.read_data(off as u64, len).await.expect("read_data");
+        assert!(got[..] == data[off..end], "read_data at {off}");
+        assert_eq!(got.as_ptr() as usize % 64, off % 64, "read_data at {off}");
+        let mut buf = vec![0u8; len];
+        let n = f.read_into(off as u64, &mut buf).await.expect("read_into");
+        assert!(buf[..n] == data[off..end], "read_into at {off}");
+        let back = f.read_at(off as u64, len).await.expect("read_at");
+        assert!(back == data[off..end], "read_at at {off}");
+    }
+    assert!(rdma_bytes(&session).1 >= before + total, "by RDMA");
+    let past = f.read_data(700_000, 65_536).await.expect("past the end");
+    assert!(past.is_empty());
+    f.close().await.expect("close");
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
+
 /// `File::write_vec` lends its buffer: a WRITE above the RDMA threshold goes by RDMA
 /// from it, a small one inline, one above MaxWriteSize as several; each time the same
 /// bytes land in the file and come back in the buffer. Over TCP too.
