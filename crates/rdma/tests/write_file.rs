@@ -81,9 +81,15 @@ struct Pair {
 }
 
 async fn pair(crc: bool) -> Pair {
+    pair_mss(crc, Some(MSS)).await
+}
+
+/// A pair whose FPDUs are sized for `mss` (None: the socket's own, 65,483 bytes on
+/// loopback).
+async fn pair_mss(crc: bool, mss: Option<u32>) -> Pair {
     let opts = IwarpOptions {
         crc,
-        mss: Some(MSS),
+        mss,
         ..IwarpOptions::default()
     };
     let (sqp, cqp, cpd) = connected(opts).await;
@@ -198,6 +204,39 @@ async fn a_file_shorter_than_promised_sends_zeros_and_completes() {
         let again = write_file(&p, src, 0, 1000).await;
         assert!(again == data[..1000]);
     }
+}
+
+/// At loopback's segment size, where FPDUs from a file carry 15 pages each (a
+/// header written to wait for its payload, the payload by sendfile): byte-exact
+/// from any offset in a page, at and around the 15-page boundary, and a file that
+/// shrank mid-Write still sends the promised length (zeros past its end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_writes_at_loopback_segment_size_are_byte_exact() {
+    let p = pair_mss(false, None).await;
+    let pages15 = 15 * 4096;
+    let data = pattern((3 << 20) + 8192);
+    let (t, f) = file_of(&data);
+    for at in [0, 100, 4095] {
+        for n in [pages15 - 1, pages15, pages15 + 1, 512 << 10, (1 << 20) + 3] {
+            let src = FileSrc::new(f.try_clone().unwrap(), data.len());
+            let got = write_file(&p, src.clone(), at, n).await;
+            assert!(got == data[at..at + n], "{n} bytes from {at} differ");
+            assert_eq!(src.sent.load(Ordering::Relaxed), n);
+        }
+    }
+    let n = 1 << 20;
+    let src = FileSrc::new(f, n);
+    let keep = 3 * pages15 + 17;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(t.path())
+        .unwrap()
+        .set_len(keep as u64)
+        .unwrap();
+    let got = write_file(&p, src.clone(), 0, n).await;
+    assert!(got[..keep] == data[..keep], "kept bytes differ");
+    assert!(got[keep..].iter().all(|&b| b == 0), "zeros past the end");
+    assert_eq!(src.sent.load(Ordering::Relaxed), keep);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

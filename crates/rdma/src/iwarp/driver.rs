@@ -3,7 +3,7 @@
 //! receive and write buffers).
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 
 use tokio::io::{AsyncWriteExt, Interest};
@@ -66,15 +66,46 @@ fn send_file(stream: &TcpStream, src: &dyn FileRange, at: usize, n: usize) -> io
     }
 }
 
+/// Writes `iov` without waiting, with `MSG_MORE`: the socket holds the bytes for
+/// what follows them (a file's payload sent by `sendfile`, which pushes at its
+/// end), so an FPDU's header leaves in the same segment as its payload instead of
+/// one of its own (a segment less per FPDU through loopback's transmit and receive
+/// paths, and a wake of the peer less). `WouldBlock` clears the write readiness.
+fn send_more(stream: &TcpStream, iov: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    stream.try_io(Interest::WRITABLE, || {
+        // SAFETY: a zeroed msghdr is valid (no name, no control data).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        // IoSlice is ABI-compatible with iovec; sendmsg only reads through it.
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iov.len() as _;
+        let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call,
+        // and the descriptor is the stream's own open socket.
+        let r = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, flags) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as usize)
+        }
+    })
+}
+
 /// One vectored write of what is queued from `out[wpos..]` on (payloads from
 /// their regions, files with sendfile); a file that ended before its payload was
 /// sent goes on as the bytes read in, zeros past its end.
 fn write_some(eng: &mut Engine, stream: &TcpStream, out: &[u8], wpos: usize) -> io::Result<usize> {
     loop {
+        let more = eng.file_follows();
         let r = eng.write_vectored(
             out,
             wpos,
-            |iov| stream.try_write_vectored(iov),
+            |iov| {
+                if more {
+                    send_more(stream, iov)
+                } else {
+                    stream.try_write_vectored(iov)
+                }
+            },
             |src, at, n| send_file(stream, src, at, n),
         );
         match r {

@@ -171,6 +171,20 @@ const MAX_HOLES: usize = 64;
 /// calls per request).
 const GATHER_MIN: usize = 16 * 1024;
 
+/// Most payload bytes of one FPDU of an RDMA Write sent from a file: 15 pages of the
+/// page cache, which span at most 16 pages wherever they start, so that with the
+/// FPDU's header (one more fragment) they fit one socket buffer, whose fragments
+/// Linux bounds at 17 (`net.core.max_skb_frags`' default). On loopback an FPDU's
+/// largest payload (65,456 bytes) spans 17 pages unless it starts within 80 bytes
+/// of a page, and the socket then sends its header and first 16 pages as one
+/// segment and the last page as another; at 15 pages the header (written with
+/// `MSG_MORE`, see [`Engine::file_follows`]) and the payload (sendfile) leave as
+/// one segment. One size for every FPDU of the message but the last keeps the
+/// stream as the receiver predicts it (each FPDU as long as the one before). A
+/// 512 KiB READ is then eight FPDUs of 60 KiB and one of 32 KiB, where it was eight
+/// of 65,456 bytes and one of 640: as many FPDUs, about half the segments.
+const FILE_FPDU_MAX: usize = 15 * 4096;
+
 /// A payload that vectored output sends from its region (or file): it goes on
 /// the wire before `out[at..]`.
 #[derive(Debug)]
@@ -639,7 +653,11 @@ impl Engine {
                     last
                 }
                 WqeKind::Write { remote } => {
-                    let n = (wqe.total - *sent).min(max - TAGGED_HDR);
+                    let mut n = (wqe.total - *sent).min(max - TAGGED_HDR);
+                    if wqe.file.is_some() && holes.is_some() && !crc {
+                        // Sent from the file (sendfile).
+                        n = n.min(FILE_FPDU_MAX);
+                    }
                     let last = *sent + n == wqe.total;
                     let h = DdpHdr::Tagged {
                         last,
@@ -816,6 +834,17 @@ impl Engine {
             iov.push(std::io::IoSlice::new(b));
         }
         write(&iov)
+    }
+
+    /// Whether the bytes [`Engine::write_vectored`] writes next end right before a
+    /// payload from a file (which `send_file` sends next): the driver then asks the
+    /// socket to hold them for it (`MSG_MORE`), so a header and its payload leave
+    /// as one segment.
+    pub fn file_follows(&self) -> bool {
+        self.holes
+            .iter()
+            .take(MAX_HOLES + 1)
+            .any(|h| matches!(h.src, HoleSrc::File(_)))
     }
 
     /// The file whose payload comes next ended before it was all sent (sendfile
@@ -2274,6 +2303,110 @@ mod tests {
         out.clear();
         e.pump_tx(&mut out, 1 << 20);
         assert_eq!(e.take_completions().count(), 1);
+    }
+
+    /// A file in memory as the source of an RDMA Write.
+    #[derive(Debug)]
+    struct MemFile(Vec<u8>);
+
+    impl FileRange for MemFile {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn send_part(
+            &self,
+            _: std::os::fd::BorrowedFd<'_>,
+            _: usize,
+            _: usize,
+        ) -> std::io::Result<usize> {
+            unreachable!("the test sends through write_vectored's closure")
+        }
+        fn read_part(&self, buf: &mut Vec<u8>, at: usize, n: usize) {
+            buf.extend_from_slice(&self.0[at..at + n]);
+        }
+    }
+
+    fn queue_file_write(qp: &Arc<QpShared>, src: &Arc<MemFile>, at: usize, n: usize) {
+        qp.lock().sq.push_back(SendWqe {
+            wr_id: 5,
+            kind: WqeKind::Write {
+                remote: crate::types::RemoteBuf {
+                    stag: STag(0x1234_5601),
+                    to: 0,
+                    len: n as u32,
+                },
+            },
+            sg: Vec::new(),
+            total: n,
+            solicited: false,
+            file: Some((src.clone() as Arc<dyn FileRange>, at)),
+        });
+    }
+
+    #[test]
+    fn file_payloads_are_cut_to_fifteen_pages_and_their_headers_wait_for_them() {
+        let mss = 65_483; // loopback's
+        let max = max_ulpdu_for_mss(mss) - TAGGED_HDR;
+        assert!(max > FILE_FPDU_MAX);
+        let file = Arc::new(MemFile(pattern(3 << 20)));
+        for (at, n) in [(0, 512 << 10), (100, (1 << 20) + 3), (4095, FILE_FPDU_MAX)] {
+            let (mut e, qp) = engine(false);
+            e.cfg.max_ulpdu = max_ulpdu_for_mss(mss);
+            e.set_vectored(true);
+            queue_file_write(&qp, &file, at, n);
+            let mut out = Vec::new();
+            e.pump_tx(&mut out, 4 << 20);
+            // Every payload but the last is 15 pages long, the last what is left.
+            let lens: Vec<usize> = e.holes.iter().map(|h| h.len).collect();
+            let whole = n / FILE_FPDU_MAX;
+            let mut want = vec![FILE_FPDU_MAX; whole];
+            if n % FILE_FPDU_MAX > 0 {
+                want.push(n % FILE_FPDU_MAX);
+            }
+            assert_eq!(lens, want, "{n} bytes from {at}");
+            // Each header goes out waiting for the payload behind it (MSG_MORE);
+            // the stream carries the file's bytes in order.
+            let mut wpos = 0;
+            let mut payload = Vec::new();
+            let mut headers_held = 0;
+            while wpos < out.len() || e.has_holes() {
+                let follows = e.file_follows();
+                let mut from_file = None;
+                let k = e
+                    .write_vectored(
+                        &out,
+                        wpos,
+                        |iov| Ok(iov.iter().map(|b| b.len()).sum()),
+                        |src, off, len| {
+                            let mut v = Vec::new();
+                            src.read_part(&mut v, off, len);
+                            from_file = Some(v);
+                            Ok(len)
+                        },
+                    )
+                    .unwrap();
+                match from_file {
+                    Some(v) => payload.extend_from_slice(&v),
+                    None => headers_held += usize::from(follows),
+                }
+                wpos = e.advance(&out, wpos, k);
+            }
+            assert_eq!(headers_held, lens.len(), "{n} bytes from {at}");
+            assert!(!e.file_follows());
+            assert!(payload == file.0[at..at + n], "{n} bytes from {at}");
+            assert_eq!(e.take_completions().count(), 1);
+        }
+        // With CRC on the payload is read in whole: FPDUs as long as the MSS allows.
+        let (mut e, qp) = engine(true);
+        e.cfg.max_ulpdu = max_ulpdu_for_mss(mss);
+        e.set_vectored(true);
+        queue_file_write(&qp, &file, 0, 512 << 10);
+        let mut out = Vec::new();
+        e.pump_tx(&mut out, 4 << 20);
+        assert!(!e.has_holes());
+        let fpdus = (512usize << 10).div_ceil(max);
+        let framing = out.len() - (512 << 10);
+        assert!(framing < fpdus * 32, "{framing} bytes of framing");
     }
 
     #[test]
