@@ -511,17 +511,16 @@ mod tests {
         let next_started = std::sync::atomic::AtomicBool::new(false);
         let next_started = &next_started;
         let started_before = async {
-            order
-                .run(first, async {
-                    let c = c.clone();
-                    send_chain(&c, out, None, None).await;
-                })
-                .await;
+            let chain = std::pin::pin!(async {
+                let c = c.clone();
+                send_chain(&c, out, None, None).await;
+            });
+            order.run(first, chain).await;
             next_started.load(std::sync::atomic::Ordering::SeqCst)
         };
-        let next = order.run(second, async {
-            next_started.store(true, std::sync::atomic::Ordering::SeqCst)
-        });
+        let next_chain =
+            std::pin::pin!(async { next_started.store(true, std::sync::atomic::Ordering::SeqCst) });
+        let next = order.run(second, next_chain);
         let (started_before, ()) = tokio::join!(started_before, next);
         assert!(started_before, "the next request waited for the read-in");
         let msg = rx.next().await;
