@@ -185,12 +185,7 @@ async fn a_file_shorter_than_promised_sends_zeros_and_completes() {
         let src = FileSrc::new(f, n);
         // Truncated after the range was promised, before it is sent.
         let keep = 123_457;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(t.path())
-            .unwrap()
-            .set_len(keep as u64)
-            .unwrap();
+        shrink(t.path(), keep);
         let got = write_file(&p, src.clone(), 0, n).await;
         assert!(got[..keep] == data[..keep], "kept bytes differ (crc {crc})");
         assert!(
@@ -227,12 +222,7 @@ async fn file_writes_at_loopback_segment_size_are_byte_exact() {
     let n = 1 << 20;
     let src = FileSrc::new(f, n);
     let keep = 3 * pages15 + 17;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(t.path())
-        .unwrap()
-        .set_len(keep as u64)
-        .unwrap();
+    shrink(t.path(), keep);
     let got = write_file(&p, src.clone(), 0, n).await;
     assert!(got[..keep] == data[..keep], "kept bytes differ");
     assert!(got[keep..].iter().all(|&b| b == 0), "zeros past the end");
@@ -304,4 +294,14 @@ async fn queued_file_writes_land_in_order_when_the_socket_takes_them_in_parts() 
     }
     assert_eq!(src.sent.load(Ordering::Relaxed), each * count);
     assert_eq!(src.read.load(Ordering::Relaxed), 0);
+}
+
+/// Cuts the file at `path` to `len` bytes (a truncate racing a promised range).
+fn shrink(path: &std::path::Path, len: usize) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len as u64)
+        .unwrap();
 }
