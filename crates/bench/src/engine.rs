@@ -285,8 +285,13 @@ fn timeline(
     show: bool,
 ) -> Result<(CpuUsage, Option<TcpCounters>, f64), BenchError> {
     let mut progress = Progress::new(show);
-    shared.phase.store(WARMUP, Ordering::Release);
-    progress.wait(shared, "warm-up", p.warmup_s);
+    // Without a warm-up the threads start in the measured phase: set to WARMUP first,
+    // they ran (a fast target: every `--ios` of them) while the counters below were
+    // read, and those I/Os went unrecorded.
+    if p.warmup_s > 0 {
+        shared.phase.store(WARMUP, Ordering::Release);
+        progress.wait(shared, "warm-up", p.warmup_s);
+    }
     let cpu_err = |e| BenchError::io("reading CPU counters", e);
     let a = Snapshot::take(p.server_pid).map_err(cpu_err)?;
     let tcp_a = TcpCounters::take();
