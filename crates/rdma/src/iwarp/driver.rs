@@ -95,11 +95,10 @@ fn send_more(stream: &TcpStream, iov: &[io::IoSlice<'_>]) -> io::Result<usize> {
 /// sent goes on as the bytes read in, zeros past its end.
 fn write_some(eng: &mut Engine, stream: &TcpStream, out: &[u8], wpos: usize) -> io::Result<usize> {
     loop {
-        let more = eng.file_follows();
         let r = eng.write_vectored(
             out,
             wpos,
-            |iov| {
+            |iov, more| {
                 if more {
                     send_more(stream, iov)
                 } else {

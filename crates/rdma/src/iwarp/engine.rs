@@ -178,7 +178,7 @@ const GATHER_MIN: usize = 16 * 1024;
 /// largest payload (65,456 bytes) spans 17 pages unless it starts within 80 bytes
 /// of a page, and the socket then sends its header and first 16 pages as one
 /// segment and the last page as another; at 15 pages the header (written with
-/// `MSG_MORE`, see [`Engine::file_follows`]) and the payload (sendfile) leave as
+/// `MSG_MORE`, see [`Engine::write_vectored`]) and the payload (sendfile) leave as
 /// one segment. One size for every FPDU of the message but the last keeps the
 /// stream as the receiver predicts it (each FPDU as long as the one before). A
 /// 512 KiB READ is then eight FPDUs of 60 KiB and one of 32 KiB, where it was eight
@@ -773,13 +773,16 @@ impl Engine {
     /// Sends the bytes to send next, from `out[wpos..]` and the queued payloads:
     /// calls `write` with them (regions locked meanwhile) up to the first payload
     /// from a file, and `send_file(src, at, n)` when that payload comes first (its
-    /// `n` bytes from byte `at` of `src`). Returns what the call did: 0 from
-    /// `send_file` means the file ended early (see [`Engine::file_ended`]).
+    /// `n` bytes from byte `at` of `src`). `write`'s flag says a file's payload
+    /// comes right after its bytes: the driver then asks the socket to hold them
+    /// for it (`MSG_MORE`), so a header and its payload leave as one segment.
+    /// Returns what the call did: 0 from `send_file` means the file ended early
+    /// (see [`Engine::file_ended`]).
     pub fn write_vectored(
         &self,
         out: &[u8],
         wpos: usize,
-        write: impl FnOnce(&[std::io::IoSlice<'_>]) -> std::io::Result<usize>,
+        write: impl FnOnce(&[std::io::IoSlice<'_>], bool) -> std::io::Result<usize>,
         send_file: impl FnOnce(&dyn FileRange, usize, usize) -> std::io::Result<usize>,
     ) -> std::io::Result<usize> {
         if let Some(h) = self.holes.front().filter(|h| h.at <= wpos) {
@@ -824,27 +827,20 @@ impl Engine {
                 None => return Err(std::io::Error::other("payload outside its region")),
             }
         }
-        let end = if whole {
-            out.len()
+        // Up to the next hole not gathered here (a file's, or past MAX_HOLES).
+        let next = if whole {
+            None
         } else {
-            // Up to the next hole not gathered here (a file's, or past MAX_HOLES).
-            self.holes.get(holes.len()).map_or(out.len(), |h| h.at)
+            self.holes.get(holes.len())
         };
+        let end = next.map_or(out.len(), |h| h.at);
         if let Some(b) = out.get(pos..end).filter(|b| !b.is_empty()) {
             iov.push(std::io::IoSlice::new(b));
         }
-        write(&iov)
-    }
-
-    /// Whether the bytes [`Engine::write_vectored`] writes next end right before a
-    /// payload from a file (which `send_file` sends next): the driver then asks the
-    /// socket to hold them for it (`MSG_MORE`), so a header and its payload leave
-    /// as one segment.
-    pub fn file_follows(&self) -> bool {
-        self.holes
-            .iter()
-            .take(MAX_HOLES + 1)
-            .any(|h| matches!(h.src, HoleSrc::File(_)))
+        write(
+            &iov,
+            next.is_some_and(|h| matches!(h.src, HoleSrc::File(_))),
+        )
     }
 
     /// The file whose payload comes next ended before it was all sent (sendfile
@@ -2192,7 +2188,7 @@ mod tests {
                     .write_vectored(
                         &out,
                         wpos,
-                        |iov| {
+                        |iov, _| {
                             let mut k = 0;
                             for b in iov {
                                 let t = b.len().min(7777 - k);
@@ -2281,7 +2277,7 @@ mod tests {
         // out of order, the Write once its bytes are out.
         let total = out.len() + GATHER_MIN;
         let k = e
-            .write_vectored(&out, 0, |_| Ok(total - 1), |_, _, _| Ok(0))
+            .write_vectored(&out, 0, |_, _| Ok(total - 1), |_, _, _| Ok(0))
             .unwrap();
         let wpos = e.advance(&out, 0, k);
         let c: Vec<u64> = e.take_completions().map(|c| c.wr_id).collect();
@@ -2290,7 +2286,7 @@ mod tests {
             .write_vectored(
                 &out,
                 wpos,
-                |iov| Ok(iov.iter().map(|b| b.len()).sum()),
+                |iov, _| Ok(iov.iter().map(|b| b.len()).sum()),
                 |_, _, _| Ok(0),
             )
             .unwrap();
@@ -2368,15 +2364,18 @@ mod tests {
             // the stream carries the file's bytes in order.
             let mut wpos = 0;
             let mut payload = Vec::new();
-            let mut headers_held = 0;
+            let (mut headers_held, mut last_held) = (0, false);
             while wpos < out.len() || e.has_holes() {
-                let follows = e.file_follows();
+                let mut follows = false;
                 let mut from_file = None;
                 let k = e
                     .write_vectored(
                         &out,
                         wpos,
-                        |iov| Ok(iov.iter().map(|b| b.len()).sum()),
+                        |iov, more| {
+                            follows = more;
+                            Ok(iov.iter().map(|b| b.len()).sum())
+                        },
                         |src, off, len| {
                             let mut v = Vec::new();
                             src.read_part(&mut v, off, len);
@@ -2387,12 +2386,16 @@ mod tests {
                     .unwrap();
                 match from_file {
                     Some(v) => payload.extend_from_slice(&v),
-                    None => headers_held += usize::from(follows),
+                    None => {
+                        headers_held += usize::from(follows);
+                        last_held = follows;
+                    }
                 }
                 wpos = e.advance(&out, wpos, k);
             }
             assert_eq!(headers_held, lens.len(), "{n} bytes from {at}");
-            assert!(!e.file_follows());
+            // The last bytes (the final trailer) are not held: they push.
+            assert!(!last_held, "{n} bytes from {at}");
             assert!(payload == file.0[at..at + n], "{n} bytes from {at}");
             assert_eq!(e.take_completions().count(), 1);
         }
