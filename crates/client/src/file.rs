@@ -941,6 +941,15 @@ pub struct ReadData {
     pool: Option<Arc<smbx_transport::BufPool>>,
 }
 
+impl ReadData {
+    /// Bytes of the buffer that holds the data (its pool class's size, for a pooled
+    /// one): memory this READ keeps until it drops, registered memory while its
+    /// transfer ran when it came by RDMA.
+    pub fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
 impl std::ops::Deref for ReadData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

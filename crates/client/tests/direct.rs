@@ -230,6 +230,14 @@ async fn rdma_read_data_lands_at_the_file_offsets_place_in_a_cache_line() {
         let got = f.read_data(off as u64, len).await.expect("read_data");
         assert!(got[..] == data[off..end], "read_data at {off}");
         assert_eq!(got.as_ptr() as usize % 64, off % 64, "read_data at {off}");
+        // Its buffer is of the READ length's class, moved data and all (a 512 KiB
+        // READ holds 512 KiB and the pool's headroom, not 1 MiB).
+        let class = len.max(64 << 10).next_power_of_two();
+        assert_eq!(
+            got.held(),
+            class + smbx_transport::BufPool::HEADROOM,
+            "read_data at {off}"
+        );
         let mut buf = vec![0u8; len];
         let n = f.read_into(off as u64, &mut buf).await.expect("read_into");
         assert!(buf[..n] == data[off..end], "read_into at {off}");

@@ -813,7 +813,11 @@ mod tests {
         let f = fr.next(&mut server, None).await.unwrap();
         assert!(f.permit.is_none(), "no budget, no permit");
         assert_eq!(f.msg, a);
-        assert_eq!(f.msg.capacity(), 512 * 1024, "a buffer of its size class");
+        assert_eq!(
+            f.msg.capacity(),
+            512 * 1024 + BufPool::HEADROOM,
+            "a buffer of its size class"
+        );
         let ptr = f.msg.as_ptr();
         pool.recycle(f.msg);
         // The next large frame lands in the same memory; its own bytes only.
@@ -824,6 +828,30 @@ mod tests {
         let f = fr.next(&mut server, None).await.unwrap();
         assert_eq!(f.msg, vec![9; 100]);
         assert!(f.msg.capacity() < 64 * 1024);
+    }
+
+    /// A 512 KiB READ's response (header and fields, then the data; sealed, a
+    /// TRANSFORM_HEADER more) is read into a buffer of the 512 KiB class, not 1 MiB's;
+    /// 64 KiB's into the 64 KiB class.
+    #[tokio::test]
+    async fn power_of_two_reads_land_in_their_own_class() {
+        let (mut client, mut server) = tokio::io::duplex(4 << 20);
+        let pool = Arc::new(BufPool::new(2));
+        let mut fr = FrameReader::with_pool(16 << 20, pool.clone());
+        for data in [64 << 10, 512 << 10] {
+            for head in [64 + 16, 52 + 64 + 16] {
+                let msg: Vec<u8> = (0..head + data).map(|i| i as u8).collect();
+                client.write_all(&frame(&msg)).await.unwrap();
+                let f = fr.next(&mut server, None).await.unwrap();
+                assert_eq!(f.msg, msg);
+                assert_eq!(
+                    f.msg.capacity(),
+                    data + BufPool::HEADROOM,
+                    "{head} + {data}"
+                );
+                pool.recycle(f.msg);
+            }
+        }
     }
 
     #[tokio::test]

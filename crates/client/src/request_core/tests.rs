@@ -536,3 +536,24 @@ pub(crate) fn hostile_variants(base: &[u8], n: u32) -> impl Iterator<Item = Vec<
         f
     })
 }
+
+/// A WRITE of a power of two built in place (headroom, header, fields, data) is in a
+/// pooled buffer of its data's class, not the next one: 64 KiB and 512 KiB WRITEs.
+#[test]
+fn power_of_two_writes_are_built_in_their_own_class() {
+    use smbx_wire::rw::WriteRequest;
+    let pool = smbx_transport::BufPool::new(2);
+    for len in [64 << 10, 512 << 10] {
+        let data = vec![7u8; len];
+        let mut w = body_writer(&pool, 48 + len);
+        WriteRequest {
+            offset: 4096,
+            data: &data,
+            ..Default::default()
+        }
+        .encode_into(&mut w);
+        let buf = w.into_vec();
+        assert_eq!(buf.len(), HEADROOM + 48 + len);
+        assert_eq!(buf.capacity(), len + smbx_transport::BufPool::HEADROOM);
+    }
+}
