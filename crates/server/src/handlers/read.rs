@@ -52,7 +52,7 @@ fn rdma_read_response(n: usize, invalidate: Option<u32>) -> Response {
 /// 0.51-0.86x the wall time; at 64 KiB it was mixed (server 0.78-1.26x, client
 /// 0.98-1.36x, wall 0.78-1.40x), so 64 KiB READs stay on the copy path. Stop 30
 /// measured 256 KiB 1.3-1.6x and 512 KiB ~1.4x faster.
-const RDMA_FILE_MIN: usize = 128 * 1024;
+pub(crate) const RDMA_FILE_MIN: usize = 128 * 1024;
 
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
@@ -200,6 +200,12 @@ async fn read(
                 let (buf, n) = match cached? {
                     Some(n) => (buf, n),
                     None => {
+                        // Run in the read loop's first poll (dispatch.rs,
+                        // `completes_at_once`), a read that may wait for the disk goes on
+                        // as a task of its own first.
+                        if len < BLOCKING_THRESHOLD {
+                            tokio::task::yield_now().await;
+                        }
                         run_blocking(len >= BLOCKING_THRESHOLD, move || {
                             let mut read = Ok(0);
                             buf.with_mut(&mut |b| read = handle.read_at(b, offset));
