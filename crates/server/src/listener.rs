@@ -168,6 +168,9 @@ impl Server {
         let iwarp = IwarpOptions {
             crc: config.global.smb_direct_crc,
             mss: Some(config.global.smb_direct_mss).filter(|&m| m != 0),
+            // Soft-iWARP's socket queues FPDUs unsent as a TCP connection queues
+            // responses (see NOTSENT_LOWAT).
+            notsent_lowat: sockopts.notsent_lowat,
             ..IwarpOptions::default()
         };
         let addrs = direct_addresses(&config);

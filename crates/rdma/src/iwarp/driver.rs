@@ -90,6 +90,32 @@ fn send_more(stream: &TcpStream, iov: &[io::IoSlice<'_>]) -> io::Result<usize> {
     })
 }
 
+/// Sets the socket's TCP_NOTSENT_LOWAT ([`super::IwarpOptions::notsent_lowat`]): the
+/// most bytes it holds written but not yet sent before a write says `WouldBlock`
+/// (0: the system's rule). The rest of what the engine has queued stays in `out` and
+/// its holes until the socket sends, so the payloads the peer has not made room for
+/// are sent from here, as the socket drains, rather than from a deep send queue
+/// that the peer's acknowledgements push out.
+pub(crate) fn set_notsent_lowat(stream: &TcpStream, bytes: u32) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads one c_int from `v`, which outlives the call; the
+    // descriptor is the stream's own open socket.
+    let r = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// One vectored write of what is queued from `out[wpos..]` on (payloads from
 /// their regions, files with sendfile); a file that ended before its payload was
 /// sent goes on as the bytes read in, zeros past its end.

@@ -52,6 +52,14 @@ pub struct IwarpOptions {
     pub mss: Option<u32>,
     /// How long MPA connection setup may take.
     pub handshake_timeout: std::time::Duration,
+    /// TCP_NOTSENT_LOWAT for the connection's socket (bytes; 0: the system's rule;
+    /// `None`: left as the socket has it): how far the sender's writes get ahead of
+    /// what it has sent. Without it a receiver slower than the sender (large READs at
+    /// a deep queue) has up to a whole send buffer (4 MiB) of FPDUs queued ahead of
+    /// its window, which its own acknowledgements then push out, through loopback's
+    /// transmit and receive paths on its CPU. The server sets the value its TCP
+    /// connections get (`socket options`, 1 MiB by default).
+    pub notsent_lowat: Option<u32>,
 }
 
 impl Default for IwarpOptions {
@@ -62,6 +70,7 @@ impl Default for IwarpOptions {
             rtr: None,
             mss: None,
             handshake_timeout: std::time::Duration::from_secs(10),
+            notsent_lowat: None,
         }
     }
 }

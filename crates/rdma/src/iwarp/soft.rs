@@ -128,6 +128,14 @@ async fn read_frame(
     }
 }
 
+/// Sets what `opts` asks of a connection's socket before its driver starts.
+fn tune(stream: &TcpStream, opts: &IwarpOptions) {
+    if let Some(v) = opts.notsent_lowat {
+        // A socket that refuses it keeps the system's rule.
+        let _ = driver::set_notsent_lowat(stream, v);
+    }
+}
+
 fn start(
     stream: TcpStream,
     shared: Arc<QpShared>,
@@ -135,7 +143,9 @@ fn start(
     peer: PeerParams,
     leftover: Vec<u8>,
     initiator: bool,
+    opts: &IwarpOptions,
 ) {
+    tune(&stream, opts);
     open_qp(&shared, &cfg, peer);
     {
         let mut g = shared.lock();
@@ -195,6 +205,7 @@ impl Connecting for SoftConnecting {
                     peer.clone(),
                     leftover,
                     true,
+                    &opts,
                 );
                 Ok((qp, peer))
             }
@@ -375,7 +386,15 @@ impl ConnectRequest for SoftConnectRequest {
         let mut b = Vec::new();
         reply.encode(&mut b);
         stream.write_all(&b).await?;
-        start(stream, qp.shared().clone(), cfg, peer, leftover, false);
+        start(
+            stream,
+            qp.shared().clone(),
+            cfg,
+            peer,
+            leftover,
+            false,
+            &opts,
+        );
         Ok(qp)
     }
     async fn reject(self, private_data: &[u8]) -> Result<()> {
@@ -463,5 +482,43 @@ mod tests {
             ..IwarpOptions::default()
         };
         assert_eq!(mss_of(&c, &fixed), 1448);
+    }
+
+    /// A connection's socket gets the TCP_NOTSENT_LOWAT its options ask for, and
+    /// keeps its own without one.
+    #[tokio::test]
+    async fn the_socket_gets_the_notsent_lowat_asked_for() {
+        use std::os::fd::AsRawFd;
+        let lowat = |s: &TcpStream| {
+            let mut v: libc::c_int = -1;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: the descriptor is the stream's open socket; v and len are valid
+            // for writes of the sizes given.
+            let rc = unsafe {
+                libc::getsockopt(
+                    s.as_raw_fd(),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NOTSENT_LOWAT,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(rc, 0);
+            v
+        };
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, a) = tokio::join!(TcpStream::connect(addr), l.accept());
+        let (c, (a, _)) = (c.unwrap(), a.unwrap());
+        let before = lowat(&a);
+        tune(&a, &IwarpOptions::default());
+        assert_eq!(lowat(&a), before);
+        let opts = IwarpOptions {
+            notsent_lowat: Some(1 << 20),
+            ..IwarpOptions::default()
+        };
+        tune(&c, &opts);
+        assert_eq!(lowat(&c), 1 << 20);
+        assert_ne!(before, 1 << 20);
     }
 }
