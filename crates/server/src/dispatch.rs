@@ -17,11 +17,12 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures_util::stream::FuturesUnordered;
 use futures_util::FutureExt;
 use smbx_transport::splice::SplicedPayload;
 use smbx_wire::compound::{self, Member, Related};
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
-use smbx_wire::rw::{ReadRequest, CHANNEL_NONE};
+use smbx_wire::rw::{ReadRequest, WriteRequest, CHANNEL_NONE, WRITEFLAG_WRITE_THROUGH};
 use smbx_wire::Dialect;
 use smbx_wire::{smb1, Command, Header, NtStatus};
 use tokio::sync::OwnedSemaphorePermit;
@@ -44,6 +45,24 @@ pub(crate) enum Flow {
     Disconnect(&'static str),
 }
 
+/// Requests the read loop polls itself once their first poll (in the read loop) waited
+/// ([`parks`]), instead of spawning a task for each: `serve.rs` polls them beside its
+/// next receive, so a WRITE waiting for its RDMA Read's data is finished (written,
+/// answered) by the read loop, woken by the completion as by the next request from the
+/// same delivery, with no task to spawn, schedule and wake on the other worker. Before
+/// the read loop waits for anything else (budget, a NEGOTIATE or SESSION_SETUP run in
+/// place) and when it ends, they are [spilled](spill) into tasks of their own.
+pub(crate) type Parked =
+    FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
+
+/// Hands every parked request to a task of its own (before the read loop waits on
+/// anything else, and when it ends: a transfer under way keeps its buffer).
+pub(crate) fn spill(parked: &mut Parked) {
+    for f in std::mem::take(parked) {
+        tokio::spawn(f);
+    }
+}
+
 /// A received (and unsealed) compound chain.
 pub(crate) struct Chain {
     pub buf: Vec<u8>,
@@ -63,6 +82,7 @@ pub(crate) async fn on_frame(
     frame: Vec<u8>,
     payload: Option<SplicedPayload>,
     permit: OwnedSemaphorePermit,
+    parked: &mut Parked,
 ) -> Flow {
     conn.server.metrics.network(
         crate::metrics::Direction::In,
@@ -71,6 +91,7 @@ pub(crate) async fn on_frame(
     );
     let proto = frame.get(..4);
     if smb1::is_smb1(&frame) {
+        spill(parked);
         return handlers::negotiate::smb1(conn, &frame).await;
     }
     let (plain, encrypted) = if proto == Some(&TRANSFORM_PROTOCOL_ID[..]) {
@@ -105,7 +126,13 @@ pub(crate) async fn on_frame(
         bytes if bytes + permit.num_permits() > conn.budget_capacity() => {
             return Flow::Disconnect("responses would exceed the connection's budget")
         }
-        bytes => match conn.reserve(bytes).await {
+        bytes => match match conn.reserve(bytes).now_or_never() {
+            Some(p) => p,
+            None => {
+                spill(parked);
+                conn.reserve(bytes).await
+            }
+        } {
             Some(more) => {
                 let mut permit = permit;
                 permit.merge(more);
@@ -119,6 +146,7 @@ pub(crate) async fn on_frame(
     // data goes from the pipe into the page cache in place, as a READ's goes out.
     let inline =
         payload.is_some() || completes_at_once(conn, &plain, &members, encrypted.is_some());
+    let park = inline && payload.is_none() && parks(conn, &plain, &members);
     let chain = Chain {
         buf: plain,
         members,
@@ -128,6 +156,7 @@ pub(crate) async fn on_frame(
     };
     let ticket = conn.start_order.ticket();
     if matches!(first, Some(Command::Negotiate | Command::SessionSetup)) {
+        spill(parked);
         let c = conn.clone();
         let chain = std::pin::pin!(process_chain(c, chain));
         conn.start_order.run(ticket, chain).await;
@@ -146,7 +175,11 @@ pub(crate) async fn on_frame(
             // there with its own waker).
             let mut task = Box::pin(task);
             if task.as_mut().now_or_never().is_none() {
-                tokio::spawn(task);
+                if park {
+                    parked.push(task);
+                } else {
+                    tokio::spawn(task);
+                }
             }
         } else {
             tokio::spawn(task);
@@ -185,6 +218,36 @@ fn completes_at_once(conn: &Connection, buf: &[u8], members: &[Member], sealed: 
         Some(Command::Write) if conn.direct().is_some() => true,
         _ => false,
     }
+}
+
+/// Whether a lone request over SMB Direct whose first poll (in the read loop) waited
+/// is [parked](Parked) rather than spawned: a WRITE of at most [`PARK_MAX`] whose data
+/// an RDMA Read brings ([`direct_write_parks`]).
+fn parks(conn: &Connection, buf: &[u8], members: &[Member]) -> bool {
+    let [m] = members else { return false };
+    if conn.direct().is_none() || m.header.cmd() != Some(Command::Write) {
+        return false;
+    }
+    let msg = buf.get(m.range.clone()).unwrap_or_default();
+    WriteRequest::decode(msg).is_ok_and(|w| direct_write_parks(&w))
+}
+
+/// The largest WRITE by RDMA that the read loop finishes itself once its data is in
+/// ([`Parked`]). 64 KiB sequential WRITEs -o8 over rdma, parked vs spawned (one
+/// binary, env toggle, alternated 4 times on a loaded 2-core machine): server CPU per
+/// WRITE 31.0-35.4 vs 42.9-68.4 µs, MB/s 1.12-1.89x, 4 of 4 pairs. Larger ones are
+/// spawned: 128 KiB was mixed (3 pairs), 512 KiB lost (server CPU per WRITE 176-204
+/// vs 162-190 µs, 3 of 3 higher): their copy into the page cache holds the read loop.
+pub const PARK_MAX: usize = 64 * 1024;
+
+/// Whether a WRITE over SMB Direct is parked once its first poll waited: its data
+/// comes by RDMA Read (a channel, nothing inline), at most [`PARK_MAX`] bytes, and it
+/// does not wait for the disk (write-through) once the data is in.
+fn direct_write_parks(w: &WriteRequest<'_>) -> bool {
+    w.channel != CHANNEL_NONE
+        && w.length == 0
+        && w.remaining_bytes as usize <= PARK_MAX
+        && w.flags & WRITEFLAG_WRITE_THROUGH == 0
 }
 
 /// Whether a plain lone READ over SMB Direct runs in the read loop's first poll: one
@@ -594,6 +657,7 @@ fn cancel(conn: &Connection, hdr: &Header) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::StreamExt;
     use smbx_wire::Writer;
 
     fn member(cmd: Command, next: u32, body_len: usize) -> Vec<u8> {
@@ -644,6 +708,60 @@ mod tests {
         assert!(read(CHANNEL_RDMA_V1, file_min - 1));
         assert!(!read(CHANNEL_RDMA_V1, file_min));
         assert!(!read(CHANNEL_RDMA_V1_INVALIDATE, 512 * 1024));
+    }
+
+    /// A WRITE over SMB Direct is parked when its data comes by RDMA Read, is at most
+    /// PARK_MAX bytes and is not write-through; one with its data inline is not.
+    #[test]
+    fn direct_writes_park_when_small_by_rdma_and_not_write_through() {
+        use smbx_wire::rw::CHANNEL_RDMA_V1;
+        let write = |channel: u32, remaining: u32, flags: u32, data: &[u8]| {
+            let mut msg = member(Command::Write, 0, 0);
+            msg.extend(
+                WriteRequest {
+                    channel,
+                    remaining_bytes: remaining,
+                    flags,
+                    length: data.len() as u32,
+                    data,
+                    channel_info: if channel == CHANNEL_NONE {
+                        &[]
+                    } else {
+                        &[0; 16]
+                    },
+                    ..Default::default()
+                }
+                .encode(),
+            );
+            direct_write_parks(&WriteRequest::decode(&msg).unwrap())
+        };
+        let max = PARK_MAX as u32;
+        assert!(write(CHANNEL_RDMA_V1, 4096, 0, &[]));
+        assert!(write(CHANNEL_RDMA_V1, max, 0, &[]));
+        assert!(!write(CHANNEL_RDMA_V1, max + 1, 0, &[]));
+        assert!(!write(CHANNEL_RDMA_V1, max, WRITEFLAG_WRITE_THROUGH, &[]));
+        assert!(!write(CHANNEL_NONE, 0, 0, &[1; 100]));
+    }
+
+    /// Parked requests spilled into tasks run on to their end (a transfer under way
+    /// is not dropped with its buffer when the read loop stops polling them).
+    #[tokio::test]
+    async fn spilled_requests_run_on_as_tasks() {
+        let mut parked = Parked::new();
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        parked.push(Box::pin(async move {
+            let _ = wait.await;
+            let _ = done.send(());
+        }));
+        assert!(parked.next().now_or_never().is_none(), "waits");
+        spill(&mut parked);
+        assert!(parked.is_empty());
+        go.send(()).unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), finished)
+            .await
+            .expect("the spilled request ran on")
+            .expect("not dropped");
     }
 
     #[test]

@@ -111,7 +111,20 @@ fn why(e: LinkError) -> &'static str {
     }
 }
 
+/// Reads and dispatches frames until the connection ends; the requests it parked
+/// ([`dispatch::Parked`], polled beside each receive) then go on as tasks of their own.
 async fn read_loop<R: MessageReceiver>(conn: &Arc<Connection>, rx: &mut R) -> &'static str {
+    let mut parked = dispatch::Parked::new();
+    let why = read_frames(conn, rx, &mut parked).await;
+    dispatch::spill(&mut parked);
+    why
+}
+
+async fn read_frames<R: MessageReceiver>(
+    conn: &Arc<Connection>,
+    rx: &mut R,
+    parked: &mut dispatch::Parked,
+) -> &'static str {
     let g = &conn.config.global;
     let unauth = Duration::from_secs(u64::from(g.unauthenticated_timeout_secs.max(1)));
     let dead = Duration::from_secs(u64::from(g.deadtime_secs));
@@ -168,6 +181,7 @@ async fn read_loop<R: MessageReceiver>(conn: &Arc<Connection>, rx: &mut R) -> &'
             }
             _ = closing.as_mut() => Err("closed by server"),
             _ = shutdown.as_mut() => Err(SHUTTING_DOWN),
+            Some(()) = futures_util::StreamExt::next(parked), if !parked.is_empty() => continue,
         };
         let link::Received {
             msg: frame,
@@ -185,7 +199,7 @@ async fn read_loop<R: MessageReceiver>(conn: &Arc<Connection>, rx: &mut R) -> &'
             }
             Err(why) => return why,
         };
-        let flow = dispatch::on_frame(conn, frame, payload, permit).await;
+        let flow = dispatch::on_frame(conn, frame, payload, permit, parked).await;
         last = tokio::time::Instant::now();
         if let Flow::Disconnect(why) = flow {
             return why;
