@@ -21,6 +21,16 @@ const WBUDGET: usize = 256 * 1024;
 /// zero-length RDMA Write to wake the peer's receive path, and how often.
 const NUDGE_AFTER: Duration = Duration::from_millis(200);
 const MAX_NUDGES: u32 = 25;
+/// How many completions (received messages, mostly) the driver hands on from
+/// the receive buffer before it lets their consumers run and sends what they
+/// posted, then goes on with the rest of the buffer ([`Engine::on_input_some`]).
+/// A socket read can hold a whole queue depth of small messages (32 4 KiB READ
+/// responses, or requests); handed on all at once, the answers to all of them
+/// leave together after the last is done, and the peer idles until then: the two
+/// sides take turns instead of working at once. Sixteen splits a queue depth of
+/// 32 in two halves that the two sides work on at the same time (4 KiB random
+/// reads at -o32: more IOPS than with 8, which costs more wake-ups and writes).
+const RX_BATCH: usize = 16;
 
 /// One non-blocking read (`read` is `try_read` or `try_read_vectored`). A read
 /// that did not fill its buffers also clears the socket's read readiness, as
@@ -165,7 +175,7 @@ pub(crate) async fn run(
     // Payloads go out from their regions (writev), not copied into `out`.
     eng.set_vectored(true);
     // Process anything that arrived with the MPA reply.
-    let n = eng.on_input(&rbuf[rs..re], &mut out);
+    let (n, mut backlog) = eng.on_input_some(&rbuf[rs..re], &mut out, RX_BATCH);
     rs += n;
     loop {
         if eng.closed().is_none() && qp.lock().disconnect {
@@ -207,6 +217,17 @@ pub(crate) async fn run(
             next_nudge = None;
         } else if sent && next_nudge.is_none() {
             next_nudge = Some(Instant::now() + NUDGE_AFTER);
+        }
+        if backlog {
+            // Whole FPDUs are still in the receive buffer, behind a batch whose
+            // completions went out above: their consumers run first (and what they
+            // post goes out at the top of the loop), then the next batch. Nothing is
+            // read from the socket before the buffer's FPDUs are taken.
+            tokio::task::yield_now().await;
+            let n;
+            (n, backlog) = eng.on_input_some(&rbuf[rs..re], &mut out, RX_BATCH);
+            rs += n;
+            continue;
         }
         let want_write = (wpos < out.len() || eng.has_holes()) && eng.closed().is_none();
         let more_tx = !want_write && eng.has_tx_work();
@@ -265,7 +286,8 @@ pub(crate) async fn run(
                             eng.placed(k.min(left));
                             if k > left {
                                 re += k - left;
-                                let n = eng.on_input(&rbuf[rs..re], &mut out);
+                                let n;
+                                (n, backlog) = eng.on_input_some(&rbuf[rs..re], &mut out, RX_BATCH);
                                 rs += n;
                             }
                         }
@@ -289,7 +311,8 @@ pub(crate) async fn run(
                     Ok(k) => {
                         heard = true;
                         re += k;
-                        let n = eng.on_input(&rbuf[rs..re], &mut out);
+                        let n;
+                        (n, backlog) = eng.on_input_some(&rbuf[rs..re], &mut out, RX_BATCH);
                         rs += n;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

@@ -899,10 +899,24 @@ impl Engine {
     /// FPDU at the end is left for the next call). Protocol errors append a
     /// Terminate to `out` and close the engine.
     pub fn on_input(&mut self, input: &[u8], out: &mut Vec<u8>) -> usize {
+        self.on_input_some(input, out, usize::MAX).0
+    }
+
+    /// [`Engine::on_input`] that stops once the FPDUs it consumed have produced
+    /// `max` completions (a Send's last segment, a Read Response's last, ...);
+    /// returns the bytes used and whether it stopped for that reason, with whole
+    /// FPDUs possibly left in `input`. A caller hands the completions on and
+    /// lets their consumers run (they answer, so their messages go out) before
+    /// it calls again with the rest, instead of handing on a whole socket read's
+    /// worth at once: the peer, waiting for those answers, gets them a batch at a
+    /// time rather than all after the last.
+    pub fn on_input_some(&mut self, input: &[u8], out: &mut Vec<u8>, max: usize) -> (usize, bool) {
         let mut used = 0;
+        let done_before = self.completions.len();
+        let mut capped = false;
         self.read_hint = None;
         if self.closed.is_some() {
-            return 0;
+            return (0, false);
         }
         // A payload being placed directly takes the first bytes (a caller
         // that does not read into `placement()` itself hands them in here).
@@ -921,7 +935,7 @@ impl Engine {
             self.placed(n);
             used = n;
             if self.placing.is_some() {
-                return used;
+                return (used, false);
             }
         }
         let skip = self.rx_skip.min(input.len() - used);
@@ -954,6 +968,10 @@ impl Engine {
                         break;
                     }
                     used += wire;
+                    if self.completions.len() - done_before >= max && used < input.len() {
+                        capped = true;
+                        break;
+                    }
                 }
             }
         }
@@ -962,7 +980,7 @@ impl Engine {
         } else {
             self.bound_next_read(input.get(used..).unwrap_or_default(), fpdus, long);
         }
-        used
+        (used, capped)
     }
 
     /// Close with a locally detected error: append a Terminate (QN 2).
@@ -2443,6 +2461,65 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!((c[0].wr_id, c[0].byte_len), (7, 5));
         assert_eq!(mr.with(|b| b[..5].to_vec()), b"hello");
+    }
+
+    /// Several messages in one read are taken a few completions at a time, at
+    /// FPDU boundaries: a message of two segments counts once, at its last; what
+    /// is left is handed in again; a partial FPDU at the end waits for its rest.
+    #[test]
+    fn on_input_some_stops_after_max_completions_at_an_fpdu_boundary() {
+        let (mut e, qp) = engine(true);
+        let mrs: Vec<_> = (0..7).map(|_| post_recv(&qp, 16)).collect();
+        let mut input = Vec::new();
+        let mut ends = Vec::new();
+        for msn in 1..=4u32 {
+            input.extend(send(msn, 0, true, &[msn as u8; 4][..msn as usize]));
+            ends.push(input.len());
+        }
+        // Message 5 in two segments, then message 6 whole.
+        input.extend(send(5, 0, false, b"ab"));
+        ends.push(input.len());
+        input.extend(send(5, 2, true, b"cde"));
+        ends.push(input.len());
+        input.extend(send(6, 0, true, b"f"));
+        ends.push(input.len());
+        // Message 7, of which only part has arrived.
+        let seven = send(7, 0, true, b"seven");
+        input.extend(&seven[..seven.len() - 3]);
+        let mut out = Vec::new();
+        let lens =
+            |e: &mut Engine| e.take_completions().map(|c| c.byte_len).collect::<Vec<_>>();
+
+        let (n, capped) = e.on_input_some(&input, &mut out, 2);
+        assert_eq!((n, capped), (ends[1], true));
+        assert_eq!(lens(&mut e), [1, 2]);
+        let mut at = n;
+        let (n, capped) = e.on_input_some(&input[at..], &mut out, 2);
+        assert_eq!((at + n, capped), (ends[3], true));
+        assert_eq!(lens(&mut e), [3, 4]);
+        at += n;
+        // The two-segment message completes once, at its last segment.
+        let (n, capped) = e.on_input_some(&input[at..], &mut out, 2);
+        assert_eq!((at + n, capped), (ends[6], true));
+        assert_eq!(lens(&mut e), [5, 1]);
+        at += n;
+        // Only the partial FPDU is left: nothing more to take, not capped.
+        assert_eq!(e.on_input_some(&input[at..], &mut out, 2), (0, false));
+        assert!(lens(&mut e).is_empty());
+        // Its rest arrives: the message completes.
+        let mut rest = input[at..].to_vec();
+        rest.extend(&seven[seven.len() - 3..]);
+        assert_eq!(e.on_input_some(&rest, &mut out, 2), (rest.len(), false));
+        assert_eq!(lens(&mut e), [5]);
+        assert!(out.is_empty() && e.closed().is_none());
+        assert_eq!(mrs[4].with(|b| b[..5].to_vec()), b"abcde");
+        assert_eq!(mrs[6].with(|b| b[..5].to_vec()), b"seven");
+        // With no cap, `on_input` takes everything, as before.
+        let (mut e, qp) = engine(true);
+        (0..7).for_each(|_| drop(post_recv(&qp, 16)));
+        input.extend(&seven[seven.len() - 3..]);
+        assert_eq!(e.on_input(&input, &mut out), input.len());
+        assert_eq!(e.take_completions().count(), 7);
     }
 
     #[test]
