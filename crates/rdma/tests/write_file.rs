@@ -299,67 +299,74 @@ async fn queued_file_writes_land_in_order_when_the_socket_takes_them_in_parts() 
 /// With a socket that holds little unsent (TCP_NOTSENT_LOWAT of 16 KiB, so it
 /// refuses writes again and again: a header taken with its payload refused, a
 /// payload taken in part) and FPDUs sized for loopback's segments (15-page file
-/// payloads): queued file Writes still land byte-exact and in order, one from a file
-/// that shrank after it was posted sends zeros past the end, and a Send behind them
-/// arrives after their data.
+/// payloads sent by sendfile; with CRC on, whole FPDUs read in): queued file Writes
+/// still land byte-exact and in order, one from a file that shrank after it was
+/// posted sends zeros past the end, and a Send behind them arrives after their data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_writes_through_a_socket_that_holds_little_unsent_are_byte_exact() {
-    let opts = IwarpOptions {
-        notsent_lowat: Some(16 << 10),
-        ..IwarpOptions::default()
-    };
-    let (sqp, cqp, cpd) = connected(opts).await;
-    let rbuf = cpd.alloc(64, Access::LOCAL_WRITE).unwrap();
-    let p = Pair {
-        sqp,
-        cqp,
-        cpd,
-        rbuf,
-    };
-    let data = pattern((4 << 20) + 8192);
-    let (t, f) = file_of(&data);
-    let src = FileSrc::new(f.try_clone().unwrap(), data.len());
-    let sizes = [(512 << 10) + 7, 15 * 4096 + 1, 1 << 20, 100, (2 << 20) + 3];
-    let total: usize = sizes.iter().sum();
-    let sink = p
-        .cpd
-        .alloc(total, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-        .unwrap();
-    sink.with_mut(|b| b.fill(0xEE));
-    p.cqp.post_recv(1, &[Sge::new(&p.rbuf, 0, 64)]).unwrap();
-    let mut at = 0;
-    for (i, &n) in sizes.iter().enumerate() {
-        let remote = sink.remote(at as u64, n as u32).unwrap();
-        p.sqp
-            .post_write_file(i as u64, src.clone(), 4095 + at, n, remote)
+    for crc in [false, true] {
+        let opts = IwarpOptions {
+            crc,
+            notsent_lowat: Some(16 << 10),
+            ..IwarpOptions::default()
+        };
+        let (sqp, cqp, cpd) = connected(opts).await;
+        let rbuf = cpd.alloc(64, Access::LOCAL_WRITE).unwrap();
+        let p = Pair {
+            sqp,
+            cqp,
+            cpd,
+            rbuf,
+        };
+        let data = pattern((4 << 20) + 8192);
+        let (t, f) = file_of(&data);
+        let src = FileSrc::new(f.try_clone().unwrap(), data.len());
+        let sizes = [(512 << 10) + 7, 15 * 4096 + 1, 1 << 20, 100, (2 << 20) + 3];
+        let total: usize = sizes.iter().sum();
+        let sink = p
+            .cpd
+            .alloc(total, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
             .unwrap();
-        at += n;
-    }
-    let send = SendWr {
-        wr_id: 99,
-        op: SendOp::Send,
-        sg: &[],
-        solicited: false,
-    };
-    p.sqp.post_send(&send).unwrap();
-    for (i, &n) in sizes.iter().enumerate() {
-        let c = next_ok(&p.sqp).await;
-        assert_eq!((c.wr_id, c.byte_len as usize), (i as u64, n));
-    }
-    assert_eq!(next_ok(&p.sqp).await.wr_id, 99);
-    assert_eq!(next_ok(&p.cqp).await.opcode, WcOpcode::Recv);
-    let got = sink.with(|b| b.to_vec());
-    assert!(got == data[4095..4095 + total], "bytes differ");
-    assert_eq!(src.sent.load(Ordering::Relaxed), total);
+        sink.with_mut(|b| b.fill(0xEE));
+        p.cqp.post_recv(1, &[Sge::new(&p.rbuf, 0, 64)]).unwrap();
+        let mut at = 0;
+        for (i, &n) in sizes.iter().enumerate() {
+            let remote = sink.remote(at as u64, n as u32).unwrap();
+            p.sqp
+                .post_write_file(i as u64, src.clone(), 4095 + at, n, remote)
+                .unwrap();
+            at += n;
+        }
+        let send = SendWr {
+            wr_id: 99,
+            op: SendOp::Send,
+            sg: &[],
+            solicited: false,
+        };
+        p.sqp.post_send(&send).unwrap();
+        for (i, &n) in sizes.iter().enumerate() {
+            let c = next_ok(&p.sqp).await;
+            assert_eq!((c.wr_id, c.byte_len as usize), (i as u64, n));
+        }
+        assert_eq!(next_ok(&p.sqp).await.wr_id, 99);
+        assert_eq!(next_ok(&p.cqp).await.opcode, WcOpcode::Recv);
+        let got = sink.with(|b| b.to_vec());
+        assert!(got == data[4095..4095 + total], "bytes differ (crc {crc})");
+        let (sent, read) = (
+            src.sent.load(Ordering::Relaxed),
+            src.read.load(Ordering::Relaxed),
+        );
+        assert_eq!(if crc { (0, total) } else { (total, 0) }, (sent, read));
 
-    // A file cut short after its Write was posted: the kept bytes, then zeros.
-    let n = 1 << 20;
-    let src = FileSrc::new(f, n);
-    let keep = 5 * 15 * 4096 + 17;
-    shrink(t.path(), keep);
-    let got = write_file(&p, src.clone(), 0, n).await;
-    assert!(got[..keep] == data[..keep], "kept bytes differ");
-    assert!(got[keep..].iter().all(|&b| b == 0), "zeros past the end");
+        // A file cut short after its Write was posted: the kept bytes, then zeros.
+        let n = 1 << 20;
+        let src = FileSrc::new(f, n);
+        let keep = 5 * 15 * 4096 + 17;
+        shrink(t.path(), keep);
+        let got = write_file(&p, src.clone(), 0, n).await;
+        assert!(got[..keep] == data[..keep], "kept bytes differ (crc {crc})");
+        assert!(got[keep..].iter().all(|&b| b == 0), "zeros past the end");
+    }
 }
 
 /// Cuts the file at `path` to `len` bytes (a truncate racing a promised range).
