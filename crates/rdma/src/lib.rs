@@ -12,6 +12,7 @@
 //!   provider delivers (a [`CompletionHandler`]).
 //! * [`iwarp`] — the soft-iWARP provider: RFC 5044/6581 MPA, RFC 5041 DDP and
 //!   RFC 5040 RDMAP over tokio TCP, with a sans-IO core.
+//! * [`sock`] — socket calls the soft-iWARP driver shares with Direct TCP.
 //! * [`verbs`] — the rdma-core provider (libibverbs/librdmacm, loaded at run
 //!   time) for RDMA NICs and the kernel's siw and rxe.
 //!
@@ -34,6 +35,7 @@ pub mod error;
 pub mod iwarp;
 pub mod provider;
 pub mod sink;
+pub mod sock;
 pub mod source;
 pub mod types;
 pub mod verbs;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use smbx_rdma::iwarp::ddp::TAGGED_HDR;
 use smbx_rdma::iwarp::engine::max_ulpdu_for_mss;
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftMr, SoftQp};
+use smbx_rdma::iwarp::{IwarpOptions, SocketSetup, SoftIwarp, SoftMr, SoftQp};
 use smbx_rdma::*;
 
 #[path = "support/soft_pair.rs"]
@@ -86,6 +86,38 @@ async fn pair(crc: bool) -> Pair {
 
 /// A pair whose FPDUs are sized for `mss` (None: the socket's own, 65,483 bytes on
 /// loopback).
+/// A socket setup giving every connection's socket TCP_NOTSENT_LOWAT = `bytes`
+/// (checked), counting the sockets in `set`.
+fn notsent_lowat(bytes: i32, set: Arc<AtomicUsize>) -> SocketSetup {
+    SocketSetup::new(move |fd| {
+        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        let (mut got, mut len): (libc::c_int, _) = (0, size);
+        // SAFETY: `fd` is an open socket borrowed for the call; setsockopt reads one
+        // c_int from `bytes`, whose size it is given.
+        let set_rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&bytes as *const libc::c_int).cast(),
+                size,
+            )
+        };
+        // SAFETY: as above; getsockopt writes at most `len` bytes into `got`.
+        let get_rc = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&mut got as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!((set_rc, get_rc, got), (0, 0, bytes));
+        set.fetch_add(1, Ordering::Relaxed);
+    })
+}
+
 async fn pair_mss(crc: bool, mss: Option<u32>) -> Pair {
     let opts = IwarpOptions {
         crc,
@@ -305,12 +337,16 @@ async fn queued_file_writes_land_in_order_when_the_socket_takes_them_in_parts() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_writes_through_a_socket_that_holds_little_unsent_are_byte_exact() {
     for crc in [false, true] {
+        let set = Arc::new(AtomicUsize::new(0));
         let opts = IwarpOptions {
             crc,
-            notsent_lowat: Some(16 << 10),
+            socket_setup: Some(notsent_lowat(16 << 10, set.clone())),
             ..IwarpOptions::default()
         };
         let (sqp, cqp, cpd) = connected(opts).await;
+        // Both ends' sockets went through the setup: the server's, which sends the
+        // Writes, holds at most 16 KiB unsent.
+        assert_eq!(set.load(Ordering::Relaxed), 2);
         let rbuf = cpd.alloc(64, Access::LOCAL_WRITE).unwrap();
         let p = Pair {
             sqp,

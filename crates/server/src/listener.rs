@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smbx_config::Config;
-use smbx_transport::soft::Options as IwarpOptions;
+use smbx_transport::soft::{Options as IwarpOptions, SocketSetup};
 use smbx_transport::verbs::{DirectListener, ProviderChoice};
 use smbx_transport::{DirectConfig, SocketOptions};
 use tokio::net::{TcpListener, TcpStream};
@@ -127,6 +127,25 @@ fn provider_choice(p: smbx_config::SmbDirectProvider) -> ProviderChoice {
     }
 }
 
+/// Soft-iWARP's options from the configuration. An SMB Direct connection's socket gets
+/// the `socket options` a TCP connection gets, read as each is accepted (keepalive;
+/// NOTSENT_LOWAT, as its FPDUs queue unsent as a TCP connection's responses do).
+fn iwarp_options(state: &Arc<ServerState>) -> IwarpOptions {
+    let config = state.config();
+    let state = Arc::downgrade(state);
+    IwarpOptions {
+        crc: config.global.smb_direct_crc,
+        mss: Some(config.global.smb_direct_mss).filter(|&m| m != 0),
+        socket_setup: Some(SocketSetup::new(move |fd| {
+            let Some(state) = state.upgrade() else { return };
+            if let Err(e) = socket_options(&state.config()).0.apply(&fd) {
+                tracing::debug!(error = %e, "socket options not set on an SMB Direct socket");
+            }
+        })),
+        ..IwarpOptions::default()
+    }
+}
+
 impl Server {
     /// Builds server state and binds every listening address.
     pub async fn bind(config: Arc<Config>) -> io::Result<Server> {
@@ -165,14 +184,7 @@ impl Server {
             tracing::info!(addr = %l.local_addr()?, "listening");
             listeners.push(l);
         }
-        let iwarp = IwarpOptions {
-            crc: config.global.smb_direct_crc,
-            mss: Some(config.global.smb_direct_mss).filter(|&m| m != 0),
-            // Soft-iWARP's socket queues FPDUs unsent as a TCP connection queues
-            // responses (see NOTSENT_LOWAT).
-            notsent_lowat: sockopts.notsent_lowat,
-            ..IwarpOptions::default()
-        };
+        let iwarp = iwarp_options(&state);
         let addrs = direct_addresses(&config);
         let direct = smbx_transport::verbs::bind(
             &addrs,
@@ -529,6 +541,22 @@ mod tests {
         let mut c = Config::default();
         c.global.socket_options = "TCP_NOTSENT_LOWAT=0".into();
         assert_eq!(socket_options(&c).0.notsent_lowat, Some(0));
+    }
+
+    /// An SMB Direct connection's socket gets the server's socket options, as a TCP
+    /// connection's does (soft-iWARP hands each one to `socket_setup`).
+    #[tokio::test]
+    async fn smb_direct_sockets_get_the_socket_options() {
+        let mut c = Config::default();
+        c.global.socket_options = "TCP_NOTSENT_LOWAT=65536 TCP_KEEPIDLE=42".into();
+        let state = Arc::new(ServerState::new(Arc::new(c)).unwrap());
+        let setup = iwarp_options(&state).socket_setup.expect("a socket setup");
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        setup.run(std::os::fd::AsFd::as_fd(&sock));
+        let got = SocketOptions::current(&sock).unwrap();
+        assert_eq!(got.notsent_lowat, Some(65536));
+        assert_eq!(got.keep_idle_secs, Some(42));
+        assert_eq!(got.keepalive, Some(true));
     }
 
     #[test]

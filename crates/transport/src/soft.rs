@@ -104,3 +104,4 @@ pub async fn connect(
 }
 
 pub use smbx_rdma::iwarp::IwarpOptions as Options;
+pub use smbx_rdma::iwarp::SocketSetup;

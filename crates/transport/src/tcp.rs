@@ -87,15 +87,16 @@ pub fn set_socket_recv_lowat(sock: &impl AsFd, bytes: usize) -> std::io::Result<
 
 /// Sends `hdr` then `msg` with MSG_MORE: more data follows at once (for example from
 /// sendfile), so the kernel sends them in the same segment as what follows. The two
-/// go out with one `sendmsg` each try, straight from where they lie (no buffer is
-/// allocated to join them: this runs once per READ response sent from the file).
-#[allow(unsafe_code)]
+/// go out with one `sendmsg` each try ([`smbx_rdma::sock::send_more`]), straight from
+/// where they lie (no buffer is allocated to join them: this runs once per READ
+/// response sent from the file).
 pub async fn send_more(
     sock: &tokio::net::TcpStream,
     hdr: &[u8],
     msg: &[u8],
 ) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
+    use std::io::IoSlice;
+    use std::os::fd::AsFd;
     let total = hdr.len() + msg.len();
     let mut sent = 0;
     while sent < total {
@@ -105,31 +106,7 @@ pub async fn send_more(
             None => (&[][..], msg.get(sent - hdr.len()..).unwrap_or_default()),
         };
         let r = sock.try_io(tokio::io::Interest::WRITABLE, || {
-            let iov = [
-                libc::iovec {
-                    iov_base: a.as_ptr() as *mut libc::c_void,
-                    iov_len: a.len(),
-                },
-                libc::iovec {
-                    iov_base: b.as_ptr() as *mut libc::c_void,
-                    iov_len: b.len(),
-                },
-            ];
-            // SAFETY: an all-zero msghdr is valid (no address, no control data); it
-            // then points at `iov`, two iovecs over the live slices `a` and `b`, which
-            // the kernel only reads, and all of them outlive the call; the socket
-            // descriptor is open for the call.
-            let n = unsafe {
-                let mut m: libc::msghdr = std::mem::zeroed();
-                m.msg_iov = iov.as_ptr() as *mut libc::iovec;
-                m.msg_iovlen = iov.len() as _;
-                libc::sendmsg(sock.as_raw_fd(), &m, libc::MSG_MORE | libc::MSG_NOSIGNAL)
-            };
-            if n < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
+            smbx_rdma::sock::send_more(sock.as_fd(), &[IoSlice::new(a), IoSlice::new(b)])
         });
         match r {
             Ok(n) => sent += n,

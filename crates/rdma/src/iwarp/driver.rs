@@ -3,7 +3,7 @@
 //! receive and write buffers).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use tokio::io::{AsyncWriteExt, Interest};
@@ -76,54 +76,13 @@ fn send_file(stream: &TcpStream, src: &dyn FileRange, at: usize, n: usize) -> io
     }
 }
 
-/// Writes `iov` without waiting, with `MSG_MORE`: the socket holds the bytes for
-/// what follows them (a file's payload sent by `sendfile`, which pushes at its
-/// end), so an FPDU's header leaves in the same segment as its payload instead of
-/// one of its own (a segment less per FPDU through loopback's transmit and receive
-/// paths, and a wake of the peer less). `WouldBlock` clears the write readiness.
+/// Writes `iov` without waiting, with `MSG_MORE` ([`crate::sock::send_more`]): an
+/// FPDU's header waits in the socket for the payload `sendfile` sends after it.
+/// `WouldBlock` clears the write readiness.
 fn send_more(stream: &TcpStream, iov: &[io::IoSlice<'_>]) -> io::Result<usize> {
     stream.try_io(Interest::WRITABLE, || {
-        // SAFETY: a zeroed msghdr is valid (no name, no control data).
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        // IoSlice is ABI-compatible with iovec; sendmsg only reads through it.
-        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = iov.len() as _;
-        let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-        // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call,
-        // and the descriptor is the stream's own open socket.
-        let r = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, flags) };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r as usize)
-        }
+        crate::sock::send_more(stream.as_fd(), iov)
     })
-}
-
-/// Sets the socket's TCP_NOTSENT_LOWAT ([`super::IwarpOptions::notsent_lowat`]): the
-/// most bytes it holds written but not yet sent before a write says `WouldBlock`
-/// (0: the system's rule). The rest of what the engine has queued stays in `out` and
-/// its holes until the socket sends, so the payloads the peer has not made room for
-/// are sent from here, as the socket drains, rather than from a deep send queue
-/// that the peer's acknowledgements push out.
-pub(crate) fn set_notsent_lowat(stream: &TcpStream, bytes: u32) -> io::Result<()> {
-    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt reads one c_int from `v`, which outlives the call; the
-    // descriptor is the stream's own open socket.
-    let r = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }
 
 /// One vectored write of what is queued from `out[wpos..]` on (payloads from

@@ -2487,8 +2487,7 @@ mod tests {
         let seven = send(7, 0, true, b"seven");
         input.extend(&seven[..seven.len() - 3]);
         let mut out = Vec::new();
-        let lens =
-            |e: &mut Engine| e.take_completions().map(|c| c.byte_len).collect::<Vec<_>>();
+        let lens = |e: &mut Engine| e.take_completions().map(|c| c.byte_len).collect::<Vec<_>>();
 
         let (n, capped) = e.on_input_some(&input, &mut out, 2);
         assert_eq!((n, capped), (ends[1], true));

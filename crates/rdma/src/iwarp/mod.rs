@@ -36,6 +36,34 @@ pub enum Rtr {
     Send,
 }
 
+/// What a connection's TCP socket is given before its driver starts, as the caller
+/// gives its plain TCP connections: the server applies its `socket options` here, so
+/// an SMB Direct connection's socket gets the keepalive and TCP_NOTSENT_LOWAT a TCP
+/// connection gets. (Without TCP_NOTSENT_LOWAT a server sending large READs at a deep
+/// queue kept up to a whole send buffer of FPDUs unsent, which the client's own
+/// acknowledgements then pushed out through loopback on the client's CPU.)
+#[derive(Clone)]
+pub struct SocketSetup(std::sync::Arc<dyn Fn(std::os::fd::BorrowedFd<'_>) + Send + Sync>);
+
+impl SocketSetup {
+    /// Runs `f` on every connection's socket; `f` reports its own errors (a socket
+    /// that refuses an option keeps the system's value and the connection goes on).
+    pub fn new(f: impl Fn(std::os::fd::BorrowedFd<'_>) + Send + Sync + 'static) -> Self {
+        SocketSetup(std::sync::Arc::new(f))
+    }
+
+    /// Gives `fd` (a connection's socket) what this setup sets.
+    pub fn run(&self, fd: std::os::fd::BorrowedFd<'_>) {
+        (self.0)(fd)
+    }
+}
+
+impl std::fmt::Debug for SocketSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SocketSetup")
+    }
+}
+
 /// Soft-iWARP options.
 #[derive(Clone, Debug)]
 pub struct IwarpOptions {
@@ -52,14 +80,9 @@ pub struct IwarpOptions {
     pub mss: Option<u32>,
     /// How long MPA connection setup may take.
     pub handshake_timeout: std::time::Duration,
-    /// TCP_NOTSENT_LOWAT for the connection's socket (bytes; 0: the system's rule;
-    /// `None`: left as the socket has it): how far the sender's writes get ahead of
-    /// what it has sent. Without it a receiver slower than the sender (large READs at
-    /// a deep queue) has up to a whole send buffer (4 MiB) of FPDUs queued ahead of
-    /// its window, which its own acknowledgements then push out, through loopback's
-    /// transmit and receive paths on its CPU. The server sets the value its TCP
-    /// connections get (`socket options`, 1 MiB by default).
-    pub notsent_lowat: Option<u32>,
+    /// Sets up each connection's socket before its driver starts (the server's
+    /// `socket options`: keepalive, TCP_NOTSENT_LOWAT, ...); `None` leaves the system's.
+    pub socket_setup: Option<SocketSetup>,
 }
 
 impl Default for IwarpOptions {
@@ -70,7 +93,7 @@ impl Default for IwarpOptions {
             rtr: None,
             mss: None,
             handshake_timeout: std::time::Duration::from_secs(10),
-            notsent_lowat: None,
+            socket_setup: None,
         }
     }
 }

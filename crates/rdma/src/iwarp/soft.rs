@@ -128,11 +128,10 @@ async fn read_frame(
     }
 }
 
-/// Sets what `opts` asks of a connection's socket before its driver starts.
+/// Gives a connection's socket what `opts` asks before its driver starts.
 fn tune(stream: &TcpStream, opts: &IwarpOptions) {
-    if let Some(v) = opts.notsent_lowat {
-        // A socket that refuses it keeps the system's rule.
-        let _ = driver::set_notsent_lowat(stream, v);
+    if let Some(setup) = &opts.socket_setup {
+        setup.run(std::os::fd::AsFd::as_fd(stream));
     }
 }
 
@@ -448,6 +447,7 @@ impl Provider for SoftIwarp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iwarp::SocketSetup;
 
     /// Ethernet's and jumbo frames' TCP_MAXSEG stand as they are; a loopback
     /// connection's half-window bound (32 KiB) gives way to the MSS it advertised
@@ -484,41 +484,26 @@ mod tests {
         assert_eq!(mss_of(&c, &fixed), 1448);
     }
 
-    /// A connection's socket gets the TCP_NOTSENT_LOWAT its options ask for, and
-    /// keeps its own without one.
+    /// A connection's socket is handed to the options' socket setup (the server's
+    /// `socket options`), and to nothing without one.
     #[tokio::test]
-    async fn the_socket_gets_the_notsent_lowat_asked_for() {
+    async fn the_socket_setup_is_given_the_connections_socket() {
         use std::os::fd::AsRawFd;
-        let lowat = |s: &TcpStream| {
-            let mut v: libc::c_int = -1;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            // SAFETY: the descriptor is the stream's open socket; v and len are valid
-            // for writes of the sizes given.
-            let rc = unsafe {
-                libc::getsockopt(
-                    s.as_raw_fd(),
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NOTSENT_LOWAT,
-                    (&mut v as *mut libc::c_int).cast(),
-                    &mut len,
-                )
-            };
-            assert_eq!(rc, 0);
-            v
-        };
+        use std::sync::Mutex;
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (c, a) = tokio::join!(TcpStream::connect(addr), l.accept());
         let (c, (a, _)) = (c.unwrap(), a.unwrap());
-        let before = lowat(&a);
-        tune(&a, &IwarpOptions::default());
-        assert_eq!(lowat(&a), before);
+        let seen = Arc::new(Mutex::new(Vec::new()));
         let opts = IwarpOptions {
-            notsent_lowat: Some(1 << 20),
+            socket_setup: Some(SocketSetup::new({
+                let seen = seen.clone();
+                move |fd| seen.lock().unwrap().push(fd.as_raw_fd())
+            })),
             ..IwarpOptions::default()
         };
+        tune(&a, &IwarpOptions::default());
         tune(&c, &opts);
-        assert_eq!(lowat(&c), 1 << 20);
-        assert_ne!(before, 1 << 20);
+        assert_eq!(*seen.lock().unwrap(), vec![c.as_raw_fd()]);
     }
 }
