@@ -5,41 +5,12 @@
 //! among them lands whole, and what the consumer posts back while the burst is
 //! taken (an answer per message) reaches the sender.
 
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+use smbx_rdma::iwarp::IwarpOptions;
 use smbx_rdma::*;
 
 #[path = "support/soft_pair.rs"]
 mod soft_pair;
-use soft_pair::{next_ok, pattern};
-
-type Pd = <SoftIwarp as Provider>::Pd;
-
-/// A connection over a provider with `opts`: the accepting side's queue pair and
-/// protection domain, then the connecting side's.
-async fn connected(opts: IwarpOptions) -> (SoftQp, Pd, SoftQp, Pd) {
-    let prov = SoftIwarp::new(opts);
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
-    let params = ConnParams {
-        private_data: Vec::new(),
-        ird: 16,
-        ord: 16,
-    };
-    let accepted = params.clone();
-    let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let pd = req.pd().clone();
-        (req.accept(accepted).await.unwrap(), pd)
-    });
-    let cpd = prov.alloc_pd().unwrap();
-    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
-    let (cqp, _) = c.connect(params).await.unwrap();
-    let (sqp, spd) = server.await.unwrap();
-    (sqp, spd, cqp, cpd)
-}
+use soft_pair::{connected_pds, next_ok, pattern};
 
 /// Messages in the burst (several of the driver's batches).
 const N: usize = 100;
@@ -55,7 +26,7 @@ fn len_of(i: usize) -> usize {
 }
 
 async fn burst(opts: IwarpOptions) {
-    let (sqp, spd, cqp, cpd) = connected(opts).await;
+    let (sqp, spd, cqp, cpd) = connected_pds(opts).await;
     // The receiver: a slot per message, and a sink for the Write.
     let rbuf = cpd.alloc(N * SLOT, Access::LOCAL_WRITE).unwrap();
     for i in 0..N {

@@ -25,6 +25,20 @@ pub async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
 /// accepting side's queue pair, the connecting side's, and the connecting side's
 /// protection domain.
 pub async fn connected(opts: IwarpOptions) -> (SoftQp, SoftQp, <SoftIwarp as Provider>::Pd) {
+    let (sqp, _, cqp, cpd) = connected_pds(opts).await;
+    (sqp, cqp, cpd)
+}
+
+/// [`connected`] with both sides' protection domains: the accepting side's queue
+/// pair and protection domain, then the connecting side's.
+pub async fn connected_pds(
+    opts: IwarpOptions,
+) -> (
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+) {
     let prov = SoftIwarp::new(opts);
     let lis = prov
         .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
@@ -39,10 +53,12 @@ pub async fn connected(opts: IwarpOptions) -> (SoftQp, SoftQp, <SoftIwarp as Pro
     let accepted = params.clone();
     let server = tokio::spawn(async move {
         let req = lis.accept().await.unwrap();
-        req.accept(accepted).await.unwrap()
+        let pd = req.pd().clone();
+        (req.accept(accepted).await.unwrap(), pd)
     });
     let cpd = prov.alloc_pd().unwrap();
     let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
     let (cqp, _) = c.connect(params).await.unwrap();
-    (server.await.unwrap(), cqp, cpd)
+    let (sqp, spd) = server.await.unwrap();
+    (sqp, spd, cqp, cpd)
 }
