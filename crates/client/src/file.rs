@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
+use smbx_transport::placement::{line_pad, CACHE_LINE};
 use smbx_transport::{Access, DirectLink};
 use smbx_wire::close::{CloseRequest, CloseResponse, FlushRequest, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use smbx_wire::create::CreateRequestBuilder;
@@ -54,15 +55,6 @@ impl Chunk<'_> {
 /// Tries of one READ or WRITE by RDMA on a multichannel session, each on the
 /// SMB Direct channel with the most room, before it goes inline.
 const RDMA_TRIES: u32 = 3;
-
-/// A READ over RDMA puts its data in its buffer at the file offset's position
-/// within this many bytes (a cache line). A server that sends the file's bytes
-/// from the page cache (sendfile) hands the kernel a source at that alignment,
-/// and the one copy into the buffer (the socket's receive into the registered
-/// region) runs at about half speed on this machine's `rep movsb` when source
-/// and destination sit at different offsets in a cache line: 6.5 against 12.7
-/// GB/s for 64 KiB copies 16 bytes apart (a heap buffer's start) here.
-const READ_ALIGN: usize = 64;
 
 /// The bodies of the handle-based requests.
 /// The RDMA channel to ask for: with remote invalidation from 3.0.2 on, where
@@ -476,7 +468,7 @@ impl File {
 
     /// One READ; the response and where its data lies in it (`None` at end of file).
     /// `align`: over RDMA, the data may start past the buffer's first byte (see
-    /// [`READ_ALIGN`]); without it, it starts there.
+    /// [`line_pad`]); without it, it starts there.
     async fn read_raw(
         &self,
         offset: u64,
@@ -543,7 +535,7 @@ impl File {
 
     /// One READ whose data the server RDMA-Writes into a buffer registered
     /// (remote write only) with the link of channel `on`, and sent there; with
-    /// `align`, at the file offset's place in a cache line ([`READ_ALIGN`]).
+    /// `align`, at the file offset's place in a cache line ([`line_pad`]).
     async fn read_rdma(
         &self,
         on: &Pinned,
@@ -553,10 +545,12 @@ impl File {
     ) -> Result<Option<(Vec<u8>, std::ops::Range<usize>)>> {
         let link = &on.direct;
         // With `align`, the data goes `pad` bytes into the buffer: at the file
-        // offset's alignment within a cache line (see `READ_ALIGN`).
+        // offset's place in a cache line (`line_pad`), as the server's source (the
+        // page cache, sendfile'd), so the kernel's one copy into the registered
+        // region runs at full speed.
         let (buf, pad) = if align {
-            let buf = self.tree.pool().take(len + READ_ALIGN - 1);
-            let pad = (offset as usize).wrapping_sub(buf.as_ptr() as usize) % READ_ALIGN;
+            let buf = self.tree.pool().take(len + CACHE_LINE - 1);
+            let pad = line_pad(buf.as_ptr() as usize, offset);
             (buf, pad)
         } else {
             (self.tree.pool().take(len), 0)

@@ -11,8 +11,9 @@
 //! their remote access has to end with their I/O.
 //!
 //! Sizes come in classes, powers of two from [`MIN_CLASS`] up to the largest
-//! transfer (the negotiated MaxReadWriteSize), never above the device's
-//! largest region. A request takes the smallest class that holds it; a freed
+//! transfer (the negotiated MaxReadWriteSize), each region [`SLACK`] bytes
+//! longer, never above the device's largest region. A request takes the
+//! smallest class whose region holds it; a freed
 //! region goes back to its class's free list while the idle regions stay
 //! within the pool's `keep` bytes, and is deregistered otherwise. A region
 //! whose transfer did not finish (the request was cancelled, the transfer
@@ -26,6 +27,14 @@ use smbx_rdma::{Access, MemoryRegion, ProtectionDomain, RdmaError};
 
 /// The smallest class: smaller transfers take a region of this size.
 pub const MIN_CLASS: usize = 64 << 10;
+
+/// Bytes each region holds beyond its class, so that a transfer of a class's
+/// size can start up to `SLACK - 1` bytes into its buffer and still take that
+/// class (not the next: twice the registered memory): the server places a
+/// WRITE's data at the file offset's place in a 64-byte cache line, where the
+/// kernel's copy into the page cache runs at full speed (see
+/// smbx_transport::placement).
+pub const SLACK: usize = 64;
 
 /// Bytes of idle registered regions a pool keeps by default (the server's
 /// RDMA budget per connection: what its transfers hold at most at once).
@@ -44,7 +53,8 @@ pub struct PayloadStats {
     pub released: u64,
     /// Regions handed out and not yet back.
     pub in_use: u64,
-    /// Bytes of idle regions kept for reuse.
+    /// Bytes of idle regions kept for reuse, counted by class (each region
+    /// holds [`SLACK`] more).
     pub idle_bytes: u64,
 }
 
@@ -65,6 +75,8 @@ struct Inner<Pd: ProtectionDomain> {
     pd: Pd,
     /// Class sizes, ascending.
     classes: Vec<usize>,
+    /// Each class's region size: [`SLACK`] more, within the device's largest region.
+    sizes: Vec<usize>,
     /// Most bytes of idle regions kept.
     keep: usize,
     state: Mutex<State<Pd::Mr>>,
@@ -116,11 +128,17 @@ impl<Pd: ProtectionDomain> PayloadPool<Pd> {
     /// keeping up to `keep` bytes of idle regions.
     pub fn new(pd: Pd, max_len: usize, max_mr_size: Option<u64>, keep: usize) -> Self {
         let classes = classes(max_len, max_mr_size);
+        let cap = max_mr_size.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
+        let sizes = classes
+            .iter()
+            .map(|c| c.saturating_add(SLACK).min(cap))
+            .collect();
         let free = classes.iter().map(|_| Vec::new()).collect();
         PayloadPool {
             inner: Arc::new(Inner {
                 pd,
                 classes,
+                sizes,
                 keep,
                 state: Mutex::new(State {
                     free,
@@ -130,9 +148,10 @@ impl<Pd: ProtectionDomain> PayloadPool<Pd> {
         }
     }
 
-    /// The largest buffer [`PayloadPool::take`] hands out.
+    /// The largest buffer [`PayloadPool::take`] hands out (the largest class
+    /// and its [`SLACK`]).
     pub fn max_len(&self) -> usize {
-        self.inner.classes.last().copied().unwrap_or(0)
+        self.inner.sizes.last().copied().unwrap_or(0)
     }
 
     /// What the pool did so far.
@@ -148,7 +167,7 @@ impl<Pd: ProtectionDomain> PayloadPool<Pd> {
     pub fn take(&self, len: usize) -> Result<Payload<Pd>, RdmaError> {
         let class = self
             .inner
-            .classes
+            .sizes
             .iter()
             .position(|&c| c >= len.max(1))
             .ok_or(RdmaError::InvalidRequest(
@@ -179,7 +198,7 @@ impl<Pd: ProtectionDomain> PayloadPool<Pd> {
     }
 
     fn register(&self, class: usize) -> Result<Pd::Mr, RdmaError> {
-        let size = self.inner.classes[class];
+        let size = self.inner.sizes[class];
         let mr = match self.inner.pd.alloc(size, Access::LOCAL_WRITE) {
             Ok(mr) => mr,
             Err(first) => {
@@ -369,13 +388,45 @@ mod tests {
         assert_eq!(p.stats().registrations, 2);
     }
 
-    /// Longer than the largest class is refused.
+    /// Longer than the largest class and its slack is refused.
     #[test]
     fn too_long_is_refused() {
         let p = pool(1 << 20, DEFAULT_KEEP);
-        assert_eq!(p.max_len(), 1 << 20);
-        assert!(p.take((1 << 20) + 1).is_err());
+        assert_eq!(p.max_len(), (1 << 20) + SLACK);
+        assert!(p.take((1 << 20) + SLACK + 1).is_err());
         assert_eq!(p.stats(), PayloadStats::default());
+    }
+
+    /// Every class's region holds its power of two and [`SLACK`]: 2^k and
+    /// 2^k + SLACK take class k's region (reused, one registration), one byte
+    /// more the next class's; the buffer shows the length asked.
+    #[test]
+    fn class_edges_take_their_own_region() {
+        let p = pool(1 << 20, DEFAULT_KEEP);
+        for k in 0..5 {
+            let pow = MIN_CLASS << k;
+            for len in [pow, pow + 1, pow + SLACK - 1, pow + SLACK] {
+                let b = p.take(len).unwrap();
+                assert_eq!((b.len(), b.mr().len()), (len, pow + SLACK), "{len}");
+                assert_eq!(b.with(|d| d.len()), len);
+            }
+            if k < 4 {
+                let b = p.take(pow + SLACK + 1).unwrap();
+                assert_eq!(b.mr().len(), 2 * pow + SLACK);
+            }
+        }
+        // One region per class, reused at each of its edges.
+        assert_eq!(p.stats().registrations, 5);
+        // A device whose regions hold no more than a class: the slack is cut to fit.
+        let pd = SoftIwarp::default().alloc_pd().unwrap();
+        let capped = PayloadPool::new(pd, 1 << 20, Some(256 << 10), DEFAULT_KEEP);
+        assert_eq!(capped.max_len(), 256 << 10);
+        assert_eq!(
+            capped.take(128 << 10).unwrap().mr().len(),
+            (128 << 10) + SLACK
+        );
+        assert_eq!(capped.take(256 << 10).unwrap().mr().len(), 256 << 10);
+        assert!(capped.take((256 << 10) + 1).is_err());
     }
     /// A protection domain that registers at most `limit` bytes at once (as a
     /// locked-memory limit would).
@@ -442,7 +493,8 @@ mod tests {
         let pd = Limited {
             pd: SoftIwarp::default().alloc_pd().unwrap(),
             live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-            limit: 1 << 20,
+            // Two 512 KiB regions, or one of 1 MiB, with their slack.
+            limit: (1 << 20) + 2 * SLACK,
         };
         let p = PayloadPool::new(pd.clone(), 1 << 20, None, DEFAULT_KEEP);
         drop((p.take(512 << 10).unwrap(), p.take(512 << 10).unwrap()));

@@ -125,6 +125,17 @@ pub trait DirectLink: Send + Sync + 'static {
         local: &'a dyn RegisteredBuf,
         len: u64,
         remote: &'a [BufferDescriptorV1],
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        self.rdma_read_at(local, 0, len, remote)
+    }
+    /// Like [`DirectLink::rdma_read`], into `local` from byte `at` on (so the data
+    /// can sit where its later copy runs fastest); `at + len` must be within it.
+    fn rdma_read_at<'a>(
+        &'a self,
+        local: &'a dyn RegisteredBuf,
+        at: u64,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>>;
     /// Whether [`DirectLink::rdma_write_file`] works on this link (soft-iWARP).
     fn writes_files(&self) -> bool {
@@ -324,21 +335,23 @@ impl<P: Provider> Link<P> {
     async fn transfer(
         &self,
         local: &dyn RegisteredBuf,
+        at: u64,
         len: u64,
         remote: &[BufferDescriptorV1],
         write: bool,
     ) -> Result<(), DirectError> {
         let (mr, pooled) = self.mr(local)?;
-        if pooled.is_some_and(|p| len > p.len() as u64) {
+        let end = at.checked_add(len);
+        if pooled.is_some_and(|p| end.is_none_or(|e| e > p.len() as u64)) {
             return Err(DirectError::InvalidTransfer("longer than the buffer"));
         }
         if let Some(p) = pooled {
             p.transfer_started();
         }
         let r = if write {
-            self.conn.rdma_write(mr, 0, len, remote).await
+            self.conn.rdma_write(mr, at, len, remote).await
         } else {
-            self.conn.rdma_read(mr, 0, len, remote).await
+            self.conn.rdma_read(mr, at, len, remote).await
         };
         if let (Some(p), Ok(())) = (pooled, &r) {
             p.transfer_done();
@@ -461,7 +474,7 @@ impl<P: Provider> DirectLink for Link<P> {
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
-        Box::pin(self.transfer(local, len, remote, true))
+        Box::pin(self.transfer(local, 0, len, remote, true))
     }
 
     fn rdma_write_posted<'a>(
@@ -495,13 +508,14 @@ impl<P: Provider> DirectLink for Link<P> {
         })
     }
 
-    fn rdma_read<'a>(
+    fn rdma_read_at<'a>(
         &'a self,
         local: &'a dyn RegisteredBuf,
+        at: u64,
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
-        Box::pin(self.transfer(local, len, remote, false))
+        Box::pin(self.transfer(local, at, len, remote, false))
     }
 
     fn writes_files(&self) -> bool {

@@ -26,6 +26,7 @@
 pub mod direct;
 pub mod link;
 pub mod netif;
+pub mod placement;
 pub mod pool;
 pub mod sockopt;
 pub mod soft;

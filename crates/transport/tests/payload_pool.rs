@@ -87,3 +87,47 @@ async fn the_peer_cannot_read_a_pooled_buffer() {
     sink.with(&mut |b| leaked = b.contains(&0x5a));
     assert!(!leaked);
 }
+
+/// A WRITE's data RDMA-Read into a pooled buffer at the file offset's place in a
+/// cache line (`rdma_read_at`, `placement::line_pad`): the bytes land from that
+/// position on, the buffer of a 64 KiB or 512 KiB WRITE is of its own class (the
+/// regions' slack holds the move), and a transfer past the buffer's end is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rdma_reads_land_at_the_offsets_place_in_a_line() {
+    use smbx_transport::placement::{line_pad, CACHE_LINE};
+    let (server, client) = pair().await;
+    const BIG: usize = 512 << 10;
+    let pattern: Vec<u8> = (0..BIG).map(|i| (i * 13 + 5) as u8).collect();
+    let source = client
+        .register(pattern.clone(), Access::REMOTE_READ)
+        .unwrap();
+    let desc = source.descriptor(0, BIG as u32).unwrap();
+    for len in [64 << 10, BIG] {
+        for offset in [0u64, 1, 16, 48, 63, 4096 + 17] {
+            let buf = server.payload(len + CACHE_LINE - 1).unwrap();
+            let mut start = 0;
+            buf.with(&mut |b| start = b.as_ptr() as usize);
+            let at = line_pad(start, offset);
+            server
+                .rdma_read_at(buf.as_ref(), at as u64, len as u64, &[desc])
+                .await
+                .unwrap();
+            let mut ok = false;
+            buf.with(&mut |b| {
+                ok = b[at..at + len] == pattern[..len]
+                    && (b[at..].as_ptr() as usize) % CACHE_LINE == (offset % 64) as usize
+            });
+            assert!(ok, "{len} bytes for offset {offset}, at {at}");
+            // Past the buffer's end: refused, nothing sent.
+            let r = server
+                .rdma_read_at(buf.as_ref(), (CACHE_LINE) as u64, len as u64, &[desc])
+                .await;
+            assert!(r.is_err(), "{len} bytes at {CACHE_LINE}");
+        }
+    }
+    // One region per size, of the 64 KiB class and the 512 KiB class (not 128 KiB
+    // and 1 MiB): what is idle now.
+    let s = server.payload_stats();
+    assert_eq!((s.registrations, s.in_use), (2, 0), "{s:?}");
+    assert_eq!(s.idle_bytes, (64 << 10) + BIG as u64, "{s:?}");
+}

@@ -4,6 +4,7 @@
 //! them and RDMA-Reads WRITE data from them, and with RDMA_V1_INVALIDATE answers
 //! with Send with Invalidate of the first descriptor's token.
 
+use smbx_transport::placement::{line_pad, CACHE_LINE};
 use smbx_transport::{BufferDescriptorV1, FileRange, RegisteredBuf};
 use smbx_wire::rw::{CHANNEL_NONE, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
 use smbx_wire::Dialect;
@@ -165,16 +166,32 @@ impl Channel {
     }
 
     /// RDMA-Reads `len` bytes of the client's buffers into a buffer of the
-    /// connection's registered payload pool.
-    pub async fn pull(&self, len: usize) -> Result<Box<dyn RegisteredBuf>, NtStatus> {
-        let buf = self.payload(len)?;
+    /// connection's registered payload pool, for the file at `offset`: the data
+    /// starts at the returned position in the buffer, the one whose place in a
+    /// cache line is `offset`'s (placement::line_pad), where the pwrite's copy
+    /// into the page cache runs fastest; the pool's regions have the room for it
+    /// (payload::SLACK) without taking a larger class.
+    pub async fn pull(
+        &self,
+        len: usize,
+        offset: u64,
+    ) -> Result<(Box<dyn RegisteredBuf>, usize), NtStatus> {
+        // A device whose largest region has no room beyond the data: at the start.
+        let (buf, at) = match self.payload(len + (CACHE_LINE - 1)) {
+            Ok(buf) => {
+                let mut start = 0;
+                buf.with(&mut |b| start = b.as_ptr() as usize);
+                (buf, line_pad(start, offset))
+            }
+            Err(_) => (self.payload(len)?, 0),
+        };
         self.io()
             .link
-            .rdma_read(&*buf, len as u64, &self.descriptors)
+            .rdma_read_at(&*buf, at as u64, len as u64, &self.descriptors)
             .await
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Read, len);
-        Ok(buf)
+        Ok((buf, at))
     }
 }
 

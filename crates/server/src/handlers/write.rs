@@ -162,7 +162,7 @@ async fn write(
             // Otherwise RDMA: pull the data from the client's buffers into a pooled
             // buffer.
             let pulled = match (&channel, &sunk) {
-                (Some(ch), None) => Some(ch.pull(data_len).await?),
+                (Some(ch), None) => Some(ch.pull(data_len, offset).await?),
                 _ => None,
             };
             if into_file.is_none() {
@@ -216,10 +216,15 @@ async fn write(
                     (*r)?;
                     run(&mut || sync().map(|()| data_len))?
                 }
-                // The data is in the registered payload buffer the RDMA Read filled.
-                (None, Some(b)) => {
+                // The data is in the registered payload buffer the RDMA Read filled,
+                // from `at` on.
+                (None, Some((b, at))) => {
                     let mut r = Err(NtStatus::INTERNAL_ERROR);
-                    b.with(&mut |d| r = run(&mut || work(d)));
+                    b.with(&mut |d| {
+                        if let Some(d) = d.get(*at..*at + data_len) {
+                            r = run(&mut || work(d));
+                        }
+                    });
                     r?
                 }
                 (None, None) => run(&mut || work(w.data))?,
