@@ -118,6 +118,20 @@ pub trait DirectLink: Send + Sync + 'static {
             self.rdma_write(&*local, len, remote).await
         })
     }
+    /// Like [`DirectLink::rdma_write_posted`], from byte `at` of `local` on.
+    fn rdma_write_posted_at<'a>(
+        &'a self,
+        local: Box<dyn RegisteredBuf>,
+        at: u64,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+        keep: Option<Box<dyn Any + Send>>,
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
+        if at == 0 {
+            return self.rdma_write_posted(local, len, remote, keep);
+        }
+        Box::pin(async { Err(DirectError::InvalidTransfer("not at the start")) })
+    }
     /// RDMA Reads `len` bytes of the peer's buffers into `local`: the
     /// server's side of an SMB2 WRITE.
     fn rdma_read<'a>(
@@ -484,9 +498,21 @@ impl<P: Provider> DirectLink for Link<P> {
         remote: &'a [BufferDescriptorV1],
         keep: Option<Box<dyn Any + Send>>,
     ) -> BoxFuture<'a, Result<(), DirectError>> {
+        self.rdma_write_posted_at(local, 0, len, remote, keep)
+    }
+
+    fn rdma_write_posted_at<'a>(
+        &'a self,
+        local: Box<dyn RegisteredBuf>,
+        at: u64,
+        len: u64,
+        remote: &'a [BufferDescriptorV1],
+        keep: Option<Box<dyn Any + Send>>,
+    ) -> BoxFuture<'a, Result<(), DirectError>> {
         Box::pin(async move {
             let (mr, pooled) = self.mr(&*local)?;
-            if pooled.is_some_and(|p| len > p.len() as u64) {
+            let end = at.checked_add(len);
+            if pooled.is_some_and(|p| end.is_none_or(|e| e > p.len() as u64)) {
                 return Err(DirectError::InvalidTransfer("longer than the buffer"));
             }
             if let Some(p) = pooled {
@@ -503,7 +529,7 @@ impl<P: Provider> DirectLink for Link<P> {
                 }
             });
             self.conn
-                .rdma_write_posted(&mr, 0, len, remote, release)
+                .rdma_write_posted(&mr, at, len, remote, release)
                 .await
         })
     }

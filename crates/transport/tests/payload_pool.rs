@@ -131,3 +131,44 @@ async fn rdma_reads_land_at_the_offsets_place_in_a_line() {
     assert_eq!((s.registrations, s.in_use), (2, 0), "{s:?}");
     assert_eq!(s.idle_bytes, (64 << 10) + BIG as u64, "{s:?}");
 }
+
+/// A READ's data RDMA-Written from a pooled buffer from its place in a cache line on
+/// (`rdma_write_posted_at`): the bytes from that position land at the start of the
+/// client's buffer, for every line position; a transfer past the buffer's end is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rdma_writes_go_from_the_offsets_place_in_a_line() {
+    use smbx_transport::placement::{line_pad, CACHE_LINE};
+    let (server, client) = pair().await;
+    const LEN: usize = 64 << 10;
+    let sink = client
+        .register(vec![0; LEN], Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let desc = sink.descriptor(0, LEN as u32).unwrap();
+    for (round, offset) in [0u64, 1, 16, 48, 63, 4096 + 17].into_iter().enumerate() {
+        let buf = server.payload(LEN + CACHE_LINE - 1).unwrap();
+        let mut start = 0;
+        buf.with(&mut |b| start = b.as_ptr() as usize);
+        let at = line_pad(start, offset);
+        let data: Vec<u8> = (0..LEN).map(|i| (i * 7 + round) as u8).collect();
+        buf.with_mut(&mut |b| {
+            b.fill(0xee);
+            b[at..at + LEN].copy_from_slice(&data);
+        });
+        // Past the end: refused before anything is posted.
+        let r = server
+            .rdma_write_posted_at(server.payload(LEN).unwrap(), 1, LEN as u64, &[desc], None)
+            .await;
+        assert!(r.is_err(), "offset {offset}");
+        server
+            .rdma_write_posted_at(buf, at as u64, LEN as u64, &[desc], None)
+            .await
+            .unwrap();
+        // A Send behind the Writes: once it arrives, they have been placed.
+        server.send(b"done", None).await.unwrap();
+        assert_eq!(client.recv().await.unwrap(), b"done");
+        let mut ok = false;
+        sink.with(&mut |b| ok = b == &data[..]);
+        assert!(ok, "offset {offset}, at {at}");
+    }
+}

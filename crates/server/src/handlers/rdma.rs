@@ -86,7 +86,28 @@ impl Channel {
         self.io().link.payload(len).map_err(fail)
     }
 
-    /// RDMA-Writes the first `len` bytes of `buf` (a [`Channel::payload`]) into the
+    /// A buffer of [`Channel::payload`] for `len` bytes of the file at `offset`, and
+    /// where in it they go: at `offset`'s place in a cache line (placement::line_pad),
+    /// so the kernel's copy between the buffer and the page cache (a WRITE's pwrite, a
+    /// READ's pread) runs with source and destination aligned alike; the pool's regions
+    /// have the room (payload::SLACK) without taking a larger class. A device whose
+    /// largest region has no room beyond the data: at the start.
+    pub fn payload_for(
+        &self,
+        len: usize,
+        offset: u64,
+    ) -> Result<(Box<dyn RegisteredBuf>, usize), NtStatus> {
+        Ok(match self.payload(len + (CACHE_LINE - 1)) {
+            Ok(buf) => {
+                let mut start = 0;
+                buf.with(&mut |b| start = b.as_ptr() as usize);
+                (buf, line_pad(start, offset))
+            }
+            Err(_) => (self.payload(len)?, 0),
+        })
+    }
+
+    /// RDMA-Writes `len` bytes of `buf` (a [`Channel::payload_for`]) from `at` on into the
     /// client's buffers; returns once the Writes are posted, without waiting for
     /// their completion (the READ response, sent after, reaches the client after the
     /// data: RDMAP orders a Send behind the RDMA Writes posted before it); `buf` and
@@ -95,6 +116,7 @@ impl Channel {
     pub async fn push_posted(
         &self,
         buf: Box<dyn RegisteredBuf>,
+        at: usize,
         len: usize,
         budget: tokio::sync::SemaphorePermit<'_>,
     ) -> Result<(), NtStatus> {
@@ -105,7 +127,13 @@ impl Channel {
         budget.forget();
         self.io()
             .link
-            .rdma_write_posted(buf, len as u64, &self.descriptors, Some(Box::new(keep)))
+            .rdma_write_posted_at(
+                buf,
+                at as u64,
+                len as u64,
+                &self.descriptors,
+                Some(Box::new(keep)),
+            )
             .await
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Write, len);
@@ -167,24 +195,13 @@ impl Channel {
 
     /// RDMA-Reads `len` bytes of the client's buffers into a buffer of the
     /// connection's registered payload pool, for the file at `offset`: the data
-    /// starts at the returned position in the buffer, the one whose place in a
-    /// cache line is `offset`'s (placement::line_pad), where the pwrite's copy
-    /// into the page cache runs fastest; the pool's regions have the room for it
-    /// (payload::SLACK) without taking a larger class.
+    /// starts at the returned position in the buffer ([`Channel::payload_for`]).
     pub async fn pull(
         &self,
         len: usize,
         offset: u64,
     ) -> Result<(Box<dyn RegisteredBuf>, usize), NtStatus> {
-        // A device whose largest region has no room beyond the data: at the start.
-        let (buf, at) = match self.payload(len + (CACHE_LINE - 1)) {
-            Ok(buf) => {
-                let mut start = 0;
-                buf.with(&mut |b| start = b.as_ptr() as usize);
-                (buf, line_pad(start, offset))
-            }
-            Err(_) => (self.payload(len)?, 0),
-        };
+        let (buf, at) = self.payload_for(len, offset)?;
         self.io()
             .link
             .rdma_read_at(&*buf, at as u64, len as u64, &self.descriptors)

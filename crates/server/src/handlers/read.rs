@@ -189,13 +189,17 @@ async fn read(
                 // Read straight into a registered buffer of the connection's payload
                 // pool, RDMA-Write it into the client's buffers.
                 let budget = ch.reserve(len).await?;
-                let buf = ch.payload(len)?;
+                // The data goes `at` bytes in: at the file offset's place in a cache
+                // line, so the read's copy from the page cache runs at full speed.
+                let (buf, at) = ch.payload_for(len, offset)?;
                 // Data in the page cache is read here at once (it cannot wait on the
                 // disk): no hop to the blocking pool and back. The pool reads the rest,
                 // and reads too large to copy on the worker.
                 let mut cached = Ok(None);
                 if len <= RDMA_IN_PLACE_MAX {
-                    buf.with_mut(&mut |b| cached = handle.read_at_cached(b, offset));
+                    buf.with_mut(&mut |b| {
+                        cached = handle.read_at_cached(&mut b[at..at + len], offset)
+                    });
                 }
                 let (buf, n) = match cached? {
                     Some(n) => (buf, n),
@@ -208,7 +212,9 @@ async fn read(
                         }
                         run_blocking(len >= BLOCKING_THRESHOLD, move || {
                             let mut read = Ok(0);
-                            buf.with_mut(&mut |b| read = handle.read_at(b, offset));
+                            buf.with_mut(&mut |b| {
+                                read = handle.read_at(&mut b[at..at + len], offset)
+                            });
                             Ok((buf, read?))
                         })
                         .await?
@@ -216,7 +222,7 @@ async fn read(
                 };
                 enough_read(n, len, min)?;
                 // The response goes out behind the Writes without waiting for them.
-                ch.push_posted(buf, n, budget).await?;
+                ch.push_posted(buf, at, n, budget).await?;
                 ctx.server.metrics.data(false, Transport::SmbDirect, n);
                 f.position
                     .store(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
