@@ -91,11 +91,14 @@ pub trait DirectLink: Send + Sync + 'static {
     fn payload(&self, len: usize) -> Result<Box<dyn RegisteredBuf>, DirectError>;
     /// What the payload pool did (registrations, buffers taken).
     fn payload_stats(&self) -> PayloadStats;
-    /// RDMA Writes the first `len` bytes of `local` into the peer's buffers
-    /// (in descriptor order): the server's side of an SMB2 READ.
+    /// RDMA Writes `len` bytes of `local` from byte `at` on into the peer's buffers
+    /// (in descriptor order): the server's side of an SMB2 READ. `at + len` must lie
+    /// within `local` (data placed at `at` so that its copy from the page cache ran
+    /// fastest: [`crate::placement`]).
     fn rdma_write<'a>(
         &'a self,
         local: &'a dyn RegisteredBuf,
+        at: u64,
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>>;
@@ -109,42 +112,15 @@ pub trait DirectLink: Send + Sync + 'static {
     fn rdma_write_posted<'a>(
         &'a self,
         local: Box<dyn RegisteredBuf>,
-        len: u64,
-        remote: &'a [BufferDescriptorV1],
-        keep: Option<Box<dyn Any + Send>>,
-    ) -> BoxFuture<'a, Result<(), DirectError>> {
-        Box::pin(async move {
-            let _keep = keep;
-            self.rdma_write(&*local, len, remote).await
-        })
-    }
-    /// Like [`DirectLink::rdma_write_posted`], from byte `at` of `local` on.
-    fn rdma_write_posted_at<'a>(
-        &'a self,
-        local: Box<dyn RegisteredBuf>,
         at: u64,
         len: u64,
         remote: &'a [BufferDescriptorV1],
         keep: Option<Box<dyn Any + Send>>,
-    ) -> BoxFuture<'a, Result<(), DirectError>> {
-        if at == 0 {
-            return self.rdma_write_posted(local, len, remote, keep);
-        }
-        Box::pin(async { Err(DirectError::InvalidTransfer("not at the start")) })
-    }
-    /// RDMA Reads `len` bytes of the peer's buffers into `local`: the
-    /// server's side of an SMB2 WRITE.
+    ) -> BoxFuture<'a, Result<(), DirectError>>;
+    /// RDMA Reads `len` bytes of the peer's buffers into `local` from byte `at` on
+    /// (so the data can sit where its later copy runs fastest): the server's side
+    /// of an SMB2 WRITE. `at + len` must lie within `local`.
     fn rdma_read<'a>(
-        &'a self,
-        local: &'a dyn RegisteredBuf,
-        len: u64,
-        remote: &'a [BufferDescriptorV1],
-    ) -> BoxFuture<'a, Result<(), DirectError>> {
-        self.rdma_read_at(local, 0, len, remote)
-    }
-    /// Like [`DirectLink::rdma_read`], into `local` from byte `at` on (so the data
-    /// can sit where its later copy runs fastest); `at + len` must be within it.
-    fn rdma_read_at<'a>(
         &'a self,
         local: &'a dyn RegisteredBuf,
         at: u64,
@@ -485,23 +461,14 @@ impl<P: Provider> DirectLink for Link<P> {
     fn rdma_write<'a>(
         &'a self,
         local: &'a dyn RegisteredBuf,
+        at: u64,
         len: u64,
         remote: &'a [BufferDescriptorV1],
     ) -> BoxFuture<'a, Result<(), DirectError>> {
-        Box::pin(self.transfer(local, 0, len, remote, true))
+        Box::pin(self.transfer(local, at, len, remote, true))
     }
 
     fn rdma_write_posted<'a>(
-        &'a self,
-        local: Box<dyn RegisteredBuf>,
-        len: u64,
-        remote: &'a [BufferDescriptorV1],
-        keep: Option<Box<dyn Any + Send>>,
-    ) -> BoxFuture<'a, Result<(), DirectError>> {
-        self.rdma_write_posted_at(local, 0, len, remote, keep)
-    }
-
-    fn rdma_write_posted_at<'a>(
         &'a self,
         local: Box<dyn RegisteredBuf>,
         at: u64,
@@ -534,7 +501,7 @@ impl<P: Provider> DirectLink for Link<P> {
         })
     }
 
-    fn rdma_read_at<'a>(
+    fn rdma_read<'a>(
         &'a self,
         local: &'a dyn RegisteredBuf,
         at: u64,

@@ -34,7 +34,7 @@ async fn steady_state_transfers_register_nothing() {
             assert_eq!(buf.len(), len);
             buf.with_mut(&mut |b| b.fill(fill));
             server
-                .rdma_write(buf.as_ref(), len as u64, &[sink_desc])
+                .rdma_write(buf.as_ref(), 0, len as u64, &[sink_desc])
                 .await
                 .unwrap();
             drop(buf);
@@ -50,7 +50,7 @@ async fn steady_state_transfers_register_nothing() {
             // WRITE: the server RDMA-Reads the client's source into a pooled buffer.
             let buf = server.payload(len).unwrap();
             server
-                .rdma_read(buf.as_ref(), len as u64, &[source_desc])
+                .rdma_read(buf.as_ref(), 0, len as u64, &[source_desc])
                 .await
                 .unwrap();
             let mut ok = false;
@@ -78,7 +78,7 @@ async fn the_peer_cannot_read_a_pooled_buffer() {
     let sink = client.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
     let r = tokio::time::timeout(
         Duration::from_secs(10),
-        client.rdma_read(sink.as_ref(), 4096, &[desc]),
+        client.rdma_read(sink.as_ref(), 0, 4096, &[desc]),
     )
     .await
     .expect("the read is answered or the connection ends");
@@ -109,7 +109,7 @@ async fn rdma_reads_land_at_the_offsets_place_in_a_line() {
             buf.with(&mut |b| start = b.as_ptr() as usize);
             let at = line_pad(start, offset);
             server
-                .rdma_read_at(buf.as_ref(), at as u64, len as u64, &[desc])
+                .rdma_read(buf.as_ref(), at as u64, len as u64, &[desc])
                 .await
                 .unwrap();
             let mut ok = false;
@@ -120,7 +120,7 @@ async fn rdma_reads_land_at_the_offsets_place_in_a_line() {
             assert!(ok, "{len} bytes for offset {offset}, at {at}");
             // Past the buffer's end: refused, nothing sent.
             let r = server
-                .rdma_read_at(buf.as_ref(), (CACHE_LINE) as u64, len as u64, &[desc])
+                .rdma_read(buf.as_ref(), (CACHE_LINE) as u64, len as u64, &[desc])
                 .await;
             assert!(r.is_err(), "{len} bytes at {CACHE_LINE}");
         }
@@ -133,7 +133,7 @@ async fn rdma_reads_land_at_the_offsets_place_in_a_line() {
 }
 
 /// A READ's data RDMA-Written from a pooled buffer from its place in a cache line on
-/// (`rdma_write_posted_at`): the bytes from that position land at the start of the
+/// (`rdma_write_posted` at a position): the bytes from that position land at the start of the
 /// client's buffer, for every line position; a transfer past the buffer's end is
 /// refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,11 +157,11 @@ async fn rdma_writes_go_from_the_offsets_place_in_a_line() {
         });
         // Past the end: refused before anything is posted.
         let r = server
-            .rdma_write_posted_at(server.payload(LEN).unwrap(), 1, LEN as u64, &[desc], None)
+            .rdma_write_posted(server.payload(LEN).unwrap(), 1, LEN as u64, &[desc], None)
             .await;
         assert!(r.is_err(), "offset {offset}");
         server
-            .rdma_write_posted_at(buf, at as u64, LEN as u64, &[desc], None)
+            .rdma_write_posted(buf, at as u64, LEN as u64, &[desc], None)
             .await
             .unwrap();
         // A Send behind the Writes: once it arrives, they have been placed.

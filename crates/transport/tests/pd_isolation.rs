@@ -103,7 +103,7 @@ async fn a_peer_cannot_touch_another_connections_regions() {
         .register(pattern.clone(), Access::LOCAL_READ)
         .unwrap();
     client
-        .rdma_write(src.as_ref(), LEN as u64, &[desc])
+        .rdma_write(src.as_ref(), 0, LEN as u64, &[desc])
         .await
         .expect("the victim's region still takes its own peer's writes");
     // A Send behind the Write: once it arrives, the Write has been placed.

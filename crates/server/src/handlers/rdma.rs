@@ -127,7 +127,7 @@ impl Channel {
         budget.forget();
         self.io()
             .link
-            .rdma_write_posted_at(
+            .rdma_write_posted(
                 buf,
                 at as u64,
                 len as u64,
@@ -204,7 +204,7 @@ impl Channel {
         let (buf, at) = self.payload_for(len, offset)?;
         self.io()
             .link
-            .rdma_read_at(&*buf, at as u64, len as u64, &self.descriptors)
+            .rdma_read(&*buf, at as u64, len as u64, &self.descriptors)
             .await
             .map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Read, len);
