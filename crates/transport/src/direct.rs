@@ -319,6 +319,26 @@ impl<P: Provider> Link<P> {
             ))
     }
 
+    /// The region of `b` for a transfer of `len` bytes from byte `at` on, started:
+    /// refused past a pooled buffer's end; a pooled buffer is marked in transfer
+    /// (its pool reuses it only once the transfer is done).
+    fn start<'a>(
+        &self,
+        b: &'a dyn RegisteredBuf,
+        at: u64,
+        len: u64,
+    ) -> Result<Local<'a, P>, DirectError> {
+        let (mr, pooled) = self.mr(b)?;
+        let end = at.checked_add(len);
+        if pooled.is_some_and(|p| end.is_none_or(|e| e > p.len() as u64)) {
+            return Err(DirectError::InvalidTransfer("longer than the buffer"));
+        }
+        if let Some(p) = pooled {
+            p.transfer_started();
+        }
+        Ok((mr, pooled))
+    }
+
     /// RDMA Writes (`write`) or Reads `len` bytes between `local` and the
     /// peer's buffers. A pooled buffer goes back to its pool for reuse only
     /// when the transfer finished (every work request on it completed).
@@ -330,14 +350,7 @@ impl<P: Provider> Link<P> {
         remote: &[BufferDescriptorV1],
         write: bool,
     ) -> Result<(), DirectError> {
-        let (mr, pooled) = self.mr(local)?;
-        let end = at.checked_add(len);
-        if pooled.is_some_and(|p| end.is_none_or(|e| e > p.len() as u64)) {
-            return Err(DirectError::InvalidTransfer("longer than the buffer"));
-        }
-        if let Some(p) = pooled {
-            p.transfer_started();
-        }
+        let (mr, pooled) = self.start(local, at, len)?;
         let r = if write {
             self.conn.rdma_write(mr, at, len, remote).await
         } else {
@@ -477,15 +490,7 @@ impl<P: Provider> DirectLink for Link<P> {
         keep: Option<Box<dyn Any + Send>>,
     ) -> BoxFuture<'a, Result<(), DirectError>> {
         Box::pin(async move {
-            let (mr, pooled) = self.mr(&*local)?;
-            let end = at.checked_add(len);
-            if pooled.is_some_and(|p| end.is_none_or(|e| e > p.len() as u64)) {
-                return Err(DirectError::InvalidTransfer("longer than the buffer"));
-            }
-            if let Some(p) = pooled {
-                p.transfer_started();
-            }
-            let mr = mr.clone();
+            let mr = self.start(&*local, at, len)?.0.clone();
             // Back to its pool for reuse only if every Write on it succeeded.
             let release = Box::new(move |ok: bool| {
                 let _keep = keep;
