@@ -348,11 +348,21 @@ fn post_next<Q: QueuePair>(qp: &Q, inner: &mut Inner<Q::Mr>) -> Option<Result<()
         free: recv_free,
     };
     let send_slot = *send_slot;
+    let owned = qp.sends_owned();
     conn.poll_transmit_with(|m: Transmit<'_>| {
         receives.post(qp, m.post_receives, size)?;
         let slot = send_free
             .pop()
             .ok_or(DirectError::InvalidTransfer("no free send slot"))?;
+        let wr_id = KIND_SEND | u64::from(slot);
+        if let Some((body, at)) = m.body.filter(|_| owned) {
+            // Sent from the message's own buffer: no copy into the slot, whose
+            // index still bounds the Sends in flight.
+            let range = at..at + m.payload.len();
+            let inv = m.invalidate.map(STag);
+            qp.post_send_owned(wr_id, m.header, body.clone(), range, inv)?;
+            return Ok(());
+        }
         let off = slot as usize * send_slot;
         let len = m.len();
         let copied = len <= send_slot
@@ -371,7 +381,6 @@ fn post_next<Q: QueuePair>(qp: &Q, inner: &mut Inner<Q::Mr>) -> Option<Result<()
             ));
         }
         let sge = [Sge::new(&*send_mr, off as u64, len as u32)];
-        let wr_id = KIND_SEND | u64::from(slot);
         match m.invalidate {
             Some(token) => qp.post_send_inv(wr_id, &sge, STag(token))?,
             None => qp.post_send_simple(wr_id, &sge)?,

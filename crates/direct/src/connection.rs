@@ -27,6 +27,7 @@
 //! queued that way), then tear the queue pair down.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::{
@@ -172,6 +173,10 @@ pub struct Transmit<'a> {
     pub post_receives: u32,
     /// As [`OutgoingMessage::invalidate`].
     pub invalidate: Option<u32>,
+    /// The buffer `payload` is borrowed from, and where in it `payload` starts:
+    /// a provider that sends from the caller's own buffer takes a handle to it
+    /// rather than a copy of `payload` (`None` for a message without payload).
+    pub body: Option<(&'a Arc<Vec<u8>>, usize)>,
 }
 
 impl Transmit<'_> {
@@ -190,7 +195,8 @@ impl Transmit<'_> {
 /// where the message starts in its buffer).
 #[derive(Debug)]
 struct Pending {
-    data: Vec<u8>,
+    /// Shared with what sends a fragment from it ([`Transmit::body`]).
+    data: Arc<Vec<u8>>,
     sent: usize,
     /// Whether its first fragment went out.
     started: bool,
@@ -384,7 +390,7 @@ impl Connection {
             });
         }
         self.send_queue.push_back(Pending {
-            data,
+            data: Arc::new(data),
             sent: start,
             started: false,
             invalidate,
@@ -619,6 +625,7 @@ impl Connection {
                 needs_credit: false,
                 post_receives,
                 invalidate: None,
+                body: None,
             }));
         }
         if self.state != State::Connected {
@@ -668,6 +675,7 @@ impl Connection {
                     needs_credit: true,
                     post_receives: plan.post,
                     invalidate,
+                    body: Some((&m.data, m.sent)),
                 });
                 m.sent += n;
                 if m.sent == m.data.len() {
@@ -684,6 +692,7 @@ impl Connection {
                     needs_credit: true,
                     post_receives: plan.post,
                     invalidate: None,
+                    body: None,
                 })
             }
         };

@@ -44,6 +44,7 @@ pub use cq::{CompletionHandler, CompletionQueue};
 pub use error::{RdmaError, Result};
 pub use provider::{
     ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
+    OWNED_HEAD_MAX,
 };
 pub use sink::FileSink;
 pub use source::FileRange;

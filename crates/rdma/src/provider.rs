@@ -29,6 +29,10 @@ use crate::types::{
     SendWr, Sge,
 };
 
+/// Most bytes of the head of a Send posted with [`QueuePair::post_send_owned`]
+/// (an SMB Direct data header is 24).
+pub const OWNED_HEAD_MAX: usize = 32;
+
 /// A registered memory region: an owned buffer plus its STag and rights.
 ///
 /// Cloning yields another handle to the same registration. The provider reads
@@ -191,6 +195,31 @@ pub trait QueuePair: Send + Sync + 'static {
             sg,
             solicited: false,
         })
+    }
+
+    /// Whether [`QueuePair::post_send_owned`] sends a message from the caller's
+    /// own buffer (soft-iWARP); otherwise every Send goes from a registered region.
+    fn sends_owned(&self) -> bool {
+        false
+    }
+
+    /// Posts a Send (with Invalidate of `inv`) of `head` followed by
+    /// `body[range]`, sent from `body` itself, which the provider keeps until the
+    /// bytes are on their way: nothing is copied into a registered send buffer
+    /// first. `head` is at most [`OWNED_HEAD_MAX`] bytes. Refused unless
+    /// [`QueuePair::sends_owned`].
+    fn post_send_owned(
+        &self,
+        wr_id: u64,
+        head: &[u8],
+        body: Arc<Vec<u8>>,
+        range: std::ops::Range<usize>,
+        inv: Option<STag>,
+    ) -> Result<()> {
+        let _ = (wr_id, head, body, range, inv);
+        Err(crate::error::RdmaError::InvalidRequest(
+            "sends from owned buffers not supported",
+        ))
     }
 
     /// Shorthand: RDMA Write `sg` into `remote`.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::crc::Crc32c;
 use super::ddp::{self, op, qn, term, DdpHdr, ReadReq, TAGGED_HDR, UNTAGGED_HDR};
 use super::mr::SoftMr;
-use super::qp::{QpShared, RecvWqe, Seg, SendWqe, WqeKind};
+use super::qp::{OwnedSend, QpShared, RecvWqe, Seg, SendWqe, WqeKind};
 use super::Rtr;
 use crate::provider::MemoryRegion;
 use crate::sink::FileSink;
@@ -206,6 +206,9 @@ enum HoleSrc {
     /// Read in here: the part of a file that ended before it was sent (zeros for
     /// what it no longer holds).
     Owned(Vec<u8>),
+    /// The consumer's own buffer of a Send posted from it (nothing else reads
+    /// or writes it: gathered without a lock).
+    Shared(Arc<Vec<u8>>),
 }
 
 /// Where a payload placed as it arrives goes.
@@ -345,6 +348,75 @@ fn encode_payload(
         out.resize(out.len() + left, 0);
         if let Some(c) = c.as_mut() {
             c.update(&out[out.len() - left..]);
+        }
+    }
+    ddp::encode_fpdu_tail(out, h.len() + n, c);
+    queued
+}
+
+/// Least part of an owned Send's body that vectored output sends from the
+/// buffer itself; a shorter one (a credit grant, a short response) is copied
+/// into `out`, cheaper than an entry of its own in the write.
+const OWNED_GATHER_MIN: usize = 512;
+
+/// Append one FPDU with header `h` whose payload is the `n` bytes at logical
+/// offset `at` of the owned Send `msg` (its head, then its body): the head's
+/// part copied into `out`, the body's part, given `holes` (vectored output) and
+/// at least [`OWNED_GATHER_MIN`] bytes, queued as a reference to the buffer,
+/// else copied too. Returns the payload bytes queued in `holes`.
+fn encode_owned(
+    out: &mut Vec<u8>,
+    holes: Option<&mut VecDeque<Hole>>,
+    h: &DdpHdr,
+    msg: &OwnedSend,
+    at: usize,
+    n: usize,
+    crc: bool,
+) -> usize {
+    let (head, body) = (msg.head(), msg.body());
+    let hs = at.min(head.len());
+    let he = at.saturating_add(n).min(head.len());
+    let left = n - (he - hs);
+    let bs = at.saturating_sub(head.len());
+    let part = body.get(bs..bs.saturating_add(left));
+    let holes = holes.filter(|_| left >= OWNED_GATHER_MIN && part.is_some());
+    let start = out.len();
+    if holes.is_none() {
+        out.reserve(2 + h.len() + n + 3 + 4);
+    }
+    ddp::encode_fpdu_head(out, h, n);
+    out.extend_from_slice(&head[hs..he]);
+    let mut c = crc.then(|| {
+        let mut c = Crc32c::new();
+        c.update(&out[start..]);
+        c
+    });
+    let mut queued = 0;
+    match (holes, part) {
+        (_, _) if left == 0 => {}
+        (Some(holes), Some(b)) => {
+            if let Some(c) = c.as_mut() {
+                c.update(b);
+            }
+            holes.push_back(Hole {
+                at: out.len(),
+                src: HoleSrc::Shared(msg.body.clone()),
+                off: msg.range.start + bs,
+                len: left,
+            });
+            queued = left;
+        }
+        (_, part) => {
+            let p = out.len();
+            match part {
+                Some(b) => out.extend_from_slice(b),
+                // Outside its buffer (checked when posted): zeros keep the
+                // FPDU's length.
+                None => out.resize(p + left, 0),
+            }
+            if let Some(c) = c.as_mut() {
+                c.update(&out[p..]);
+            }
         }
     }
     ddp::encode_fpdu_tail(out, h.len() + n, c);
@@ -509,7 +581,7 @@ impl Engine {
                 continue;
             }
             let msn = match wqe.kind {
-                WqeKind::Send { .. } => {
+                WqeKind::Send { .. } | WqeKind::SendOwned { .. } => {
                     let m = self.tx_send_msn;
                     self.tx_send_msn = m.wrapping_add(1);
                     m
@@ -595,6 +667,9 @@ impl Engine {
         let holes = self.vectored.then_some(&mut self.holes);
         let mut finished: Option<Completion> = None;
         let mut queued = 0;
+        // The message's bytes are the engine's own (a Send from an owned
+        // buffer): its completion waits for no write.
+        let mut settled = false;
         let Some(cur) = self.cur_tx.as_mut() else {
             return;
         };
@@ -621,7 +696,7 @@ impl Engine {
                 last
             }
             TxMsg::Sq { wqe, sent, msn } => match wqe.kind {
-                WqeKind::Send { inv } => {
+                WqeKind::Send { inv } | WqeKind::SendOwned { inv, .. } => {
                     let n = (wqe.total - *sent).min(max - UNTAGGED_HDR);
                     let last = *sent + n == wqe.total;
                     let opcode = match (inv.is_some(), wqe.solicited) {
@@ -639,8 +714,18 @@ impl Engine {
                         mo: *sent as u32,
                     };
                     let at = *sent;
-                    let holes = holes.filter(|_| wqe.total >= GATHER_MIN);
-                    queued += encode_payload(out, holes, &h, &wqe.sg, at, n, crc);
+                    match &wqe.kind {
+                        WqeKind::SendOwned { msg, .. } => {
+                            // Nothing outside the engine holds its bytes: it
+                            // completes as it is queued.
+                            settled = true;
+                            queued += encode_owned(out, holes, &h, msg, at, n, crc);
+                        }
+                        _ => {
+                            let holes = holes.filter(|_| wqe.total >= GATHER_MIN);
+                            queued += encode_payload(out, holes, &h, &wqe.sg, at, n, crc);
+                        }
+                    }
                     *sent += n;
                     if last {
                         finished = Some(comp(
@@ -739,7 +824,7 @@ impl Engine {
         }
         self.hole_bytes += queued;
         if let Some(c) = finished {
-            if !self.holes.is_empty() || !self.tx_done.is_empty() {
+            if (!settled && !self.holes.is_empty()) || !self.tx_done.is_empty() {
                 // Its bytes (or an earlier message's, whose completion comes
                 // first) are read from the regions until written.
                 self.tx_done.push_back((out.len(), c));
@@ -820,6 +905,7 @@ impl Engine {
                     .find(|(m, _)| m.same(mr))
                     .and_then(|(_, g)| g.get(h.off..h.off + h.len)),
                 HoleSrc::Owned(v) => v.get(h.off..h.off + h.len),
+                HoleSrc::Shared(v) => v.get(h.off..h.off + h.len),
                 HoleSrc::File(_) => None,
             };
             match region {
@@ -1644,7 +1730,7 @@ impl Engine {
 
 fn wc_of(k: &WqeKind) -> WcOpcode {
     match k {
-        WqeKind::Send { .. } => WcOpcode::Send,
+        WqeKind::Send { .. } | WqeKind::SendOwned { .. } => WcOpcode::Send,
         WqeKind::Write { .. } => WcOpcode::RdmaWrite,
         WqeKind::Read { .. } | WqeKind::ReadFile { .. } => WcOpcode::RdmaRead,
         WqeKind::LocalInv { .. } => WcOpcode::LocalInvalidate,

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use super::mr::{SoftMr, SoftPd};
 use crate::cq::CompletionQueue;
 use crate::error::{RdmaError, Result};
-use crate::provider::{MemoryRegion, QueuePair};
+use crate::provider::{MemoryRegion, QueuePair, OWNED_HEAD_MAX};
 use crate::sink::FileSink;
 use crate::source::FileRange;
 use crate::types::{
@@ -41,6 +41,34 @@ pub(crate) enum WqeKind {
     LocalInv {
         stag: u32,
     },
+    /// A Send (with Invalidate of `inv`) from the consumer's own buffer
+    /// ([`QueuePair::post_send_owned`]).
+    SendOwned {
+        inv: Option<u32>,
+        msg: OwnedSend,
+    },
+}
+
+/// The bytes of a Send posted from the consumer's own buffer: `head`'s first
+/// `head_len` bytes, then `body[range]` (checked when posted).
+#[derive(Debug)]
+pub(crate) struct OwnedSend {
+    pub head: [u8; OWNED_HEAD_MAX],
+    pub head_len: usize,
+    pub body: Arc<Vec<u8>>,
+    pub range: std::ops::Range<usize>,
+}
+
+impl OwnedSend {
+    /// The head's bytes.
+    pub fn head(&self) -> &[u8] {
+        self.head.get(..self.head_len).unwrap_or_default()
+    }
+
+    /// The body's bytes.
+    pub fn body(&self) -> &[u8] {
+        self.body.get(self.range.clone()).unwrap_or_default()
+    }
 }
 
 /// A queued send work request holding its own region handles.
@@ -262,6 +290,44 @@ impl QueuePair for SoftQp {
             sg,
             total,
             solicited: wr.solicited,
+            file: None,
+        })
+    }
+
+    fn sends_owned(&self) -> bool {
+        true
+    }
+
+    fn post_send_owned(
+        &self,
+        wr_id: u64,
+        head: &[u8],
+        body: Arc<Vec<u8>>,
+        range: std::ops::Range<usize>,
+        inv: Option<crate::types::STag>,
+    ) -> Result<()> {
+        if body.get(range.clone()).is_none() {
+            return Err(RdmaError::InvalidRequest("send outside its buffer"));
+        }
+        let mut h = [0u8; OWNED_HEAD_MAX];
+        h.get_mut(..head.len())
+            .ok_or(RdmaError::InvalidRequest("send head too long"))?
+            .copy_from_slice(head);
+        let total = head.len() + range.len();
+        self.shared().enqueue_send(SendWqe {
+            wr_id,
+            kind: WqeKind::SendOwned {
+                inv: inv.map(|s| s.0),
+                msg: OwnedSend {
+                    head: h,
+                    head_len: head.len(),
+                    body,
+                    range,
+                },
+            },
+            sg: Vec::new(),
+            total,
+            solicited: false,
             file: None,
         })
     }
