@@ -89,6 +89,15 @@ impl Shared {
         self.core.lock().expect("core lock")
     }
 
+    /// Tells an SMB Direct link how many requests wait for their response, as a
+    /// request is sent (the responses it has coming: it hands them on in batches
+    /// of about half of it; at -o16 4 KiB reads 1.16-1.62x the IOPS of a fixed 16).
+    fn hint_in_flight(&self, core: &Core) {
+        if let Some(link) = self.sender.rdma() {
+            link.set_in_flight(core.pending());
+        }
+    }
+
     fn close(&self, why: DisconnectReason) {
         let (lost, waiting) = self.core().close(why.clone());
         drop(waiting);
@@ -399,7 +408,11 @@ impl Connection {
             charges = reqs.iter().map(|r| core.charge_of(r)).collect();
             let total: u32 = charges.iter().map(|&c| c as u32).sum();
             match core.acquire(total) {
-                Acquire::Charged => Ok(begin(&mut core, &charges, sent, timeout, &mut rxs)),
+                Acquire::Charged => {
+                    let b = begin(&mut core, &charges, sent, timeout, &mut rxs);
+                    sh.hint_in_flight(&core);
+                    Ok(b)
+                }
                 Acquire::Wait => {
                     let (tx, rx) = oneshot::channel();
                     core.enqueue(total, tx);
@@ -421,7 +434,10 @@ impl Connection {
                 if woken.is_err() {
                     return (Err(sh.closed_error()), Some(reqs));
                 }
-                begin(&mut sh.core(), &charges, sent, timeout, &mut rxs)
+                let mut core = sh.core();
+                let b = begin(&mut core, &charges, sent, timeout, &mut rxs);
+                sh.hint_in_flight(&core);
+                b
             }
         };
         let (dialect, issued) = match begun {

@@ -161,6 +161,16 @@ pub trait QueuePair: Send + Sync + 'static {
     /// The peer's connection parameters (private data, IRD, ORD).
     fn peer_params(&self) -> PeerParams;
 
+    /// A hint from the consumer: how many of its upper layer's messages the peer
+    /// has in flight towards it now (a client: requests sent and not yet
+    /// answered). A provider that takes in many messages at once (soft-iWARP's
+    /// driver, from one socket read) hands them on in batches of about half of
+    /// it, so that the consumer answers the first half while the rest is taken.
+    /// Ignored by default.
+    fn set_in_flight(&self, n: usize) {
+        let _ = n;
+    }
+
     /// Negotiated `(ird, ord)`: inbound and outbound RDMA Read limits in force.
     fn read_limits(&self) -> (u16, u16);
 

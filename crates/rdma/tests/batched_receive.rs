@@ -25,8 +25,13 @@ fn len_of(i: usize) -> usize {
     1 + (i * 7) % 61
 }
 
-async fn burst(opts: IwarpOptions) {
+/// The burst, the receiver having told its queue pair `in_flight` messages are
+/// coming (batches of half of it) when given.
+async fn burst(opts: IwarpOptions, in_flight: Option<usize>) {
     let (sqp, spd, cqp, cpd) = connected_pds(opts).await;
+    if let Some(n) = in_flight {
+        cqp.set_in_flight(n);
+    }
     // The receiver: a slot per message, and a sink for the Write.
     let rbuf = cpd.alloc(N * SLOT, Access::LOCAL_WRITE).unwrap();
     for i in 0..N {
@@ -117,23 +122,42 @@ async fn burst(opts: IwarpOptions) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_sends_arrives_whole_in_order_and_is_answered_crc_off() {
-    burst(IwarpOptions {
-        crc: false,
-        ..IwarpOptions::default()
-    })
+    burst(
+        IwarpOptions {
+            crc: false,
+            ..IwarpOptions::default()
+        },
+        None,
+    )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_sends_arrives_whole_in_order_and_is_answered_crc_on() {
-    burst(IwarpOptions {
-        crc: true,
-        ..IwarpOptions::default()
-    })
+    burst(
+        IwarpOptions {
+            crc: true,
+            ..IwarpOptions::default()
+        },
+        None,
+    )
     .await;
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_burst_of_sends_is_answered_on_a_current_thread_runtime() {
-    burst(IwarpOptions::default()).await;
+    burst(IwarpOptions::default(), None).await;
+}
+
+/// With a hint of 8 messages in flight the driver hands on 4 at a time (its
+/// smallest batch), with a hint of 0 as well: more rounds, the same messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_handed_on_in_small_batches_arrives_whole_and_is_answered() {
+    for (crc, n) in [(false, 8), (true, 0)] {
+        let opts = IwarpOptions {
+            crc,
+            ..IwarpOptions::default()
+        };
+        burst(opts, Some(n)).await;
+    }
 }

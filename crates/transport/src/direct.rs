@@ -190,6 +190,14 @@ pub trait DirectLink: Send + Sync + 'static {
         let _ = read;
         DEFAULT_RDMA_THRESHOLD
     }
+    /// Tells the link how many SMB2 messages the peer has in flight towards this
+    /// end now: a client's requests sent and not yet answered
+    /// ([`QueuePair::set_in_flight`]: soft-iWARP hands on what one socket read
+    /// brought in batches of about half of it). A server gives none: the requests
+    /// it has received and not answered are only those the last batch let through.
+    fn set_in_flight(&self, n: usize) {
+        let _ = n;
+    }
 }
 
 /// A region of provider `M`, as a [`RegisteredBuf`].
@@ -374,6 +382,10 @@ impl<P: Provider> Link<P> {
 }
 
 impl<P: Provider> DirectLink for Link<P> {
+    fn set_in_flight(&self, n: usize) {
+        self.conn.qp().set_in_flight(n);
+    }
+
     fn rdma_threshold(&self, read: bool) -> usize {
         if read {
             self.rdma_threshold.0

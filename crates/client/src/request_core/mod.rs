@@ -195,7 +195,6 @@ impl<T, W> RequestCore<T, W> {
     }
 
     /// Requests waiting for their response.
-    #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
         self.pending.len()
     }

@@ -134,6 +134,11 @@ pub struct Engine {
     tx_done: VecDeque<(usize, Completion)>,
     closed: Option<CloseReason>,
     completions: Vec<Completion>,
+    /// Received Sends that filled their receive buffer to the last byte, ever:
+    /// most likely a fragment of a longer upper-layer message (an SMB Direct
+    /// peer sends every fragment but the last at the receive size), which
+    /// [`Engine::on_input_some`] does not count towards its batch.
+    rx_filled: u64,
 }
 
 /// Least payload still to come for an FPDU to be placed directly: below it,
@@ -495,6 +500,7 @@ impl Engine {
             tx_done: VecDeque::new(),
             closed: None,
             completions: Vec::new(),
+            rx_filled: 0,
         }
     }
 
@@ -989,7 +995,8 @@ impl Engine {
     }
 
     /// [`Engine::on_input`] that stops once the FPDUs it consumed have produced
-    /// `max` completions (a Send's last segment, a Read Response's last, ...);
+    /// `max` completions (a Send's last segment, a Read Response's last, ...;
+    /// not a received Send that filled its buffer: see `rx_filled`);
     /// returns the bytes used and whether it stopped for that reason, with whole
     /// FPDUs possibly left in `input`. A caller hands the completions on and
     /// lets their consumers run (they answer, so their messages go out) before
@@ -999,6 +1006,7 @@ impl Engine {
     pub fn on_input_some(&mut self, input: &[u8], out: &mut Vec<u8>, max: usize) -> (usize, bool) {
         let mut used = 0;
         let done_before = self.completions.len();
+        let filled_before = self.rx_filled;
         let mut capped = false;
         self.read_hint = None;
         if self.closed.is_some() {
@@ -1054,7 +1062,12 @@ impl Engine {
                         break;
                     }
                     used += wire;
-                    if self.completions.len() - done_before >= max && used < input.len() {
+                    // A Send that filled its buffer (a fragment with more to follow)
+                    // does not count: a batch is `max` whole messages, whatever
+                    // their size.
+                    let filled = (self.rx_filled - filled_before) as usize;
+                    let done = self.completions.len() - done_before - filled;
+                    if done >= max && used < input.len() {
                         capped = true;
                         break;
                     }
@@ -1618,6 +1631,9 @@ impl Engine {
             return Err(term::DDP_UT_NO_BUFFER);
         };
         self.rx_send_msn = self.rx_send_msn.wrapping_add(1);
+        if rx.received == rx.wqe.total {
+            self.rx_filled += 1;
+        }
         self.completions.push(Completion {
             wr_id: rx.wqe.wr_id,
             opcode: WcOpcode::Recv,
@@ -2605,6 +2621,34 @@ mod tests {
         input.extend(&seven[seven.len() - 3..]);
         assert_eq!(e.on_input(&input, &mut out), input.len());
         assert_eq!(e.take_completions().count(), 7);
+    }
+
+    /// A Send that fills its receive buffer (a fragment with more to follow) is
+    /// not counted towards `max`: a batch is `max` messages whatever their size.
+    #[test]
+    fn on_input_some_does_not_count_sends_that_fill_their_buffer() {
+        let (mut e, qp) = engine(true);
+        let _mrs: Vec<_> = (0..6).map(|_| post_recv(&qp, 8)).collect();
+        let mut input = Vec::new();
+        let mut ends = Vec::new();
+        // Three messages of two fragments each: 8 bytes (the whole buffer), then 3.
+        for m in 0..3u32 {
+            input.extend(send(2 * m + 1, 0, true, &[m as u8; 8]));
+            ends.push(input.len());
+            input.extend(send(2 * m + 2, 0, true, b"end"));
+            ends.push(input.len());
+        }
+        let mut out = Vec::new();
+        let lens = |e: &mut Engine| e.take_completions().map(|c| c.byte_len).collect::<Vec<_>>();
+        // Two messages: four completions, two of them full buffers.
+        let (n, capped) = e.on_input_some(&input, &mut out, 2);
+        assert_eq!((n, capped), (ends[3], true));
+        assert_eq!(lens(&mut e), [8, 3, 8, 3]);
+        // A full buffer alone makes no batch: the third message is taken whole.
+        let (n2, capped) = e.on_input_some(&input[n..], &mut out, 1);
+        assert_eq!((n + n2, capped), (ends[5], false));
+        assert_eq!(lens(&mut e), [8, 3]);
+        assert!(out.is_empty() && e.closed().is_none());
     }
 
     #[test]

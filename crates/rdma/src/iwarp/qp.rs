@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -120,6 +121,9 @@ pub(crate) struct QpShared {
     pub wake: Notify,
     /// Signalled when the queue pair closes.
     pub closed_ev: Notify,
+    /// The consumer's hint of how many messages the peer has in flight towards
+    /// it, plus one; 0 while no hint was given ([`QueuePair::set_in_flight`]).
+    in_flight: AtomicU32,
 }
 
 impl Drop for QpShared {
@@ -167,7 +171,17 @@ impl QpShared {
             }),
             wake: Notify::new(),
             closed_ev: Notify::new(),
+            in_flight: AtomicU32::new(0),
         })
+    }
+
+    /// The consumer's last [in-flight hint](QueuePair::set_in_flight), if it
+    /// gave one.
+    pub(crate) fn in_flight(&self) -> Option<usize> {
+        match self.in_flight.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n as usize - 1),
+        }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, QpInner> {
@@ -441,6 +455,11 @@ impl QueuePair for SoftQp {
 
     fn peer_params(&self) -> PeerParams {
         self.shared().lock().peer.clone()
+    }
+
+    fn set_in_flight(&self, n: usize) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX - 1).min(u32::MAX - 1);
+        self.shared().in_flight.store(n + 1, Ordering::Relaxed);
     }
 
     fn read_limits(&self) -> (u16, u16) {
