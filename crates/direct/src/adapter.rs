@@ -305,8 +305,15 @@ impl<M: MemoryRegion> Receives<'_, M> {
                 .free
                 .pop()
                 .ok_or(DirectError::InvalidTransfer("no free receive slot"))?;
+            let wr_id = KIND_RECV | u64::from(slot);
+            if qp.receives_owned() {
+                // Into a buffer that becomes the message (one fragment): no
+                // copy out of a slot, whose index still bounds the receives.
+                qp.post_recv_owned(wr_id, size as usize)?;
+                continue;
+            }
             let off = slot as u64 * self.slot as u64;
-            qp.post_recv(KIND_RECV | u64::from(slot), &[Sge::new(self.mr, off, size)])?;
+            qp.post_recv(wr_id, &[Sge::new(self.mr, off, size)])?;
         }
         Ok(())
     }
@@ -483,7 +490,7 @@ fn fail<M>(inner: &mut Inner<M>, why: String) {
     inner.ops.clear();
 }
 
-fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
+fn on_completion<Q: QueuePair>(qp: &Q, inner: &mut Inner<Q::Mr>, c: Completion) {
     let index = c.wr_id & !KIND_MASK;
     match c.wr_id & KIND_MASK {
         KIND_RECV => {
@@ -501,9 +508,16 @@ fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
                 }
                 inner.invalidated.push_back(stag);
             }
+            let now = Instant::now();
+            if qp.receives_owned() {
+                // Posted with post_recv_owned: the message is the buffer.
+                if let Some(bytes) = qp.take_received(c.wr_id) {
+                    inner.conn.handle_receive_owned(bytes, now);
+                    return;
+                }
+            }
             let off = index as usize * inner.recv_slot;
             let len = (c.byte_len as usize).min(inner.recv_slot);
-            let now = Instant::now();
             let Inner { conn, recv_mr, .. } = inner;
             recv_mr.with(|b| match b.get(off..off + len) {
                 Some(bytes) => conn.handle_receive(bytes, now),
@@ -540,7 +554,7 @@ fn on_completion<M: MemoryRegion>(inner: &mut Inner<M>, c: Completion) {
 fn take_completions<Q: QueuePair>(shared: &Shared<Q>, g: &mut Inner<Q::Mr>) -> bool {
     let mut any = false;
     while let Some(c) = shared.qp.cq().try_next() {
-        on_completion(g, c);
+        on_completion(&shared.qp, g, c);
         any = true;
     }
     any

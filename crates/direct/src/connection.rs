@@ -472,6 +472,28 @@ impl Connection {
         }
     }
 
+    /// [`Connection::handle_receive`] of a message received into a buffer of its
+    /// own: a Data Transfer message's payload is handed up in `bytes` itself
+    /// rather than copied (a message of one fragment; the first of several
+    /// collects the rest).
+    pub fn handle_receive_owned(&mut self, bytes: Vec<u8>, now: Instant) {
+        if !matches!(self.state, State::Connected) {
+            return self.handle_receive(&bytes, now);
+        }
+        let r = match self.data_header(&bytes, now) {
+            Ok(Some((h, at))) => self
+                .reassembler
+                .push_owned(h.remaining_data_length, bytes, at)
+                .map(|m| self.deliver(m))
+                .map_err(DisconnectReason::from),
+            Ok(None) => Ok(()),
+            Err(reason) => Err(reason),
+        };
+        if let Err(reason) = r {
+            self.disconnect(reason);
+        }
+    }
+
     fn connected(&mut self, params: NegotiatedParams, now: Instant) {
         self.state = State::Connected;
         self.negotiate_deadline = None;
@@ -570,8 +592,31 @@ impl Connection {
     }
 
     fn on_data(&mut self, bytes: &[u8], now: Instant) -> Result<(), DisconnectReason> {
+        if let Some((h, at)) = self.data_header(bytes, now)? {
+            let payload = bytes.get(at).unwrap_or_default();
+            let m = self.reassembler.push(h.remaining_data_length, payload)?;
+            self.deliver(m);
+        }
+        Ok(())
+    }
+
+    /// Queues a message the reassembler completed.
+    fn deliver(&mut self, msg: Option<Vec<u8>>) {
+        if let Some(msg) = msg {
+            self.stats.messages_delivered += 1;
+            self.events.push_back(Event::Message(msg));
+        }
+    }
+
+    /// Checks and accounts for a Data Transfer message (credits, keepalive);
+    /// returns its header and where its payload lies in `bytes` when it has one.
+    fn data_header(
+        &mut self,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<Option<(DataHeader, std::ops::Range<usize>)>, DisconnectReason> {
         let Some(p) = self.params else {
-            return Ok(());
+            return Ok(None);
         };
         if bytes.len() > p.max_receive_size as usize {
             return Err(DisconnectReason::ReceiveTooLarge {
@@ -589,13 +634,12 @@ impl Connection {
         if h.response_requested() {
             self.response_owed = true;
         }
-        if !payload.is_empty() {
-            if let Some(msg) = self.reassembler.push(h.remaining_data_length, payload)? {
-                self.stats.messages_delivered += 1;
-                self.events.push_back(Event::Message(msg));
-            }
+        if payload.is_empty() {
+            return Ok(None);
         }
-        Ok(())
+        // `decode` found the payload at data_offset within `bytes`.
+        let at = h.data_offset as usize;
+        Ok(Some((h, at..at + payload.len())))
     }
 
     /// The next message to send, if the credit rules allow one now.

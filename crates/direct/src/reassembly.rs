@@ -66,6 +66,38 @@ impl Reassembler {
         self.outstanding.is_some()
     }
 
+    /// [`Reassembler::push`] of the fragment `buf[payload]` received into a
+    /// buffer of its own: a message of one fragment is `buf` itself (the bytes
+    /// before the payload moved out, those after cut off). The fragments of a
+    /// longer message are copied as by `push` into a buffer of the message's
+    /// size (growing `buf` to it would copy it once more). The same checks and
+    /// errors as `push`.
+    pub fn push_owned(
+        &mut self,
+        remaining: u32,
+        mut buf: Vec<u8>,
+        payload: std::ops::Range<usize>,
+    ) -> Result<Option<Vec<u8>>, ReassemblyError> {
+        if remaining != 0
+            || self.outstanding.is_some()
+            || payload.end > buf.len()
+            || payload.start > payload.end
+        {
+            return self.push(remaining, buf.get(payload).unwrap_or_default());
+        }
+        // A whole message in one fragment: the same check as push's.
+        let total = payload.len() as u64;
+        if total > u64::from(self.max) {
+            return Err(ReassemblyError::TooLarge {
+                total,
+                max: self.max,
+            });
+        }
+        buf.truncate(payload.end);
+        buf.drain(..payload.start);
+        Ok(Some(buf))
+    }
+
     /// Adds one fragment with a non-empty payload. Returns the whole message
     /// when this fragment completes it.
     pub fn push(

@@ -232,6 +232,32 @@ pub trait QueuePair: Send + Sync + 'static {
         ))
     }
 
+    /// Whether [`QueuePair::post_recv_owned`] receives a Send into a buffer of
+    /// its own (soft-iWARP); otherwise every receive goes into a registered
+    /// region.
+    fn receives_owned(&self) -> bool {
+        false
+    }
+
+    /// Posts a receive of at most `len` bytes (more than 0) into a buffer the
+    /// provider allocates when the Send arrives, sized to it where it can: nothing
+    /// is written to a registered region. When its `Recv` completion comes out
+    /// of the queue with `Success`, [`QueuePair::take_received`] hands over the
+    /// buffer holding the message. Refused unless [`QueuePair::receives_owned`].
+    fn post_recv_owned(&self, wr_id: u64, len: usize) -> Result<()> {
+        let _ = (wr_id, len);
+        Err(crate::error::RdmaError::InvalidRequest(
+            "receives into owned buffers not supported",
+        ))
+    }
+
+    /// The buffer of the owned receive `wr_id` whose successful completion was
+    /// taken from the queue ([`QueuePair::post_recv_owned`]); `None` for any other.
+    fn take_received(&self, wr_id: u64) -> Option<Vec<u8>> {
+        let _ = wr_id;
+        None
+    }
+
     /// Shorthand: RDMA Write `sg` into `remote`.
     fn post_write(&self, wr_id: u64, sg: &[Sge<'_, Self::Mr>], remote: RemoteBuf) -> Result<()> {
         self.post_send(&SendWr {

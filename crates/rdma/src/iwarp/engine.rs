@@ -69,6 +69,9 @@ enum TxMsg {
 struct RxRecv {
     wqe: RecvWqe,
     received: usize,
+    /// An owned receive's buffer ([`RecvWqe::is_owned`]), allocated at its
+    /// first segment: the payload is appended to it instead of scattered.
+    owned: Option<Vec<u8>>,
 }
 
 /// Negotiated settings for one connection.
@@ -1596,7 +1599,17 @@ impl Engine {
                 .rq
                 .pop_front()
                 .ok_or(term::DDP_UT_NO_BUFFER)?;
-            self.cur_rx = Some(RxRecv { wqe, received: 0 });
+            // Allocated now, not when posted: a message of one segment gets a
+            // buffer of its size, taken from memory freed moments ago.
+            let owned = wqe.is_owned().then(|| {
+                let n = if last { payload.len() } else { wqe.total };
+                Vec::with_capacity(n.min(wqe.total))
+            });
+            self.cur_rx = Some(RxRecv {
+                wqe,
+                received: 0,
+                owned,
+            });
         }
         let Some(rx) = self.cur_rx.as_mut() else {
             return Err(term::DDP_UT_NO_BUFFER);
@@ -1615,7 +1628,11 @@ impl Engine {
                 .push(comp(wr_id, WcOpcode::Recv, WcStatus::LocalLengthError, 0));
             return Err(term::DDP_UT_TOO_LONG);
         }
-        scatter(&rx.wqe.sg, rx.received, payload);
+        match rx.owned.as_mut() {
+            // An owned receive: appended (its length was checked above).
+            Some(buf) => buf.extend_from_slice(payload),
+            None => scatter(&rx.wqe.sg, rx.received, payload),
+        }
         rx.received = end;
         if !last {
             return Ok(());
@@ -1627,9 +1644,13 @@ impl Engine {
             }
             invalidated = Some(STag(inv_stag));
         }
-        let Some(rx) = self.cur_rx.take() else {
+        let Some(mut rx) = self.cur_rx.take() else {
             return Err(term::DDP_UT_NO_BUFFER);
         };
+        if let Some(buf) = rx.owned.take() {
+            // Handed back by take_received once the completion is taken.
+            self.qp.lock().received.push_back((rx.wqe.wr_id, buf));
+        }
         self.rx_send_msn = self.rx_send_msn.wrapping_add(1);
         if rx.received == rx.wqe.total {
             self.rx_filled += 1;

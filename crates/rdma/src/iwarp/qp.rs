@@ -93,6 +93,15 @@ pub(crate) struct RecvWqe {
     pub total: usize,
 }
 
+impl RecvWqe {
+    /// A receive into a buffer of its own ([`QueuePair::post_recv_owned`]): no
+    /// scatter entries and room for a payload; the engine allocates the buffer
+    /// when the Send arrives.
+    pub fn is_owned(&self) -> bool {
+        self.sg.is_empty() && self.total > 0
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct QpInner {
     pub state: QpState,
@@ -108,6 +117,9 @@ pub(crate) struct QpInner {
     /// CRC-32C is on (a Read Response's payload is checked before it lands, so
     /// it cannot go from the socket into a file).
     pub crc: bool,
+    /// Buffers of owned receives that completed, with their wr_id, until
+    /// [`QueuePair::take_received`] takes them (in completion order).
+    pub received: VecDeque<(u64, Vec<u8>)>,
 }
 
 /// State shared by the queue pair handle and its driver.
@@ -168,6 +180,7 @@ impl QpShared {
                 remote: None,
                 disconnect: false,
                 crc: false,
+                received: VecDeque::new(),
             }),
             wake: Notify::new(),
             closed_ev: Notify::new(),
@@ -420,6 +433,36 @@ impl QueuePair for SoftQp {
         }
         g.rq.push_back(RecvWqe { wr_id, sg, total });
         Ok(())
+    }
+
+    fn receives_owned(&self) -> bool {
+        true
+    }
+
+    fn post_recv_owned(&self, wr_id: u64, total: usize) -> Result<()> {
+        let s = self.shared();
+        if total == 0 {
+            return Err(RdmaError::InvalidRequest("owned receive of 0 bytes"));
+        }
+        let mut g = s.lock();
+        if g.state == QpState::Closed {
+            return Err(RdmaError::NotConnected);
+        }
+        if g.rq.len() >= s.caps.max_recv_wr as usize {
+            return Err(RdmaError::QueueFull);
+        }
+        g.rq.push_back(RecvWqe {
+            wr_id,
+            sg: Vec::new(),
+            total,
+        });
+        Ok(())
+    }
+
+    fn take_received(&self, wr_id: u64) -> Option<Vec<u8>> {
+        let mut g = self.shared().lock();
+        let i = g.received.iter().position(|(w, _)| *w == wr_id)?;
+        g.received.remove(i).map(|(_, b)| b)
     }
 
     fn cq(&self) -> &CompletionQueue {
