@@ -177,7 +177,7 @@ mod tests {
             let msg = w.into_vec();
             Event::Other(crate::conn::Response {
                 header: smbx_wire::Header::decode(&msg).unwrap(),
-                msg,
+                msg: msg.into(),
             })
         };
         // Not asked for: nothing queued (and nothing acknowledged: no lease).

@@ -20,7 +20,7 @@ use smbx_transport::link::{
 };
 use smbx_transport::DirectLink;
 use smbx_wire::framing::MAX_FRAME_LEN;
-use smbx_wire::{Dialect, WireError};
+use smbx_wire::{Dialect, InMessage, WireError};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -683,7 +683,7 @@ async fn timer_task(shared: Arc<Shared>, timeout: Duration) {
 
 /// Unseals a frame if needed, splits a compound, and dispatches each response. Errors
 /// returned here are fatal to the connection; per-message failures go to their waiter.
-fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
+fn process_frame(frame: InMessage, shared: &Shared) -> Result<()> {
     let opened = inbound::open(
         frame,
         |id| shared.session(id),
@@ -694,7 +694,7 @@ fn process_frame(frame: Vec<u8>, shared: &Shared) -> Result<()> {
     inbound::split(opened.msg, |h, msg| dispatch(h, msg, encrypted, shared))
 }
 
-fn dispatch(h: smbx_wire::Header, mut msg: Vec<u8>, encrypted: bool, shared: &Shared) {
+fn dispatch(h: smbx_wire::Header, mut msg: InMessage, encrypted: bool, shared: &Shared) {
     // Verify before believing anything else the message says.
     let verdict = if h.session_id != 0 {
         let sec = shared.session(h.session_id);
@@ -1349,7 +1349,7 @@ mod tests {
             &encode_simple(),
         );
         for f in crate::request_core::tests::hostile_variants(&base, 20_000) {
-            let _ = process_frame(f, &conn.shared);
+            let _ = process_frame(f.into(), &conn.shared);
         }
     }
 

@@ -517,9 +517,12 @@ impl File {
             }
             .into());
         }
+        // The data's place in the buffer the message arrived in (the message may
+        // start past its first byte: SMB Direct's header is left in place).
         let start = r.data.as_ptr() as usize - resp.msg.as_ptr() as usize;
-        let range = start..start + r.data.len();
-        Ok(Some((resp.msg, range)))
+        let len = r.data.len();
+        let (buf, at) = resp.msg.into_parts();
+        Ok(Some((buf, at + start..at + start + len)))
     }
 
     /// How many times a READ or WRITE tries RDMA channels: several on a

@@ -28,6 +28,7 @@ use smbx_rdma::{
     FileRange, FileSink, MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair, RdmaError,
     RemoteBuf, STag, Sge, WcOpcode, WcStatus,
 };
+use smbx_wire::InMessage;
 use tokio::sync::{oneshot, Notify};
 
 use crate::config::{Config, NegotiatedParams};
@@ -104,7 +105,7 @@ struct Inner<M> {
     pools: Pools,
     ops: HashMap<u64, Op>,
     next_op: u64,
-    messages: VecDeque<Vec<u8>>,
+    messages: VecDeque<InMessage>,
     negotiated: Option<NegotiatedParams>,
     /// Why the connection is over, once it is.
     closed: Option<String>,
@@ -871,8 +872,10 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     }
 
     /// The next whole upper-layer message if one has arrived (completions waiting
-    /// on the queue are taken first), without waiting; `None` when none has.
-    pub fn try_recv_message(&self) -> Option<Vec<u8>> {
+    /// on the queue are taken first), without waiting; `None` when none has. It
+    /// lies in the buffer it was received into, past its SMB Direct header when it
+    /// came in one fragment over soft-iWARP.
+    pub fn try_recv_message(&self) -> Option<InMessage> {
         let mut g = self.shared.lock();
         if g.messages.is_empty() {
             apply_completions(&self.shared, &mut g);
@@ -880,8 +883,9 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         g.messages.pop_front()
     }
 
-    /// Receives the next whole upper-layer message.
-    pub async fn recv_message(&self) -> Result<Vec<u8>, DirectError> {
+    /// Receives the next whole upper-layer message (as
+    /// [`try_recv_message`](Self::try_recv_message) gives it).
+    pub async fn recv_message(&self) -> Result<InMessage, DirectError> {
         let mut out = None;
         self.wait(|g| {
             out = g.messages.pop_front();
@@ -1310,7 +1314,7 @@ mod tests {
             probe.woken().await.iter().all(|f| *f),
             "woken under the lock"
         );
-        assert!(matches!(recv.as_mut().poll(&mut cx), Poll::Ready(Ok(m)) if m == b"ping"));
+        assert!(matches!(recv.as_mut().poll(&mut cx), Poll::Ready(Ok(m)) if m.bytes() == b"ping"));
 
         // An RDMA Read's completion.
         let src = cpd

@@ -40,6 +40,7 @@ use crate::pdu::{
     FLAG_RESPONSE_REQUESTED, MIN_RECEIVE_SIZE, SMBD_VERSION,
 };
 use crate::reassembly::{Reassembler, ReassemblyError};
+use smbx_wire::InMessage;
 
 /// Which end of the connection this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,8 +115,10 @@ pub enum SendError {
 pub enum Event {
     /// Negotiation succeeded with these parameters.
     Negotiated(NegotiatedParams),
-    /// A whole upper-layer message arrived.
-    Message(Vec<u8>),
+    /// A whole upper-layer message arrived (in the buffer it was received into,
+    /// when it came in one fragment over a provider that receives into buffers of
+    /// their own).
+    Message(InMessage),
     /// The connection is over; no further events follow.
     Disconnect(DisconnectReason),
 }
@@ -595,13 +598,13 @@ impl Connection {
         if let Some((h, at)) = self.data_header(bytes, now)? {
             let payload = bytes.get(at).unwrap_or_default();
             let m = self.reassembler.push(h.remaining_data_length, payload)?;
-            self.deliver(m);
+            self.deliver(m.map(InMessage::from));
         }
         Ok(())
     }
 
     /// Queues a message the reassembler completed.
-    fn deliver(&mut self, msg: Option<Vec<u8>>) {
+    fn deliver(&mut self, msg: Option<InMessage>) {
         if let Some(msg) = msg {
             self.stats.messages_delivered += 1;
             self.events.push_back(Event::Message(msg));

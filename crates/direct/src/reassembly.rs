@@ -10,6 +10,7 @@
 //! message starting over an unfinished one — is an error and the connection
 //! is dropped.
 
+use smbx_wire::InMessage;
 use thiserror::Error;
 
 /// Why a fragment was refused.
@@ -67,23 +68,24 @@ impl Reassembler {
     }
 
     /// [`Reassembler::push`] of the fragment `buf[payload]` received into a
-    /// buffer of its own: a message of one fragment is `buf` itself (the bytes
-    /// before the payload moved out, those after cut off). The fragments of a
-    /// longer message are copied as by `push` into a buffer of the message's
-    /// size (growing `buf` to it would copy it once more). The same checks and
-    /// errors as `push`.
+    /// buffer of its own: a message of one fragment is `buf` itself, starting at
+    /// the payload (the bytes before it stay, those after are cut off: nothing is
+    /// moved). The fragments of a longer message are copied as by `push` into a
+    /// buffer of the message's size (growing `buf` to it would copy it once more).
+    /// The same checks and errors as `push`.
     pub fn push_owned(
         &mut self,
         remaining: u32,
         mut buf: Vec<u8>,
         payload: std::ops::Range<usize>,
-    ) -> Result<Option<Vec<u8>>, ReassemblyError> {
+    ) -> Result<Option<InMessage>, ReassemblyError> {
         if remaining != 0
             || self.outstanding.is_some()
             || payload.end > buf.len()
             || payload.start > payload.end
         {
-            return self.push(remaining, buf.get(payload).unwrap_or_default());
+            let m = self.push(remaining, buf.get(payload).unwrap_or_default())?;
+            return Ok(m.map(InMessage::from));
         }
         // A whole message in one fragment: the same check as push's.
         let total = payload.len() as u64;
@@ -94,8 +96,7 @@ impl Reassembler {
             });
         }
         buf.truncate(payload.end);
-        buf.drain(..payload.start);
-        Ok(Some(buf))
+        Ok(InMessage::at(buf, payload.start))
     }
 
     /// Adds one fragment with a non-empty payload. Returns the whole message

@@ -164,7 +164,10 @@ fn peer_ignoring_credits_is_disconnected() {
     let got: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
     assert_eq!(
         got,
-        vec![Event::Message(b"a".to_vec()), Event::Message(b"b".to_vec())]
+        vec![
+            Event::Message(b"a".to_vec().into()),
+            Event::Message(b"b".to_vec().into())
+        ]
     );
     // Third message with no credit granted to the peer.
     s.handle_receive(&msg(0, 0, b"c"), now);
@@ -249,7 +252,10 @@ fn overlapping_and_oversized_fragments_disconnect() {
     s.handle_receive(&msg(0, 3, b"ab"), now);
     s.handle_receive(&msg(0, 0, b""), now);
     s.handle_receive(&msg(0, 0, b"cde"), now);
-    assert_eq!(s.poll_event(), Some(Event::Message(b"abcde".to_vec())));
+    assert_eq!(
+        s.poll_event(),
+        Some(Event::Message(b"abcde".to_vec().into()))
+    );
 }
 
 #[test]

@@ -68,7 +68,8 @@ fn fragments(msg: &[u8], max: usize) -> Vec<Vec<u8>> {
 }
 
 /// Feeds `msgs` to a server copying out of slots and to one taking them owned;
-/// both must give the same events. Returns them.
+/// both must give the same events (messages of the same bytes). Returns the
+/// owned one's.
 fn both(msgs: &[Vec<u8>]) -> Vec<Event> {
     let now = Instant::now();
     let (mut copied, mut owned) = (server(now), server(now));
@@ -84,13 +85,25 @@ fn both(msgs: &[Vec<u8>]) -> Vec<Event> {
     let b: Vec<Event> = std::iter::from_fn(|| owned.poll_event()).collect();
     assert_eq!(a, b);
     assert_eq!(copied.is_closed(), owned.is_closed());
-    a
+    // The copying server's messages start their buffers.
+    assert!(starts(&a).iter().all(|&s| s == 0), "{:?}", starts(&a));
+    b
+}
+
+/// Where each message starts in the buffer it was handed up in.
+fn starts(evs: &[Event]) -> Vec<usize> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Message(m) => Some(m.start()),
+            _ => None,
+        })
+        .collect()
 }
 
 fn messages(evs: &[Event]) -> Vec<&[u8]> {
     evs.iter()
         .filter_map(|e| match e {
-            Event::Message(m) => Some(m.as_slice()),
+            Event::Message(m) => Some(m.bytes()),
             _ => None,
         })
         .collect()
@@ -121,6 +134,9 @@ fn messages_arrive_whole_at_every_fragment_boundary() {
         let evs = both(&frags);
         assert!(!disconnected(&evs), "{len}: {evs:?}");
         assert_eq!(messages(&evs), vec![&msg[..], &msg[..]], "{len}");
+        // One fragment: handed up in its own buffer, past the 24-byte header.
+        let start = if len <= max { 24 } else { 0 };
+        assert_eq!(starts(&evs), vec![start, start], "{len}");
     }
 }
 
@@ -143,6 +159,8 @@ fn padding_around_a_payload_is_not_delivered() {
     let evs = both(&[m, first, second]);
     assert!(!disconnected(&evs), "{evs:?}");
     assert_eq!(messages(&evs), vec![&payload[..], &payload[..]]);
+    // At its data offset; the second was reassembled.
+    assert_eq!(starts(&evs), vec![32, 0]);
 }
 
 #[test]

@@ -24,7 +24,7 @@ use smbx_wire::compound::{self, Member, Related};
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
 use smbx_wire::rw::{ReadRequest, WriteRequest, CHANNEL_NONE, WRITEFLAG_WRITE_THROUGH};
 use smbx_wire::Dialect;
-use smbx_wire::{smb1, Command, Header, NtStatus};
+use smbx_wire::{smb1, Command, Header, InMessage, NtStatus};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::conn::Connection;
@@ -65,6 +65,8 @@ pub(crate) fn spill(parked: &mut Parked) {
 
 /// A received (and unsealed) compound chain.
 pub(crate) struct Chain {
+    /// The buffer the chain arrived in (it may start past the buffer's first byte:
+    /// SMB Direct's header is left in place); members' ranges are in it.
     pub buf: Vec<u8>,
     pub members: Vec<Member>,
     /// SessionId of the TRANSFORM header if the chain arrived encrypted.
@@ -79,7 +81,7 @@ pub(crate) struct Chain {
 /// Handles one frame from the read loop.
 pub(crate) async fn on_frame(
     conn: &Arc<Connection>,
-    frame: Vec<u8>,
+    frame: InMessage,
     payload: Option<SplicedPayload>,
     permit: OwnedSemaphorePermit,
     parked: &mut Parked,
@@ -99,9 +101,9 @@ pub(crate) async fn on_frame(
             return Flow::Disconnect("TRANSFORM before a 3.x dialect");
         }
         let unsealed = security::unseal(conn, &frame);
-        conn.server.frames.recycle(frame);
+        conn.server.frames.recycle(frame.into_parts().0);
         match unsealed {
-            Ok((p, sid)) => (p, Some(sid)),
+            Ok((p, sid)) => (InMessage::from(p), Some(sid)),
             Err(_) => return Flow::Disconnect("undecryptable TRANSFORM"),
         }
     } else if proto == Some(&PROTOCOL_ID[..]) {
@@ -115,6 +117,9 @@ pub(crate) async fn on_frame(
         Ok(m) => m,
         Err(why) => return Flow::Disconnect(why),
     };
+    // The chain stays where it arrived: its members' ranges in the buffer.
+    let (plain, start) = plain.into_parts();
+    let members = at_start(members, start);
     if let Err(why) = charge_credits(conn, &members) {
         return Flow::Disconnect(why);
     }
@@ -276,6 +281,17 @@ pub(crate) fn split_chain(buf: &[u8]) -> Result<Vec<Member>, &'static str> {
         out.push(m);
     }
     Ok(out)
+}
+
+/// `members` (ranges in a chain) with their ranges in the buffer the chain starts
+/// `start` bytes into.
+fn at_start(mut members: Vec<Member>, start: usize) -> Vec<Member> {
+    if start > 0 {
+        for m in &mut members {
+            m.range = m.range.start + start..m.range.end + start;
+        }
+    }
+    members
 }
 
 /// Room a response header, its fixed body and compound padding take.
@@ -762,6 +778,25 @@ mod tests {
             .await
             .expect("the spilled request ran on")
             .expect("not dropped");
+    }
+
+    #[test]
+    fn members_of_a_chain_past_the_start_of_its_buffer_are_found_in_it() {
+        let mut chain = member(Command::Create, 72, 8);
+        chain.extend(member(Command::Close, 0, 24));
+        let at_zero = split_chain(&chain).unwrap();
+        // As SMB Direct hands it up: past its 24-byte header, left in the buffer.
+        let buf = [vec![0xEE; 24], chain.clone()].concat();
+        let msg = InMessage::at(buf, 24).unwrap();
+        let members = split_chain(&msg).unwrap();
+        let (buf, start) = msg.into_parts();
+        let members = at_start(members, start);
+        assert_eq!(members.len(), 2);
+        for (m, z) in members.iter().zip(&at_zero) {
+            assert_eq!(buf[m.range.clone()], chain[z.range.clone()]);
+            assert_eq!(m.header, z.header);
+        }
+        assert_eq!(members[1].range, 24 + 72..buf.len());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use smbx_direct::{
     SmbDirectConnection,
 };
 use smbx_rdma::{Access, FileRange, FileSink, MemoryRegion, ProtectionDomain, Provider, QueuePair};
+use smbx_wire::InMessage;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::link::{LinkError, Outgoing, TrySendError};
@@ -70,11 +71,13 @@ pub trait DirectLink: Send + Sync + 'static {
     /// now, posting what SMB Direct credits allow, as [`DirectLink::send_owned`] does
     /// once there is room; gives it back when the queue is full. No future, no box.
     fn try_send(&self, out: Outgoing) -> Result<(), TrySendError>;
-    /// The next whole SMB2 message. Cancel-safe: a dropped call loses nothing.
-    fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>>;
+    /// The next whole SMB2 message, in the buffer it was received into (past its
+    /// SMB Direct header when it came in one fragment over soft-iWARP: no move).
+    /// Cancel-safe: a dropped call loses nothing.
+    fn recv(&self) -> BoxFuture<'_, Result<InMessage, DirectError>>;
     /// The next whole SMB2 message if one has arrived, without waiting (try it
     /// before [`DirectLink::recv`]: no future to box when messages are queued).
-    fn try_recv(&self) -> Option<Vec<u8>>;
+    fn try_recv(&self) -> Option<InMessage>;
     /// What negotiation settled on.
     fn params(&self) -> NegotiatedParams;
     /// Local transport address.
@@ -446,11 +449,11 @@ impl<P: Provider> DirectLink for Link<P> {
         }
     }
 
-    fn recv(&self) -> BoxFuture<'_, Result<Vec<u8>, DirectError>> {
+    fn recv(&self) -> BoxFuture<'_, Result<InMessage, DirectError>> {
         Box::pin(self.conn.recv_message())
     }
 
-    fn try_recv(&self) -> Option<Vec<u8>> {
+    fn try_recv(&self) -> Option<InMessage> {
         self.conn.try_recv_message()
     }
 

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
 use smbx_wire::framing::{decode_frame_header, encode_frame_header};
+use smbx_wire::InMessage;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -274,9 +275,9 @@ pub async fn send_bounded(sender: &dyn MessageSender, out: Outgoing) -> Result<(
 /// A received message and what it holds.
 #[derive(Debug)]
 pub struct Received {
-    /// The message (for a spliced WRITE: its head and whatever of its data had been
-    /// buffered).
-    pub msg: Vec<u8>,
+    /// The message, in the buffer it arrived in (for a spliced WRITE: its head and
+    /// whatever of its data had been buffered).
+    pub msg: InMessage,
     /// The rest of a large WRITE, spliced from the socket into a pipe (Direct TCP with
     /// [`TcpOptions::splice_writes`]).
     pub payload: Option<SplicedPayload>,
@@ -287,9 +288,10 @@ pub struct Received {
 
 /// Receives whole messages.
 pub trait MessageReceiver: Send {
-    /// The next message; `Ok(None)` when the peer closed the link. Not boxed (a
-    /// reader knows its receiver's type): nothing is allocated per message to wait.
-    fn recv(&mut self) -> impl Future<Output = Result<Option<Vec<u8>>, LinkError>> + Send
+    /// The next message, in the buffer it arrived in; `Ok(None)` when the peer closed
+    /// the link. Not boxed (a reader knows its receiver's type): nothing is allocated
+    /// per message to wait.
+    fn recv(&mut self) -> impl Future<Output = Result<Option<InMessage>, LinkError>> + Send
     where
         Self: Sized;
 
@@ -619,11 +621,11 @@ impl TcpReceiver {
 }
 
 impl MessageReceiver for TcpReceiver {
-    async fn recv(&mut self) -> Result<Option<Vec<u8>>, LinkError> {
+    async fn recv(&mut self) -> Result<Option<InMessage>, LinkError> {
         let r = self.frames.next(&mut self.rd, None).await;
         self.note_input();
         match r {
-            Ok(f) => Ok(Some(f.msg)),
+            Ok(f) => Ok(Some(f.msg.into())),
             Err("eof") => Ok(None),
             Err(e) => Err(LinkError::Frame(e)),
         }
@@ -645,7 +647,7 @@ impl MessageReceiver for TcpReceiver {
         self.note_input();
         match r {
             Ok(f) => Ok(Some(Received {
-                msg: f.msg,
+                msg: f.msg.into(),
                 payload: f.payload,
                 permit: f.permit.ok_or(LinkError::Closed)?,
             })),
@@ -967,13 +969,13 @@ impl MessageSender for DirectSender {
 pub struct DirectReceiver {
     link: Arc<dyn DirectLink>,
     /// A message received but still waiting for budget ([`MessageReceiver::recv_within`]).
-    held: Option<Vec<u8>>,
+    held: Option<InMessage>,
 }
 
 impl DirectReceiver {
     /// The message held back, else one the link has queued (taken in place), else
     /// the link's boxed wait: only when nothing has arrived yet.
-    async fn next(&mut self) -> Result<Vec<u8>, LinkError> {
+    async fn next(&mut self) -> Result<InMessage, LinkError> {
         if let Some(m) = self.held.take().or_else(|| self.link.try_recv()) {
             return Ok(m);
         }
@@ -982,7 +984,7 @@ impl DirectReceiver {
 }
 
 impl MessageReceiver for DirectReceiver {
-    async fn recv(&mut self) -> Result<Option<Vec<u8>>, LinkError> {
+    async fn recv(&mut self) -> Result<Option<InMessage>, LinkError> {
         self.next().await.map(Some)
     }
 
@@ -1056,8 +1058,8 @@ mod tests {
 
         // In: whole messages, then end of stream.
         peer.write_all(b"\0\0\0\x03abc\0\0\0\x01z").await.unwrap();
-        assert_eq!(rx.recv().await.unwrap().unwrap(), b"abc");
-        assert_eq!(rx.recv().await.unwrap().unwrap(), b"z");
+        assert_eq!(rx.recv().await.unwrap().unwrap().bytes(), b"abc");
+        assert_eq!(rx.recv().await.unwrap().unwrap().bytes(), b"z");
         // A frame over the limit is an error.
         peer.write_all(&[0x7f, 0, 0, 0]).await.unwrap();
         assert!(matches!(rx.recv().await, Err(LinkError::Frame(_))));
@@ -1121,10 +1123,7 @@ mod tests {
         // In: each message holds its length from the budget until dropped.
         peer.write_all(b"\0\0\0\x05hello").await.unwrap();
         let m = rx.recv_within(&budget).await.unwrap().unwrap();
-        assert_eq!(
-            (m.msg.as_slice(), m.payload.is_none()),
-            (&b"hello"[..], true)
-        );
+        assert_eq!((m.msg.bytes(), m.payload.is_none()), (&b"hello"[..], true));
         assert_eq!(budget.available_permits(), 95);
         drop(m);
         assert_eq!(budget.available_permits(), 100);
@@ -1231,12 +1230,12 @@ mod tests {
         all.extend(framed(b't', 10));
         peer.write_all(&all).await.unwrap();
         assert_eq!(rx.recv().await.unwrap().unwrap().len(), 200_000);
-        assert_eq!(rx.recv().await.unwrap().unwrap(), vec![b's'; 10]);
+        assert_eq!(rx.recv().await.unwrap().unwrap().bytes(), [b's'; 10]);
         assert!(rx.rd.buffer().is_empty());
         assert_eq!(rx.frames.carried(), &framed(b't', 10)[..]);
         tx.try_send(Outgoing::new(vec![b'a'; 4])).unwrap();
         assert_eq!(*tx.side.lock(), 1, "held: a request is ahead");
-        assert_eq!(rx.recv().await.unwrap().unwrap(), vec![b't'; 10]);
+        assert_eq!(rx.recv().await.unwrap().unwrap().bytes(), [b't'; 10]);
         let writer = tokio::spawn(writer);
         expect(&mut peer, &framed(b'a', 4)).await;
         all_written(&tx).await;

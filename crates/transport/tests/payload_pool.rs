@@ -40,7 +40,7 @@ async fn steady_state_transfers_register_nothing() {
             drop(buf);
             // A Send behind the Write: once it arrives, the Write has been placed.
             server.send(b"done", None).await.unwrap();
-            assert_eq!(client.recv().await.unwrap(), b"done");
+            assert_eq!(client.recv().await.unwrap().bytes(), b"done");
             let mut ok = false;
             sink.with(&mut |b| ok = b[..len].iter().all(|&x| x == fill));
             assert!(
@@ -166,7 +166,7 @@ async fn rdma_writes_go_from_the_offsets_place_in_a_line() {
             .unwrap();
         // A Send behind the Writes: once it arrives, they have been placed.
         server.send(b"done", None).await.unwrap();
-        assert_eq!(client.recv().await.unwrap(), b"done");
+        assert_eq!(client.recv().await.unwrap().bytes(), b"done");
         let mut ok = false;
         sink.with(&mut |b| ok = b == &data[..]);
         assert!(ok, "offset {offset}, at {at}");

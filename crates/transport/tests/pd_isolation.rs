@@ -108,7 +108,7 @@ async fn a_peer_cannot_touch_another_connections_regions() {
         .expect("the victim's region still takes its own peer's writes");
     // A Send behind the Write: once it arrives, the Write has been placed.
     client.send(b"still here", None).await.unwrap();
-    assert_eq!(victim.recv().await.unwrap(), b"still here");
+    assert_eq!(victim.recv().await.unwrap().bytes(), b"still here");
     let mut got = Vec::new();
     region.with(&mut |b| got = b.to_vec());
     assert!(got == pattern, "the victim's own peer's write did not land");

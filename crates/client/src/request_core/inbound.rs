@@ -9,7 +9,7 @@ use smbx_security::signing::Signer;
 use smbx_wire::compound;
 use smbx_wire::header::{FLAGS_SIGNED, TRANSFORM_PROTOCOL_ID};
 use smbx_wire::oplock::OplockBreak;
-use smbx_wire::{Command, Header, NtStatus};
+use smbx_wire::{Command, Header, InMessage, NtStatus};
 
 use super::UNSOLICITED_ID;
 use crate::error::{Error, ProtocolError, Result, SecurityError};
@@ -19,8 +19,10 @@ use crate::error::{Error, ProtocolError, Result, SecurityError};
 pub struct Response {
     /// The decoded header.
     pub header: Header,
-    /// The message (header, body, and for compound members any padding).
-    pub msg: Vec<u8>,
+    /// The message (header, body, and for compound members any padding), in the
+    /// buffer it arrived in (over SMB Direct it may start past the buffer's first
+    /// byte: [`InMessage::into_parts`]).
+    pub msg: InMessage,
 }
 
 impl Response {
@@ -51,7 +53,7 @@ pub enum Event {
 
 impl Event {
     /// The event an unsolicited message (MessageId [`UNSOLICITED_ID`]) stands for.
-    pub(crate) fn from_message(header: Header, msg: Vec<u8>) -> Event {
+    pub(crate) fn from_message(header: Header, msg: InMessage) -> Event {
         match OplockBreak::decode(&msg) {
             Ok(b) if header.command == Command::OplockBreak as u16 => Event::OplockBreak(b),
             _ => Event::Other(Response { header, msg }),
@@ -86,16 +88,16 @@ impl SessionSecurity {
 #[derive(Debug)]
 pub(crate) struct Opened {
     /// The plaintext (one message or a compound chain).
-    pub msg: Vec<u8>,
+    pub msg: InMessage,
     /// True if it arrived sealed (so its members need no signature).
     pub encrypted: bool,
 }
 
 /// Unseals `frame` if it is a TRANSFORM message, with the keys of the session it
 /// names (`session`), into a buffer from `take` (exactly the plaintext's length);
-/// the sealed frame is handed to `recycle`. A plain frame is returned as is.
+/// the sealed frame's buffer is handed to `recycle`. A plain frame is returned as is.
 pub(crate) fn open<S: AsRef<SessionSecurity>>(
-    frame: Vec<u8>,
+    frame: InMessage,
     session: impl FnOnce(u64) -> Option<S>,
     take: impl FnMut(usize) -> Vec<u8>,
     recycle: impl FnOnce(Vec<u8>),
@@ -118,16 +120,17 @@ pub(crate) fn open<S: AsRef<SessionSecurity>>(
         .keys
         .unseal_with(&frame, take)
         .map_err(SecurityError::Unseal)?;
-    recycle(frame);
+    recycle(frame.into_parts().0);
     Ok(Opened {
-        msg,
+        msg: msg.into(),
         encrypted: true,
     })
 }
 
 /// Splits a plaintext message into its members, each with its header: a lone
-/// message keeps its buffer, compound members are copied out of the chain.
-pub(crate) fn split(msg: Vec<u8>, mut each: impl FnMut(Header, Vec<u8>)) -> Result<()> {
+/// message keeps its buffer (and its start in it), compound members are copied out
+/// of the chain.
+pub(crate) fn split(msg: InMessage, mut each: impl FnMut(Header, InMessage)) -> Result<()> {
     let first = Header::decode(&msg)?;
     if first.next_command == 0 {
         each(first, msg);
@@ -139,7 +142,7 @@ pub(crate) fn split(msg: Vec<u8>, mut each: impl FnMut(Header, Vec<u8>)) -> Resu
             what: e.reason(),
             offset: members.offset(),
         })?;
-        each(m.header, msg[m.range].to_vec());
+        each(m.header, msg[m.range].to_vec().into());
     }
     Ok(())
 }

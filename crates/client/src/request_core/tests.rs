@@ -8,7 +8,7 @@ use smbx_security::protection::Protection;
 use smbx_security::signing::{Signer, SigningAlgorithm};
 use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_REPLAY_OPERATION, FLAGS_SERVER_TO_REDIR};
 use smbx_wire::simple::encode_simple;
-use smbx_wire::{Command, Dialect, Header, NtStatus, Writer, HEADER_SIZE};
+use smbx_wire::{Command, Dialect, Header, InMessage, NtStatus, Writer, HEADER_SIZE};
 
 use super::inbound::{self, SessionSecurity};
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
@@ -463,7 +463,12 @@ fn hostile_frames_and_compounds() {
         ..SessionSecurity::default()
     });
     let mut c = core();
-    for f in hostile_variants(&base, 20_000) {
+    for (i, f) in hostile_variants(&base, 20_000).enumerate() {
+        // Every other one past an SMB Direct header left in its buffer.
+        let f = match i % 2 {
+            0 => InMessage::from(f),
+            _ => InMessage::at([vec![0xEE; 24], f].concat(), 24).unwrap(),
+        };
         let Ok(o) = inbound::open(f, |_| Some(shared.clone()), Vec::with_capacity, drop) else {
             continue;
         };
@@ -491,7 +496,7 @@ fn hostile_frames_and_compounds() {
         }
     }
     let mut done = Vec::new();
-    inbound::split(chain, |h, _| {
+    inbound::split(chain.into(), |h, _| {
         if let Matched::Done { token, .. } = c.on_response(&h, true, no_waiters) {
             done.push(token);
         }

@@ -145,7 +145,7 @@ impl Pair {
         while let Some(ev) = side.conn.poll_event() {
             match ev {
                 Event::Negotiated(_) => side.negotiated = true,
-                Event::Message(m) => side.delivered.push(m),
+                Event::Message(m) => side.delivered.push(m.into_vec()),
                 Event::Disconnect(r) => {
                     assert!(side.disconnect.is_none(), "two disconnects");
                     side.disconnect = Some(r);
