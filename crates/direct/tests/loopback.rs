@@ -3,6 +3,10 @@
 //! Write (SMB2 READ) and RDMA Read (SMB2 WRITE) helpers with Buffer
 //! Descriptor V1 lists.
 
+mod common;
+
+use common::pattern;
+
 use smbx_direct::{BufferDescriptorV1, Config, SmbDirectConnection};
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftListener, SoftPd, SoftQp};
 use smbx_rdma::{
@@ -29,12 +33,6 @@ async fn accept_one(lis: SoftListener, cfg: Config) -> (Conn, SoftPd) {
     let spd = req.pd().clone();
     let conn: Conn = SmbDirectConnection::accept(req, cfg).await.unwrap();
     (conn, spd)
-}
-
-fn pattern(seed: u32, n: usize) -> Vec<u8> {
-    (0..n as u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 11) as u8)
-        .collect()
 }
 
 #[tokio::test]

@@ -5,6 +5,10 @@
 //! sequences (too large, inconsistent, a new message over an unfinished one,
 //! random mutations) end the connection with the same reason.
 
+mod common;
+
+use common::pattern;
+
 use std::time::Instant;
 
 use rand::rngs::StdRng;
@@ -43,16 +47,6 @@ fn fragment(remaining: u32, payload: &[u8]) -> Vec<u8> {
         ..DataHeader::default()
     }
     .encode_message(payload)
-}
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed as u32) as u8
-        })
-        .collect()
 }
 
 /// The fragments of `msg`, at most `max` payload bytes each.
@@ -128,7 +122,7 @@ fn messages_arrive_whole_at_every_fragment_boundary() {
         2 * max + 1,
         MAX_FRAGMENTED as usize,
     ] {
-        let msg = pattern(len as u8, len);
+        let msg = pattern(len as u32, len);
         // Each message twice: the second after the first reassembled.
         let frags: Vec<Vec<u8>> = [fragments(&msg, max), fragments(&msg, max)].concat();
         let evs = both(&frags);

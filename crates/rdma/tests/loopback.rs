@@ -1,27 +1,15 @@
 //! End-to-end soft-iWARP over 127.0.0.1: connect/accept with private data,
 //! Send/Recv, Send with Invalidate, 8 MiB RDMA Write and Read.
 
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+
+use soft_pair::{next_ok, seeded};
+
 use smbx_rdma::iwarp::{IwarpOptions, Rtr, SoftIwarp};
 use smbx_rdma::*;
 
 const BIG: usize = 8 << 20;
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed as u32) as u8
-                ^ (i >> 13) as u8
-        })
-        .collect()
-}
-
-async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
-    let c = qp.cq().next().await.expect("completion");
-    assert_eq!(c.status, WcStatus::Success, "{c:?}");
-    c
-}
 
 pub async fn exercise(opts: IwarpOptions) {
     let prov = SoftIwarp::new(opts.clone());
@@ -68,7 +56,7 @@ pub async fn exercise(opts: IwarpOptions) {
             (d(0), d(16))
         });
         // RDMA Write 8 MiB into the client's sink, RDMA Read 8 MiB from its source.
-        let src = spd.register(pattern(1, BIG), Access::LOCAL_READ).unwrap();
+        let src = spd.register(seeded(1, BIG), Access::LOCAL_READ).unwrap();
         let sink = spd.alloc(BIG, Access::LOCAL_WRITE).unwrap();
         let sbuf = spd.alloc(16, Access::LOCAL_WRITE).unwrap();
         qp.post_write(20, &[Sge::new(&src, 0, BIG as u32)], wdesc)
@@ -86,7 +74,7 @@ pub async fn exercise(opts: IwarpOptions) {
             (21, WcOpcode::RdmaRead, BIG)
         );
         assert!(
-            sink.with(|b| b == pattern(2, BIG).as_slice()),
+            sink.with(|b| b == seeded(2, BIG).as_slice()),
             "RDMA Read data differs"
         );
         // 3. Reply with Send with Invalidate of the client's write sink.
@@ -131,7 +119,7 @@ pub async fn exercise(opts: IwarpOptions) {
     let wsink = cpd
         .alloc(BIG, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
         .unwrap();
-    let rsrc = cpd.register(pattern(2, BIG), Access::REMOTE_READ).unwrap();
+    let rsrc = cpd.register(seeded(2, BIG), Access::REMOTE_READ).unwrap();
     let mut desc = Vec::new();
     for r in [
         wsink.remote(0, BIG as u32).unwrap(),
@@ -152,7 +140,7 @@ pub async fn exercise(opts: IwarpOptions) {
         "Send with Invalidate invalidated the local MR"
     );
     assert!(
-        wsink.with(|b| b == pattern(1, BIG).as_slice()),
+        wsink.with(|b| b == seeded(1, BIG).as_slice()),
         "RDMA Write data differs"
     );
     // Local invalidation.

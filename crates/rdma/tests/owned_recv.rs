@@ -6,18 +6,13 @@
 //! receive; a receive of 0 bytes is refused when posted; a Send longer than
 //! the receive completes it with `LocalLengthError`.
 
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+
+use soft_pair::seeded;
+
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
 use smbx_rdma::*;
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed as u32) as u8
-        })
-        .collect()
-}
 
 async fn next<Q: QueuePair>(qp: &Q) -> Completion {
     qp.cq().next().await.expect("completion")
@@ -75,7 +70,7 @@ async fn exercise(opts: IwarpOptions) {
             }
             assert_eq!(c.status, WcStatus::Success, "{c:?}");
             assert_eq!(c.byte_len as usize, len, "message {i}");
-            let want = pattern(i as u8, len);
+            let want = seeded(i as u8, len);
             match owned {
                 Some(_) => {
                     let got = qp.take_received(i as u64).expect("owned buffer");
@@ -96,7 +91,7 @@ async fn exercise(opts: IwarpOptions) {
     let (qp, _) = c.connect(ConnParams::default()).await.unwrap();
     let sbuf = cpd.alloc(200 * 1024, Access::LOCAL_WRITE).unwrap();
     for (i, (len, _)) in plan().into_iter().enumerate() {
-        assert!(sbuf.write_at(0, &pattern(i as u8, len)));
+        assert!(sbuf.write_at(0, &seeded(i as u8, len)));
         qp.post_send_simple(i as u64, &[Sge::new(&sbuf, 0, len as u32)])
             .unwrap();
         let c = next(&qp).await;

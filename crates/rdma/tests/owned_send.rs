@@ -5,6 +5,11 @@
 //! regions, CRC on and off; a range outside the buffer or a head too long is
 //! refused when posted.
 
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+
+use soft_pair::{next_ok, seeded};
+
 use std::sync::Arc;
 
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
@@ -12,22 +17,6 @@ use smbx_rdma::*;
 
 /// Receive buffer size: larger than one FPDU's payload.
 const RECV: usize = 200 * 1024;
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed as u32) as u8
-        })
-        .collect()
-}
-
-async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
-    let c = qp.cq().next().await.expect("completion");
-    assert_eq!(c.status, WcStatus::Success, "{c:?}");
-    c
-}
 
 /// The messages sent, in order: (head, body range) of one shared body, or a
 /// Send from a registered region (`None`).
@@ -46,7 +35,7 @@ fn plan(body_len: usize) -> Vec<Option<(Vec<u8>, std::ops::Range<usize>)>> {
 
 async fn exercise(opts: IwarpOptions) {
     let body_len = 150 * 1024;
-    let body = Arc::new(pattern(3, body_len));
+    let body = Arc::new(seeded(3, body_len));
     let prov = SoftIwarp::new(opts);
     let cpd = prov.alloc_pd().unwrap();
     let lis = prov
@@ -59,7 +48,7 @@ async fn exercise(opts: IwarpOptions) {
         .enumerate()
         .map(|(i, m)| match m {
             Some((h, r)) => [h.as_slice(), &body[r]].concat(),
-            None => pattern(i as u8, 64),
+            None => seeded(i as u8, 64),
         })
         .collect();
     let want = expect.clone();

@@ -15,6 +15,11 @@
 #[path = "support/capture.rs"]
 mod capture;
 
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+
+use soft_pair::{next_ok, seeded};
+
 use std::sync::Arc;
 
 use capture::{decode, flag, num, relay, Log, Row};
@@ -56,16 +61,6 @@ fn smbd_empty() -> [u8; 20] {
     b
 }
 
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(u32::from(seed)) as u8
-        })
-        .collect()
-}
-
 // ------------------------------------------------------------------ session
 
 /// What the session used, to build the expected decode.
@@ -75,12 +70,6 @@ struct Session {
     wsink: (u32, u64),
     /// Server's RDMA Read sink.
     rsink: (u32, u64),
-}
-
-async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
-    let c = qp.cq().next().await.expect("completion");
-    assert_eq!(c.status, WcStatus::Success, "{c:?}");
-    c
 }
 
 async fn run_session(opts: IwarpOptions) -> Session {
@@ -145,7 +134,7 @@ async fn run_session(opts: IwarpOptions) -> Session {
             };
             (d(2048), d(2048 + 16))
         });
-        let src = spd.register(pattern(1, BULK), Access::LOCAL_READ).unwrap();
+        let src = spd.register(seeded(1, BULK), Access::LOCAL_READ).unwrap();
         let sink = spd.alloc(BULK, Access::LOCAL_WRITE).unwrap();
         qp.post_write(21, &[Sge::new(&src, 0, BULK as u32)], wdesc)
             .unwrap();
@@ -153,7 +142,7 @@ async fn run_session(opts: IwarpOptions) -> Session {
             .unwrap();
         assert_eq!(next_ok(&qp).await.opcode, WcOpcode::RdmaWrite);
         assert_eq!(next_ok(&qp).await.opcode, WcOpcode::RdmaRead);
-        assert!(sink.with(|b| b == pattern(2, BULK).as_slice()));
+        assert!(sink.with(|b| b == seeded(2, BULK).as_slice()));
         // As in an SMB2 READ answered over RDMA_V1_INVALIDATE: an SMB Direct
         // message (here an empty one granting a credit) in Send with Invalidate.
         sbuf.write_at(0, &smbd_empty());
@@ -183,7 +172,7 @@ async fn run_session(opts: IwarpOptions) -> Session {
     let wsink = cpd
         .alloc(BULK, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
         .unwrap();
-    let rsrc = cpd.register(pattern(2, BULK), Access::REMOTE_READ).unwrap();
+    let rsrc = cpd.register(seeded(2, BULK), Access::REMOTE_READ).unwrap();
     let sbuf = cpd.alloc(128, Access::LOCAL_READ).unwrap();
     sbuf.write_at(0, &SMBD_NEG_REQ);
     sbuf.write_at(32, b"hello");
@@ -220,7 +209,7 @@ async fn run_session(opts: IwarpOptions) -> Session {
         (got[1].byte_len, got[1].invalidated),
         (20, Some(wsink.stag()))
     );
-    assert!(wsink.with(|b| b == pattern(1, BULK).as_slice()));
+    assert!(wsink.with(|b| b == seeded(1, BULK).as_slice()));
     qp.disconnect();
     assert_eq!(qp.closed().await, CloseReason::LocalDisconnect);
     let rsink = server.await.unwrap();

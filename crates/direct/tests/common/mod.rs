@@ -169,3 +169,11 @@ impl Pair {
         max_rounds
     }
 }
+
+/// Bytes that differ from `seed` to `seed` and along a message (no short
+/// period), so a misplaced or swapped fragment shows.
+pub fn pattern(seed: u32, n: usize) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 11) as u8)
+        .collect()
+}

@@ -9,8 +9,18 @@ use smbx_rdma::*;
 /// Bytes that differ at every offset of a long run (no period of a page or an
 /// FPDU), so a misplaced piece shows.
 pub fn pattern(n: usize) -> Vec<u8> {
+    seeded(0, n)
+}
+
+/// [`pattern`] from `seed`: the messages or regions of one test differ.
+pub fn seeded(seed: u8, n: usize) -> Vec<u8> {
     (0..n)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ (i >> 11) as u8)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(seed as u32) as u8
+                ^ (i >> 11) as u8
+        })
         .collect()
 }
 
