@@ -145,6 +145,20 @@ impl Drop for QpShared {
 }
 
 impl QpShared {
+    /// Queues a checked receive: NotConnected once the queue pair is closed,
+    /// QueueFull at its `max_recv_wr`.
+    fn enqueue_recv(&self, wqe: RecvWqe) -> Result<()> {
+        let mut g = self.lock();
+        if g.state == QpState::Closed {
+            return Err(RdmaError::NotConnected);
+        }
+        if g.rq.len() >= self.caps.max_recv_wr as usize {
+            return Err(RdmaError::QueueFull);
+        }
+        g.rq.push_back(wqe);
+        Ok(())
+    }
+
     /// Queues a checked send-queue work request and wakes the driver: NotConnected
     /// unless the queue pair is ready to send, QueueFull at its `max_send_wr`.
     fn enqueue_send(&self, wqe: SendWqe) -> Result<()> {
@@ -424,15 +438,7 @@ impl QueuePair for SoftQp {
             return Err(RdmaError::InvalidRequest("too many scatter entries"));
         }
         let (sg, total) = s.resolve(sg, Access::LOCAL_WRITE)?;
-        let mut g = s.lock();
-        if g.state == QpState::Closed {
-            return Err(RdmaError::NotConnected);
-        }
-        if g.rq.len() >= s.caps.max_recv_wr as usize {
-            return Err(RdmaError::QueueFull);
-        }
-        g.rq.push_back(RecvWqe { wr_id, sg, total });
-        Ok(())
+        s.enqueue_recv(RecvWqe { wr_id, sg, total })
     }
 
     fn receives_owned(&self) -> bool {
@@ -440,23 +446,14 @@ impl QueuePair for SoftQp {
     }
 
     fn post_recv_owned(&self, wr_id: u64, total: usize) -> Result<()> {
-        let s = self.shared();
         if total == 0 {
             return Err(RdmaError::InvalidRequest("owned receive of 0 bytes"));
         }
-        let mut g = s.lock();
-        if g.state == QpState::Closed {
-            return Err(RdmaError::NotConnected);
-        }
-        if g.rq.len() >= s.caps.max_recv_wr as usize {
-            return Err(RdmaError::QueueFull);
-        }
-        g.rq.push_back(RecvWqe {
+        self.shared().enqueue_recv(RecvWqe {
             wr_id,
             sg: Vec::new(),
             total,
-        });
-        Ok(())
+        })
     }
 
     fn take_received(&self, wr_id: u64) -> Option<Vec<u8>> {
