@@ -124,9 +124,9 @@ pub struct ClientOptions {
     pub rdma_when_signed: bool,
     /// Soft-iWARP options for [`Transport::Rdma`] (MPA revision, CRC, MSS).
     pub iwarp: smbx_transport::soft::Options,
-    /// SMB Direct sizes for [`Transport::Rdma`]: `max_send_size` (8192; a server
+    /// SMB Direct sizes for [`Transport::Rdma`]: `max_send_size` (8704; a server
     /// that sends at most 1364 bytes, as Windows, gets 1364-byte messages),
-    /// `max_receive_size` (8192), `max_fragmented_size` (1 MiB), credits.
+    /// `max_receive_size` (8704), `max_fragmented_size` (1 MiB), credits.
     pub direct: smbx_transport::DirectConfig,
     /// Kerberos or NTLM for [`crate::SmbUrl::open`] (and the commands built on it).
     pub kerberos: Kerberos,

@@ -191,12 +191,15 @@ pub struct Global {
     /// completion queues instead of sleeping on the completion channel's
     /// descriptor (lowest latency, one core busy per connection).
     pub smb_direct_poll: bool,
-    /// `smb direct max send size` (smbx; default 8192): the largest SMB Direct
-    /// message the server sends. A client that itself sends at most 1364 bytes
-    /// (Windows, Linux) gets 1364-byte messages whatever this says.
+    /// `smb direct max send size` (smbx; default 8704, 8 KiB and 512 bytes, so
+    /// that an 8 KiB READ response is one message to an smbx client): the
+    /// largest SMB Direct message the server sends. A client that itself sends
+    /// at most 1364 bytes (Windows, Linux) gets 1364-byte messages whatever this
+    /// says.
     pub smb_direct_max_send_size: u32,
-    /// `smb direct max receive size` (smbx; default 8192): the largest SMB Direct
-    /// message the server receives (the size of each posted receive).
+    /// `smb direct max receive size` (smbx; default 8704, so that an 8 KiB WRITE
+    /// request is one message): the largest SMB Direct message the server
+    /// receives (the size of each posted receive).
     pub smb_direct_max_receive_size: u32,
     /// `smb direct max fragmented size` (smbx; default 1 MiB): the largest SMB2
     /// message the server reassembles from SMB Direct fragments.
@@ -291,8 +294,8 @@ impl Default for Global {
             smb_direct_crc: false,
             smb_direct_provider: SmbDirectProvider::Auto,
             smb_direct_poll: false,
-            smb_direct_max_send_size: 8192,
-            smb_direct_max_receive_size: 8192,
+            smb_direct_max_send_size: 8704,
+            smb_direct_max_receive_size: 8704,
             smb_direct_max_fragmented_size: 1 << 20,
             smb_direct_mss: 0,
             metrics_listen: None,

@@ -376,7 +376,7 @@ fn smb_direct_sizes_default_and_bounds() {
             g.smb_direct_max_fragmented_size,
             g.smb_direct_mss
         ),
-        (8192, 8192, 1 << 20, 0)
+        (8704, 8704, 1 << 20, 0)
     );
     let g = Config::parse_str(
         "[global]\n smb direct max send size = 1364\n smb direct max receive size = 4K\n \

@@ -17,6 +17,15 @@ pub const CLIENT_NEGOTIATE_TIMEOUT: Duration = Duration::from_secs(120);
 /// this only to a peer that itself asks to send larger ones.
 pub const PEER_DEFAULT_SEND_SIZE: u32 = 1364;
 
+/// The send and receive size of [`Config::default`]: 8 KiB and 512 bytes, so that
+/// an 8 KiB READ response (24 + 64 + 16 + 8192 = 8296 bytes with the SMB Direct
+/// and SMB2 headers) or an 8 KiB WRITE request (8328 bytes; 8380 sealed) is one
+/// SMB Direct message between two smbx endpoints, not a full 8192-byte fragment
+/// and a short one. Peers that send 1364 bytes still get 1364-byte messages. It
+/// costs a connection 256 KiB more of registered buffers than 8192 did (255
+/// receives and 256 sends of 512 bytes more each).
+pub const DEFAULT_MESSAGE_SIZE: u32 = 8192 + 512;
+
 /// The largest send or receive size a configuration may ask for (each
 /// connection registers 256 buffers of each).
 pub const MAX_MESSAGE_SIZE: u32 = 65536;
@@ -26,12 +35,14 @@ pub const MAX_MESSAGE_SIZE: u32 = 65536;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Largest message this endpoint sends (MaxSendSize, and the
-    /// PreferredSendSize a client offers); 8192. Negotiation lowers it to the
-    /// peer's MaxReceiveSize, and to the peer's own preferred send size when that
-    /// is larger than [`PEER_DEFAULT_SEND_SIZE`]: Windows and Linux peers,
-    /// which send 1364, get 1364-byte messages; two smbx endpoints send 8192.
+    /// PreferredSendSize a client offers); [`DEFAULT_MESSAGE_SIZE`] (8704).
+    /// Negotiation lowers it to the peer's MaxReceiveSize, and to the peer's own
+    /// preferred send size when that is larger than [`PEER_DEFAULT_SEND_SIZE`]:
+    /// Windows and Linux peers, which send 1364, get 1364-byte messages; two smbx
+    /// endpoints send 8704.
     pub max_send_size: u32,
-    /// Largest message this endpoint can receive (MaxReceiveSize); 8192.
+    /// Largest message this endpoint can receive (MaxReceiveSize);
+    /// [`DEFAULT_MESSAGE_SIZE`] (8704).
     pub max_receive_size: u32,
     /// Largest upper-layer message this endpoint reassembles
     /// (MaxFragmentedRecvSize); 1 MiB.
@@ -54,8 +65,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            max_send_size: 8192,
-            max_receive_size: 8192,
+            max_send_size: DEFAULT_MESSAGE_SIZE,
+            max_receive_size: DEFAULT_MESSAGE_SIZE,
             max_fragmented_size: 1024 * 1024,
             receive_credit_max: 255,
             send_credit_target: 255,

@@ -27,7 +27,9 @@ pub mod pdu;
 pub mod pools;
 pub mod reassembly;
 
-pub use config::{Config, ConfigError, NegotiatedParams, PEER_DEFAULT_SEND_SIZE};
+pub use config::{
+    Config, ConfigError, NegotiatedParams, DEFAULT_MESSAGE_SIZE, PEER_DEFAULT_SEND_SIZE,
+};
 pub use connection::{
     Connection, DisconnectReason, Event, OutgoingMessage, Role, SendError, Stats, Transmit,
 };

@@ -11,8 +11,10 @@ use smbx_direct::pdu::{FLAG_RESPONSE_REQUESTED, SMBD_VERSION};
 use smbx_direct::reassembly::ReassemblyError;
 use smbx_direct::{
     BufferDescriptorV1, Config, Connection, DataHeader, DisconnectReason, Event, NegotiateRequest,
-    PduError, SendError, PEER_DEFAULT_SEND_SIZE,
+    PduError, SendError, DEFAULT_MESSAGE_SIZE, PEER_DEFAULT_SEND_SIZE,
 };
+use smbx_wire::rw::READ_RESPONSE_DATA_OFFSET;
+use smbx_wire::HEADER_SIZE;
 
 fn msg(credits_granted: u16, remaining: u32, payload: &[u8]) -> Vec<u8> {
     DataHeader {
@@ -337,8 +339,8 @@ fn last_credit_is_spent_only_with_a_grant() {
 
 #[test]
 fn fragmentation_round_trips() {
-    // Windows' send size at both ends, and the default (8192).
-    for send in [PEER_DEFAULT_SEND_SIZE, 8192] {
+    // Windows' send size at both ends, 8 KiB, and the default (8704).
+    for send in [PEER_DEFAULT_SEND_SIZE, 8192, DEFAULT_MESSAGE_SIZE] {
         fragmentation_round_trips_at(send);
     }
 }
@@ -390,6 +392,54 @@ fn fragmentation_round_trips_at(send: u32) {
     p.run(100_000);
     assert_eq!(max_len, send as usize);
     assert_eq!(p.client.delivered.pop().unwrap(), data);
+}
+
+#[test]
+fn an_8k_read_response_or_write_request_is_one_message_between_default_ends() {
+    // An 8 KiB READ response (SMB2 header, 16 fixed bytes, the data) and an
+    // 8 KiB WRITE request (SMB2 header, 48 fixed bytes, the data; 52 bytes more
+    // sealed, the transform header) go as one message of the default size; at
+    // a send size of 8192 as a full message and a short one.
+    let read_response = READ_RESPONSE_DATA_OFFSET + 8192;
+    let write_request = HEADER_SIZE + 48 + 8192;
+    let sealed_write = 52 + write_request;
+    let at_8192 = Config {
+        max_send_size: 8192,
+        max_receive_size: 8192,
+        ..Config::default()
+    };
+    for (cfg, fragments) in [(Config::default(), 1), (at_8192, 2)] {
+        let size = cfg.max_send_size;
+        let mut p = Pair::negotiated_with(cfg);
+        for n in [read_response, write_request, sealed_write] {
+            let data = common::pattern(n as u32, n);
+            for from_client in [false, true] {
+                let from = if from_client {
+                    &mut p.client
+                } else {
+                    &mut p.server
+                };
+                from.conn.send_message(&data).unwrap();
+                p.transmit(from_client);
+                let to = if from_client { &p.server } else { &p.client };
+                let lens: Vec<usize> = to.inbox.iter().map(Vec::len).collect();
+                let want = if fragments == 1 {
+                    vec![24 + n]
+                } else {
+                    vec![8192, 24 + n - (8192 - 24)]
+                };
+                assert_eq!(lens, want, "{n} bytes at {size}");
+                p.run(1000);
+                let to = if from_client {
+                    &mut p.server
+                } else {
+                    &mut p.client
+                };
+                assert_eq!(to.delivered.pop().unwrap(), data);
+                assert!(to.delivered.is_empty());
+            }
+        }
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 
 use common::pattern;
 
-use smbx_direct::{BufferDescriptorV1, Config, SmbDirectConnection};
+use smbx_direct::{BufferDescriptorV1, Config, SmbDirectConnection, DEFAULT_MESSAGE_SIZE};
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftListener, SoftPd, SoftQp};
 use smbx_rdma::{
     Access, ConnectRequest, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps,
@@ -62,7 +62,10 @@ async fn exercise(opts: IwarpOptions) {
     let server = tokio::spawn(async move {
         let (conn, spd) = accept_one(lis, Config::default()).await;
         let p = conn.params();
-        assert_eq!((p.max_send_size, p.max_receive_size), (8192, 8192));
+        assert_eq!(
+            (p.max_send_size, p.max_receive_size),
+            (DEFAULT_MESSAGE_SIZE, DEFAULT_MESSAGE_SIZE)
+        );
         // Echo messages until an empty-ish "rdma" command arrives.
         loop {
             let m = conn.recv_message().await.unwrap().into_vec();
@@ -443,17 +446,19 @@ async fn a_failed_posted_write_breaks_the_connection_before_the_message_behind_i
 
 /// Messages sent from the caller's own buffer (soft-iWARP sends every fragment
 /// from it: no copy into a send slot) arrive byte-exact at every fragment
-/// boundary (8168 payload bytes a fragment at the default 8192 send size), from
-/// a buffer with bytes before the message, with and without CRC, and the buffer
-/// is let go once the message is sent.
+/// boundary (8680 payload bytes a fragment at the default 8704 send size; an
+/// 8 KiB READ response, 8272 bytes, is one), from a buffer with bytes before the
+/// message, with and without CRC, and the buffer is let go once the message is
+/// sent.
 #[tokio::test]
 async fn owned_messages_arrive_whole_at_every_fragment_boundary() {
-    // Soft-iWARP receives a message of one fragment (8168 payload bytes at most)
+    // Soft-iWARP receives a message of one fragment (8680 payload bytes at most)
     // into a buffer of its own, handed up as it is: the message starts past the
     // 24-byte data transfer header. A longer one is reassembled into a buffer
     // that starts with it.
+    const FRAGMENT: usize = DEFAULT_MESSAGE_SIZE as usize - 24;
     fn start_of(n: usize) -> usize {
-        if n <= 8168 {
+        if n <= FRAGMENT {
             24
         } else {
             0
@@ -466,7 +471,19 @@ async fn owned_messages_arrive_whole_at_every_fragment_boundary() {
         })
         .await;
         let cpd = prov.alloc_pd().unwrap();
-        let sizes = [1usize, 511, 512, 8167, 8168, 8169, 16_336, 16_337, 100_000];
+        let f = FRAGMENT;
+        let sizes = [
+            1,
+            511,
+            512,
+            8272,
+            f - 1,
+            f,
+            f + 1,
+            2 * f,
+            2 * f + 1,
+            100_000,
+        ];
         let server = tokio::spawn(async move {
             let (conn, _spd) = accept_one(lis, Config::default()).await;
             for _ in 0..sizes.len() {

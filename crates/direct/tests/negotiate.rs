@@ -8,6 +8,7 @@ use common::Pair;
 use smbx_direct::pdu::{FLAG_RESPONSE_REQUESTED, NEGOTIATE_RESPONSE_LEN, SMBD_VERSION};
 use smbx_direct::{
     Config, Connection, DisconnectReason, Event, NegotiateRequest, NegotiateResponse, PduError,
+    DEFAULT_MESSAGE_SIZE,
 };
 use smbx_wire::NtStatus;
 
@@ -101,12 +102,13 @@ fn happy_path_defaults() {
     let p = Pair::negotiated();
     let cp = *p.client.conn.params().unwrap();
     let sp = *p.server.conn.params().unwrap();
-    // Two endpoints with the defaults: the client prefers to send 8192, so the
-    // server receives 8192 and sends as large.
-    assert_eq!(sp.max_receive_size, 8192);
-    assert_eq!(sp.max_send_size, 8192);
-    assert_eq!(cp.max_send_size, 8192);
-    assert_eq!(cp.max_receive_size, 8192);
+    // Two endpoints with the defaults: the client prefers to send 8704 (8 KiB
+    // and 512 bytes), so the server receives 8704 and sends as large.
+    assert_eq!(DEFAULT_MESSAGE_SIZE, 8704);
+    assert_eq!(sp.max_receive_size, DEFAULT_MESSAGE_SIZE);
+    assert_eq!(sp.max_send_size, DEFAULT_MESSAGE_SIZE);
+    assert_eq!(cp.max_send_size, DEFAULT_MESSAGE_SIZE);
+    assert_eq!(cp.max_receive_size, DEFAULT_MESSAGE_SIZE);
     assert_eq!(cp.max_fragmented_send_size, 1 << 20);
     assert_eq!(sp.max_fragmented_send_size, 1 << 20);
     assert_eq!(cp.max_read_write_size, 8 << 20);
@@ -320,12 +322,12 @@ fn client_rejections() {
             PduError::MaxFragmentedSizeTooSmall(131_071).into(),
         ));
         let mut r = g;
-        r.preferred_send_size = 8193; // above the client's MaxReceiveSize
+        r.preferred_send_size = DEFAULT_MESSAGE_SIZE + 1; // above the client's MaxReceiveSize
         v.push((
             r.encode().to_vec(),
             DisconnectReason::PeerSendSizeTooLarge {
-                peer: 8193,
-                own: 8192,
+                peer: DEFAULT_MESSAGE_SIZE + 1,
+                own: DEFAULT_MESSAGE_SIZE,
             },
         ));
         v

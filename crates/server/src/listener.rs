@@ -600,4 +600,20 @@ mod tests {
         ];
         assert_eq!(got, want);
     }
+
+    /// smb.conf's SMB Direct sizes default to what an smbx client offers
+    /// (`DirectConfig::default`), so two smbx ends negotiate them.
+    #[test]
+    fn smb_direct_sizes_default_to_the_clients() {
+        let g = Config::default().global;
+        let d = DirectConfig::default();
+        assert_eq!(
+            (
+                g.smb_direct_max_send_size,
+                g.smb_direct_max_receive_size,
+                g.smb_direct_max_fragmented_size
+            ),
+            (d.max_send_size, d.max_receive_size, d.max_fragmented_size)
+        );
+    }
 }
