@@ -43,8 +43,8 @@ pub mod verbs;
 pub use cq::{CompletionHandler, CompletionQueue};
 pub use error::{RdmaError, Result};
 pub use provider::{
-    ConnectRequest, Connecting, Listener, MemoryRegion, ProtectionDomain, Provider, QueuePair,
-    OWNED_HEAD_MAX,
+    ConnectRequest, Connecting, Driver, Listener, MemoryRegion, ProtectionDomain, Provider,
+    QueuePair, OWNED_HEAD_MAX,
 };
 pub use sink::FileSink;
 pub use source::FileRange;

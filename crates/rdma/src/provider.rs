@@ -29,6 +29,9 @@ use crate::types::{
     SendWr, Sge,
 };
 
+/// A connection's driver handed to its consumer ([`QueuePair::take_driver`]).
+pub type Driver = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
 /// Most bytes of the head of a Send posted with [`QueuePair::post_send_owned`]
 /// (an SMB Direct data header is 24).
 pub const OWNED_HEAD_MAX: usize = 32;
@@ -169,6 +172,24 @@ pub trait QueuePair: Send + Sync + 'static {
     /// Ignored by default.
     fn set_in_flight(&self, n: usize) {
         let _ = n;
+    }
+
+    /// Asks the provider to hand out the future that drives this queue pair's
+    /// connection ([`QueuePair::take_driver`]) instead of running it as a task
+    /// of its own, so that the consumer polls it in its own task (the wakes
+    /// between the driver and the consumer are then that task's own). Call it
+    /// before connecting or accepting; true when the provider will. A consumer
+    /// that was told so must take the driver once connected and poll it until
+    /// it ends (it ends when the connection does): nothing moves until then.
+    /// False by default: the provider runs its own driver (verbs' threads).
+    fn hold_driver(&self) -> bool {
+        false
+    }
+
+    /// The driver held back at [`QueuePair::hold_driver`]'s request, once
+    /// connected; `None` when the provider runs its own (or it was taken).
+    fn take_driver(&self) -> Option<Driver> {
+        None
     }
 
     /// Negotiated `(ird, ord)`: inbound and outbound RDMA Read limits in force.

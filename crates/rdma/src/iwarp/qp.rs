@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use super::mr::{SoftMr, SoftPd};
 use crate::cq::CompletionQueue;
 use crate::error::{RdmaError, Result};
-use crate::provider::{MemoryRegion, QueuePair, OWNED_HEAD_MAX};
+use crate::provider::{Driver, MemoryRegion, QueuePair, OWNED_HEAD_MAX};
 use crate::sink::FileSink;
 use crate::source::FileRange;
 use crate::types::{
@@ -136,6 +136,28 @@ pub(crate) struct QpShared {
     /// The consumer's hint of how many messages the peer has in flight towards
     /// it, plus one; 0 while no hint was given ([`QueuePair::set_in_flight`]).
     in_flight: AtomicU32,
+    /// Whether the consumer polls the driver itself, and the driver until it
+    /// takes it ([`QueuePair::hold_driver`]).
+    driver: Mutex<DriverSlot>,
+}
+
+/// A queue pair's driver when its consumer asked to poll it
+/// ([`QueuePair::hold_driver`]): held here from the connection's start until taken.
+#[derive(Default)]
+pub(crate) struct DriverSlot {
+    /// The consumer asked for it: the connection's start leaves it here.
+    pub hold: bool,
+    /// The driver, until [`QueuePair::take_driver`].
+    pub held: Option<Driver>,
+}
+
+impl std::fmt::Debug for DriverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverSlot")
+            .field("hold", &self.hold)
+            .field("held", &self.held.is_some())
+            .finish()
+    }
 }
 
 impl Drop for QpShared {
@@ -199,6 +221,7 @@ impl QpShared {
             wake: Notify::new(),
             closed_ev: Notify::new(),
             in_flight: AtomicU32::new(0),
+            driver: Mutex::new(DriverSlot::default()),
         })
     }
 
@@ -209,6 +232,11 @@ impl QpShared {
             0 => None,
             n => Some(n as usize - 1),
         }
+    }
+
+    /// The driver's slot ([`DriverSlot`]).
+    pub(crate) fn driver_slot(&self) -> MutexGuard<'_, DriverSlot> {
+        self.driver.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, QpInner> {
@@ -276,6 +304,10 @@ impl Drop for QpHandle {
     fn drop(&mut self) {
         self.shared.lock().disconnect = true;
         self.shared.wake.notify_one();
+        // A driver held for a consumer that never took it would hold the queue
+        // pair (and the socket) forever: dropping it closes the socket.
+        let held = self.shared.driver_slot().held.take();
+        drop(held);
     }
 }
 
@@ -485,6 +517,15 @@ impl QueuePair for SoftQp {
             }
             n.await;
         }
+    }
+
+    fn hold_driver(&self) -> bool {
+        self.shared().driver_slot().hold = true;
+        true
+    }
+
+    fn take_driver(&self) -> Option<Driver> {
+        self.shared().driver_slot().held.take()
     }
 
     fn disconnect(&self) {

@@ -152,7 +152,15 @@ fn start(
         g.remote = stream.peer_addr().ok();
     }
     let eng = Engine::new(shared.clone(), cfg);
-    tokio::spawn(driver::run(stream, eng, shared, leftover, initiator));
+    let run = driver::run(stream, eng, shared.clone(), leftover, initiator);
+    let mut slot = shared.driver_slot();
+    if slot.hold {
+        // The consumer polls it in its own task (QueuePair::take_driver).
+        slot.held = Some(Box::pin(run));
+    } else {
+        drop(slot);
+        tokio::spawn(run);
+    }
 }
 
 /// An active connection whose queue pair exists (TCP connected, MPA not yet sent).

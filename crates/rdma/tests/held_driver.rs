@@ -1,0 +1,129 @@
+//! A soft-iWARP connection whose driver its consumer polls in its own task
+//! (`QueuePair::hold_driver`/`take_driver`), on a single-threaded runtime: the
+//! driver is handed out once, only when asked; traffic flows both ways while the
+//! consumer polls it beside its own work; it ends when the consumer disconnects
+//! and when the peer goes away; one never taken is dropped with the queue pair,
+//! which closes the socket.
+
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+
+use soft_pair::{next_ok, seeded};
+
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+use smbx_rdma::*;
+
+const LEN: usize = 4096;
+
+/// A connection whose accepting side asked (`hold`) to poll its driver: the
+/// accepting side's queue pair with one receive posted into `rbuf`, the
+/// connecting side's (its driver a task of its own) and protection domain.
+async fn pair(
+    hold: bool,
+) -> (
+    SoftQp,
+    <SoftIwarp as Provider>::Mr,
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+) {
+    let prov = SoftIwarp::new(IwarpOptions::default());
+    let lis = prov
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    let cpd = prov.alloc_pd().unwrap();
+    let server = async {
+        let req = lis.accept().await.unwrap();
+        if hold {
+            assert!(req.qp().hold_driver(), "soft-iWARP hands its driver out");
+        }
+        let rbuf = req.pd().alloc(LEN, Access::LOCAL_WRITE).unwrap();
+        req.qp()
+            .post_recv(1, &[Sge::new(&rbuf, 0, LEN as u32)])
+            .unwrap();
+        (req.accept(ConnParams::default()).await.unwrap(), rbuf)
+    };
+    let client = async {
+        let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
+        c.connect(ConnParams::default()).await.unwrap().0
+    };
+    let ((sqp, rbuf), cqp) = tokio::join!(server, client);
+    (sqp, rbuf, cqp, cpd)
+}
+
+/// One Send from the connecting side, received byte-exact, and one back.
+async fn exchange(
+    sqp: &SoftQp,
+    rbuf: &<SoftIwarp as Provider>::Mr,
+    cqp: &SoftQp,
+    cpd: &<SoftIwarp as Provider>::Pd,
+) {
+    let msg = seeded(5, LEN);
+    let cbuf = cpd.alloc(LEN, Access::LOCAL_WRITE).unwrap();
+    cqp.post_recv(2, &[Sge::new(&cbuf, 0, LEN as u32)]).unwrap();
+    let sbuf = cpd.register(msg.clone(), Access::LOCAL_WRITE).unwrap();
+    cqp.post_send_simple(3, &[Sge::new(&sbuf, 0, LEN as u32)])
+        .unwrap();
+    assert_eq!(next_ok(cqp).await.wr_id, 3);
+    let c = next_ok(sqp).await;
+    assert_eq!(
+        (c.wr_id, c.opcode, c.byte_len as usize),
+        (1, WcOpcode::Recv, LEN)
+    );
+    assert!(rbuf.with(|b| b == msg.as_slice()));
+    // And back, from the same region.
+    sqp.post_send_simple(4, &[Sge::new(rbuf, 0, 100)]).unwrap();
+    assert_eq!(next_ok(sqp).await.wr_id, 4);
+    let c = next_ok(cqp).await;
+    assert_eq!((c.wr_id, c.byte_len), (2, 100));
+    assert!(cbuf.with(|b| b[..100] == msg[..100]));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_held_driver_runs_in_its_consumers_task_until_it_disconnects() {
+    let (sqp, rbuf, cqp, cpd) = pair(true).await;
+    let driver = sqp.take_driver().expect("held for the consumer");
+    assert!(sqp.take_driver().is_none(), "handed out once");
+    let work = async {
+        exchange(&sqp, &rbuf, &cqp, &cpd).await;
+        sqp.disconnect();
+        assert_eq!(cqp.closed().await, CloseReason::PeerDisconnect);
+    };
+    // The driver ends once the connection has closed.
+    tokio::join!(driver, work);
+    assert_eq!(sqp.close_reason(), Some(CloseReason::LocalDisconnect));
+    assert_eq!(sqp.state(), QpState::Closed);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_held_driver_ends_when_the_peer_goes_away() {
+    let (sqp, rbuf, cqp, cpd) = pair(true).await;
+    let driver = sqp.take_driver().expect("held");
+    let work = async {
+        exchange(&sqp, &rbuf, &cqp, &cpd).await;
+        drop(cqp);
+        assert_eq!(sqp.closed().await, CloseReason::PeerDisconnect);
+    };
+    tokio::join!(driver, work);
+    // Its completion queue is closed: nothing more will come.
+    assert!(sqp.cq().next().await.is_none());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_held_driver_never_taken_goes_with_the_queue_pair() {
+    let (sqp, _rbuf, cqp, _cpd) = pair(true).await;
+    // Nothing runs the connection; dropping the queue pair drops its driver,
+    // which closes the socket: the peer sees the connection end.
+    drop(sqp);
+    assert_eq!(cqp.closed().await, CloseReason::PeerDisconnect);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn unasked_the_provider_runs_its_own_driver() {
+    let (sqp, rbuf, cqp, cpd) = pair(false).await;
+    assert!(sqp.take_driver().is_none());
+    exchange(&sqp, &rbuf, &cqp, &cpd).await;
+    sqp.disconnect();
+    assert_eq!(cqp.closed().await, CloseReason::PeerDisconnect);
+}
