@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use smbx_rdma::{
     Access, Completion, CompletionHandler, CompletionQueue, ConnParams, ConnectRequest, Connecting,
-    FileRange, FileSink, MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair, RdmaError,
-    RemoteBuf, STag, Sge, WcOpcode, WcStatus,
+    Driver, FileRange, FileSink, MemoryRegion, ProtectionDomain, Provider, QpCaps, QueuePair,
+    RdmaError, RemoteBuf, STag, Sge, WcOpcode, WcStatus,
 };
 use smbx_wire::InMessage;
 use tokio::sync::{oneshot, Notify};
@@ -237,13 +237,18 @@ impl<Q: QueuePair> Shared<Q> {
 /// An SMB Direct connection over a provider queue pair.
 pub struct SmbDirectConnection<Q: QueuePair> {
     shared: Arc<Shared<Q>>,
-    driver: tokio::task::JoinHandle<()>,
+    /// The driver task; `None` when the owner polls the [`Driver`] itself
+    /// ([`SmbDirectConnection::accept_driven`]).
+    driver: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl<Q: QueuePair> Drop for SmbDirectConnection<Q> {
     fn drop(&mut self) {
+        // A driver polled by the owner ends once the queue pair has closed.
         self.shared.qp.disconnect();
-        self.driver.abort();
+        if let Some(d) = &self.driver {
+            d.abort();
+        }
     }
 }
 
@@ -646,6 +651,35 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     where
         P: Provider<Qp = Q, Mr = Q::Mr>,
     {
+        let (this, _) = Self::connect_with(provider, pd, addr, config, false).await?;
+        Ok(this)
+    }
+
+    /// Like [`SmbDirectConnection::connect`], with the connection's [`Driver`]
+    /// handed to the caller as [`SmbDirectConnection::accept_driven`] does.
+    pub async fn connect_driven<P>(
+        provider: &P,
+        pd: &P::Pd,
+        addr: SocketAddr,
+        config: Config,
+    ) -> Result<(Self, Driver), DirectError>
+    where
+        P: Provider<Qp = Q, Mr = Q::Mr>,
+    {
+        let (this, driver) = Self::connect_with(provider, pd, addr, config, true).await?;
+        Ok((this, driver.expect("driven")))
+    }
+
+    async fn connect_with<P>(
+        provider: &P,
+        pd: &P::Pd,
+        addr: SocketAddr,
+        config: Config,
+        driven: bool,
+    ) -> Result<(Self, Option<Driver>), DirectError>
+    where
+        P: Provider<Qp = Q, Mr = Q::Mr>,
+    {
         config.validate()?;
         let connecting = provider.connect(pd, addr, qp_caps(&config)).await?;
         let (config, pools) = fit(connecting.qp(), config)?;
@@ -653,6 +687,9 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         let mut inner = build_inner(pd, core, &config, pools)?;
         let n = inner.conn.poll_post_receives();
         post_receives(connecting.qp(), &mut inner, n)?;
+        if driven {
+            connecting.qp().hold_driver();
+        }
         let (qp, _peer) = connecting
             .connect(ConnParams {
                 private_data: ird_ord_private_data(IRD, ORD),
@@ -660,7 +697,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                 ord: ORD,
             })
             .await?;
-        Self::start(qp, inner).await
+        Self::start(qp, inner, driven).await
     }
 
     /// Accepts a connection request as a server and negotiates; its buffers
@@ -670,12 +707,44 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
     where
         R: ConnectRequest<Qp = Q>,
     {
+        let (this, _) = Self::accept_with(request, config, false).await?;
+        Ok(this)
+    }
+
+    /// Like [`SmbDirectConnection::accept`], but nothing of the connection runs
+    /// as a task of its own: the returned [`Driver`] runs the adapter's timers and
+    /// the completions its handler could not take, and the provider's driver when
+    /// it hands that out ([`QueuePair::hold_driver`]: soft-iWARP's socket I/O).
+    /// The caller polls it in the task that uses the connection (joined with it,
+    /// polled also while that awaits anything else) until it ends, which it does
+    /// once the connection has closed (dropping the connection closes it). The
+    /// wakes between the socket, the adapter and the consumer are then that
+    /// task's own: no hop between tasks per message.
+    pub async fn accept_driven<R>(request: R, config: Config) -> Result<(Self, Driver), DirectError>
+    where
+        R: ConnectRequest<Qp = Q>,
+    {
+        let (this, driver) = Self::accept_with(request, config, true).await?;
+        Ok((this, driver.expect("driven")))
+    }
+
+    async fn accept_with<R>(
+        request: R,
+        config: Config,
+        driven: bool,
+    ) -> Result<(Self, Option<Driver>), DirectError>
+    where
+        R: ConnectRequest<Qp = Q>,
+    {
         config.validate()?;
         let (config, pools) = fit(request.qp(), config)?;
         let core = Connection::server(config.clone(), Instant::now());
         let mut inner = build_inner(request.pd(), core, &config, pools)?;
         let n = inner.conn.poll_post_receives();
         post_receives(request.qp(), &mut inner, n)?;
+        if driven {
+            request.qp().hold_driver();
+        }
         let qp = request
             .accept(ConnParams {
                 private_data: ird_ord_private_data(IRD, ORD),
@@ -683,10 +752,16 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
                 ord: ORD,
             })
             .await?;
-        Self::start(qp, inner).await
+        Self::start(qp, inner, driven).await
     }
 
-    async fn start(qp: Q, inner: Inner<Q::Mr>) -> Result<Self, DirectError> {
+    /// Starts the connection on its connected queue pair and waits for the
+    /// negotiation; with `driven`, returns what drives it instead of spawning it.
+    async fn start(
+        qp: Q,
+        inner: Inner<Q::Mr>,
+        driven: bool,
+    ) -> Result<(Self, Option<Driver>), DirectError> {
         let shared = Arc::new(Shared {
             qp,
             inner: Mutex::new(inner),
@@ -697,17 +772,50 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             .qp
             .cq()
             .set_handler(Box::new(OnDelivery(Arc::downgrade(&shared))));
-        let driver = tokio::spawn(drive(shared.clone()));
-        let mut this = SmbDirectConnection { shared, driver };
-        if let Err(e) = this.wait(|g| g.negotiated.is_some()).await {
-            // Let the driver send what the core still holds (a negotiate
-            // response refusing the peer) and tear down before we drop it.
+        if !driven {
+            let mut this = SmbDirectConnection {
+                driver: Some(tokio::spawn(drive(shared.clone()))),
+                shared,
+            };
+            if let Err(e) = this.wait(|g| g.negotiated.is_some()).await {
+                // Let the driver send what the core still holds (a negotiate
+                // response refusing the peer) and tear down before we drop it.
+                this.shared.kick.notify_one();
+                if let Some(d) = this.driver.as_mut() {
+                    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), d).await;
+                }
+                return Err(e);
+            }
+            return Ok((this, None));
+        }
+        let own = drive(shared.clone());
+        let mut driver: Driver = match shared.qp.take_driver() {
+            Some(provider) => Box::pin(async move {
+                tokio::join!(provider, own);
+            }),
+            None => Box::pin(own),
+        };
+        let this = SmbDirectConnection {
+            shared,
+            driver: None,
+        };
+        let negotiated = tokio::select! {
+            r = this.wait(|g| g.negotiated.is_some()) => r,
+            () = &mut driver => return Err(this.closed_now()),
+        };
+        if let Err(e) = negotiated {
+            // As above, with the driver polled here (it has not ended).
             this.shared.kick.notify_one();
-            let _ =
-                tokio::time::timeout(std::time::Duration::from_millis(500), &mut this.driver).await;
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), &mut driver).await;
             return Err(e);
         }
-        Ok(this)
+        Ok((this, Some(driver)))
+    }
+
+    /// Why the connection is over, for a driver that ended before the negotiation.
+    fn closed_now(&self) -> DirectError {
+        closed_error(&self.shared.lock())
+            .unwrap_or_else(|| DirectError::QpClosed("the connection's driver ended".into()))
     }
 
     /// Waits until `ready` holds, failing if the connection closes first.
