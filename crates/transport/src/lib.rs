@@ -32,6 +32,7 @@ pub mod sockopt;
 pub mod soft;
 pub mod splice;
 pub mod tcp;
+pub mod together;
 pub mod verbs;
 
 pub use direct::{DirectLink, Link, RegisteredBuf};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use smbx_direct::adapter::qp_caps;
 use smbx_direct::{Config, DirectError, SmbDirectConnection};
 use smbx_rdma::iwarp::{IwarpOptions, SoftConnectRequest, SoftIwarp, SoftListener};
-use smbx_rdma::{ConnectRequest, Listener, Provider};
+use smbx_rdma::{ConnectRequest, Driver, Listener, Provider};
 
 use crate::direct::{DirectLink, Link};
 
@@ -89,6 +89,18 @@ impl Incoming {
             Link::<SoftIwarp>::new(conn, pd)
                 .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD),
         ))
+    }
+
+    /// Like [`Incoming::negotiate`], with the connection's driver (the socket's
+    /// I/O and the SMB Direct timers) handed to the caller instead of running as
+    /// tasks of their own: poll it in the task that serves the link, joined with
+    /// it, until it ends ([`SmbDirectConnection::accept_driven`]).
+    pub async fn negotiate_driven(self) -> Result<(Arc<dyn DirectLink>, Driver), DirectError> {
+        let pd = self.request.pd().clone();
+        let (conn, driver) = SmbDirectConnection::accept_driven(self.request, self.config).await?;
+        let link = Link::<SoftIwarp>::new(conn, pd)
+            .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD);
+        Ok((Arc::new(link), driver))
     }
 }
 

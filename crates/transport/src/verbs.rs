@@ -177,6 +177,18 @@ impl Incoming {
             Incoming::Verbs(i) => i.negotiate().await,
         }
     }
+    /// Accepts and negotiates; the connection's driver comes with it where the
+    /// provider hands it out (soft-iWARP: [`soft::Incoming::negotiate_driven`]),
+    /// for the caller to poll in the task that serves the link until it ends.
+    /// `None` with verbs, whose driver runs on its own.
+    pub async fn negotiate_driven(
+        self,
+    ) -> Result<(Arc<dyn DirectLink>, Option<smbx_rdma::Driver>), DirectError> {
+        match self {
+            Incoming::Soft(i) => i.negotiate_driven().await.map(|(l, d)| (l, Some(d))),
+            Incoming::Verbs(i) => i.negotiate().await.map(|l| (l, None)),
+        }
+    }
 }
 
 /// A listening verbs endpoint for SMB Direct. When its device is removed

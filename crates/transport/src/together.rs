@@ -1,0 +1,226 @@
+//! Two futures run together in one task, each polled when it was woken, without
+//! waking the task for what one of them does for the other while it runs.
+//!
+//! A connection's driver (an SMB Direct link's socket I/O) and the loop that uses
+//! the link wake each other all the time: a message received wakes the loop, a
+//! response posted wakes the driver. Joined with `tokio::join!`, each of those
+//! wakes is a wake of the task itself while it runs, which tokio schedules like a
+//! yield: the task goes to the back of the run queue and an idle worker is
+//! unparked to steal it (a futex wake and a context switch per hop; 4 KiB reads
+//! at queue depth 1 over SMB Direct measured about 2 of each per READ). Here a
+//! wake that comes while the pair is being polled only marks the woken future, and
+//! the poll goes round again until neither is marked; a wake from elsewhere (the
+//! socket, another task) wakes the task as usual.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+/// Rounds of one poll before the task yields to others while its futures keep
+/// waking each other (a stream of work between them), so they cannot hold a
+/// worker for ever.
+const ROUNDS: usize = 32;
+
+type Part<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// The future of [`together`].
+pub struct Together<'a> {
+    parts: [Option<Part<'a>>; 2],
+    wakers: [Waker; 2],
+    shared: Arc<Shared>,
+}
+
+/// What the parts' wakers and the poll share.
+#[derive(Default)]
+struct Shared {
+    /// Bit `i`: part `i` was woken since it was last polled.
+    woken: AtomicU8,
+    /// The pair is being polled: a part's wake only marks it.
+    polling: AtomicBool,
+    /// The task's waker, from its last poll.
+    task: Mutex<Option<Waker>>,
+}
+
+/// One part's waker.
+struct PartWaker {
+    shared: Arc<Shared>,
+    bit: u8,
+}
+
+impl Wake for PartWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let s = &self.shared;
+        s.woken.fetch_or(self.bit, Ordering::SeqCst);
+        if s.polling.load(Ordering::SeqCst) {
+            // The poll looks at the marks again before it ends.
+            return;
+        }
+        let task = s.task.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(w) = task {
+            w.wake();
+        }
+    }
+}
+
+/// Runs `a` and `b` together in the calling task until both have ended; each is
+/// polled only when it was woken, and their wakes of each other during the poll
+/// are taken in the same poll (see the module's documentation).
+pub fn together<'a>(
+    a: impl Future<Output = ()> + Send + 'a,
+    b: impl Future<Output = ()> + Send + 'a,
+) -> Together<'a> {
+    let shared = Arc::new(Shared {
+        woken: AtomicU8::new(0b11),
+        ..Shared::default()
+    });
+    let waker = |bit| {
+        Waker::from(Arc::new(PartWaker {
+            shared: shared.clone(),
+            bit,
+        }))
+    };
+    Together {
+        wakers: [waker(0b01), waker(0b10)],
+        parts: [Some(Box::pin(a)), Some(Box::pin(b))],
+        shared,
+    }
+}
+
+impl Future for Together<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let s = &*this.shared;
+        {
+            let mut task = s.task.lock().unwrap_or_else(|e| e.into_inner());
+            if !task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *task = Some(cx.waker().clone());
+            }
+        }
+        for _ in 0..ROUNDS {
+            s.polling.store(true, Ordering::SeqCst);
+            let woken = s.woken.swap(0, Ordering::SeqCst);
+            if woken == 0 {
+                s.polling.store(false, Ordering::SeqCst);
+                // A wake between the swap and the store saw `polling` set.
+                if s.woken.load(Ordering::SeqCst) == 0 {
+                    return Poll::Pending;
+                }
+                continue;
+            }
+            for (i, (part, waker)) in this.parts.iter_mut().zip(&this.wakers).enumerate() {
+                if woken & (1 << i) == 0 {
+                    continue;
+                }
+                if let Some(f) = part {
+                    if f.as_mut().poll(&mut Context::from_waker(waker)).is_ready() {
+                        *part = None;
+                    }
+                }
+            }
+            if this.parts.iter().all(Option::is_none) {
+                s.polling.store(false, Ordering::SeqCst);
+                return Poll::Ready(());
+            }
+        }
+        // Still waking each other: let the worker run other tasks first.
+        s.polling.store(false, Ordering::SeqCst);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::Notify;
+
+    /// A waker that counts its wakes.
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Two futures that hand a token back and forth `n` times through two
+    /// `Notify`s end in one poll, and the task is never woken for their wakes of
+    /// each other (`tokio::join!` wakes it at every hand-over).
+    #[test]
+    fn wakes_between_the_two_are_taken_in_the_same_poll() {
+        let (ping, pong) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let n = 10;
+        let a = {
+            let (ping, pong) = (ping.clone(), pong.clone());
+            async move {
+                for _ in 0..n {
+                    ping.notify_one();
+                    pong.notified().await;
+                }
+            }
+        };
+        let b = async move {
+            for _ in 0..n {
+                ping.notified().await;
+                pong.notify_one();
+            }
+        };
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut t = together(a, b);
+        let got = Pin::new(&mut t).poll(&mut Context::from_waker(&waker));
+        assert!(got.is_ready());
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+    }
+
+    /// A wake from outside the poll wakes the task, and the woken part runs at the
+    /// next poll; the pair ends once both parts have.
+    #[test]
+    fn a_wake_from_elsewhere_wakes_the_task() {
+        let go = Arc::new(Notify::new());
+        let done = Arc::new(AtomicBool::new(false));
+        let a = {
+            let (go, done) = (go.clone(), done.clone());
+            async move {
+                go.notified().await;
+                done.store(true, Ordering::SeqCst);
+            }
+        };
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut t = together(a, async {});
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut t).poll(&mut cx).is_pending());
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        go.notify_one();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(!done.load(Ordering::SeqCst));
+        assert!(Pin::new(&mut t).poll(&mut cx).is_ready());
+        assert!(done.load(Ordering::SeqCst));
+    }
+
+    /// Two parts that never stop waking each other get the task woken and give
+    /// the worker up after a bounded number of rounds.
+    #[test]
+    fn parts_that_keep_waking_each_other_yield() {
+        let spin = std::future::poll_fn(|cx: &mut Context<'_>| {
+            cx.waker().wake_by_ref();
+            Poll::<()>::Pending
+        });
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut t = together(spin, std::future::pending());
+        assert!(Pin::new(&mut t)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    }
+}
