@@ -33,7 +33,7 @@ pub use crate::request_core::inbound::{Event, Response};
 use crate::request_core::outbound::{self, Cancel};
 pub(crate) use crate::request_core::outbound::{body_writer, HEADROOM};
 pub(crate) use crate::request_core::Request;
-use crate::request_core::{Acquire, IdMap, Matched, RequestCore, Sent};
+use crate::request_core::{Acquire, IdMap, Matched, Members, RequestCore, Sent};
 
 mod pump;
 use pump::{pump_task, reply_of, SocketPump, SpinWait};
@@ -398,11 +398,11 @@ impl Connection {
             tree_id: reqs[0].tree_id,
         };
         let timeout = self.timeout;
-        let mut rxs = Vec::with_capacity(n);
+        let mut rxs = Members::with_capacity(n);
 
         // Spend the credits (waiting our turn if the window is short), then take the
         // MessageIds and record the requests before the bytes can reach the server.
-        let charges: Vec<u16>;
+        let charges: Members<u16>;
         let begun = {
             let mut core = sh.core();
             charges = reqs.iter().map(|r| core.charge_of(r)).collect();
@@ -454,7 +454,7 @@ impl Connection {
             retain,
             |len| sh.pool.take_spare(len),
         );
-        let ids: Vec<u64> = headers.iter().map(|h| h.message_id).collect();
+        let ids: Members<u64> = headers.iter().map(|h| h.message_id).collect();
         if let Some(k) = kept_unsent {
             // Not kept: the connection closed since the MessageIds were taken.
             // (The core's lock is released before closed_error takes it again.)
@@ -577,7 +577,7 @@ fn begin(
     charges: &[u16],
     sent: Sent,
     timeout: Option<Duration>,
-    rxs: &mut Vec<oneshot::Receiver<Reply>>,
+    rxs: &mut Members<oneshot::Receiver<Reply>>,
 ) -> std::result::Result<(Dialect, crate::request_core::Issued), DisconnectReason> {
     let deadline = timeout.map(|t| Instant::now() + t);
     let issued = core.begin(charges, sent, deadline, |_| {
@@ -592,7 +592,11 @@ fn begin(
 /// channels `rxs`), in order, if each was retained: those still in flight are taken
 /// out of the table; those a close took out first were handed to their reply
 /// channel (the link refuses the frame because that close ended it).
-fn take_back(sh: &Shared, ids: &[u64], rxs: Vec<oneshot::Receiver<Reply>>) -> Option<Vec<Request>> {
+fn take_back(
+    sh: &Shared,
+    ids: &[u64],
+    rxs: Members<oneshot::Receiver<Reply>>,
+) -> Option<Vec<Request>> {
     let mut lost = sh.core().forget(ids);
     ids.iter()
         .zip(rxs)

@@ -494,16 +494,13 @@ impl File {
                 r => return r,
             }
         }
-        let body = ReadRequest {
+        let req = self.read_request(&ReadRequest {
             padding: 0x50,
             length: len as u32,
             offset,
             file_id: self.id(),
             ..Default::default()
-        }
-        .encode();
-        let mut req = Request::new(Command::Read, body, self.tree.id());
-        req.charge = charge_for(len, self.tree.large_mtu());
+        });
         let resp = self.tree.call(req).await?;
         if resp.status() == NtStatus::END_OF_FILE {
             return Ok(None);
@@ -523,6 +520,16 @@ impl File {
         let len = r.data.len();
         let (buf, at) = resp.msg.into_parts();
         Ok(Some((buf, at + start..at + start + len)))
+    }
+
+    /// The READ request of `r`, its body written behind room for the headers: a lone
+    /// READ becomes its frame in place (no copy into a chain buffer).
+    fn read_request(&self, r: &ReadRequest<'_>) -> Request {
+        let mut w = body_writer(&self.tree.pool(), 49 + r.channel_info.len());
+        r.encode_into(&mut w);
+        let mut req = Request::with_headroom(Command::Read, w, self.tree.id());
+        req.charge = charge_for(r.length as usize, self.tree.large_mtu());
+        req
     }
 
     /// How many times a READ or WRITE tries RDMA channels: several on a
@@ -565,7 +572,7 @@ impl File {
             .descriptor(pad as u64, len as u32)
             .ok_or(InvalidArgument::LargerThanBuffer { what: "read", len })?
             .encode();
-        let body = ReadRequest {
+        let req = self.read_request(&ReadRequest {
             padding: 0x50,
             length: len as u32,
             offset,
@@ -573,10 +580,7 @@ impl File {
             channel: rdma_channel(self.tree.dialect(), link.as_ref()),
             channel_info: &desc,
             ..Default::default()
-        }
-        .encode();
-        let mut req = Request::new(Command::Read, body, self.tree.id());
-        req.charge = charge_for(len, self.tree.large_mtu());
+        });
         let resp = self.tree.call_on(req, on).await?;
         if resp.status() == NtStatus::END_OF_FILE {
             return Ok(None);

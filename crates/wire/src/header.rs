@@ -171,21 +171,32 @@ impl Header {
 
     /// Appends the 64-byte encoding of this header.
     pub fn encode(&self, w: &mut Writer) {
-        w.bytes(&PROTOCOL_ID)
-            .u16(64)
-            .u16(self.credit_charge)
-            .u32(self.status.0);
-        w.u16(self.command)
-            .u16(self.credits)
-            .u32(self.flags)
-            .u32(self.next_command);
-        w.u64(self.message_id);
+        w.bytes(&self.to_bytes());
+    }
+
+    /// The 64-byte encoding of this header, built in place (no allocation): what a
+    /// sender writes into the room it left in front of a body.
+    pub fn to_bytes(&self) -> [u8; HEADER_SIZE] {
+        let mut b = [0u8; HEADER_SIZE];
+        let mut put = |at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(0, &PROTOCOL_ID);
+        put(4, &64u16.to_le_bytes());
+        put(6, &self.credit_charge.to_le_bytes());
+        put(8, &self.status.0.to_le_bytes());
+        put(12, &self.command.to_le_bytes());
+        put(14, &self.credits.to_le_bytes());
+        put(16, &self.flags.to_le_bytes());
+        put(20, &self.next_command.to_le_bytes());
+        put(24, &self.message_id.to_le_bytes());
         if self.flags & FLAGS_ASYNC_COMMAND != 0 {
-            w.u64(self.async_id);
+            put(32, &self.async_id.to_le_bytes());
         } else {
-            w.u32(0xFEFF).u32(self.tree_id);
+            put(32, &0xFEFFu32.to_le_bytes());
+            put(36, &self.tree_id.to_le_bytes());
         }
-        w.u64(self.session_id).bytes(&self.signature);
+        put(40, &self.session_id.to_le_bytes());
+        put(48, &self.signature);
+        b
     }
 
     /// The command, if the code is known.
@@ -247,6 +258,41 @@ mod tests {
             assert_eq!(w.len(), HEADER_SIZE);
             assert_eq!(Header::decode(w.as_slice()).unwrap(), h);
         }
+    }
+
+    /// The fields sit where [MS-SMB2] 2.2.1.2 (sync) and 2.2.1.1 (async) put them.
+    #[test]
+    fn to_bytes_lays_out_the_fields() {
+        let mut h = Header {
+            credit_charge: 0x0102,
+            status: NtStatus(0x0304_0506),
+            command: Command::Write as u16,
+            credits: 0x0708,
+            flags: 0x0000_0008,
+            next_command: 0x90,
+            message_id: 0x1112_1314_1516_1718,
+            async_id: 0x2122_2324_2526_2728,
+            tree_id: 0x3132_3334,
+            session_id: 0x4142_4344_4546_4748,
+            signature: [0x55; 16],
+        };
+        let b = h.to_bytes();
+        assert_eq!(&b[..8], &[0xFE, b'S', b'M', b'B', 64, 0, 0x02, 0x01]);
+        assert_eq!(&b[8..12], &[0x06, 0x05, 0x04, 0x03]);
+        assert_eq!(&b[12..16], &[9, 0, 0x08, 0x07]);
+        assert_eq!(&b[16..24], &[8, 0, 0, 0, 0x90, 0, 0, 0]);
+        assert_eq!(&b[24..32], &0x1112_1314_1516_1718u64.to_le_bytes());
+        assert_eq!(&b[32..40], &[0xFF, 0xFE, 0, 0, 0x34, 0x33, 0x32, 0x31]);
+        assert_eq!(&b[40..48], &0x4142_4344_4546_4748u64.to_le_bytes());
+        assert_eq!(&b[48..], &[0x55; 16]);
+        h.flags |= FLAGS_ASYNC_COMMAND;
+        assert_eq!(
+            &h.to_bytes()[32..40],
+            &0x2122_2324_2526_2728u64.to_le_bytes()
+        );
+        let mut w = Writer::new();
+        h.encode(&mut w);
+        assert_eq!(w.as_slice(), &h.to_bytes());
     }
 
     #[test]

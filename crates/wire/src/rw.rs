@@ -89,6 +89,13 @@ impl<'a> ReadRequest<'a> {
     /// (RDMA buffer descriptors) when there is one.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(48 + self.channel_info.len().max(1));
+        self.encode_into(&mut w);
+        w.into_vec()
+    }
+
+    /// Appends the body ([`ReadRequest::encode`]) to `w`: into a buffer with room
+    /// for the headers in front, the request needs no copy to become its frame.
+    pub fn encode_into(&self, w: &mut Writer) {
         let (ci_off, ci_len) = channel_info_fields(self.channel_info);
         w.u16(49)
             .u8(self.padding)
@@ -106,7 +113,6 @@ impl<'a> ReadRequest<'a> {
         } else {
             w.bytes(self.channel_info);
         }
-        w.into_vec()
     }
 }
 

@@ -36,6 +36,11 @@ const MAX_HELD: u32 = 1 << 24;
 /// SessionIds it assigns.
 pub(crate) type IdMap<V> = smbx_wire::id_hash::IdMap<u64, V>;
 
+/// One value per member of a send (charges, MessageIds, headers, reply channels),
+/// held inline up to two members: a lone request (every READ and WRITE) allocates
+/// nothing for them.
+pub(crate) type Members<T> = smallvec::SmallVec<[T; 2]>;
+
 /// What a sender asked to charge: the result of [`RequestCore::acquire`].
 #[derive(Debug)]
 pub(crate) enum Acquire {

@@ -10,7 +10,7 @@ use smbx_wire::compound;
 use smbx_wire::header::{FLAGS_ASYNC_COMMAND, FLAGS_RELATED_OPERATIONS, FLAGS_REPLAY_OPERATION};
 use smbx_wire::{Command, Dialect, Header, NtStatus, Writer, HEADER_SIZE};
 
-use super::Issued;
+use super::{Issued, Members};
 
 /// Bytes reserved before a body built with [`body_writer`]: frame header, TRANSFORM_HEADER
 /// and SMB2 header.
@@ -102,11 +102,11 @@ pub(crate) fn headers(
     issued: Issued,
     dialect: Dialect,
     session_id: u64,
-) -> Vec<Header> {
+) -> Members<Header> {
     let smb3 = dialect.is_smb3();
     let charged = dialect != Dialect::SMB2_0_2 && dialect != Dialect::NONE;
     let mut next_id = issued.first_id;
-    let mut out = Vec::with_capacity(reqs.len());
+    let mut out = Members::with_capacity(reqs.len());
     for (i, (req, &charge)) in reqs.iter().zip(charges).enumerate() {
         let mut flags = 0;
         if req.related {
@@ -166,11 +166,7 @@ pub(crate) fn frame(
     retain: bool,
     mut take: impl FnMut(usize) -> Vec<u8>,
 ) -> (Frame, Option<Vec<Request>>) {
-    let encode = |h: &Header, to: &mut [u8]| {
-        let mut w = Writer::with_capacity(HEADER_SIZE);
-        h.encode(&mut w);
-        to.copy_from_slice(w.as_slice());
-    };
+    let encode = |h: &Header, to: &mut [u8]| to.copy_from_slice(&h.to_bytes());
     if reqs.len() == 1 && reqs[0].headroom && reqs[0].body.len() >= HEADROOM {
         let msg_start = HEADROOM - HEADER_SIZE;
         let start = if sealed { 4 } else { 4 + TRANSFORM_HEADER_LEN };
