@@ -952,15 +952,21 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             .map(|()| None)
     }
 
-    /// Queues one upper-layer message and posts what credits allow, without
-    /// waiting (the caller bounds what it queues, e.g. by SMB2 credits).
-    /// With `token`, the first fragment goes as Send with Invalidate.
-    pub fn send_message_now(&self, data: &[u8], token: Option<u32>) -> Result<(), DirectError> {
+    /// Queues one upper-layer message, `data[start..]` taken as it is (not copied),
+    /// and posts what credits allow, without waiting (the caller bounds what it
+    /// queues, e.g. by SMB2 credits). With `token`, the first fragment goes as Send
+    /// with Invalidate.
+    pub fn send_message_now(
+        &self,
+        data: Vec<u8>,
+        start: usize,
+        token: Option<u32>,
+    ) -> Result<(), DirectError> {
         let mut g = self.shared.lock();
         if let Some(e) = closed_error(&g) {
             return Err(e);
         }
-        self.queue_and_post(&mut g, |c| queue_copy(c, data, token))
+        self.queue_and_post(&mut g, |c| c.send_message_owned(data, start, token))
     }
 
     /// Queues a message in the core and posts its fragments from the calling

@@ -54,10 +54,16 @@ pub trait DirectLink: Send + Sync + 'static {
         msg: &'a [u8],
         invalidate: Option<u32>,
     ) -> BoxFuture<'a, Result<(), DirectError>>;
-    /// Like [`DirectLink::send`] without waiting: the message is queued whatever the
-    /// queue's length (the caller bounds it, as SMB2 credits do) and posted as SMB
-    /// Direct credits allow. Saves the hand-off to a writer task.
-    fn send_now(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError>;
+    /// Like [`DirectLink::send`] for the owned message `buf[start..]` (queued as it
+    /// is, not copied), without waiting: the message is queued whatever the queue's
+    /// length (the caller bounds it, as SMB2 credits do) and posted as SMB Direct
+    /// credits allow. Saves the hand-off to a writer task.
+    fn send_now(
+        &self,
+        buf: Vec<u8>,
+        start: usize,
+        invalidate: Option<u32>,
+    ) -> Result<(), DirectError>;
     /// Like [`DirectLink::send`] for the owned message `buf[start..]`, keeping `hold`
     /// (a budget permit) until it is queued; one boxed future, not two.
     fn send_owned(
@@ -405,8 +411,13 @@ impl<P: Provider> DirectLink for Link<P> {
         Box::pin(self.post(msg, invalidate))
     }
 
-    fn send_now(&self, msg: &[u8], invalidate: Option<u32>) -> Result<(), DirectError> {
-        self.conn.send_message_now(msg, invalidate)
+    fn send_now(
+        &self,
+        buf: Vec<u8>,
+        start: usize,
+        invalidate: Option<u32>,
+    ) -> Result<(), DirectError> {
+        self.conn.send_message_now(buf, start, invalidate)
     }
 
     fn send_owned(

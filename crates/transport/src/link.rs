@@ -924,8 +924,12 @@ pub struct DirectSender {
 
 impl MessageSender for DirectSender {
     fn send(&self, buf: Vec<u8>, start: usize) -> Result<(), LinkError> {
-        let msg = buf.get(start..).ok_or(LinkError::TooLarge)?;
-        self.link.send_now(msg, None).map_err(LinkError::Direct)
+        if start > buf.len() {
+            return Err(LinkError::TooLarge);
+        }
+        self.link
+            .send_now(buf, start, None)
+            .map_err(LinkError::Direct)
     }
 
     fn try_send(&self, out: Outgoing) -> Result<(), TrySendError> {
