@@ -1,5 +1,9 @@
 //! The I/O futures of one SMB queue, each polled only when its waker fired.
 //!
+//! Every future of a set has one type, and each slot keeps the box its first future
+//! was put in: a new I/O is written into a finished one's place (no allocation per
+//! I/O).
+//!
 //! Like futures-util's `FuturesUnordered`, but without its yield once it has polled
 //! every future it holds: that one wakes its own task and returns `Pending` whenever all
 //! its futures are pending, which at QD1 is after every new request, and costs the
@@ -10,9 +14,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Wake, Waker};
-
-/// A boxed I/O future.
-pub(crate) type IoFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Slots whose futures were woken since they were last polled, and who to tell.
 #[derive(Default)]
@@ -79,14 +80,14 @@ pub(crate) struct ReadyGroup(Mutex<Vec<Weak<Ready>>>);
 
 impl ReadyGroup {
     /// Adds `set` to the group.
-    pub(crate) fn join<T>(&self, set: &IoSet<T>) {
+    pub(crate) fn join<F: Future>(&self, set: &IoSet<F>) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.retain(|w| w.strong_count() > 0);
         m.push(Arc::downgrade(&set.ready));
     }
 
     /// Whether a set of the group other than `set` has futures woken since their last poll.
-    pub(crate) fn others_ready<T>(&self, set: &IoSet<T>) -> bool {
+    pub(crate) fn others_ready<F: Future>(&self, set: &IoSet<F>) -> bool {
         let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.iter()
             .filter_map(Weak::upgrade)
@@ -95,8 +96,10 @@ impl ReadyGroup {
 }
 
 /// Futures polled when woken; their outputs in the order they finish.
-pub(crate) struct IoSet<T> {
-    futures: Vec<Option<IoFuture<T>>>,
+pub(crate) struct IoSet<F: Future> {
+    /// One box per slot, made when the slot is first used and kept: `None` while the
+    /// slot is free.
+    futures: Vec<Pin<Box<Option<F>>>>,
     /// One waker per slot, made when the slot is first used.
     wakers: Vec<Waker>,
     ready: Arc<Ready>,
@@ -105,7 +108,7 @@ pub(crate) struct IoSet<T> {
     batch: Vec<usize>,
 }
 
-impl<T> IoSet<T> {
+impl<F: Future> IoSet<F> {
     /// An empty set.
     pub(crate) fn new() -> Self {
         IoSet {
@@ -129,12 +132,12 @@ impl<T> IoSet<T> {
     }
 
     /// Adds a future; it is polled at the next [`IoSet::poll_next`].
-    pub(crate) fn push(&mut self, f: IoFuture<T>) {
+    pub(crate) fn push(&mut self, f: F) {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
                 let s = self.futures.len();
-                self.futures.push(None);
+                self.futures.push(Box::pin(None));
                 self.wakers.push(Waker::from(Arc::new(SlotWaker {
                     slot: s,
                     ready: self.ready.clone(),
@@ -143,14 +146,14 @@ impl<T> IoSet<T> {
                 s
             }
         };
-        self.futures[slot] = Some(f);
+        self.futures[slot].as_mut().set(Some(f));
         self.len += 1;
         self.ready.lock().queue(slot);
     }
 
     /// The output of a future that finished, `Pending` (with `cx` to be woken) when none
     /// of those woken since their last poll has, `None` when the set is empty.
-    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
         if self.len == 0 {
             // Wake-ups of futures that have finished (one may be woken as it finishes,
             // or later by a waker it left) leave nothing to poll: forgotten, so that the
@@ -178,12 +181,16 @@ impl<T> IoSet<T> {
         // queued again, and its waker wakes `cx`, so the caller comes back for it.
         for i in 0..self.batch.len() {
             let slot = self.batch[i];
-            let Some(f) = self.futures.get_mut(slot).and_then(|f| f.as_mut()) else {
+            let Some(f) = self.futures.get_mut(slot) else {
+                continue;
+            };
+            let Some(live) = f.as_mut().as_pin_mut() else {
                 continue;
             };
             let mut scx = Context::from_waker(&self.wakers[slot]);
-            if let Poll::Ready(out) = f.as_mut().poll(&mut scx) {
-                self.futures[slot] = None;
+            if let Poll::Ready(out) = live.poll(&mut scx) {
+                // Dropped in place: the box waits for the slot's next future.
+                f.as_mut().set(None);
                 self.free.push(slot);
                 self.len -= 1;
                 // The rest of the batch goes back to the ready list from where it lies
@@ -215,6 +222,9 @@ mod tests {
         }
     }
 
+    /// A set of futures of different types, boxed.
+    type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
     fn counting() -> (Arc<Counting>, Waker) {
         let c = Arc::new(Counting(AtomicUsize::new(0)));
         (c.clone(), Waker::from(c))
@@ -227,8 +237,8 @@ mod tests {
         let (_count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         let group = ReadyGroup::default();
-        let mut set: IoSet<u32> = IoSet::new();
-        let other: IoSet<u32> = IoSet::new();
+        let mut set: IoSet<Boxed<u32>> = IoSet::new();
+        let other: IoSet<Boxed<u32>> = IoSet::new();
         group.join(&set);
         group.join(&other);
         let left = Arc::new(Mutex::new(None::<Waker>));
@@ -249,7 +259,7 @@ mod tests {
     fn pending_futures_do_not_wake_the_set_and_finish_in_completion_order() {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let mut set: IoSet<u32> = IoSet::new();
+        let mut set: IoSet<Boxed<u32>> = IoSet::new();
         let mut senders = Vec::new();
         for i in 0..3u32 {
             let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
@@ -282,7 +292,7 @@ mod tests {
     fn slots_are_reused_and_woken_together_all_come_out() {
         let (_, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let mut set: IoSet<usize> = IoSet::new();
+        let mut set: IoSet<Boxed<usize>> = IoSet::new();
         for round in 0..3 {
             let mut senders = Vec::new();
             for i in 0..4 {
@@ -307,11 +317,53 @@ mod tests {
         assert_eq!(set.futures.len(), 4);
     }
 
+    /// Futures of one type: the slot a finished one leaves takes the next in the
+    /// same box (no allocation per future), and the set's unfinished futures are
+    /// dropped with it.
+    #[test]
+    fn a_slot_keeps_its_box_for_the_next_future_and_drops_the_unfinished() {
+        let (_, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let dropped = Arc::new(AtomicUsize::new(0));
+        struct Guard(Arc<AtomicUsize>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let io = |v: u32, rx: Option<tokio::sync::oneshot::Receiver<()>>| {
+            let guard = Guard(dropped.clone());
+            async move {
+                let _guard = guard;
+                if let Some(rx) = rx {
+                    let _ = rx.await;
+                }
+                v
+            }
+        };
+        let mut set = IoSet::new();
+        set.push(io(1, None));
+        let first: *const _ = &*set.futures[0];
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(1)));
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "dropped as it finished");
+        let (_tx, rx) = tokio::sync::oneshot::channel();
+        set.push(io(2, Some(rx)));
+        assert_eq!(set.futures.len(), 1);
+        assert!(std::ptr::eq(&*set.futures[0], first), "the same box");
+        assert!(set.poll_next(&mut cx).is_pending());
+        drop(set);
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            2,
+            "the unfinished one is dropped"
+        );
+    }
+
     #[test]
     fn a_future_that_wakes_itself_is_polled_again_on_the_next_call() {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let mut set: IoSet<u8> = IoSet::new();
+        let mut set: IoSet<Boxed<u8>> = IoSet::new();
         let mut polls = 0u8;
         set.push(Box::pin(std::future::poll_fn(move |cx| {
             polls += 1;
@@ -333,8 +385,8 @@ mod tests {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         let group = ReadyGroup::default();
-        let mut a: IoSet<u32> = IoSet::new();
-        let mut b: IoSet<u32> = IoSet::new();
+        let mut a: IoSet<Boxed<u32>> = IoSet::new();
+        let mut b: IoSet<Boxed<u32>> = IoSet::new();
         group.join(&a);
         group.join(&b);
         let (tx_a, rx_a) = tokio::sync::oneshot::channel::<u32>();

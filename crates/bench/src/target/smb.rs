@@ -14,6 +14,7 @@
 //! (the client queues what exceeds its credit window). `-Su` sets
 //! FILE_NO_INTERMEDIATE_BUFFERING and `-Sw` FILE_WRITE_THROUGH in the CREATE options.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::task::Poll;
@@ -313,6 +314,7 @@ impl Target for SmbTarget {
         }
         Ok(Box::new(SmbQueue {
             conn,
+            start: run,
             inflight,
             group,
             block: cfg.block,
@@ -324,14 +326,55 @@ impl Target for SmbTarget {
     }
 }
 
-type IoFuture = super::io_set::IoFuture<Completion>;
+/// What one I/O does, and the data a WRITE sends.
+enum Io {
+    /// A READ of one block.
+    Read,
+    /// A WRITE of a copy of the one-block source, lent from (and back to) the list.
+    WriteLent(Vec<u8>, Lent),
+    /// A WRITE of a block of the source, shared.
+    WriteShared(smbx_client::Bytes),
+    /// A WRITE of a copy of the caller's bytes.
+    WriteCopied(Vec<u8>),
+}
+
+/// Copies of a one-block write source, lent to WRITEs (see [`SmbQueue::lent`]).
+type Lent = Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
+
+/// One I/O on `slot`, as the queue's futures all are: one type, so that each slot of
+/// the queue's [`IoSet`] reuses its box (no allocation per I/O).
+async fn run(slot: usize, file: Arc<File>, offset: u64, block: usize, io: Io) -> Completion {
+    let result = match io {
+        // The data stays in the buffer it arrived in (no copy into one of ours); the
+        // buffer goes back to the client's pool.
+        Io::Read => file
+            .read_data(offset, block)
+            .await
+            .map_err(to_io)
+            .and_then(|d| exact(d.len(), block)),
+        Io::WriteLent(buf, lent) => {
+            let (result, buf) = file.write_vec(offset, buf).await;
+            if buf.len() == block {
+                if let Ok(mut l) = lent.lock() {
+                    l.push(buf);
+                }
+            }
+            result.map_err(to_io)
+        }
+        Io::WriteShared(bytes) => file.write_bytes(offset, bytes).await.map_err(to_io),
+        Io::WriteCopied(owned) => file.write_at(offset, &owned).await.map_err(to_io),
+    };
+    Completion { slot, result }
+}
 
 /// The I/Os of one worker thread on one SMB target: futures polled on the worker thread
 /// itself, which also runs its connection's reader and writer tasks (its own
-/// single-threaded runtime) while it waits for completions.
-struct SmbQueue {
+/// single-threaded runtime) while it waits for completions. `S` starts an I/O ([`run`]:
+/// its futures' type `F` has no name to write here, so it is the type `S` returns).
+struct SmbQueue<S, F: Future> {
     conn: Conn,
-    inflight: IoSet<Completion>,
+    start: S,
+    inflight: IoSet<F>,
     /// The I/O sets of the other worker threads this OS thread runs on the same runtime.
     group: Option<Arc<ReadyGroup>>,
     block: usize,
@@ -344,7 +387,7 @@ struct SmbQueue {
     channels: Arc<std::sync::Mutex<Vec<smbx_client::ChannelStats>>>,
 }
 
-impl Drop for SmbQueue {
+impl<S, F: Future> Drop for SmbQueue<S, F> {
     fn drop(&mut self) {
         // Unfinished I/Os are dropped (cancelled) before the file is closed.
         self.inflight = IoSet::new();
@@ -379,7 +422,11 @@ fn exact(n: usize, want: usize) -> io::Result<usize> {
     }
 }
 
-impl IoQueue for SmbQueue {
+impl<S, F> IoQueue for SmbQueue<S, F>
+where
+    S: Fn(usize, Arc<File>, u64, usize, Io) -> F,
+    F: Future<Output = Completion>,
+{
     fn submit(
         &mut self,
         slot: usize,
@@ -395,57 +442,27 @@ impl IoQueue for SmbQueue {
         let block = self.block;
         // The request goes out when the queue is next polled (in `reap`, right after the
         // worker has filled its free slots).
-        let fut: IoFuture = match (kind, data) {
-            (IoKind::Read, _) => Box::pin(async move {
-                // The data stays in the buffer it arrived in (no copy into one
-                // of ours); the buffer goes back to the client's pool.
-                let result = file
-                    .read_data(offset, block)
-                    .await
-                    .map_err(to_io)
-                    .and_then(|d| exact(d.len(), block));
-                Completion { slot, result }
-            }),
+        let io = match (kind, data) {
+            (IoKind::Read, _) => Io::Read,
             // Every WRITE sends the same block: lend it (see `lent`).
             (IoKind::Write, WriteData::Source(0)) if self.source.len() == block => {
-                let lent = self.lent.clone();
-                let buf = lent.lock().ok().and_then(|mut l| l.pop());
+                let buf = self.lent.lock().ok().and_then(|mut l| l.pop());
                 let buf = buf.unwrap_or_else(|| self.source.as_slice().to_vec());
-                Box::pin(async move {
-                    let (result, buf) = file.write_vec(offset, buf).await;
-                    if buf.len() == block {
-                        if let Ok(mut l) = lent.lock() {
-                            l.push(buf);
-                        }
-                    }
-                    Completion {
-                        slot,
-                        result: result.map_err(to_io),
-                    }
-                })
+                Io::WriteLent(buf, self.lent.clone())
             }
             (IoKind::Write, WriteData::Source(at)) => {
                 if at.saturating_add(block) > self.source.len() {
                     return Err(io::Error::other("write source offset out of range"));
                 }
                 // Shared, not copied: the WRITE sends its data from the source buffer.
-                let bytes = smbx_client::Bytes::from_owner(SourceBlock(
+                Io::WriteShared(smbx_client::Bytes::from_owner(SourceBlock(
                     self.source.clone(),
                     at..at + block,
-                ));
-                Box::pin(async move {
-                    let result = file.write_bytes(offset, bytes).await.map_err(to_io);
-                    Completion { slot, result }
-                })
+                )))
             }
-            (IoKind::Write, WriteData::Bytes(b)) => {
-                let owned = b.to_vec();
-                Box::pin(async move {
-                    let result = file.write_at(offset, &owned).await.map_err(to_io);
-                    Completion { slot, result }
-                })
-            }
+            (IoKind::Write, WriteData::Bytes(b)) => Io::WriteCopied(b.to_vec()),
         };
+        let fut = (self.start)(slot, file, offset, block, io);
         self.inflight.push(fut);
         Ok(())
     }
