@@ -38,7 +38,7 @@ pub mod verbs;
 pub use direct::{DirectLink, Link, RegisteredBuf};
 pub use pool::BufPool;
 pub use smbx_direct::{BufferDescriptorV1, Config as DirectConfig, DirectError, NegotiatedParams};
-pub use smbx_rdma::{Access, FileRange, FileSink};
+pub use smbx_rdma::{Access, Driver, FileRange, FileSink};
 pub use sockopt::SocketOptions;
 
 /// The default SMB Direct port for iWARP ([MS-SMBD] 2.1).

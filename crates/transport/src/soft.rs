@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use smbx_direct::adapter::qp_caps;
 use smbx_direct::{Config, DirectError, SmbDirectConnection};
-use smbx_rdma::iwarp::{IwarpOptions, SoftConnectRequest, SoftIwarp, SoftListener};
+use smbx_rdma::iwarp::{IwarpOptions, SoftConnectRequest, SoftIwarp, SoftListener, SoftPd, SoftQp};
 use smbx_rdma::{ConnectRequest, Driver, Listener, Provider};
 
 use crate::direct::{DirectLink, Link};
@@ -85,10 +85,7 @@ impl Incoming {
         // The connection's own protection domain, for its registrations.
         let pd = self.request.pd().clone();
         let conn = SmbDirectConnection::accept(self.request, self.config).await?;
-        Ok(Arc::new(
-            Link::<SoftIwarp>::new(conn, pd)
-                .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD),
-        ))
+        Ok(Arc::new(link(conn, pd)))
     }
 
     /// Like [`Incoming::negotiate`], with the connection's driver (the socket's
@@ -98,10 +95,14 @@ impl Incoming {
     pub async fn negotiate_driven(self) -> Result<(Arc<dyn DirectLink>, Driver), DirectError> {
         let pd = self.request.pd().clone();
         let (conn, driver) = SmbDirectConnection::accept_driven(self.request, self.config).await?;
-        let link = Link::<SoftIwarp>::new(conn, pd)
-            .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD);
-        Ok((Arc::new(link), driver))
+        Ok((Arc::new(link(conn, pd)), driver))
     }
+}
+
+/// The link of a soft-iWARP SMB Direct connection, with its RDMA thresholds.
+fn link(conn: SmbDirectConnection<SoftQp>, pd: SoftPd) -> Link<SoftIwarp> {
+    Link::<SoftIwarp>::new(conn, pd)
+        .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD)
 }
 
 /// Connects to an SMB Direct server over soft-iWARP and negotiates.
@@ -113,10 +114,21 @@ pub async fn connect(
     let provider = SoftIwarp::new(opts);
     let pd = provider.alloc_pd()?;
     let conn = SmbDirectConnection::connect(&provider, &pd, addr, config).await?;
-    Ok(Arc::new(
-        Link::<SoftIwarp>::new(conn, pd)
-            .with_rdma_threshold(SOFT_RDMA_READ_THRESHOLD, SOFT_RDMA_WRITE_THRESHOLD),
-    ))
+    Ok(Arc::new(link(conn, pd)))
+}
+
+/// Like [`connect`], with the connection's driver (the socket's I/O and the SMB
+/// Direct timers) handed to the caller to poll in the task that reads the link,
+/// until it ends ([`SmbDirectConnection::connect_driven`]).
+pub async fn connect_driven(
+    addr: SocketAddr,
+    opts: IwarpOptions,
+    config: Config,
+) -> Result<(Arc<dyn DirectLink>, Driver), DirectError> {
+    let provider = SoftIwarp::new(opts);
+    let pd = provider.alloc_pd()?;
+    let (conn, driver) = SmbDirectConnection::connect_driven(&provider, &pd, addr, config).await?;
+    Ok((Arc::new(link(conn, pd)), driver))
 }
 
 pub use smbx_rdma::iwarp::IwarpOptions as Options;

@@ -10,7 +10,9 @@
 //! at queue depth 1 over SMB Direct measured about 2 of each per READ). Here a
 //! wake that comes while the pair is being polled only marks the woken future, and
 //! the poll goes round again until neither is marked; a wake from elsewhere (the
-//! socket, another task) wakes the task as usual.
+//! socket, another task) wakes the task as usual. A future that wakes itself while
+//! it is polled asks to yield (`yield_once`, tokio's cooperative budget): the task
+//! is woken and gives the worker up once the other future has nothing left to do.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,6 +41,11 @@ struct Shared {
     woken: AtomicU8,
     /// The pair is being polled: a part's wake only marks it.
     polling: AtomicBool,
+    /// The bit of the part being polled now (0: none).
+    current: AtomicU8,
+    /// Parts that woke themselves while polled (a yield): polled again at the
+    /// task's next poll.
+    yielded: AtomicU8,
     /// The task's waker, from its last poll.
     task: Mutex<Option<Waker>>,
 }
@@ -56,6 +63,11 @@ impl Wake for PartWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         let s = &self.shared;
+        if s.current.load(Ordering::SeqCst) == self.bit {
+            // Woken by itself as it runs: it yields.
+            s.yielded.fetch_or(self.bit, Ordering::SeqCst);
+            return;
+        }
         s.woken.fetch_or(self.bit, Ordering::SeqCst);
         if s.polling.load(Ordering::SeqCst) {
             // The poll looks at the marks again before it ends.
@@ -104,23 +116,33 @@ impl Future for Together<'_> {
                 *task = Some(cx.waker().clone());
             }
         }
+        // Parts that yielded at the last poll run again now.
+        s.woken
+            .fetch_or(s.yielded.swap(0, Ordering::SeqCst), Ordering::SeqCst);
         for _ in 0..ROUNDS {
             s.polling.store(true, Ordering::SeqCst);
             let woken = s.woken.swap(0, Ordering::SeqCst);
             if woken == 0 {
                 s.polling.store(false, Ordering::SeqCst);
                 // A wake between the swap and the store saw `polling` set.
-                if s.woken.load(Ordering::SeqCst) == 0 {
-                    return Poll::Pending;
+                if s.woken.load(Ordering::SeqCst) != 0 {
+                    continue;
                 }
-                continue;
+                if s.yielded.load(Ordering::SeqCst) != 0 {
+                    cx.waker().wake_by_ref();
+                }
+                return Poll::Pending;
             }
             for (i, (part, waker)) in this.parts.iter_mut().zip(&this.wakers).enumerate() {
-                if woken & (1 << i) == 0 {
+                let bit = 1 << i;
+                if woken & bit == 0 {
                     continue;
                 }
                 if let Some(f) = part {
-                    if f.as_mut().poll(&mut Context::from_waker(waker)).is_ready() {
+                    s.current.store(bit, Ordering::SeqCst);
+                    let done = f.as_mut().poll(&mut Context::from_waker(waker)).is_ready();
+                    s.current.store(0, Ordering::SeqCst);
+                    if done {
                         *part = None;
                     }
                 }
@@ -211,16 +233,61 @@ mod tests {
     /// the worker up after a bounded number of rounds.
     #[test]
     fn parts_that_keep_waking_each_other_yield() {
-        let spin = std::future::poll_fn(|cx: &mut Context<'_>| {
-            cx.waker().wake_by_ref();
-            Poll::<()>::Pending
-        });
+        let (ping, pong) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let polls = Arc::new(AtomicUsize::new(0));
+        let a = {
+            let (ping, pong, polls) = (ping.clone(), pong.clone(), polls.clone());
+            async move {
+                loop {
+                    polls.fetch_add(1, Ordering::SeqCst);
+                    ping.notify_one();
+                    pong.notified().await;
+                }
+            }
+        };
+        let b = async move {
+            loop {
+                ping.notified().await;
+                pong.notify_one();
+            }
+        };
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
-        let mut t = together(spin, std::future::pending());
+        let mut t = together(a, b);
         assert!(Pin::new(&mut t)
             .poll(&mut Context::from_waker(&waker))
             .is_pending());
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(polls.load(Ordering::SeqCst) <= ROUNDS);
+    }
+
+    /// A part that wakes itself as it runs (a yield) is polled again only at the
+    /// task's next poll, the task woken for it, once the other part is done
+    /// with what it was woken for.
+    #[test]
+    fn a_part_that_wakes_itself_yields_the_task() {
+        let polls = Arc::new(AtomicUsize::new(0));
+        let spin = {
+            let polls = polls.clone();
+            std::future::poll_fn(move |cx: &mut Context<'_>| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                cx.waker().wake_by_ref();
+                Poll::<()>::Pending
+            })
+        };
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut t = together(spin, std::future::pending());
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut t).poll(&mut cx).is_pending());
+        assert_eq!(
+            (polls.load(Ordering::SeqCst), count.0.load(Ordering::SeqCst)),
+            (1, 1)
+        );
+        assert!(Pin::new(&mut t).poll(&mut cx).is_pending());
+        assert_eq!(
+            (polls.load(Ordering::SeqCst), count.0.load(Ordering::SeqCst)),
+            (2, 2)
+        );
     }
 }
