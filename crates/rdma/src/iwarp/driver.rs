@@ -169,6 +169,15 @@ pub(crate) async fn run(
         eng.deliver_completions();
         // Write as much as the socket takes now.
         while wpos < out.len() || eng.has_holes() {
+            if !eng.has_holes() && eng.in_message() {
+                // Only `out`'s own bytes are left, ending with the trailer of the
+                // last FPDU a long message had encoded when it reached WBUDGET:
+                // its next FPDUs are encoded behind them first, so the trailer
+                // leaves with the next header (MSG_MORE before a file's payload)
+                // instead of in a segment of its own after a pass of the loop (a
+                // writev and a yield, twice per 512 KiB READ sent from a file).
+                eng.pump_tx(&mut out, WBUDGET);
+            }
             match write_some(&mut eng, &stream, &out, wpos) {
                 Ok(0) => break,
                 Ok(k) => {

@@ -524,6 +524,12 @@ impl Engine {
         }
     }
 
+    /// Whether a message is part-way encoded (a long one cut at the output's
+    /// budget): its next FPDUs are ready to encode.
+    pub fn in_message(&self) -> bool {
+        self.cur_tx.is_some()
+    }
+
     /// Whether there is send work the engine could encode now.
     pub fn has_tx_work(&self) -> bool {
         if self.closed.is_some() {
@@ -3120,5 +3126,69 @@ mod tests {
             e.closed(),
             Some(&CloseReason::PeerTerminate(term::DDP_UT_NO_BUFFER))
         );
+    }
+
+    /// A long file Write cut at the output's budget stays part-way encoded
+    /// (`in_message`); encoded on behind the trailer of its last FPDU so far
+    /// (what the driver does before it writes `out`'s last bytes), that trailer
+    /// goes out with the next header, held for the payload after it (MSG_MORE),
+    /// instead of alone; the stream's bytes are the same either way.
+    #[test]
+    fn a_trailer_left_at_the_budget_goes_out_with_the_next_header() {
+        let file = Arc::new(MemFile(pattern(1 << 20)));
+        let n = 512 << 10;
+        let mut streams = Vec::new();
+        for top_up in [false, true] {
+            let (mut e, qp) = engine(false);
+            e.cfg.max_ulpdu = max_ulpdu_for_mss(65_483);
+            e.set_vectored(true);
+            queue_file_write(&qp, &file, 0, n);
+            let budget = 4 * FILE_FPDU_MAX;
+            let mut out = Vec::new();
+            e.pump_tx(&mut out, budget);
+            assert!(e.in_message(), "cut at the budget");
+            let (mut wpos, mut stream, mut alone) = (0, Vec::new(), 0);
+            while wpos < out.len() || e.has_holes() || e.has_tx_work() {
+                if wpos == out.len() && !e.has_holes() {
+                    out.clear();
+                    wpos = 0;
+                    e.pump_tx(&mut out, budget);
+                    continue;
+                }
+                if top_up && !e.has_holes() && e.in_message() {
+                    e.pump_tx(&mut out, budget);
+                }
+                let bytes = std::cell::RefCell::new(Vec::new());
+                let held = std::cell::Cell::new(true);
+                let k = e
+                    .write_vectored(
+                        &out,
+                        wpos,
+                        |iov, more| {
+                            held.set(more);
+                            let mut b = bytes.borrow_mut();
+                            iov.iter().for_each(|s| b.extend_from_slice(s));
+                            Ok(b.len())
+                        },
+                        |src, off, len| {
+                            src.read_part(&mut bytes.borrow_mut(), off, len);
+                            Ok(len)
+                        },
+                    )
+                    .unwrap();
+                let bytes = bytes.into_inner();
+                if !held.get() && k < 64 && e.in_message() {
+                    alone += 1;
+                }
+                stream.extend_from_slice(&bytes);
+                wpos = e.advance(&out, wpos, k);
+            }
+            assert!(!e.in_message());
+            // Cut twice (at 4 and 8 FPDUs of 9): two trailers alone without the top-up.
+            assert_eq!(alone, if top_up { 0 } else { 2 }, "top_up {top_up}");
+            streams.push(stream);
+        }
+        assert_eq!(streams[0], streams[1]);
+        assert!(streams[1].len() > n);
     }
 }
