@@ -256,17 +256,18 @@ fn direct_write_parks(w: &WriteRequest<'_>) -> bool {
 }
 
 /// Whether a plain lone READ over SMB Direct runs in the read loop's first poll: one
-/// whose data goes inline (no RDMA channel), and one whose data an RDMA Write takes
-/// from a registered buffer the handler fills from the page cache (below
-/// [`handlers::read::RDMA_FILE_MIN`]): it reads, posts its Writes and queues its
-/// response there, with no task to spawn and wake. 64 KiB sequential READs at QD8,
-/// in place vs spawned (one binary, env toggle, alternated on a loaded 2-core
-/// machine): 1.30-1.41x the MB/s in 5 of 5 pairs, server CPU per READ 20.5-32.5 vs
-/// 26.1-37.3 µs (3 of 4 lower). A READ sent from the file (128 KiB and up) is still
-/// spawned: in place it lost (512 KiB: 0.56-0.84x the MB/s in 4 of 4 pairs; 128 KiB
-/// 2 of 3 lower), and a larger one's copy would hold the read loop's worker.
+/// whose data goes inline (no RDMA channel), and one by RDMA below
+/// [`handlers::read::RDMA_SPAWN_MIN`] (its data from a registered buffer the handler
+/// fills from the page cache, or from the file from
+/// [`handlers::read::RDMA_FILE_MIN`], 64 KiB): it reads or queues its file, posts its
+/// Writes and queues its response there, with no task to spawn and wake. 64 KiB
+/// sequential READs at QD8, in place vs spawned (one binary, env toggle, alternated
+/// on a loaded 2-core machine): 1.30-1.41x the MB/s in 5 of 5 pairs, server CPU per
+/// READ 20.5-32.5 vs 26.1-37.3 µs (3 of 4 lower). A larger READ (sent from the file)
+/// is still spawned: in place it lost (512 KiB: 0.56-0.84x the MB/s in 4 of 4 pairs;
+/// 128 KiB 2 of 3 lower), and a larger one's copy would hold the read loop's worker.
 fn direct_read_in_place(r: &ReadRequest<'_>) -> bool {
-    r.channel == CHANNEL_NONE || (r.length as usize) < handlers::read::RDMA_FILE_MIN
+    r.channel == CHANNEL_NONE || (r.length as usize) < handlers::read::RDMA_SPAWN_MIN
 }
 
 /// Splits a plaintext message into compound members (every NextCommand checked,
@@ -716,13 +717,13 @@ mod tests {
             );
             direct_read_in_place(&ReadRequest::decode(&msg).unwrap())
         };
-        let file_min = handlers::read::RDMA_FILE_MIN as u32;
+        let spawn_min = handlers::read::RDMA_SPAWN_MIN as u32;
         assert!(read(CHANNEL_NONE, 4096));
         assert!(read(CHANNEL_NONE, 1 << 20));
         assert!(read(CHANNEL_RDMA_V1, 65536));
         assert!(read(CHANNEL_RDMA_V1_INVALIDATE, 65536));
-        assert!(read(CHANNEL_RDMA_V1, file_min - 1));
-        assert!(!read(CHANNEL_RDMA_V1, file_min));
+        assert!(read(CHANNEL_RDMA_V1, spawn_min - 1));
+        assert!(!read(CHANNEL_RDMA_V1, spawn_min));
         assert!(!read(CHANNEL_RDMA_V1_INVALIDATE, 512 * 1024));
     }
 

@@ -49,10 +49,18 @@ fn rdma_read_response(n: usize, invalidate: Option<u32>) -> Response {
 /// soft-iWARP, sequential reads QD8 with the server on one CPU and the client on
 /// the other (stop 31, loaded machine, three rounds alternated): at 128 KiB the
 /// file path took 0.60-0.61x the server's CPU per READ, 0.91-0.96x the client's and
-/// 0.51-0.86x the wall time; at 64 KiB it was mixed (server 0.78-1.26x, client
-/// 0.98-1.36x, wall 0.78-1.40x), so 64 KiB READs stay on the copy path. Stop 30
-/// measured 256 KiB 1.3-1.6x and 512 KiB ~1.4x faster.
-pub(crate) const RDMA_FILE_MIN: usize = 128 * 1024;
+/// 0.51-0.86x the wall time. Stop 30 measured 256 KiB 1.3-1.6x and 512 KiB ~1.4x
+/// faster. At 64 KiB it lost while its last 4 KiB went by a sendfile of their own
+/// (stop 34: MB/s lower in 12 of 12 pairs); with that tail read in with the
+/// headers around it (smbx-rdma's soft-iWARP engine, `FILE_COPY_MAX`), one
+/// sendfile of 60 KiB a READ, it won (stop 35, in the read loop: MB/s higher in 11
+/// of 14 alternated pairs, server CPU per READ lower in 12 of 14).
+pub(crate) const RDMA_FILE_MIN: usize = 64 * 1024;
+
+/// Least READ over an RDMA channel spawned off the read loop rather than run in
+/// its first poll (`dispatch::direct_read_in_place`): 64 KiB READs from the file
+/// run in place, larger ones from the file were measured faster spawned.
+pub(crate) const RDMA_SPAWN_MIN: usize = 128 * 1024;
 
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
