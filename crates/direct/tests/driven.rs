@@ -11,13 +11,11 @@ use smbx_rdma::{
     Access, ConnectRequest, Driver, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps,
 };
 
-type Conn = SmbDirectConnection<SoftQp>;
+mod common;
 
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ seed)
-        .collect()
-}
+use common::pattern;
+
+type Conn = SmbDirectConnection<SoftQp>;
 
 /// A server connection (and its protection domain) and a client connection,
 /// with their drivers, none of them running.
@@ -58,7 +56,7 @@ async fn both_ends_driven_in_one_task() {
     const N: usize = 256 * 1024;
     let work = async move {
         for (i, n) in [1usize, 1341, 65_536, 1 << 20].into_iter().enumerate() {
-            let m = pattern(i as u8, n);
+            let m = pattern(i as u32, n);
             client.send_message(&m).await.unwrap();
             let got = server.recv_message().await.unwrap().into_vec();
             assert!(got == m, "message of {n} bytes");

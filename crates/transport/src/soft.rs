@@ -117,19 +117,5 @@ pub async fn connect(
     Ok(Arc::new(link(conn, pd)))
 }
 
-/// Like [`connect`], with the connection's driver (the socket's I/O and the SMB
-/// Direct timers) handed to the caller to poll in the task that reads the link,
-/// until it ends ([`SmbDirectConnection::connect_driven`]).
-pub async fn connect_driven(
-    addr: SocketAddr,
-    opts: IwarpOptions,
-    config: Config,
-) -> Result<(Arc<dyn DirectLink>, Driver), DirectError> {
-    let provider = SoftIwarp::new(opts);
-    let pd = provider.alloc_pd()?;
-    let (conn, driver) = SmbDirectConnection::connect_driven(&provider, &pd, addr, config).await?;
-    Ok((Arc::new(link(conn, pd)), driver))
-}
-
 pub use smbx_rdma::iwarp::IwarpOptions as Options;
 pub use smbx_rdma::iwarp::SocketSetup;

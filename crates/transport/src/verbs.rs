@@ -177,6 +177,7 @@ impl Incoming {
             Incoming::Verbs(i) => i.negotiate().await,
         }
     }
+
     /// Accepts and negotiates; the connection's driver comes with it where the
     /// provider hands it out (soft-iWARP: [`soft::Incoming::negotiate_driven`]),
     /// for the caller to poll in the task that serves the link until it ends.
@@ -489,31 +490,6 @@ pub async fn connect(
     verbs_opts: VerbsOptions,
     config: Config,
 ) -> Result<Arc<dyn DirectLink>, DirectError> {
-    let (link, _) = connect_with(addr, choice, iwarp, verbs_opts, config, false).await?;
-    Ok(link)
-}
-
-/// Like [`connect`], with the connection's driver handed to the caller where the
-/// provider hands it out (soft-iWARP: [`soft::connect_driven`]), to poll in the
-/// task that reads the link until it ends; `None` with verbs.
-pub async fn connect_driven(
-    addr: SocketAddr,
-    choice: ProviderChoice,
-    iwarp: soft::Options,
-    verbs_opts: VerbsOptions,
-    config: Config,
-) -> Result<(Arc<dyn DirectLink>, Option<smbx_rdma::Driver>), DirectError> {
-    connect_with(addr, choice, iwarp, verbs_opts, config, true).await
-}
-
-async fn connect_with(
-    addr: SocketAddr,
-    choice: ProviderChoice,
-    iwarp: soft::Options,
-    verbs_opts: VerbsOptions,
-    config: Config,
-    driven: bool,
-) -> Result<(Arc<dyn DirectLink>, Option<smbx_rdma::Driver>), DirectError> {
     let dev = match choice {
         ProviderChoice::Soft => None,
         ProviderChoice::Auto => route_has_rdma(addr).filter(|_| Verbs::available().is_ok()),
@@ -527,24 +503,19 @@ async fn connect_with(
         }
     };
     let Some(dev) = dev else {
-        if driven {
-            let (link, driver) = soft::connect_driven(addr, iwarp, config).await?;
-            return Ok((link, Some(driver)));
-        }
-        return Ok((soft::connect(addr, iwarp, config).await?, None));
+        return soft::connect(addr, iwarp, config).await;
     };
     let mut verbs_opts = verbs_opts;
     verbs_opts.busy_poll |= poll_from_env();
     tracing::debug!(%addr, device = %dev.device, "smb direct through rdma-core");
     let first = connect_verbs(addr, verbs_opts.clone(), config.clone()).await;
-    let link = match first {
+    match first {
         Err(e) if addr.port() == crate::SMB_DIRECT_PORT && dev.transport != Transport::Iwarp => {
             tracing::debug!(error = %e, "port 5445 refused; trying 445");
             connect_verbs(SocketAddr::new(addr.ip(), 445), verbs_opts, config).await
         }
         r => r,
-    }?;
-    Ok((link, None))
+    }
 }
 
 /// The client's polling mode: `$SMBX_RDMA_POLL=yes` polls the completion
