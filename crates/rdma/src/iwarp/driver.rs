@@ -29,8 +29,9 @@ const MAX_NUDGES: u32 = 25;
 /// at once, the answers to all of them leave together after the last is done, and
 /// the peer idles until then: the two sides take turns instead of working at once.
 /// A received Send that fills its receive buffer does not count (the engine takes
-/// it for a fragment with more to follow): an 8 KiB READ response comes as two SMB
-/// Direct messages, and is one message here.
+/// it for a fragment with more to follow): an 8 KiB READ response from a peer that
+/// sends 8192-byte messages comes as two SMB Direct messages, and is one message
+/// here.
 const RX_BATCH: usize = 16;
 
 /// The smallest batch [`rx_batch`] makes (half of a queue depth of 8).
