@@ -14,6 +14,7 @@
 //! it is polled asks to yield (`yield_once`, tokio's cooperative budget): the task
 //! is woken and gives the worker up once the other future has nothing left to do.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -41,13 +42,20 @@ struct Shared {
     woken: AtomicU8,
     /// The pair is being polled: a part's wake only marks it.
     polling: AtomicBool,
-    /// The bit of the part being polled now (0: none).
-    current: AtomicU8,
     /// Parts that woke themselves while polled (a yield): polled again at the
     /// task's next poll.
     yielded: AtomicU8,
     /// The task's waker, from its last poll.
     task: Mutex<Option<Waker>>,
+}
+
+thread_local! {
+    /// The part this thread is polling now: its pair's [`Shared`] (as an address)
+    /// and its bit; `(0, 0)` when none. Only a wake on the polling thread, inside
+    /// the part's own poll, is that part's yield: a wake from another thread while
+    /// it is polled is marked like any other (taken for a yield, it could be set
+    /// after the poll last looked for one, and no one would wake the task).
+    static POLLED: Cell<(usize, u8)> = const { Cell::new((0, 0)) };
 }
 
 /// One part's waker.
@@ -63,7 +71,8 @@ impl Wake for PartWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         let s = &self.shared;
-        if s.current.load(Ordering::SeqCst) == self.bit {
+        let me = (Arc::as_ptr(s) as usize, self.bit);
+        if POLLED.with(Cell::get) == me {
             // Woken by itself as it runs: it yields.
             s.yielded.fetch_or(self.bit, Ordering::SeqCst);
             return;
@@ -139,9 +148,10 @@ impl Future for Together<'_> {
                     continue;
                 }
                 if let Some(f) = part {
-                    s.current.store(bit, Ordering::SeqCst);
+                    // Saved and put back: a part may itself run a pair.
+                    let outer = POLLED.replace((Arc::as_ptr(&this.shared) as usize, bit));
                     let done = f.as_mut().poll(&mut Context::from_waker(waker)).is_ready();
-                    s.current.store(0, Ordering::SeqCst);
+                    POLLED.set(outer);
                     if done {
                         *part = None;
                     }
@@ -288,6 +298,40 @@ mod tests {
         assert_eq!(
             (polls.load(Ordering::SeqCst), count.0.load(Ordering::SeqCst)),
             (2, 2)
+        );
+    }
+
+    /// A wake from another thread while a part is being polled (its socket became
+    /// ready, another task notified it) is no yield of that part: it is marked
+    /// woken and taken in the same poll. Taken for a yield, a wake whose thread
+    /// read the mark of the part being polled just before the poll went on and
+    /// ended would set the yield after the poll had last looked for one, and
+    /// nothing would wake the task (a lost wake).
+    #[test]
+    fn a_wake_from_another_thread_during_a_parts_poll_is_no_yield() {
+        let polls = Arc::new(AtomicUsize::new(0));
+        let part = {
+            let polls = polls.clone();
+            std::future::poll_fn(move |cx: &mut Context<'_>| {
+                if polls.fetch_add(1, Ordering::SeqCst) > 0 {
+                    return Poll::Ready(());
+                }
+                let w = cx.waker().clone();
+                std::thread::spawn(move || w.wake()).join().unwrap();
+                Poll::Pending
+            })
+        };
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut t = together(part, async {});
+        let got = Pin::new(&mut t).poll(&mut Context::from_waker(&waker));
+        assert_eq!(
+            (
+                got.is_ready(),
+                polls.load(Ordering::SeqCst),
+                count.0.load(Ordering::SeqCst)
+            ),
+            (true, 2, 0)
         );
     }
 }
