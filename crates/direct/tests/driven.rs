@@ -102,3 +102,35 @@ async fn the_owner_dropping_its_connection_ends_its_driver() {
     };
     tokio::join!(sdrv, cdrv, work);
 }
+
+/// A peer that connects (MPA done) but never sends its negotiate request is
+/// dropped at the negotiate timeout with the driver polled by the accepting task
+/// (its timers run in that driver): accept_driven fails and the peer sees the
+/// close.
+#[tokio::test(flavor = "current_thread")]
+async fn a_peer_that_never_negotiates_is_dropped_at_the_timeout() {
+    use smbx_rdma::{ConnParams, Connecting, QueuePair};
+    let prov = SoftIwarp::new(IwarpOptions::default());
+    let lis = prov
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let addr = lis.local_addr();
+    let cpd = prov.alloc_pd().unwrap();
+    let server = async {
+        let req = lis.accept().await.unwrap();
+        let cfg = Config {
+            negotiate_timeout: Some(std::time::Duration::from_millis(200)),
+            ..Config::default()
+        };
+        Conn::accept_driven(req, cfg).await.map(|_| ())
+    };
+    let client = async {
+        let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
+        c.connect(ConnParams::default()).await.unwrap().0
+    };
+    let (accepted, qp) = tokio::join!(server, client);
+    assert!(accepted.is_err(), "negotiation timed out");
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(10), qp.closed()).await;
+    assert!(closed.is_ok(), "the peer sees the close");
+}
