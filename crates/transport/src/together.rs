@@ -58,6 +58,23 @@ thread_local! {
     static POLLED: Cell<(usize, u8)> = const { Cell::new((0, 0)) };
 }
 
+/// [`POLLED`] set for one part's poll, put back as it was when dropped (a part
+/// may itself run a pair; a part that panics, caught by the runtime, leaves no
+/// mark on the thread for a later pair at the same address).
+struct Polled((usize, u8));
+
+impl Polled {
+    fn enter(pair: usize, bit: u8) -> Polled {
+        Polled(POLLED.replace((pair, bit)))
+    }
+}
+
+impl Drop for Polled {
+    fn drop(&mut self) {
+        POLLED.set(self.0);
+    }
+}
+
 /// One part's waker.
 struct PartWaker {
     shared: Arc<Shared>,
@@ -148,10 +165,9 @@ impl Future for Together<'_> {
                     continue;
                 }
                 if let Some(f) = part {
-                    // Saved and put back: a part may itself run a pair.
-                    let outer = POLLED.replace((Arc::as_ptr(&this.shared) as usize, bit));
+                    let polled = Polled::enter(Arc::as_ptr(&this.shared) as usize, bit);
                     let done = f.as_mut().poll(&mut Context::from_waker(waker)).is_ready();
-                    POLLED.set(outer);
+                    drop(polled);
                     if done {
                         *part = None;
                     }
@@ -333,5 +349,20 @@ mod tests {
             ),
             (true, 2, 0)
         );
+    }
+
+    /// A part that panics (the runtime catches it and runs other tasks on the
+    /// thread) leaves the thread's mark of the part being polled as it was: a
+    /// later pair at the same address would otherwise take a wake from outside
+    /// its poll for a yield, and not wake its task.
+    #[test]
+    fn a_part_that_panics_leaves_no_mark_on_the_thread() {
+        let mut t = together(async { panic!("a part panics") }, async {});
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Pin::new(&mut t).poll(&mut Context::from_waker(&waker))
+        }));
+        assert!(r.is_err());
+        assert_eq!(POLLED.with(Cell::get), (0, 0));
     }
 }
