@@ -6,7 +6,9 @@
 //! whichever end closes first.
 
 use smbx_direct::{Config, SmbDirectConnection};
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftPd, SoftQp};
+use std::net::SocketAddr;
+
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftListener, SoftPd, SoftQp};
 use smbx_rdma::{
     Access, ConnectRequest, Driver, Listener, MemoryRegion, ProtectionDomain, Provider, QpCaps,
 };
@@ -17,9 +19,9 @@ use common::pattern;
 
 type Conn = SmbDirectConnection<SoftQp>;
 
-/// A server connection (and its protection domain) and a client connection,
-/// with their drivers, none of them running.
-async fn driven_pair() -> ((Conn, SoftPd, Driver), (Conn, SoftPd, Driver)) {
+/// A soft-iWARP provider listening on 127.0.0.1, its address, and a protection
+/// domain for the connecting side.
+async fn listening() -> (SoftIwarp, SoftListener, SocketAddr, SoftPd) {
     let prov = SoftIwarp::new(IwarpOptions::default());
     let lis = prov
         .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
@@ -27,6 +29,13 @@ async fn driven_pair() -> ((Conn, SoftPd, Driver), (Conn, SoftPd, Driver)) {
         .unwrap();
     let addr = lis.local_addr();
     let cpd = prov.alloc_pd().unwrap();
+    (prov, lis, addr, cpd)
+}
+
+/// A server connection (and its protection domain) and a client connection,
+/// with their drivers, none of them running.
+async fn driven_pair() -> ((Conn, SoftPd, Driver), (Conn, SoftPd, Driver)) {
+    let (prov, lis, addr, cpd) = listening().await;
     let (connected, client_connected) = tokio::sync::oneshot::channel::<()>();
     let server = async {
         let req = lis.accept().await.unwrap();
@@ -110,13 +119,7 @@ async fn the_owner_dropping_its_connection_ends_its_driver() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_peer_that_never_negotiates_is_dropped_at_the_timeout() {
     use smbx_rdma::{ConnParams, Connecting, QueuePair};
-    let prov = SoftIwarp::new(IwarpOptions::default());
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
-    let cpd = prov.alloc_pd().unwrap();
+    let (prov, lis, addr, cpd) = listening().await;
     let server = async {
         let req = lis.accept().await.unwrap();
         let cfg = Config {
