@@ -789,10 +789,11 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
             return Ok((this, None));
         }
         let own = drive(shared.clone());
+        // The provider's driver applies completions that wake `drive` (and `drive`
+        // posts what wakes the provider's): `together` takes those wakes in the
+        // same poll, where `tokio::join!` would wake the task for each.
         let mut driver: Driver = match shared.qp.take_driver() {
-            Some(provider) => Box::pin(async move {
-                tokio::join!(provider, own);
-            }),
+            Some(provider) => Box::pin(crate::together::together(provider, own)),
             None => Box::pin(own),
         };
         let this = SmbDirectConnection {

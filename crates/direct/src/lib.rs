@@ -14,7 +14,9 @@
 //! [`SmbDirectConnection`] ([`adapter`]) drives the core over any
 //! `smbx_rdma` provider queue pair: `connect`/`accept`, `send_message`
 //! (optionally as Send with Invalidate), `recv_message`, and `rdma_write` /
-//! `rdma_read` against Buffer Descriptor V1 lists.
+//! `rdma_read` against Buffer Descriptor V1 lists. [`together`] runs two futures
+//! in one task (a driver and what it drives) without waking the task for their
+//! wakes of each other.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,6 +28,7 @@ pub mod payload;
 pub mod pdu;
 pub mod pools;
 pub mod reassembly;
+pub mod together;
 
 pub use config::{
     Config, ConfigError, NegotiatedParams, DEFAULT_MESSAGE_SIZE, PEER_DEFAULT_SEND_SIZE,

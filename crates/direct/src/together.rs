@@ -3,7 +3,12 @@
 //!
 //! A connection's driver (an SMB Direct link's socket I/O) and the loop that uses
 //! the link wake each other all the time: a message received wakes the loop, a
-//! response posted wakes the driver. Joined with `tokio::join!`, each of those
+//! response posted wakes the driver. Two pairs run this way: inside the driver a
+//! connection hands out ([`SmbDirectConnection::accept_driven`]), the provider's
+//! driver and the adapter's own; and in the server's connection task, that driver
+//! and the read loop (`smbx_transport::together` is this function).
+//!
+//! [`SmbDirectConnection::accept_driven`]: crate::SmbDirectConnection::accept_driven Joined with `tokio::join!`, each of those
 //! wakes is a wake of the task itself while it runs, which tokio schedules like a
 //! yield: the task goes to the back of the run queue and an idle worker is
 //! unparked to steal it (a futex wake and a context switch per hop; 4 KiB reads
@@ -130,6 +135,12 @@ pub fn together<'a>(
     }
 }
 
+/// H3 A/B toggle (experiment, not to commit as is).
+fn h3_tog() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMBX_H3_TOG").is_some())
+}
+
 impl Future for Together<'_> {
     type Output = ();
 
@@ -145,6 +156,7 @@ impl Future for Together<'_> {
         // Parts that yielded at the last poll run again now.
         s.woken
             .fetch_or(s.yielded.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+        let mut second = h3_tog();
         for _ in 0..ROUNDS {
             s.polling.store(true, Ordering::SeqCst);
             let woken = s.woken.swap(0, Ordering::SeqCst);
@@ -152,6 +164,14 @@ impl Future for Together<'_> {
                 s.polling.store(false, Ordering::SeqCst);
                 // A wake between the swap and the store saw `polling` set.
                 if s.woken.load(Ordering::SeqCst) != 0 {
+                    continue;
+                }
+                if second && s.yielded.load(Ordering::SeqCst) != 0 {
+                    // H3 experiment: a part that yielded runs again once the other
+                    // has nothing left to do, once per poll.
+                    second = false;
+                    s.woken
+                        .fetch_or(s.yielded.swap(0, Ordering::SeqCst), Ordering::SeqCst);
                     continue;
                 }
                 if s.yielded.load(Ordering::SeqCst) != 0 {
