@@ -135,12 +135,6 @@ pub fn together<'a>(
     }
 }
 
-/// H3 A/B toggle (experiment, not to commit as is).
-fn h3_tog() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("SMBX_H3_TOG").is_some())
-}
-
 impl Future for Together<'_> {
     type Output = ();
 
@@ -156,7 +150,6 @@ impl Future for Together<'_> {
         // Parts that yielded at the last poll run again now.
         s.woken
             .fetch_or(s.yielded.swap(0, Ordering::SeqCst), Ordering::SeqCst);
-        let mut second = h3_tog();
         for _ in 0..ROUNDS {
             s.polling.store(true, Ordering::SeqCst);
             let woken = s.woken.swap(0, Ordering::SeqCst);
@@ -164,14 +157,6 @@ impl Future for Together<'_> {
                 s.polling.store(false, Ordering::SeqCst);
                 // A wake between the swap and the store saw `polling` set.
                 if s.woken.load(Ordering::SeqCst) != 0 {
-                    continue;
-                }
-                if second && s.yielded.load(Ordering::SeqCst) != 0 {
-                    // H3 experiment: a part that yielded runs again once the other
-                    // has nothing left to do, once per poll.
-                    second = false;
-                    s.woken
-                        .fetch_or(s.yielded.swap(0, Ordering::SeqCst), Ordering::SeqCst);
                     continue;
                 }
                 if s.yielded.load(Ordering::SeqCst) != 0 {
