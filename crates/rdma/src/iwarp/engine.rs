@@ -259,22 +259,8 @@ struct Placing {
     left: usize,
     /// Pad and CRC after the payload.
     trailer: usize,
-    /// The most wire bytes of the next FPDU of the same message when it is
-    /// known to be too short to be placed directly (less than [`PLACE_MIN`]
-    /// payload left in its target), else 0: read together with the trailer,
-    /// see [`Engine::placement_tail`].
-    next: usize,
     /// The Read Response's completion, delivered once the payload is in.
     done: Option<Completion>,
-}
-
-/// Wire bytes of a tagged FPDU of at most `rest` payload bytes, when it is the
-/// rest of a message (`rest` more than 0) too short to be placed directly; else 0.
-fn short_rest(rest: usize) -> usize {
-    if rest == 0 || rest >= PLACE_MIN {
-        return 0;
-    }
-    ddp::fpdu_len(TAGGED_HDR + rest)
 }
 
 fn comp(wr_id: u64, opcode: WcOpcode, status: WcStatus, byte_len: usize) -> Completion {
@@ -1469,29 +1455,14 @@ impl Engine {
                     .clone(),
             ),
         };
-        // What is left of the message past this FPDU, as far as the receiver knows:
-        // of a Read Response, the request's rest; of an RDMA Write, its region's
-        // room past this payload (the whole rest of the region when the Write
-        // goes on: a 64 KiB READ's 4 KiB tail into the client's buffer).
-        let (done, rest) = match done {
-            Some(last) => {
-                let c = self.read_resp_advance(last, plen);
-                let rest = match self.orq.front() {
-                    Some(r) if c.is_none() => r.size.saturating_sub(r.received),
-                    _ => 0,
-                };
-                (c, usize::try_from(rest).unwrap_or(usize::MAX))
-            }
+        let done = match done {
+            Some(last) => self.read_resp_advance(last, plen),
             None => {
-                let room = match &dst {
-                    PlaceDst::Mr(mr) if !last => mr.len().saturating_sub(off + plen),
-                    _ => 0,
-                };
                 if last {
                     // The placement holds the region until its last byte.
                     self.write_done();
                 }
-                (None, room)
+                None
             }
         };
         self.placing = Some(Placing {
@@ -1499,7 +1470,6 @@ impl Engine {
             off: off + have,
             left: plen - have,
             trailer: ddp::fpdu_len(ulpdu) - 2 - ulpdu,
-            next: short_rest(rest),
             done,
         });
         Ok(true)
@@ -1539,16 +1509,12 @@ impl Engine {
     }
 
     /// While a payload is placed directly: the bytes that follow it which a
-    /// read may take together with its rest (the FPDU's pad and CRC; the next
-    /// FPDU of the same message whole when what is left of the message is too
-    /// short to be placed directly, such as the 4 KiB after the first 60 KiB of
-    /// a 64 KiB READ sent from a file; and [`LOOKAHEAD`] bytes past them: what
-    /// [`Engine::read_limit`] asks for once it is placed); 0 otherwise. Hand them
-    /// to [`Engine::on_input`] after [`Engine::placed`].
+    /// read may take together with its rest (the FPDU's pad and CRC, and
+    /// [`LOOKAHEAD`] bytes of the next FPDU: what [`Engine::read_limit`] asks
+    /// for once it is placed); 0 otherwise. Hand them to [`Engine::on_input`]
+    /// after [`Engine::placed`].
     pub fn placement_tail(&self) -> usize {
-        self.placing
-            .as_ref()
-            .map_or(0, |p| p.trailer + p.next + LOOKAHEAD)
+        self.placing.as_ref().map_or(0, |p| p.trailer + LOOKAHEAD)
     }
 
     /// `n` bytes (at most the placement's remainder) were read into the
@@ -1563,7 +1529,7 @@ impl Engine {
         if p.left == 0 {
             if let Some(p) = self.placing.take() {
                 self.rx_skip = p.trailer;
-                let mut next = p.next + LOOKAHEAD;
+                let mut next = LOOKAHEAD;
                 if let PlaceDst::File(f) = &p.dst {
                     // More of a long Read Response into a file to come: read just
                     // its next header, so its payload is spliced whole rather than
@@ -3261,238 +3227,5 @@ mod tests {
         }
         assert_eq!(streams[0], streams[1]);
         assert!(streams[1].len() > n);
-    }
-
-    /// Feeds `stream` to `e` as the driver does, its socket handing out at most
-    /// `chunk` bytes a read: a placement's rest straight into its region with
-    /// [`Engine::placement_tail`] bytes behind it into the (empty) receive
-    /// buffer, else at most `read_limit()` (or 256 KiB) bytes into the receive
-    /// buffer, handed to `on_input`. Returns the reads it took.
-    fn drive_reads(e: &mut Engine, mut stream: &[u8], chunk: usize) -> usize {
-        let (mut reads, mut pending, mut out) = (0, Vec::new(), Vec::new());
-        while !stream.is_empty() {
-            reads += 1;
-            if let Some((mr, off, left)) = e.placement().map(|(m, o, l)| (m.clone(), o, l)) {
-                assert!(
-                    pending.is_empty(),
-                    "a placement starts with all bytes taken"
-                );
-                let k = (left + e.placement_tail()).min(chunk).min(stream.len());
-                let p = k.min(left);
-                mr.lock()[off..off + p].copy_from_slice(&stream[..p]);
-                e.placed(p);
-                pending.extend_from_slice(&stream[p..k]);
-                stream = &stream[k..];
-                if k <= left {
-                    continue;
-                }
-            } else {
-                let k = e
-                    .read_limit()
-                    .unwrap_or(256 * 1024)
-                    .min(chunk)
-                    .min(stream.len());
-                pending.extend_from_slice(&stream[..k]);
-                stream = &stream[k..];
-            }
-            let n = e.on_input(&pending, &mut out);
-            pending.drain(..n);
-        }
-        assert!(pending.is_empty() && out.is_empty() && e.closed().is_none());
-        reads
-    }
-
-    /// `reads` READs as a server sends them from a file at loopback's MSS (an RDMA
-    /// Write of one `long` FPDU, not the last, and one `short` one, then the
-    /// response's Send of `send_len` bytes), each into `stag` at `to`, FPDUs with
-    /// CRC or not; returns the stream and the data.
-    fn reads_stream(
-        stag: u32,
-        to: u64,
-        (long, short, send_len): (usize, usize, usize),
-        reads: u32,
-        crc: bool,
-    ) -> (Vec<u8>, Vec<u8>) {
-        let data = pattern(long + short);
-        let mut stream = Vec::new();
-        for msn in 1..=reads {
-            let h = |last, at: usize| DdpHdr::Tagged {
-                last,
-                opcode: op::WRITE,
-                stag,
-                to: to + at as u64,
-            };
-            ddp::encode_fpdu(&mut stream, &h(false, 0), &[&data[..long]], crc);
-            ddp::encode_fpdu(&mut stream, &h(true, long), &[&data[long..]], crc);
-            let s = DdpHdr::Untagged {
-                last: true,
-                opcode: op::SEND,
-                inv_stag: 0,
-                qn: qn::SEND,
-                msn,
-                mo: 0,
-            };
-            ddp::encode_fpdu(&mut stream, &s, &[&pattern(send_len)], crc);
-        }
-        (stream, data)
-    }
-
-    /// A 64 KiB READ sent from a file at loopback's MSS (60 KiB placed straight
-    /// from the socket, a last FPDU of 4 KiB, the response's Send) takes one read
-    /// of the client: the read that places the 60 KiB also takes the 4 KiB FPDU
-    /// whole (its client's buffer has less than PLACE_MIN past the first FPDU, so
-    /// nothing more of the Write can be placed), the Send and the next READ's
-    /// first header (it took two: the 4 KiB FPDU's first kilobyte came with the
-    /// placement, its rest and the Send in a read of their own).
-    #[test]
-    fn a_64k_read_from_a_file_is_one_read_of_the_client() {
-        for pad in [0usize, 17, 63] {
-            let (mut e, qp) = engine(false);
-            // The client's buffer: BufPool's 64 KiB class, the data `pad` bytes in.
-            let mr = qp
-                .pd
-                .alloc(65_536 + 256, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-                .unwrap();
-            let rmrs: Vec<_> = (0..8).map(|_| post_recv(&qp, 200)).collect();
-            let sizes = (FILE_FPDU_MAX, 65_536 - FILE_FPDU_MAX, 120);
-            let (stream, data) = reads_stream(mr.stag().0, mr.addr() + pad as u64, sizes, 8, false);
-            // The first READ's first header and some payload: a placement starts.
-            let mut out = Vec::new();
-            assert_eq!(e.on_input(&stream[..500], &mut out), 500);
-            assert!(e.placement().is_some());
-            assert_eq!(
-                drive_reads(&mut e, &stream[500..], usize::MAX),
-                8,
-                "pad {pad}"
-            );
-            mr.with(|b| assert!(b[pad..pad + 65_536] == data[..]));
-            for r in &rmrs {
-                assert_eq!(r.with(|b| b[..120].to_vec()), pattern(120));
-            }
-            assert_eq!(e.take_completions().count(), 8);
-        }
-    }
-
-    /// The same stream with its second FPDU of every size around LOOKAHEAD,
-    /// PLACE_MIN and the loopback MULPDU, a first one of 60 KiB or the MULPDU,
-    /// the client's buffer just as long as the data or with room to spare, a
-    /// Send behind it shorter and longer than LOOKAHEAD, CRC off and on, and
-    /// reads cut anywhere (inside headers, payloads and trailers): the same
-    /// bytes land in the same places and every message completes.
-    #[test]
-    fn short_fpdus_behind_a_placed_one_land_whatever_their_size_and_the_reads() {
-        let mulpdu = max_ulpdu_for_mss(65_483) - TAGGED_HDR;
-        let shorts = [
-            1,
-            3,
-            4,
-            LOOKAHEAD - 2 - TAGGED_HDR - 4,
-            LOOKAHEAD - 2 - TAGGED_HDR,
-            LOOKAHEAD,
-            LOOKAHEAD + 1,
-            4096,
-            PLACE_MIN - 1,
-            PLACE_MIN,
-            PLACE_MIN + 1,
-            mulpdu,
-        ];
-        for crc in [false, true] {
-            for long in [FILE_FPDU_MAX, mulpdu] {
-                for short in shorts {
-                    for spare in [0, 63, PLACE_MIN] {
-                        for (send_len, chunk) in [(120, usize::MAX), (1100, 4099), (120, 13)] {
-                            if chunk == 13 && (spare != 63 || long != FILE_FPDU_MAX) {
-                                continue; // slow in a debug build: a few cases suffice
-                            }
-                            let (mut e, qp) = engine(crc);
-                            let total = long + short;
-                            let mr = qp
-                                .pd
-                                .alloc(total + spare, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-                                .unwrap();
-                            let rmrs: Vec<_> = (0..3).map(|_| post_recv(&qp, 1200)).collect();
-                            let (stream, data) = reads_stream(
-                                mr.stag().0,
-                                mr.addr(),
-                                (long, short, send_len),
-                                3,
-                                crc,
-                            );
-                            let mut out = Vec::new();
-                            let n = e.on_input(&stream[..500], &mut out);
-                            let case = format!(
-                                "crc {crc} long {long} short {short} spare {spare} send {send_len} chunk {chunk}"
-                            );
-                            assert_eq!(e.placement().is_some(), !crc, "{case}");
-                            let mut rest = stream[n..].to_vec();
-                            if crc {
-                                // Nothing placed: the first bytes are read again with the rest.
-                                rest = stream.clone();
-                            }
-                            let reads = drive_reads(&mut e, &rest, chunk);
-                            if !crc && chunk == usize::MAX && short + spare < PLACE_MIN {
-                                assert_eq!(reads, 3, "{case}");
-                            }
-                            mr.with(|b| assert!(b[..total] == data[..], "{case}"));
-                            for r in &rmrs {
-                                assert_eq!(
-                                    r.with(|b| b[..send_len].to_vec()),
-                                    pattern(send_len),
-                                    "{case}"
-                                );
-                            }
-                            assert_eq!(e.take_completions().count(), 3, "{case}");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// A Read Response cut into a long and a short segment: the read that places
-    /// the long one takes the short one (the request says how much is left) and
-    /// a Send behind it.
-    #[test]
-    fn a_short_last_read_response_comes_with_the_placed_one() {
-        let (mut e, qp) = engine(false);
-        let sink = qp.pd.alloc(70_000, Access::LOCAL_WRITE).unwrap();
-        let rmr = post_recv(&qp, 200);
-        qp.lock().sq.push_back(SendWqe {
-            wr_id: 9,
-            kind: WqeKind::Read {
-                remote: crate::types::RemoteBuf {
-                    stag: STag(5),
-                    to: 0,
-                    len: 65_536,
-                },
-            },
-            sg: vec![(sink.clone(), 100, 65_536)],
-            total: 65_536,
-            solicited: false,
-            file: None,
-        });
-        let mut out = Vec::new();
-        e.pump_tx(&mut out, 1 << 20);
-        out.clear();
-        let data = pattern(65_536);
-        let mut stream = Vec::new();
-        for (last, at, n) in [(false, 0, FILE_FPDU_MAX), (true, FILE_FPDU_MAX, 4096)] {
-            let h = DdpHdr::Tagged {
-                last,
-                opcode: op::READ_RESP,
-                stag: sink.stag().0,
-                to: sink.addr() + 100 + at as u64,
-            };
-            ddp::encode_fpdu(&mut stream, &h, &[&data[at..at + n]], false);
-        }
-        stream.extend(send(1, 0, true, &pattern(150)));
-        assert_eq!(e.on_input(&stream[..300], &mut out), 300);
-        assert!(e.placement().is_some());
-        assert_eq!(drive_reads(&mut e, &stream[300..], usize::MAX), 1);
-        sink.with(|s| assert!(s[100..65_636] == data[..]));
-        assert_eq!(rmr.with(|b| b[..150].to_vec()), pattern(150));
-        let c: Vec<_> = e.take_completions().collect();
-        assert_eq!(c.len(), 2);
-        assert_eq!((c[0].opcode, c[0].byte_len), (WcOpcode::RdmaRead, 65_536));
     }
 }
