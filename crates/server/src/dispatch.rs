@@ -17,7 +17,6 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures_util::stream::FuturesUnordered;
 use futures_util::FutureExt;
 use smbx_transport::splice::SplicedPayload;
 use smbx_wire::compound::{self, Member, Related};
@@ -52,8 +51,7 @@ pub(crate) enum Flow {
 /// same delivery, with no task to spawn, schedule and wake on the other worker. Before
 /// the read loop waits for anything else (budget, a NEGOTIATE or SESSION_SETUP run in
 /// place) and when it ends, they are [spilled](spill) into tasks of their own.
-pub(crate) type Parked =
-    FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
+pub(crate) use crate::conn::parked::Parked;
 
 /// Hands every parked request to a task of its own (before the read loop waits on
 /// anything else, and when it ends: a transfer under way keeps its buffer).
