@@ -303,3 +303,63 @@ async fn write_vec_lends_its_buffer_and_gets_it_back() {
     }
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
+
+/// WRITEs by RDMA around the size from which the server's RDMA Read brings the data
+/// straight into the file (512 KiB: smbx_server::handlers::write::RDMA_SINK_MIN, the
+/// WRITE finished by the read loop once its data is in) land whole: one byte below
+/// it (into a registered buffer, then written), at it and above it, past the end of
+/// the file (the gap reads as zeros), and four at once (several such WRITEs under way
+/// in the read loop together); read back and on the server's disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rdma_writes_around_the_file_sink_size_land_whole() {
+    const SINK: usize = 512 * 1024;
+    let (server, port) = start_smbx_direct("");
+    let dir = server.share_dir("share");
+    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree connect");
+    let f = tree
+        .open("sink", &OpenOptions::create_truncate())
+        .await
+        .expect("create");
+    let mut model = Vec::new();
+    let put = |model: &mut Vec<u8>, at: usize, data: &[u8]| {
+        if model.len() < at + data.len() {
+            model.resize(at + data.len(), 0);
+        }
+        model[at..at + data.len()].copy_from_slice(data);
+    };
+    let before = rdma_bytes(&session).0;
+    // Each past the end of what is written so far (a gap of zeros before it).
+    let mut at = 4_097usize;
+    for n in [SINK - 1, SINK, SINK + 1, 2 * SINK] {
+        let data = random_bytes(n);
+        f.write_at(at as u64, &data)
+            .await
+            .unwrap_or_else(|e| panic!("write {n} at {at}: {e}"));
+        put(&mut model, at, &data);
+        at += n + 777;
+    }
+    let four: Vec<Vec<u8>> = (0..4).map(|_| random_bytes(SINK)).collect();
+    let writes = four
+        .iter()
+        .enumerate()
+        .map(|(i, d)| f.write_at((at + i * SINK) as u64, d));
+    for r in futures_util::future::join_all(writes).await {
+        r.expect("one of four at once");
+    }
+    for (i, d) in four.iter().enumerate() {
+        put(&mut model, at + i * SINK, d);
+    }
+    let sent = rdma_bytes(&session).0 - before;
+    assert!(sent >= (9 * SINK) as u64, "by RDMA: {sent} bytes");
+    let back = f.read_at(0, model.len() + 100).await.expect("read back");
+    assert_eq!(sha256(&back), sha256(&model), "read back");
+    f.close().await.expect("close");
+    let on_disk = std::fs::read(dir.join("sink")).expect("file on the server");
+    assert_eq!(on_disk.len(), model.len());
+    assert_eq!(sha256(&on_disk), sha256(&model), "on disk");
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}

@@ -225,14 +225,15 @@ fn completes_at_once(conn: &Connection, buf: &[u8], members: &[Member], sealed: 
 
 /// Whether a lone request over SMB Direct whose first poll (in the read loop) waited
 /// is [parked](Parked) rather than spawned: a WRITE of at most [`PARK_MAX`] whose data
-/// an RDMA Read brings ([`direct_write_parks`]).
+/// an RDMA Read brings, or one whose data it brings into the file ([`direct_write_parks`]).
 fn parks(conn: &Connection, buf: &[u8], members: &[Member]) -> bool {
     let [m] = members else { return false };
     if conn.direct().is_none() || m.header.cmd() != Some(Command::Write) {
         return false;
     }
     let msg = buf.get(m.range.clone()).unwrap_or_default();
-    WriteRequest::decode(msg).is_ok_and(|w| direct_write_parks(&w))
+    let into_file = conn.direct().is_some_and(|io| io.link.reads_files());
+    WriteRequest::decode(msg).is_ok_and(|w| direct_write_parks(&w, into_file))
 }
 
 /// The largest WRITE by RDMA that the read loop finishes itself once its data is in
@@ -244,12 +245,16 @@ fn parks(conn: &Connection, buf: &[u8], members: &[Member]) -> bool {
 pub const PARK_MAX: usize = 64 * 1024;
 
 /// Whether a WRITE over SMB Direct is parked once its first poll waited: its data
-/// comes by RDMA Read (a channel, nothing inline), at most [`PARK_MAX`] bytes, and it
-/// does not wait for the disk (write-through) once the data is in.
-fn direct_write_parks(w: &WriteRequest<'_>) -> bool {
+/// comes by RDMA Read (a channel, nothing inline), at most [`PARK_MAX`] bytes or, over
+/// a link that reads `into_file`, from [`handlers::write::RDMA_SINK_MIN`] on (the link's
+/// driver, in the read loop's task, moves the data into the file as it arrives: the
+/// handler only answers once it is in), and it does not wait for the disk
+/// (write-through) once the data is in.
+fn direct_write_parks(w: &WriteRequest<'_>, into_file: bool) -> bool {
     w.channel != CHANNEL_NONE
         && w.length == 0
-        && w.remaining_bytes as usize <= PARK_MAX
+        && (w.remaining_bytes as usize <= PARK_MAX
+            || (into_file && w.remaining_bytes as usize >= handlers::write::RDMA_SINK_MIN))
         && w.flags & WRITEFLAG_WRITE_THROUGH == 0
 }
 
@@ -726,7 +731,8 @@ mod tests {
     }
 
     /// A WRITE over SMB Direct is parked when its data comes by RDMA Read, is at most
-    /// PARK_MAX bytes and is not write-through; one with its data inline is not.
+    /// PARK_MAX bytes, or at least RDMA_SINK_MIN over a link that reads into files,
+    /// and is not write-through; one with its data inline is not.
     #[test]
     fn direct_writes_park_when_small_by_rdma_and_not_write_through() {
         use smbx_wire::rw::CHANNEL_RDMA_V1;
@@ -748,14 +754,25 @@ mod tests {
                 }
                 .encode(),
             );
-            direct_write_parks(&WriteRequest::decode(&msg).unwrap())
+            let w = WriteRequest::decode(&msg).unwrap();
+            let (plain, sink) = (direct_write_parks(&w, false), direct_write_parks(&w, true));
+            // A link that reads into files parks every WRITE another link parks.
+            assert!(!plain || sink);
+            (plain, sink)
         };
         let max = PARK_MAX as u32;
-        assert!(write(CHANNEL_RDMA_V1, 4096, 0, &[]));
-        assert!(write(CHANNEL_RDMA_V1, max, 0, &[]));
-        assert!(!write(CHANNEL_RDMA_V1, max + 1, 0, &[]));
-        assert!(!write(CHANNEL_RDMA_V1, max, WRITEFLAG_WRITE_THROUGH, &[]));
-        assert!(!write(CHANNEL_NONE, 0, 0, &[1; 100]));
+        let sink = handlers::write::RDMA_SINK_MIN as u32;
+        assert_eq!(write(CHANNEL_RDMA_V1, 4096, 0, &[]), (true, true));
+        assert_eq!(write(CHANNEL_RDMA_V1, max, 0, &[]), (true, true));
+        assert_eq!(write(CHANNEL_RDMA_V1, max + 1, 0, &[]), (false, false));
+        assert_eq!(write(CHANNEL_RDMA_V1, sink - 1, 0, &[]), (false, false));
+        // Its data goes into the file as it arrives, when the link can.
+        assert_eq!(write(CHANNEL_RDMA_V1, sink, 0, &[]), (false, true));
+        assert_eq!(write(CHANNEL_RDMA_V1, 1 << 20, 0, &[]), (false, true));
+        let through = WRITEFLAG_WRITE_THROUGH;
+        assert_eq!(write(CHANNEL_RDMA_V1, max, through, &[]), (false, false));
+        assert_eq!(write(CHANNEL_RDMA_V1, sink, through, &[]), (false, false));
+        assert_eq!(write(CHANNEL_NONE, 0, 0, &[1; 100]), (false, false));
     }
 
     /// Parked requests spilled into tasks run on to their end (a transfer under way
