@@ -17,20 +17,6 @@ use crate::types::CloseReason;
 
 const RBUF: usize = 256 * 1024;
 const WBUDGET: usize = 256 * 1024;
-/// How many passes of the loop that end with more to send (a message longer than
-/// [`WBUDGET`], or more of them queued) go straight on to the next [`WBUDGET`]
-/// between two in which the driver yields to the worker's other tasks (one such
-/// pass in `TX_PASSES + 1` yields; it used to be every one). A yield is
-/// a self-wake, which tokio schedules by waking an idle worker to steal the task
-/// (an eventfd write, a futex, a context switch on the other CPU); a 512 KiB
-/// READ sent from a file is two or three passes. The socket's readiness is still
-/// polled at every pass (the `select!` below), so reading goes on meanwhile.
-/// 512 KiB sequential READs -o8 over soft-iWARP, one binary with an env toggle
-/// (since removed), fresh server per run, SCHED_RR, loaded machine (load 3-7), 8
-/// passes against a yield at every pass, server per READ, 6 alternated pairs:
-/// context switches 0.22-0.37 vs 0.38-0.53 (lower in 6 of 6), epoll_wait
-/// 0.22-0.27 vs 0.29-0.43 (6 of 6), futex 0.18-0.35 vs 0.22-0.52 (lower in 5).
-const TX_PASSES: u32 = 8;
 /// How long an initiator waits for the peer's first bytes before it sends a
 /// zero-length RDMA Write to wake the peer's receive path, and how often.
 const NUDGE_AFTER: Duration = Duration::from_millis(200);
@@ -165,8 +151,6 @@ pub(crate) async fn run(
     rbuf[..re].copy_from_slice(&leftover);
     let mut out: Vec<u8> = Vec::with_capacity(WBUDGET + 70_000);
     let mut wpos = 0usize;
-    // Passes that end with more to send left before the next yield.
-    let mut tx_passes = TX_PASSES;
     // Payloads go out from their regions (writev), not copied into `out`.
     eng.set_vectored(true);
     // Process anything that arrived with the MPA reply.
@@ -235,10 +219,7 @@ pub(crate) async fn run(
         }
         let want_write = (wpos < out.len() || eng.has_holes()) && eng.closed().is_none();
         let more_tx = !want_write && eng.has_tx_work();
-        if more_tx && tx_passes > 0 {
-            tx_passes -= 1;
-        } else if more_tx {
-            tx_passes = TX_PASSES;
+        if more_tx {
             tokio::task::yield_now().await;
             // Still read what is pending so neither side deadlocks.
         }
