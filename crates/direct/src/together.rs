@@ -3,12 +3,13 @@
 //!
 //! A connection's driver (an SMB Direct link's socket I/O) and the loop that uses
 //! the link wake each other all the time: a message received wakes the loop, a
-//! response posted wakes the driver. Two pairs run this way: inside the driver a
-//! connection hands out ([`SmbDirectConnection::accept_driven`]), the provider's
-//! driver and the adapter's own; and in the server's connection task, that driver
-//! and the read loop (`smbx_transport::together` is this function).
+//! response posted wakes the driver. Two pairs run this way, one inside the other:
+//! inside the driver a connection hands out
+//! ([`SmbDirectConnection::accept_driven`](crate::SmbDirectConnection::accept_driven)),
+//! the provider's driver and the adapter's own; and in the server's connection task,
+//! that driver and the read loop (`smbx_transport::together` is this function).
 //!
-//! [`SmbDirectConnection::accept_driven`]: crate::SmbDirectConnection::accept_driven Joined with `tokio::join!`, each of those
+//! Joined with `tokio::join!`, each of those
 //! wakes is a wake of the task itself while it runs, which tokio schedules like a
 //! yield: the task goes to the back of the run queue and an idle worker is
 //! unparked to steal it (a futex wake and a context switch per hop; 4 KiB reads
@@ -353,6 +354,80 @@ mod tests {
                 count.0.load(Ordering::SeqCst)
             ),
             (true, 2, 0)
+        );
+    }
+
+    /// A pair inside a pair (the server runs `together(serve, together(provider,
+    /// drive))`): the inner parts' wakes of each other and of the outer part, and the
+    /// outer part's of an inner one, are all taken within the outer poll, with no
+    /// wake of the task; an inner part's yield yields the task once, and that part
+    /// alone runs again at the next poll.
+    #[test]
+    fn a_pair_inside_a_pair_takes_every_wake_in_the_same_poll() {
+        let n = 10;
+        let notify = || Arc::new(Notify::new());
+        let (to_b, to_c, to_a) = (notify(), notify(), notify());
+        // a (outer) -> b (inner) -> c (inner) -> a, n times round.
+        let a = {
+            let (to_b, to_a) = (to_b.clone(), to_a.clone());
+            async move {
+                for _ in 0..n {
+                    to_b.notify_one();
+                    to_a.notified().await;
+                }
+            }
+        };
+        let b = {
+            let to_c = to_c.clone();
+            async move {
+                for _ in 0..n {
+                    to_b.notified().await;
+                    to_c.notify_one();
+                }
+            }
+        };
+        let c = async move {
+            for _ in 0..n {
+                to_c.notified().await;
+                to_a.notify_one();
+            }
+        };
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut t = together(a, together(b, c));
+        let got = Pin::new(&mut t).poll(&mut Context::from_waker(&waker));
+        assert!(got.is_ready());
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+
+        let polls = Arc::new(AtomicUsize::new(0));
+        let spin = {
+            let polls = polls.clone();
+            std::future::poll_fn(move |cx: &mut Context<'_>| {
+                if polls.fetch_add(1, Ordering::SeqCst) == 2 {
+                    return Poll::Ready(());
+                }
+                cx.waker().wake_by_ref();
+                Poll::<()>::Pending
+            })
+        };
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut t = together(async {}, together(std::future::pending(), spin));
+        for (i, wakes) in [(1, 1), (2, 2)] {
+            assert!(Pin::new(&mut t).poll(&mut cx).is_pending());
+            assert_eq!(
+                (polls.load(Ordering::SeqCst), count.0.load(Ordering::SeqCst)),
+                (i, wakes)
+            );
+        }
+        assert!(
+            Pin::new(&mut t).poll(&mut cx).is_pending(),
+            "one part waits"
+        );
+        assert_eq!(
+            (polls.load(Ordering::SeqCst), count.0.load(Ordering::SeqCst)),
+            (3, 2)
         );
     }
 
