@@ -21,7 +21,7 @@ use futures_util::FutureExt;
 use smbx_transport::splice::SplicedPayload;
 use smbx_wire::compound::{self, Member, Related};
 use smbx_wire::header::{COMPRESSION_PROTOCOL_ID, PROTOCOL_ID, TRANSFORM_PROTOCOL_ID};
-use smbx_wire::rw::{ReadRequest, WriteRequest, CHANNEL_NONE, WRITEFLAG_WRITE_THROUGH};
+use smbx_wire::rw::{ReadRequest, WriteRequest, CHANNEL_NONE};
 use smbx_wire::Dialect;
 use smbx_wire::{smb1, Command, Header, InMessage, NtStatus};
 use tokio::sync::OwnedSemaphorePermit;
@@ -226,36 +226,63 @@ fn completes_at_once(conn: &Connection, buf: &[u8], members: &[Member], sealed: 
 /// Whether a lone request over SMB Direct whose first poll (in the read loop) waited
 /// is [parked](Parked) rather than spawned: a WRITE of at most [`PARK_MAX`] whose data
 /// an RDMA Read brings, or one whose data it brings into the file ([`direct_write_parks`]).
+/// Its open says the rest: a stream, or a connection whose sink pipes are all in use,
+/// takes the data into a buffer written out after (by the read loop, were it parked);
+/// an open created with FILE_WRITE_THROUGH waits for the disk as the flag does. A
+/// FileId that names no file open fails the WRITE on its first poll.
 fn parks(conn: &Connection, buf: &[u8], members: &[Member]) -> bool {
     let [m] = members else { return false };
-    if conn.direct().is_none() || m.header.cmd() != Some(Command::Write) {
+    let Some(io) = conn.direct() else {
+        return false;
+    };
+    if m.header.cmd() != Some(Command::Write) {
         return false;
     }
     let msg = buf.get(m.range.clone()).unwrap_or_default();
-    let into_file = conn.direct().is_some_and(|io| io.link.reads_files());
-    WriteRequest::decode(msg).is_ok_and(|w| direct_write_parks(&w, into_file))
+    let Ok(w) = WriteRequest::decode(msg) else {
+        return false;
+    };
+    if w.channel == CHANNEL_NONE {
+        return false;
+    }
+    let Some(open) = conn.server.opens.get(w.file_id) else {
+        return false;
+    };
+    let Some(f) = open.as_file() else {
+        return false;
+    };
+    let into_file = handlers::write::sinks(w.remaining_bytes as usize, &f.handle, || {
+        io.link.reads_files()
+    }) && io.pipes.live() < smbx_transport::splice::MAX_PIPES;
+    let through = handlers::write::writes_through(w.flags, f.create_options);
+    direct_write_parks(&w, into_file, through)
 }
 
 /// The largest WRITE by RDMA that the read loop finishes itself once its data is in
 /// ([`Parked`]). 64 KiB sequential WRITEs -o8 over rdma, parked vs spawned (one
 /// binary, env toggle, alternated 4 times on a loaded 2-core machine): server CPU per
-/// WRITE 31.0-35.4 vs 42.9-68.4 µs, MB/s 1.12-1.89x, 4 of 4 pairs. Larger ones are
-/// spawned: 128 KiB was mixed (3 pairs), 512 KiB lost (server CPU per WRITE 176-204
-/// vs 162-190 µs, 3 of 3 higher): their copy into the page cache holds the read loop.
+/// WRITE 31.0-35.4 vs 42.9-68.4 µs, MB/s 1.12-1.89x, 4 of 4 pairs. Larger ones whose
+/// data goes into a buffer are spawned: 128 KiB was mixed (3 pairs), 512 KiB lost
+/// (server CPU per WRITE 176-204 vs 162-190 µs, 3 of 3 higher): their copy into the
+/// page cache holds the read loop. Those whose data the link's driver brings into the
+/// file as it arrives (from [`handlers::write::RDMA_SINK_MIN`]) are parked whatever
+/// their size ([`direct_write_parks`]).
 pub const PARK_MAX: usize = 64 * 1024;
 
 /// Whether a WRITE over SMB Direct is parked once its first poll waited: its data
-/// comes by RDMA Read (a channel, nothing inline), at most [`PARK_MAX`] bytes or, over
-/// a link that reads `into_file`, from [`handlers::write::RDMA_SINK_MIN`] on (the link's
-/// driver, in the read loop's task, moves the data into the file as it arrives: the
-/// handler only answers once it is in), and it does not wait for the disk
-/// (write-through) once the data is in.
-fn direct_write_parks(w: &WriteRequest<'_>, into_file: bool) -> bool {
+/// comes by RDMA Read (a channel, nothing inline), at most [`PARK_MAX`] bytes or, when
+/// it goes `into_file` ([`handlers::write::sinks`], from
+/// [`handlers::write::RDMA_SINK_MIN`] on), any size (the link's driver, in the read
+/// loop's task, moves the data into the file as it arrives: the handler only answers
+/// once it is in), and it does not wait for the disk once the data is in (`through`:
+/// [`handlers::write::writes_through`], the WRITE's flag or its open's): a parked
+/// WRITE's sync would stop the connection's driver and read loop meanwhile.
+fn direct_write_parks(w: &WriteRequest<'_>, into_file: bool, through: bool) -> bool {
     w.channel != CHANNEL_NONE
         && w.length == 0
         && (w.remaining_bytes as usize <= PARK_MAX
             || (into_file && w.remaining_bytes as usize >= handlers::write::RDMA_SINK_MIN))
-        && w.flags & WRITEFLAG_WRITE_THROUGH == 0
+        && !through
 }
 
 /// Whether a plain lone READ over SMB Direct runs in the read loop's first poll: one
@@ -731,34 +758,42 @@ mod tests {
     }
 
     /// A WRITE over SMB Direct is parked when its data comes by RDMA Read, is at most
-    /// PARK_MAX bytes, or at least RDMA_SINK_MIN over a link that reads into files,
-    /// and is not write-through; one with its data inline is not.
+    /// PARK_MAX bytes, or at least RDMA_SINK_MIN going into the file, and is not
+    /// write-through (its flag, or its open's FILE_WRITE_THROUGH); one with its data
+    /// inline is not.
     #[test]
     fn direct_writes_park_when_small_by_rdma_and_not_write_through() {
         use smbx_wire::rw::CHANNEL_RDMA_V1;
+        use smbx_wire::CreateOptions;
+        let write_to =
+            |options: CreateOptions, channel: u32, remaining: u32, flags: u32, data: &[u8]| {
+                let mut msg = member(Command::Write, 0, 0);
+                msg.extend(
+                    WriteRequest {
+                        channel,
+                        remaining_bytes: remaining,
+                        flags,
+                        length: data.len() as u32,
+                        data,
+                        channel_info: if channel == CHANNEL_NONE {
+                            &[]
+                        } else {
+                            &[0; 16]
+                        },
+                        ..Default::default()
+                    }
+                    .encode(),
+                );
+                let w = WriteRequest::decode(&msg).unwrap();
+                let through = handlers::write::writes_through(w.flags, options);
+                let plain = direct_write_parks(&w, false, through);
+                let sink = direct_write_parks(&w, true, through);
+                // A WRITE into the file parks whenever one into a buffer does.
+                assert!(!plain || sink);
+                (plain, sink)
+            };
         let write = |channel: u32, remaining: u32, flags: u32, data: &[u8]| {
-            let mut msg = member(Command::Write, 0, 0);
-            msg.extend(
-                WriteRequest {
-                    channel,
-                    remaining_bytes: remaining,
-                    flags,
-                    length: data.len() as u32,
-                    data,
-                    channel_info: if channel == CHANNEL_NONE {
-                        &[]
-                    } else {
-                        &[0; 16]
-                    },
-                    ..Default::default()
-                }
-                .encode(),
-            );
-            let w = WriteRequest::decode(&msg).unwrap();
-            let (plain, sink) = (direct_write_parks(&w, false), direct_write_parks(&w, true));
-            // A link that reads into files parks every WRITE another link parks.
-            assert!(!plain || sink);
-            (plain, sink)
+            write_to(CreateOptions::empty(), channel, remaining, flags, data)
         };
         let max = PARK_MAX as u32;
         let sink = handlers::write::RDMA_SINK_MIN as u32;
@@ -769,9 +804,19 @@ mod tests {
         // Its data goes into the file as it arrives, when the link can.
         assert_eq!(write(CHANNEL_RDMA_V1, sink, 0, &[]), (false, true));
         assert_eq!(write(CHANNEL_RDMA_V1, 1 << 20, 0, &[]), (false, true));
-        let through = WRITEFLAG_WRITE_THROUGH;
+        let through = smbx_wire::rw::WRITEFLAG_WRITE_THROUGH;
         assert_eq!(write(CHANNEL_RDMA_V1, max, through, &[]), (false, false));
         assert_eq!(write(CHANNEL_RDMA_V1, sink, through, &[]), (false, false));
+        // An open created write-through waits for the disk at every WRITE, flag or
+        // not: parked, its sync would stop the connection's driver and read loop.
+        let opened_through = CreateOptions::FILE_WRITE_THROUGH;
+        for len in [4096, max, sink, 1 << 20] {
+            assert_eq!(
+                write_to(opened_through, CHANNEL_RDMA_V1, len, 0, &[]),
+                (false, false),
+                "{len}"
+            );
+        }
         assert_eq!(write(CHANNEL_NONE, 0, 0, &[1; 100]), (false, false));
     }
 

@@ -50,6 +50,24 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
 /// and 0.83; under SCHED_RR, 3 pairs: server futex per WRITE 0.01 against 0.13-0.24.
 pub const RDMA_SINK_MIN: usize = 512 * 1024;
 
+/// Whether a WRITE of `len` bytes by RDMA Read to `handle` has its data brought
+/// straight into the file ([`RDMA_SINK_MIN`]): over a link that `reads_files`, into a
+/// file's data (a stream takes no splice). The sink may still find no pipe free
+/// ([`super::rdma::Channel::pull_file`]).
+pub(crate) fn sinks(
+    len: usize,
+    handle: &smbx_vfs::Handle,
+    reads_files: impl FnOnce() -> bool,
+) -> bool {
+    len >= RDMA_SINK_MIN && handle.stream_name().is_none() && reads_files()
+}
+
+/// Whether a WRITE with `flags` to an open created with `options` waits for the disk
+/// once its data is in: its own WRITE_THROUGH flag, or the open's FILE_WRITE_THROUGH.
+pub(crate) fn writes_through(flags: u32, options: CreateOptions) -> bool {
+    flags & WRITEFLAG_WRITE_THROUGH != 0 || options.contains(CreateOptions::FILE_WRITE_THROUGH)
+}
+
 /// Handles WRITE.
 pub async fn handle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> HandlerResult {
     let w = match req.payload {
@@ -138,15 +156,14 @@ async fn write(
                 Some(ch) => Some(ch.reserve(data_len).await?),
                 None => None,
             };
-            let through = w.flags & WRITEFLAG_WRITE_THROUGH != 0
-                || f.create_options.contains(CreateOptions::FILE_WRITE_THROUGH);
+            let through = writes_through(w.flags, f.create_options);
             let handle = &f.handle;
             // SMB Direct: the RDMA Read's data goes from the link's socket into the
             // file (splice), when the link can and the file takes a splice; `None`
             // when it does not, or no pipe was to be had.
-            let into_file = channel.as_ref().filter(|ch| {
-                data_len >= RDMA_SINK_MIN && handle.stream_name().is_none() && ch.reads_files()
-            });
+            let into_file = channel
+                .as_ref()
+                .filter(|ch| sinks(data_len, handle, || ch.reads_files()));
             // A write breaks LEVEL_II oplocks / read leases of other opens to NONE
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited. Then Windows
             // write-time semantics (state/file.rs WriteTimes). Before the data lands
