@@ -363,3 +363,42 @@ async fn rdma_writes_around_the_file_sink_size_land_whole() {
     assert_eq!(sha256(&on_disk), sha256(&model), "on disk");
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
+
+/// More WRITEs of the sink's size at once than a connection has sink pipes
+/// (smbx_transport::splice::MAX_PIPES, 16): those that find none take their data into
+/// a registered buffer written out after (spawned, not run in the read loop), and
+/// every one lands whole, read back and on the server's disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_sink_writes_at_once_than_pipes_land_whole() {
+    const SINK: usize = 512 * 1024;
+    const AT_ONCE: usize = 24;
+    let (server, port) = start_smbx_direct("");
+    let dir = server.share_dir("share");
+    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree connect");
+    let f = tree
+        .open("many", &OpenOptions::create_truncate())
+        .await
+        .expect("create");
+    let before = rdma_bytes(&session).0;
+    let all: Vec<Vec<u8>> = (0..AT_ONCE).map(|_| random_bytes(SINK)).collect();
+    let writes = all
+        .iter()
+        .enumerate()
+        .map(|(i, d)| f.write_at((i * SINK) as u64, d));
+    for r in futures_util::future::join_all(writes).await {
+        r.expect("one of the WRITEs at once");
+    }
+    let sent = rdma_bytes(&session).0 - before;
+    assert!(sent >= (AT_ONCE * SINK) as u64, "by RDMA: {sent} bytes");
+    let model = all.concat();
+    let back = f.read_at(0, model.len() + 100).await.expect("read back");
+    assert_eq!(sha256(&back), sha256(&model), "read back");
+    f.close().await.expect("close");
+    let on_disk = std::fs::read(dir.join("many")).expect("file on the server");
+    assert_eq!(sha256(&on_disk), sha256(&model), "on disk");
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
