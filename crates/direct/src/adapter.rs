@@ -793,7 +793,7 @@ impl<Q: QueuePair> SmbDirectConnection<Q> {
         // posts what wakes the provider's): `together` takes those wakes in the
         // same poll, where `tokio::join!` would wake the task for each.
         let mut driver: Driver = match shared.qp.take_driver() {
-            Some(provider) => Box::pin(crate::together::together(provider, own)),
+            Some(provider) => Box::pin(smbx_task::together(provider, own)),
             None => Box::pin(own),
         };
         let this = SmbDirectConnection {

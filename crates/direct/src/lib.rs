@@ -14,9 +14,8 @@
 //! [`SmbDirectConnection`] ([`adapter`]) drives the core over any
 //! `smbx_rdma` provider queue pair: `connect`/`accept`, `send_message`
 //! (optionally as Send with Invalidate), `recv_message`, and `rdma_write` /
-//! `rdma_read` against Buffer Descriptor V1 lists. [`together`] runs two futures
-//! in one task (a driver and what it drives) without waking the task for their
-//! wakes of each other.
+//! `rdma_read` against Buffer Descriptor V1 lists; a connection's own driver and its
+//! provider's run in one task with `smbx_task::together`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -28,7 +27,6 @@ pub mod payload;
 pub mod pdu;
 pub mod pools;
 pub mod reassembly;
-pub mod together;
 
 pub use config::{
     Config, ConfigError, NegotiatedParams, DEFAULT_MESSAGE_SIZE, PEER_DEFAULT_SEND_SIZE,

@@ -14,7 +14,9 @@
 //! An operation that would go async in the middle of a compound fails with
 //! STATUS_INTERNAL_ERROR, except CREATE (waiting for an oplock break), which is awaited.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
@@ -50,13 +52,19 @@ pub(crate) enum Flow {
 /// answered) by the read loop, woken by the completion as by the next request from the
 /// same delivery, with no task to spawn, schedule and wake on the other worker. Before
 /// the read loop waits for anything else (budget, a NEGOTIATE or SESSION_SETUP run in
-/// place) and when it ends, they are [spilled](spill) into tasks of their own.
-pub(crate) use crate::conn::parked::Parked;
+/// place) and when it ends, they are [spilled](spill) into tasks of their own. Each is
+/// polled again only when it was woken, and pushing one does not wake the read loop
+/// (see [`smbx_task::woken_set`]: `FuturesUnordered`'s wake of its own task was a yield
+/// of the connection's task, which it shares with the SMB Direct driver).
+pub(crate) type Parked = smbx_task::WokenSet<ParkedRequest>;
+
+/// A parked request: its future, to run to its end.
+pub(crate) type ParkedRequest = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Hands every parked request to a task of its own (before the read loop waits on
 /// anything else, and when it ends: a transfer under way keeps its buffer).
 pub(crate) fn spill(parked: &mut Parked) {
-    for f in std::mem::take(parked) {
+    for f in parked.drain() {
         tokio::spawn(f);
     }
 }
@@ -704,7 +712,6 @@ fn cancel(conn: &Connection, hdr: &Header) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures_util::StreamExt;
     use smbx_wire::Writer;
 
     fn member(cmd: Command, next: u32, body_len: usize) -> Vec<u8> {
@@ -831,7 +838,12 @@ mod tests {
             let _ = wait.await;
             let _ = done.send(());
         }));
-        assert!(parked.next().now_or_never().is_none(), "waits");
+        assert!(
+            std::future::poll_fn(|cx| parked.poll_next(cx))
+                .now_or_never()
+                .is_none(),
+            "waits"
+        );
         spill(&mut parked);
         assert!(parked.is_empty());
         go.send(()).unwrap();

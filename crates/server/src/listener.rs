@@ -532,7 +532,7 @@ async fn direct_accept_loop(
                     let (tx, rx) = smbx_transport::link::direct(link);
                     let serve = crate::conn::serve(state, tx, rx);
                     match driver {
-                        Some(driver) => smbx_transport::together(serve, driver).await,
+                        Some(driver) => smbx_task::together(serve, driver).await,
                         None => serve.await,
                     }
                 }

@@ -36,7 +36,6 @@ pub mod verbs;
 
 pub use direct::{DirectLink, Link, RegisteredBuf};
 pub use pool::BufPool;
-pub use smbx_direct::together::together;
 pub use smbx_direct::{BufferDescriptorV1, Config as DirectConfig, DirectError, NegotiatedParams};
 pub use smbx_rdma::{Access, Driver, FileRange, FileSink};
 pub use sockopt::SocketOptions;

@@ -10,8 +10,8 @@
 //!   polls, so a thread keeps as many READ/WRITE requests in flight as it has slots (the
 //!   client queues what exceeds its credit window).
 
-mod io_set;
 pub mod local;
+mod ready_group;
 pub mod smb;
 
 use std::cell::RefCell;

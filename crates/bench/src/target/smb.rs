@@ -21,9 +21,10 @@ use std::task::Poll;
 use std::time::Duration;
 
 use smbx_client::{create_options, ClientOptions, File, OpenOptions, SmbUrl};
+use smbx_task::WokenSet;
 use tokio::runtime::Runtime;
 
-use super::io_set::{IoSet, ReadyGroup};
+use super::ready_group::ReadyGroup;
 use super::{AlignedBuf, Completion, IoQueue, QueueConfig, Target, WriteData};
 use crate::error::BenchError;
 use crate::profile::Profile;
@@ -308,7 +309,7 @@ impl Target for SmbTarget {
         if conn.file().is_none() {
             return Err(BenchError::Other(format!("{}: closed", self.name)));
         }
-        let inflight = IoSet::new();
+        let inflight = WokenSet::new();
         if let Some(g) = &group {
             g.join(&inflight);
         }
@@ -342,7 +343,7 @@ enum Io {
 type Lent = Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
 
 /// One I/O on `slot`, as the queue's futures all are: one type, so that each slot of
-/// the queue's [`IoSet`] reuses its box (no allocation per I/O).
+/// the queue's [`WokenSet`] reuses its box (no allocation per I/O).
 async fn run(slot: usize, file: Arc<File>, offset: u64, block: usize, io: Io) -> Completion {
     let result = match io {
         // The data stays in the buffer it arrived in (no copy into one of ours); the
@@ -374,7 +375,7 @@ async fn run(slot: usize, file: Arc<File>, offset: u64, block: usize, io: Io) ->
 struct SmbQueue<S, F: Future> {
     conn: Conn,
     start: S,
-    inflight: IoSet<F>,
+    inflight: WokenSet<F>,
     /// The I/O sets of the other worker threads this OS thread runs on the same runtime.
     group: Option<Arc<ReadyGroup>>,
     block: usize,
@@ -390,7 +391,7 @@ struct SmbQueue<S, F: Future> {
 impl<S, F: Future> Drop for SmbQueue<S, F> {
     fn drop(&mut self) {
         // Unfinished I/Os are dropped (cancelled) before the file is closed.
-        self.inflight = IoSet::new();
+        self.inflight = WokenSet::new();
         if let Ok(mut all) = self.channels.lock() {
             all.extend(self.conn.channels());
         }

@@ -6,7 +6,6 @@
 //! and the rest asks the link for capabilities (file tails, the largest message, an
 //! RDMA side), never for its transport; [`Connection::transport`] is for labels.
 
-pub(crate) mod parked;
 pub mod pending;
 mod serve;
 pub(crate) mod sink;

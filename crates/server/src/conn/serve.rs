@@ -181,7 +181,7 @@ async fn read_frames<R: MessageReceiver>(
             }
             _ = closing.as_mut() => Err("closed by server"),
             _ = shutdown.as_mut() => Err(SHUTTING_DOWN),
-            Some(()) = futures_util::StreamExt::next(parked), if !parked.is_empty() => continue,
+            Some(()) = std::future::poll_fn(|cx| parked.poll_next(cx)), if !parked.is_empty() => continue,
         };
         let link::Received {
             msg: frame,

@@ -1,14 +1,23 @@
-//! The I/O futures of one SMB queue, each polled only when its waker fired.
+//! Futures of one type, each polled again only when its waker fired ([`WokenSet`]).
 //!
 //! Every future of a set has one type, and each slot keeps the box its first future
-//! was put in: a new I/O is written into a finished one's place (no allocation per
-//! I/O).
+//! was put in: a new future is written into a finished one's place (no allocation
+//! per future).
 //!
 //! Like futures-util's `FuturesUnordered`, but without its yield once it has polled
 //! every future it holds: that one wakes its own task and returns `Pending` whenever all
-//! its futures are pending, which at QD1 is after every new request, and costs the
-//! worker's runtime another pass (and a zero-timeout epoll_wait) per I/O. Here a poll
-//! returns `Pending` with nothing woken, and the runtime sleeps until a response comes.
+//! its futures are pending, which is after every new future (its first poll was not
+//! with a waker of the set's). Here a poll returns `Pending` with nothing woken, and
+//! the task sleeps until one of its futures is woken. Two users:
+//!
+//! - the bench's I/Os of one SMB queue: at QD1 that yield cost the worker's runtime
+//!   another pass (and a zero-timeout epoll_wait) per I/O;
+//! - the requests a server connection's read loop parks (WRITEs waiting for their
+//!   RDMA Reads): the read loop runs in the same task as the SMB Direct driver
+//!   ([`together`](crate::together)), where a part that wakes itself yields the
+//!   task; tokio then puts it at the back of the queue and unparks the other worker
+//!   to steal it, a futex wake and a context switch for nothing (0.3 per 64 KiB
+//!   WRITE at queue depth 8).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -72,31 +81,9 @@ impl Wake for SlotWaker {
     }
 }
 
-/// The I/O sets whose futures one runtime drives (the queues of the worker threads that
-/// one OS thread runs): a queue waiting for its own I/Os stops once another set has
-/// futures woken, so that the OS thread reaps those instead of sleeping on them.
-#[derive(Default)]
-pub(crate) struct ReadyGroup(Mutex<Vec<Weak<Ready>>>);
-
-impl ReadyGroup {
-    /// Adds `set` to the group.
-    pub(crate) fn join<F: Future>(&self, set: &IoSet<F>) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.retain(|w| w.strong_count() > 0);
-        m.push(Arc::downgrade(&set.ready));
-    }
-
-    /// Whether a set of the group other than `set` has futures woken since their last poll.
-    pub(crate) fn others_ready<F: Future>(&self, set: &IoSet<F>) -> bool {
-        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.iter()
-            .filter_map(Weak::upgrade)
-            .any(|r| !Arc::ptr_eq(&r, &set.ready) && !r.lock().slots.is_empty())
-    }
-}
-
-/// Futures polled when woken; their outputs in the order they finish.
-pub(crate) struct IoSet<F: Future> {
+/// Futures polled when woken; their outputs in the order they finish (see the
+/// module's documentation).
+pub struct WokenSet<F: Future> {
     /// One box per slot, made when the slot is first used and kept: `None` while the
     /// slot is free.
     futures: Vec<Pin<Box<Option<F>>>>,
@@ -108,10 +95,10 @@ pub(crate) struct IoSet<F: Future> {
     batch: Vec<usize>,
 }
 
-impl<F: Future> IoSet<F> {
+impl<F: Future> WokenSet<F> {
     /// An empty set.
-    pub(crate) fn new() -> Self {
-        IoSet {
+    pub fn new() -> Self {
+        WokenSet {
             futures: Vec::new(),
             wakers: Vec::new(),
             ready: Arc::default(),
@@ -122,17 +109,19 @@ impl<F: Future> IoSet<F> {
     }
 
     /// Futures not yet finished.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
     /// True when every future has finished.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Adds a future; it is polled at the next [`IoSet::poll_next`].
-    pub(crate) fn push(&mut self, f: F) {
+    /// Adds a future; it is polled at the next [`WokenSet::poll_next`]. The task
+    /// polling the set is not woken for it: it polls the set before it waits (a wake
+    /// now, inside that task's poll, would be its yield).
+    pub fn push(&mut self, f: F) {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -153,7 +142,7 @@ impl<F: Future> IoSet<F> {
 
     /// The output of a future that finished, `Pending` (with `cx` to be woken) when none
     /// of those woken since their last poll has, `None` when the set is empty.
-    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
         if self.len == 0 {
             // Wake-ups of futures that have finished (one may be woken as it finishes,
             // or later by a waker it left) leave nothing to poll: forgotten, so that the
@@ -208,58 +197,107 @@ impl<F: Future> IoSet<F> {
         self.batch.clear();
         Poll::Pending
     }
+
+    /// A watch on the set's woken futures, for a caller that polls several sets in
+    /// one thread (and would rather reap another set's than sleep on this one's).
+    pub fn watch(&self) -> WokenWatch {
+        WokenWatch(Arc::downgrade(&self.ready))
+    }
+}
+
+impl<F: Future + Unpin> WokenSet<F> {
+    /// Takes every unfinished future out (to run elsewhere: the set no longer polls
+    /// them); the set is left empty, its slots kept for the next ones.
+    pub fn drain(&mut self) -> Vec<F> {
+        let mut all = Vec::with_capacity(self.len);
+        for (slot, f) in self.futures.iter_mut().enumerate() {
+            if let Some(f) = f.as_mut().get_mut().take() {
+                all.push(f);
+                self.free.push(slot);
+            }
+        }
+        self.len = 0;
+        // Their wakes since their last poll are theirs to keep, not the set's.
+        let mut r = self.ready.lock();
+        let ReadyList { slots, queued, .. } = &mut *r;
+        for s in slots.drain(..) {
+            if let Some(q) = queued.get_mut(s) {
+                *q = false;
+            }
+        }
+        all
+    }
+}
+
+impl<F: Future> Default for WokenSet<F> {
+    fn default() -> Self {
+        WokenSet::new()
+    }
+}
+
+/// A weak look at one [`WokenSet`]'s woken futures ([`WokenSet::watch`]); it does
+/// not keep the set alive.
+#[derive(Clone)]
+pub struct WokenWatch(Weak<Ready>);
+
+impl WokenWatch {
+    /// Whether the set still exists and has futures woken since their last poll
+    /// (a future pushed counts as woken until its first poll).
+    pub fn has_woken(&self) -> bool {
+        self.0.upgrade().is_some_and(|r| !r.lock().slots.is_empty())
+    }
+
+    /// Whether the set is gone.
+    pub fn is_gone(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+
+    /// Whether this watches `set`.
+    pub fn watches<F: Future>(&self, set: &WokenSet<F>) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&set.ready))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_waker::counting;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    struct Counting(AtomicUsize);
-    impl Wake for Counting {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     /// A set of futures of different types, boxed.
     type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-    fn counting() -> (Arc<Counting>, Waker) {
-        let c = Arc::new(Counting(AtomicUsize::new(0)));
-        (c.clone(), Waker::from(c))
-    }
-
     /// A future woken after it finished (a waker it left fires later) does not leave
-    /// an empty set looking ready to its group once the set is polled.
+    /// an empty set looking woken once the set is polled.
     #[test]
     fn a_wake_after_the_last_future_finished_is_forgotten() {
         let (_count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let group = ReadyGroup::default();
-        let mut set: IoSet<Boxed<u32>> = IoSet::new();
-        let other: IoSet<Boxed<u32>> = IoSet::new();
-        group.join(&set);
-        group.join(&other);
+        let mut set: WokenSet<Boxed<u32>> = WokenSet::new();
+        let watch = set.watch();
+        assert!(watch.watches(&set) && !watch.watches(&WokenSet::<Boxed<u32>>::new()));
         let left = Arc::new(Mutex::new(None::<Waker>));
         let keep = left.clone();
         set.push(Box::pin(std::future::poll_fn(move |cx| {
             *keep.lock().unwrap() = Some(cx.waker().clone());
             Poll::Ready(5)
         })));
+        assert!(watch.has_woken(), "pushed, not yet polled");
         assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(5)));
         assert!(set.is_empty());
         left.lock().unwrap().take().unwrap().wake();
-        assert!(group.others_ready(&other), "the wake-up is seen");
+        assert!(watch.has_woken(), "the wake-up is seen");
         assert_eq!(set.poll_next(&mut cx), Poll::Ready(None));
-        assert!(!group.others_ready(&other), "an empty set is not ready");
+        assert!(!watch.has_woken(), "an empty set is not woken");
+        drop(set);
+        assert!(watch.is_gone() && !watch.has_woken());
     }
 
     #[test]
     fn pending_futures_do_not_wake_the_set_and_finish_in_completion_order() {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let mut set: IoSet<Boxed<u32>> = IoSet::new();
+        let mut set: WokenSet<Boxed<u32>> = WokenSet::new();
         let mut senders = Vec::new();
         for i in 0..3u32 {
             let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
@@ -292,7 +330,7 @@ mod tests {
     fn slots_are_reused_and_woken_together_all_come_out() {
         let (_, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let mut set: IoSet<Boxed<usize>> = IoSet::new();
+        let mut set: WokenSet<Boxed<usize>> = WokenSet::new();
         for round in 0..3 {
             let mut senders = Vec::new();
             for i in 0..4 {
@@ -341,7 +379,7 @@ mod tests {
                 v
             }
         };
-        let mut set = IoSet::new();
+        let mut set = WokenSet::new();
         set.push(io(1, None));
         let first: *const _ = &*set.futures[0];
         assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(1)));
@@ -363,7 +401,7 @@ mod tests {
     fn a_future_that_wakes_itself_is_polled_again_on_the_next_call() {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let mut set: IoSet<Boxed<u8>> = IoSet::new();
+        let mut set: WokenSet<Boxed<u8>> = WokenSet::new();
         let mut polls = 0u8;
         set.push(Box::pin(std::future::poll_fn(move |cx| {
             polls += 1;
@@ -380,36 +418,97 @@ mod tests {
         assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(3)));
     }
 
+    /// A future that waits for `rx` and counts its polls.
+    fn waiting(rx: tokio::sync::oneshot::Receiver<()>, polls: Arc<AtomicUsize>) -> Boxed<()> {
+        let mut rx = Some(rx);
+        Box::pin(std::future::poll_fn(move |cx| {
+            polls.fetch_add(1, Ordering::SeqCst);
+            match rx.as_mut().map(|r| Pin::new(r).poll(cx)) {
+                Some(Poll::Ready(_)) | None => {
+                    rx = None;
+                    Poll::Ready(())
+                }
+                Some(Poll::Pending) => Poll::Pending,
+            }
+        }))
+    }
+
+    /// Futures just pushed, all waiting, are polled once and the poller is not woken
+    /// for it (FuturesUnordered woke it: a yield of its task); polled again, none of
+    /// them is (none was woken).
     #[test]
-    fn a_group_tells_a_set_when_another_has_woken_futures() {
+    fn pushed_futures_all_waiting_are_not_polled_again_unwoken() {
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
-        let group = ReadyGroup::default();
-        let mut a: IoSet<Boxed<u32>> = IoSet::new();
-        let mut b: IoSet<Boxed<u32>> = IoSet::new();
-        group.join(&a);
-        group.join(&b);
-        let (tx_a, rx_a) = tokio::sync::oneshot::channel::<u32>();
-        let (tx_b, rx_b) = tokio::sync::oneshot::channel::<u32>();
-        a.push(Box::pin(async move { rx_a.await.unwrap_or(0) }));
-        b.push(Box::pin(async move { rx_b.await.unwrap_or(0) }));
-        // Pushed futures are queued until their first poll.
-        assert!(group.others_ready(&a));
-        assert!(a.poll_next(&mut cx).is_pending());
-        assert!(b.poll_next(&mut cx).is_pending());
-        assert!(!group.others_ready(&a) && !group.others_ready(&b));
-        // B's response wakes the task and is seen from A, not from B itself.
-        tx_b.send(7).unwrap();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert!(group.others_ready(&a));
-        assert!(!group.others_ready(&b));
-        assert_eq!(b.poll_next(&mut cx), Poll::Ready(Some(7)));
-        assert!(!group.others_ready(&a));
-        tx_a.send(1).unwrap();
-        assert!(group.others_ready(&b));
-        assert_eq!(a.poll_next(&mut cx), Poll::Ready(Some(1)));
-        // A set that is gone counts for nothing.
-        drop(b);
-        assert!(!group.others_ready(&a));
+        let mut set = WokenSet::new();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let mut senders = Vec::new();
+        for _ in 0..4 {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            senders.push(tx);
+            set.push(waiting(rx, polls.clone()));
+        }
+        assert!(set.poll_next(&mut cx).is_pending());
+        assert_eq!(polls.load(Ordering::SeqCst), 4);
+        assert!(set.poll_next(&mut cx).is_pending());
+        assert_eq!(polls.load(Ordering::SeqCst), 4, "none was woken");
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            0,
+            "the poller was not woken"
+        );
+        drop(senders);
+    }
+
+    /// A future's wake wakes the poller; the next poll polls that future alone.
+    #[test]
+    fn a_woken_future_wakes_the_poller_and_is_polled_alone() {
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let mut set = WokenSet::new();
+        let (polls_a, polls_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (tx_a, rx_a) = tokio::sync::oneshot::channel();
+        let (tx_b, rx_b) = tokio::sync::oneshot::channel();
+        set.push(waiting(rx_a, polls_a.clone()));
+        set.push(waiting(rx_b, polls_b.clone()));
+        assert!(set.poll_next(&mut cx).is_pending());
+        tx_b.send(()).unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "woken by the future");
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(())));
+        assert_eq!(
+            polls_a.load(Ordering::SeqCst),
+            1,
+            "the other one not polled"
+        );
+        assert_eq!(polls_b.load(Ordering::SeqCst), 2);
+        assert_eq!(set.len(), 1);
+        assert!(set.poll_next(&mut cx).is_pending());
+        tx_a.send(()).unwrap();
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(())));
+        assert!(set.is_empty());
+    }
+
+    /// The set hands every unfinished future over (to run elsewhere) and is left
+    /// empty, with nothing woken, its slots kept for the next ones.
+    #[test]
+    fn drain_gives_every_unfinished_future_up() {
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let mut set = WokenSet::new();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let (_tx, rx) = tokio::sync::oneshot::channel();
+        set.push(waiting(rx, polls.clone()));
+        assert!(set.poll_next(&mut cx).is_pending());
+        set.push(Box::pin(async {}));
+        let watch = set.watch();
+        assert!(watch.has_woken());
+        let all = set.drain();
+        assert_eq!(all.len(), 2);
+        assert!(set.is_empty() && !watch.has_woken());
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(None));
+        set.push(Box::pin(async {}));
+        assert_eq!(set.futures.len(), 2, "a slot reused");
+        assert_eq!(set.poll_next(&mut cx), Poll::Ready(Some(())));
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
     }
 }

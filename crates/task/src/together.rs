@@ -4,10 +4,9 @@
 //! A connection's driver (an SMB Direct link's socket I/O) and the loop that uses
 //! the link wake each other all the time: a message received wakes the loop, a
 //! response posted wakes the driver. Two pairs run this way, one inside the other:
-//! inside the driver a connection hands out
-//! ([`SmbDirectConnection::accept_driven`](crate::SmbDirectConnection::accept_driven)),
-//! the provider's driver and the adapter's own; and in the server's connection task,
-//! that driver and the read loop (`smbx_transport::together` is this function).
+//! inside the driver an SMB Direct connection hands out (smbx-direct's
+//! `SmbDirectConnection::accept_driven`), the provider's driver and the adapter's
+//! own; and in the server's connection task, that driver and the read loop.
 //!
 //! Joined with `tokio::join!`, each of those
 //! wakes is a wake of the task itself while it runs, which tokio schedules like a
@@ -194,16 +193,9 @@ impl Future for Together<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_waker::Count;
     use std::sync::atomic::AtomicUsize;
     use tokio::sync::Notify;
-
-    /// A waker that counts its wakes.
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     /// Two futures that hand a token back and forth `n` times through two
     /// `Notify`s end in one poll, and the task is never woken for their wakes of
