@@ -1,6 +1,6 @@
 //! Task helpers shared by the smbx crates, std only:
 //!
-//! - [`together`]: two futures run in one task, each polled when it was woken,
+//! - [`together()`]: two futures run in one task, each polled when it was woken,
 //!   without waking the task for what one does for the other while it runs (an
 //!   SMB Direct driver and the loop that uses its link).
 //! - [`WokenSet`]: futures of one type, each polled again only when it was woken,

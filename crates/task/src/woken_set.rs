@@ -14,7 +14,7 @@
 //!   another pass (and a zero-timeout epoll_wait) per I/O;
 //! - the requests a server connection's read loop parks (WRITEs waiting for their
 //!   RDMA Reads): the read loop runs in the same task as the SMB Direct driver
-//!   ([`together`](crate::together)), where a part that wakes itself yields the
+//!   ([`together`](crate::together())), where a part that wakes itself yields the
 //!   task; tokio then puts it at the back of the queue and unparks the other worker
 //!   to steal it, a futex wake and a context switch for nothing (0.3 per 64 KiB
 //!   WRITE at queue depth 8).
