@@ -1,7 +1,8 @@
 //! The crates' arrows ([DESIGN.md]: cli → server | client | bench → transport →
-//! direct → rdma; everything may use wire and security; the server never imports the
-//! client, nor the client the server). A new `smbx-*` dependency that breaks them
-//! fails here; each crate's lib.rs says the same in words.
+//! direct → rdma; everything may use wire and security, and the std-only task
+//! helpers (crates/task) sit below all; the server never imports the client, nor the
+//! client the server). A new `smbx-*` dependency that breaks them fails here; each
+//! crate's lib.rs says the same in words.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -9,9 +10,10 @@ use std::path::Path;
 /// The smbx crates each crate may depend on (normal dependencies).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("wire", &[]),
+    ("task", &[]),
     ("security", &["wire"]),
     ("rdma", &["wire", "security"]),
-    ("direct", &["wire", "security", "rdma"]),
+    ("direct", &["wire", "security", "task", "rdma"]),
     ("transport", &["wire", "security", "direct", "rdma"]),
     ("vfs", &["wire", "security"]),
     ("config", &["wire", "security"]),
@@ -27,10 +29,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "rpc",
             "vfs",
             "transport",
+            "task",
         ],
     ),
     ("client", &["wire", "security", "transport"]),
-    ("bench", &["wire", "security", "transport", "client"]),
+    (
+        "bench",
+        &["wire", "security", "transport", "client", "task"],
+    ),
 ];
 
 /// The `smbx-*` names in the `[dependencies]` table of a Cargo.toml.
