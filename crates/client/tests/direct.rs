@@ -6,13 +6,38 @@
 mod common;
 
 use common::{random_bytes, sha256, start_smbx_direct, PASSWORD, USER};
-use smbx_client::{Client, ClientOptions, Encryption, OpenOptions, Signing, Transport};
+use smbx_client::{
+    Client, ClientOptions, Encryption, File, OpenOptions, Session, Signing, Transport,
+};
 use smbx_wire::Dialect;
 
 fn options(dialect: Dialect) -> ClientOptions {
     let mut o = ClientOptions::default().with_dialect(dialect);
     o.transport = Transport::Rdma;
     o
+}
+
+/// Logs in over SMB Direct (3.1.1) to the server on `port` and opens `name` in its
+/// "share" with `opts`: the session (for its RDMA counters) and the file.
+async fn open_over_direct(port: u16, name: &str, opts: &OpenOptions) -> (Session, File) {
+    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree connect");
+    let f = tree.open(name, opts).await.expect("open");
+    (session, f)
+}
+
+/// `f` (`name` in `dir`) reads back as `model`, is closed, and the server's file holds
+/// `model` on disk.
+async fn assert_lands_whole(f: File, dir: &std::path::Path, name: &str, model: &[u8]) {
+    let back = f.read_at(0, model.len() + 100).await.expect("read back");
+    assert_eq!(sha256(&back), sha256(model), "read back");
+    f.close().await.expect("close");
+    let on_disk = std::fs::read(dir.join(name)).expect("file on the server");
+    assert_eq!(on_disk.len(), model.len());
+    assert_eq!(sha256(&on_disk), sha256(model), "on disk");
 }
 
 /// Writes and reads back sizes below, at and above the RDMA threshold and above one
@@ -162,15 +187,7 @@ async fn rdma_reads_in_and_out_of_the_page_cache() {
     let dir = server.share_dir("share");
     let data = random_bytes(300_000);
     std::fs::write(dir.join("cached"), &data).unwrap();
-    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
-        .await
-        .expect("connect");
-    let session = client.login(USER, PASSWORD, "").await.expect("login");
-    let tree = session.tree("share").await.expect("tree connect");
-    let f = tree
-        .open("cached", &OpenOptions::read_only())
-        .await
-        .expect("open");
+    let (session, f) = open_over_direct(port, "cached", &OpenOptions::read_only()).await;
     for round in ["cached", "dropped"] {
         if round == "dropped" {
             let disk = std::fs::File::open(dir.join("cached")).unwrap();
@@ -315,15 +332,7 @@ async fn rdma_writes_around_the_file_sink_size_land_whole() {
     const SINK: usize = 512 * 1024;
     let (server, port) = start_smbx_direct("");
     let dir = server.share_dir("share");
-    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
-        .await
-        .expect("connect");
-    let session = client.login(USER, PASSWORD, "").await.expect("login");
-    let tree = session.tree("share").await.expect("tree connect");
-    let f = tree
-        .open("sink", &OpenOptions::create_truncate())
-        .await
-        .expect("create");
+    let (session, f) = open_over_direct(port, "sink", &OpenOptions::create_truncate()).await;
     let mut model = Vec::new();
     let put = |model: &mut Vec<u8>, at: usize, data: &[u8]| {
         if model.len() < at + data.len() {
@@ -355,12 +364,7 @@ async fn rdma_writes_around_the_file_sink_size_land_whole() {
     }
     let sent = rdma_bytes(&session).0 - before;
     assert!(sent >= (9 * SINK) as u64, "by RDMA: {sent} bytes");
-    let back = f.read_at(0, model.len() + 100).await.expect("read back");
-    assert_eq!(sha256(&back), sha256(&model), "read back");
-    f.close().await.expect("close");
-    let on_disk = std::fs::read(dir.join("sink")).expect("file on the server");
-    assert_eq!(on_disk.len(), model.len());
-    assert_eq!(sha256(&on_disk), sha256(&model), "on disk");
+    assert_lands_whole(f, &dir, "sink", &model).await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
 
@@ -374,15 +378,7 @@ async fn more_sink_writes_at_once_than_pipes_land_whole() {
     const AT_ONCE: usize = 24;
     let (server, port) = start_smbx_direct("");
     let dir = server.share_dir("share");
-    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
-        .await
-        .expect("connect");
-    let session = client.login(USER, PASSWORD, "").await.expect("login");
-    let tree = session.tree("share").await.expect("tree connect");
-    let f = tree
-        .open("many", &OpenOptions::create_truncate())
-        .await
-        .expect("create");
+    let (session, f) = open_over_direct(port, "many", &OpenOptions::create_truncate()).await;
     let before = rdma_bytes(&session).0;
     let all: Vec<Vec<u8>> = (0..AT_ONCE).map(|_| random_bytes(SINK)).collect();
     let writes = all
@@ -394,11 +390,6 @@ async fn more_sink_writes_at_once_than_pipes_land_whole() {
     }
     let sent = rdma_bytes(&session).0 - before;
     assert!(sent >= (AT_ONCE * SINK) as u64, "by RDMA: {sent} bytes");
-    let model = all.concat();
-    let back = f.read_at(0, model.len() + 100).await.expect("read back");
-    assert_eq!(sha256(&back), sha256(&model), "read back");
-    f.close().await.expect("close");
-    let on_disk = std::fs::read(dir.join("many")).expect("file on the server");
-    assert_eq!(sha256(&on_disk), sha256(&model), "on disk");
+    assert_lands_whole(f, &dir, "many", &all.concat()).await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
