@@ -47,10 +47,11 @@ pub(crate) enum Flow {
 }
 
 /// Requests the read loop polls itself once their first poll (in the read loop) waited
-/// ([`parks`]), instead of spawning a task for each: `serve.rs` polls them beside its
-/// next receive, so a WRITE waiting for its RDMA Read's data is finished (written,
-/// answered) by the read loop, woken by the completion as by the next request from the
-/// same delivery, with no task to spawn, schedule and wake on the other worker. Before
+/// (their handler asked for it in that poll: [`park_when_waiting`]), instead of
+/// spawning a task for each: `serve.rs` polls them beside its next receive, so a WRITE
+/// waiting for its RDMA Read's data is finished (written, answered) by the read loop,
+/// woken by the completion as by the next request from the same delivery, with no
+/// task to spawn, schedule and wake on the other worker. Before
 /// the read loop waits for anything else (budget, a NEGOTIATE or SESSION_SETUP run in
 /// place) and when it ends, they are [spilled](spill) into tasks of their own. Each is
 /// polled again only when it was woken, and pushing one does not wake the read loop
@@ -157,7 +158,6 @@ pub(crate) async fn on_frame(
     // data goes from the pipe into the page cache in place, as a READ's goes out.
     let inline =
         payload.is_some() || completes_at_once(conn, &plain, &members, encrypted.is_some());
-    let park = inline && payload.is_none() && parks(conn, &plain, &members);
     let chain = Chain {
         buf: plain,
         members,
@@ -182,13 +182,13 @@ pub(crate) async fn on_frame(
         // cost ~15% of the server's cycles at 4 KiB QD32. A request's log lines name the
         // connection and client themselves (`conn`, `client`).
         if inline {
-            // Polled once here; only if it waits does it go on as a task (polled again
-            // there with its own waker).
+            // Polled once here; only if it waits does it go on: parked when it asked
+            // to be in that poll, else as a task (polled again there with its own waker).
             let mut task = Box::pin(task);
-            if task.as_mut().now_or_never().is_none() {
-                if park {
-                    parked.push(task);
-                } else {
+            match first_poll(task.as_mut()) {
+                None => {}
+                Some(true) => parked.push(task),
+                Some(false) => {
                     tokio::spawn(task);
                 }
             }
@@ -231,39 +231,35 @@ fn completes_at_once(conn: &Connection, buf: &[u8], members: &[Member], sealed: 
     }
 }
 
-/// Whether a lone request over SMB Direct whose first poll (in the read loop) waited
-/// is [parked](Parked) rather than spawned: a WRITE of at most [`PARK_MAX`] whose data
-/// an RDMA Read brings, or one whose data it brings into the file ([`direct_write_parks`]).
-/// Its open says the rest: a stream, or a connection whose sink pipes are all in use,
-/// takes the data into a buffer written out after (by the read loop, were it parked);
-/// an open created with FILE_WRITE_THROUGH waits for the disk as the flag does. A
-/// FileId that names no file open fails the WRITE on its first poll.
-fn parks(conn: &Connection, buf: &[u8], members: &[Member]) -> bool {
-    let [m] = members else { return false };
-    let Some(io) = conn.direct() else {
-        return false;
-    };
-    if m.header.cmd() != Some(Command::Write) {
-        return false;
-    }
-    let msg = buf.get(m.range.clone()).unwrap_or_default();
-    let Ok(w) = WriteRequest::decode(msg) else {
-        return false;
-    };
-    if w.channel == CHANNEL_NONE {
-        return false;
-    }
-    let Some(open) = conn.server.opens.get(w.file_id) else {
-        return false;
-    };
-    let Some(f) = open.as_file() else {
-        return false;
-    };
-    let into_file = handlers::write::sinks(w.remaining_bytes as usize, &f.handle, || {
-        io.link.reads_files()
-    }) && io.pipes.live() < smbx_transport::splice::MAX_PIPES;
-    let through = handlers::write::writes_through(w.flags, f.create_options);
-    direct_write_parks(&w, into_file, through)
+thread_local! {
+    /// While the read loop runs a request's first poll ([`first_poll`]): whether the
+    /// request asked to be [parked](Parked) should that poll wait
+    /// ([`park_when_waiting`]). `None` at any other time: a request polled by a task
+    /// of its own asks no one.
+    static PARKS: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Polls a request once in the read loop: `None` when it finished, else whether it
+/// asked to be [parked](Parked) ([`park_when_waiting`]) before it waited (if not,
+/// it goes on as a task of its own).
+fn first_poll(task: Pin<&mut (impl Future<Output = ()> + ?Sized)>) -> Option<bool> {
+    let outer = PARKS.replace(Some(false));
+    let done = task.now_or_never().is_some();
+    let parks = PARKS.replace(outer);
+    (!done).then_some(parks == Some(true))
+}
+
+/// Called by a handler in its request's first poll (in the read loop, [`first_poll`])
+/// before it waits: whether the read loop should [park](Parked) the request rather
+/// than spawn it, which the handler decides as it learns what the request does (a
+/// WRITE over SMB Direct: [`direct_write_parks`]). Outside a first poll in the read
+/// loop it does nothing; a request that waits before it says is spawned.
+pub(crate) fn park_when_waiting(parks: bool) {
+    PARKS.with(|p| {
+        if p.get().is_some() {
+            p.set(Some(parks));
+        }
+    });
 }
 
 /// The largest WRITE by RDMA that the read loop finishes itself once its data is in
@@ -277,15 +273,19 @@ fn parks(conn: &Connection, buf: &[u8], members: &[Member]) -> bool {
 /// their size ([`direct_write_parks`]).
 pub const PARK_MAX: usize = 64 * 1024;
 
-/// Whether a WRITE over SMB Direct is parked once its first poll waited: its data
-/// comes by RDMA Read (a channel, nothing inline), at most [`PARK_MAX`] bytes or, when
-/// it goes `into_file` ([`handlers::write::sinks`], from
-/// [`handlers::write::RDMA_SINK_MIN`] on), any size (the link's driver, in the read
-/// loop's task, moves the data into the file as it arrives: the handler only answers
-/// once it is in), and it does not wait for the disk once the data is in (`through`:
-/// [`handlers::write::writes_through`], the WRITE's flag or its open's): a parked
-/// WRITE's sync would stop the connection's driver and read loop meanwhile.
-fn direct_write_parks(w: &WriteRequest<'_>, into_file: bool, through: bool) -> bool {
+/// Whether a WRITE over SMB Direct is parked once its first poll waited (the WRITE
+/// handler says so, [`park_when_waiting`], once it knows): its data comes by RDMA Read
+/// (a channel, nothing inline), at most [`PARK_MAX`] bytes or, when it goes
+/// `into_file` (a sink took it: [`handlers::write::sinks`], from
+/// [`handlers::write::RDMA_SINK_MIN`] on, to a file's data, with a pipe free), any
+/// size (the link's driver, in the read loop's task, moves the data into the file as
+/// it arrives: the handler only answers once it is in), and it does not wait for the
+/// disk once the data is in (`through`: [`handlers::write::writes_through`], the
+/// WRITE's flag or its open's mode): a parked WRITE's sync would stop the
+/// connection's driver and read loop meanwhile. A stream, or a connection whose sink
+/// pipes are all in use, takes the data into a buffer written out after (by the read
+/// loop, were it parked).
+pub(crate) fn direct_write_parks(w: &WriteRequest<'_>, into_file: bool, through: bool) -> bool {
     w.channel != CHANNEL_NONE
         && w.length == 0
         && (w.remaining_bytes as usize <= PARK_MAX
@@ -825,6 +825,45 @@ mod tests {
             );
         }
         assert_eq!(write(CHANNEL_NONE, 0, 0, &[1; 100]), (false, false));
+    }
+
+    /// The read loop parks a request that waited in its first poll only when its
+    /// handler asked for it in that poll before it waited; what it says in a later
+    /// poll, or outside the read loop, counts for nothing.
+    #[test]
+    fn a_request_is_parked_when_it_asked_in_its_first_poll() {
+        /// Says `parks` (if any) at poll `at` (counting from 1), pends `polls` times.
+        fn request(
+            says: Option<(bool, usize)>,
+            polls: usize,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+            let mut n = 0;
+            Box::pin(std::future::poll_fn(move |_| {
+                n += 1;
+                if let Some((parks, _)) = says.filter(|&(_, at)| at == n) {
+                    park_when_waiting(parks);
+                }
+                if n > polls {
+                    std::task::Poll::Ready(())
+                } else {
+                    std::task::Poll::Pending
+                }
+            }))
+        }
+        let first = |mut r: Pin<Box<dyn Future<Output = ()> + Send>>| first_poll(r.as_mut());
+        assert_eq!(first(request(Some((true, 1)), 1)), Some(true));
+        assert_eq!(first(request(Some((false, 1)), 1)), Some(false));
+        assert_eq!(first(request(None, 1)), Some(false));
+        // Finished at once: nothing to park.
+        assert_eq!(first(request(Some((true, 1)), 0)), None);
+        // Asked only after it waited: spawned; the ask goes nowhere, not to the
+        // next request's first poll.
+        let mut late = request(Some((true, 2)), 2);
+        assert_eq!(first_poll(late.as_mut()), Some(false));
+        assert!(late.as_mut().now_or_never().is_none());
+        assert_eq!(first(request(None, 1)), Some(false));
+        park_when_waiting(true);
+        assert_eq!(first(request(None, 1)), Some(false));
     }
 
     /// Parked requests spilled into tasks run on to their end (a transfer under way

@@ -5,7 +5,7 @@
 //! with Send with Invalidate of the first descriptor's token.
 
 use smbx_transport::placement::{line_pad, CACHE_LINE};
-use smbx_transport::{BufferDescriptorV1, FileRange, RegisteredBuf};
+use smbx_transport::{BufferDescriptorV1, FileRange, FileSink, RegisteredBuf};
 use smbx_wire::rw::{CHANNEL_NONE, CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
 use smbx_wire::Dialect;
 use smbx_wire::NtStatus;
@@ -165,32 +165,35 @@ impl Channel {
         self.io().link.reads_files()
     }
 
-    /// RDMA-Reads `len` bytes of the client's buffers into `handle` at `offset`: the
-    /// data goes from the link's socket into the file (splice), not through a
-    /// buffer. `None` when no pipe is to be had (too many WRITEs of the connection
-    /// under way): the caller [pulls](Channel::pull) instead. A file that refuses a
-    /// byte fails with its status, the connection goes on.
-    pub async fn pull_file(
+    /// A sink that takes `len` bytes into `handle` at `offset` as they arrive, for
+    /// [`Channel::pull_file`]; `None` when no pipe is to be had (too many WRITEs of the
+    /// connection under way): the caller [pulls](Channel::pull) instead.
+    pub(crate) fn file_sink(
         &self,
         handle: &Arc<smbx_vfs::Handle>,
         offset: u64,
         len: usize,
-    ) -> Option<Result<(), NtStatus>> {
-        let sink = WriteSink::new(handle.clone(), offset, len, &self.io().pipes)?;
-        let sink = Arc::new(sink);
+    ) -> Option<Arc<WriteSink>> {
+        WriteSink::new(handle.clone(), offset, len, &self.io().pipes).map(Arc::new)
+    }
+
+    /// RDMA-Reads the client's buffers into the file of `sink` ([`Channel::file_sink`]):
+    /// the data goes from the link's socket into the file (splice), not through a
+    /// buffer. A file that refuses a byte fails with its status, the connection goes
+    /// on.
+    pub(crate) async fn pull_file(&self, sink: Arc<WriteSink>) -> Result<(), NtStatus> {
+        let len = sink.len();
         let r = self
             .io()
             .link
             .rdma_read_file(sink.clone(), len as u64, &self.descriptors)
             .await;
         if let Some(st) = sink.error() {
-            return Some(Err(st));
+            return Err(st);
         }
-        if let Err(e) = r {
-            return Some(Err(fail(e)));
-        }
+        r.map_err(fail)?;
         self.conn.server.metrics.rdma(RdmaOp::Read, len);
-        Some(Ok(()))
+        Ok(())
     }
 
     /// RDMA-Reads `len` bytes of the client's buffers into a buffer of the

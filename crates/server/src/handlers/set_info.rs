@@ -597,6 +597,75 @@ fn fs_info(_f: &FileOpen, class: u8, buf: &[u8]) -> Result<(), NtStatus> {
 mod tests {
     use super::*;
 
+    /// FileModeInformation's FILE_WRITE_THROUGH set through SET_INFO makes the open's
+    /// WRITEs wait for the disk ([MS-FSA] 2.1.5.4: Open.Mode), as one created with it
+    /// does, so over SMB Direct they are not parked (their sync would hold the
+    /// connection's read loop and driver); cleared again, they are.
+    #[test]
+    fn write_through_set_by_file_mode_information_is_honoured() {
+        use crate::handlers::write::writes_through;
+        use crate::state::open::FileOpenParams;
+        use smbx_wire::rw::{WriteRequest, CHANNEL_RDMA_V1};
+        use smbx_wire::CreateOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = smbx_vfs::Share::open(dir.path(), Default::default()).unwrap();
+        let open = |created: CreateOptions| {
+            let req = smbx_vfs::CreateRequest {
+                disposition: smbx_vfs::Disposition::OpenIf,
+                want_write: true,
+                ..Default::default()
+            };
+            let (handle, _) = vfs.create("f", &req).unwrap();
+            let key = FileKey {
+                volume_id: 0,
+                file_id: 1,
+                stream: None,
+            };
+            let all = ShareAccess::ALL;
+            let (file, entry_id) = crate::state::FileTable::default()
+                .register(key, AccessMask::FILE_WRITE_DATA, all)
+                .unwrap();
+            FileOpen::new(FileOpenParams {
+                path: "f".into(),
+                handle: Arc::new(handle),
+                vfs: vfs.clone(),
+                access: AccessMask::FILE_WRITE_DATA,
+                share_access: all,
+                create_options: created,
+                file,
+                entry_id,
+            })
+        };
+        // A 64 KiB WRITE by RDMA Read: parked unless it writes through.
+        // After the SMB2 header (its fields play no part here).
+        let mut msg = vec![0; smbx_wire::HEADER_SIZE];
+        msg.extend(
+            WriteRequest {
+                channel: CHANNEL_RDMA_V1,
+                remaining_bytes: 64 * 1024,
+                channel_info: &[0; 16],
+                ..Default::default()
+            }
+            .encode(),
+        );
+        let w = WriteRequest::decode(&msg).unwrap();
+        let through = |f: &FileOpen| writes_through(w.flags, f.mode());
+        let parks = |f: &FileOpen| crate::dispatch::direct_write_parks(&w, false, through(f));
+
+        let f = open(CreateOptions::empty());
+        assert!(!through(&f) && parks(&f));
+        set_mode(&f, si::FILE_WRITE_THROUGH).unwrap();
+        assert!(through(&f) && !parks(&f));
+        set_mode(&f, si::FILE_SEQUENTIAL_ONLY).unwrap();
+        assert!(!through(&f) && parks(&f));
+
+        // Created write-through, cleared by SET_INFO.
+        let f = open(CreateOptions::FILE_WRITE_THROUGH);
+        assert!(through(&f) && !parks(&f));
+        set_mode(&f, 0).unwrap();
+        assert!(!through(&f) && parks(&f));
+    }
+
     #[test]
     fn targets() {
         assert_eq!(normalize_target("\\a\\b").unwrap(), "a\\b");

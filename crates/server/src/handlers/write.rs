@@ -62,10 +62,14 @@ pub(crate) fn sinks(
     len >= RDMA_SINK_MIN && handle.stream_name().is_none() && reads_files()
 }
 
-/// Whether a WRITE with `flags` to an open created with `options` waits for the disk
-/// once its data is in: its own WRITE_THROUGH flag, or the open's FILE_WRITE_THROUGH.
-pub(crate) fn writes_through(flags: u32, options: CreateOptions) -> bool {
-    flags & WRITEFLAG_WRITE_THROUGH != 0 || options.contains(CreateOptions::FILE_WRITE_THROUGH)
+/// Whether a WRITE with `flags` to an open whose mode is `mode` ([`FileOpen::mode`]:
+/// as created, or as SET_INFO's FileModeInformation set it since) waits for the disk
+/// once its data is in: its own WRITE_THROUGH flag, or FILE_WRITE_THROUGH in the
+/// open's mode ([MS-FSA] Open.Mode).
+///
+/// [`FileOpen::mode`]: crate::state::FileOpen::mode
+pub(crate) fn writes_through(flags: u32, mode: CreateOptions) -> bool {
+    flags & WRITEFLAG_WRITE_THROUGH != 0 || mode.contains(CreateOptions::FILE_WRITE_THROUGH)
 }
 
 /// Handles WRITE.
@@ -156,14 +160,25 @@ async fn write(
                 Some(ch) => Some(ch.reserve(data_len).await?),
                 None => None,
             };
-            let through = writes_through(w.flags, f.create_options);
+            let through = writes_through(w.flags, f.mode());
             let handle = &f.handle;
             // SMB Direct: the RDMA Read's data goes from the link's socket into the
             // file (splice), when the link can and the file takes a splice; `None`
             // when it does not, or no pipe was to be had.
-            let into_file = channel
-                .as_ref()
-                .filter(|ch| sinks(data_len, handle, || ch.reads_files()));
+            let into_file = channel.as_ref().and_then(|ch| {
+                sinks(data_len, handle, || ch.reads_files())
+                    .then(|| ch.file_sink(handle, offset, data_len))
+                    .flatten()
+            });
+            if channel.is_some() {
+                // Run in the read loop's first poll, the WRITE is parked there once it
+                // waits for its data, if it may (dispatch::direct_write_parks).
+                crate::dispatch::park_when_waiting(crate::dispatch::direct_write_parks(
+                    w,
+                    into_file.is_some(),
+                    through,
+                ));
+            }
             // A write breaks LEVEL_II oplocks / read leases of other opens to NONE
             // ([MS-FSA] 2.1.5.3); no acknowledgment is awaited. Then Windows
             // write-time semantics (state/file.rs WriteTimes). Before the data lands
@@ -177,18 +192,19 @@ async fn write(
                     });
             };
             let mut sunk = None;
-            if let Some(ch) = into_file {
-                announce().await;
-                sunk = ch.pull_file(handle, offset, data_len).await;
-            }
-            // Otherwise RDMA: pull the data from the client's buffers into a pooled
-            // buffer.
-            let pulled = match (&channel, &sunk) {
-                (Some(ch), None) => Some(ch.pull(data_len, offset).await?),
-                _ => None,
-            };
-            if into_file.is_none() {
-                announce().await;
+            let mut pulled = None;
+            match (&channel, into_file) {
+                (Some(ch), Some(sink)) => {
+                    announce().await;
+                    sunk = Some(ch.pull_file(sink).await);
+                }
+                // Otherwise RDMA: pull the data from the client's buffers into a pooled
+                // buffer.
+                (Some(ch), None) => {
+                    pulled = Some(ch.pull(data_len, offset).await?);
+                    announce().await;
+                }
+                (None, _) => announce().await,
             }
             let spliced = req.payload;
             let sync = || -> Result<(), NtStatus> {

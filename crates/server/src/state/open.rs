@@ -144,6 +144,13 @@ impl FileOpen {
         }
     }
 
+    /// Open.Mode ([MS-FSA]): FileModeInformation's bits as the open was created
+    /// with them and as SET_INFO changed them since (FILE_WRITE_THROUGH,
+    /// FILE_SEQUENTIAL_ONLY, ...; the same values as CreateOptions').
+    pub fn mode(&self) -> CreateOptions {
+        CreateOptions::from(self.mode.load(Ordering::Relaxed))
+    }
+
     /// Records that a request named this open's FileId (see [`FileOpen::was_used`]).
     pub fn note_used(&self) {
         if !self.used.load(Ordering::Relaxed) {
