@@ -176,7 +176,7 @@ pub(crate) async fn run(
                 // its next FPDUs are encoded behind them first, so the trailer
                 // leaves with the next header (MSG_MORE before a file's payload)
                 // instead of in a segment of its own after a pass of the loop (a
-                // writev and a yield, twice per 512 KiB READ sent from a file).
+                // writev of its own, twice per 512 KiB READ sent from a file).
                 eng.pump_tx(&mut out, WBUDGET);
             }
             match write_some(&mut eng, &stream, &out, wpos) {

@@ -49,6 +49,33 @@ pub async fn connected_pds(
     SoftQp,
     <SoftIwarp as Provider>::Pd,
 ) {
+    connect(opts, false).await
+}
+
+/// [`connected_pds`] whose accepting side holds its driver back
+/// ([`QueuePair::hold_driver`]): the test takes it ([`QueuePair::take_driver`])
+/// and polls it; nothing moves on that side until then.
+pub async fn connected_pds_held(
+    opts: IwarpOptions,
+) -> (
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+) {
+    connect(opts, true).await
+}
+
+/// [`connected_pds`], the accepting side's driver held back when `hold`.
+async fn connect(
+    opts: IwarpOptions,
+    hold: bool,
+) -> (
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+) {
     let prov = SoftIwarp::new(opts);
     let lis = prov
         .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
@@ -63,6 +90,9 @@ pub async fn connected_pds(
     let accepted = params.clone();
     let server = tokio::spawn(async move {
         let req = lis.accept().await.unwrap();
+        if hold {
+            assert!(req.qp().hold_driver(), "soft-iWARP hands its driver out");
+        }
         let pd = req.pd().clone();
         (req.accept(accepted).await.unwrap(), pd)
     });
