@@ -322,14 +322,14 @@ async fn write_vec_lends_its_buffer_and_gets_it_back() {
 }
 
 /// WRITEs by RDMA around the size from which the server's RDMA Read brings the data
-/// straight into the file (512 KiB: smbx_server::handlers::write::RDMA_SINK_MIN, the
+/// straight into the file (128 KiB: smbx_server::handlers::write::RDMA_SINK_MIN, the
 /// WRITE finished by the read loop once its data is in) land whole: one byte below
 /// it (into a registered buffer, then written), at it and above it, past the end of
 /// the file (the gap reads as zeros), and four at once (several such WRITEs under way
 /// in the read loop together); read back and on the server's disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rdma_writes_around_the_file_sink_size_land_whole() {
-    const SINK: usize = 512 * 1024;
+    const SINK: usize = 128 * 1024;
     let (server, port) = start_smbx_direct("");
     let dir = server.share_dir("share");
     let (session, f) = open_over_direct(port, "sink", &OpenOptions::create_truncate()).await;

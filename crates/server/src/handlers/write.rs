@@ -48,7 +48,14 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
 /// bench/direct-vs-tcp.sh, two alternated pairs: server cycles per byte 0.8 and 0.8
 /// against 1.1 and 1.3 (TCP 0.7-0.9), SMB Direct/TCP MB/s 0.89 and 0.97 against 0.89
 /// and 0.83; under SCHED_RR, 3 pairs: server futex per WRITE 0.01 against 0.13-0.24.
-pub const RDMA_SINK_MIN: usize = 512 * 1024;
+/// From 128 KiB since stop 37: parked, the sink pays there too (sequential WRITEs
+/// -o8, one binary with an env toggle, fresh server per run, no SCHED_RR, loaded
+/// machine, alternated): 256 KiB MB/s 995-1,509 against 850-1,032 (4 of 4 pairs),
+/// server CPU per WRITE 74-92 against 104-121 us, futex 0.01 against 0.31-0.44;
+/// 128 KiB 895-1,460 against 796-934 MB/s (3 of 3), 42-57 against 58-68 us.
+/// 64 KiB stays with its buffer (parked as well, `dispatch::PARK_MAX`): the sink
+/// there was mixed (two splices per WRITE for one copy saved).
+pub const RDMA_SINK_MIN: usize = 128 * 1024;
 
 /// Whether a WRITE of `len` bytes by RDMA Read to `handle` has its data brought
 /// straight into the file ([`RDMA_SINK_MIN`]): over a link that `reads_files`, into a
