@@ -542,15 +542,35 @@ impl Engine {
         self.cur_tx.is_some()
     }
 
-    /// Whether there is send work the engine could encode now.
+    /// Whether there is send work the engine could encode now: what
+    /// [`Engine::pump_tx`] would start or go on with. An RDMA Read at the send
+    /// queue's head while ORD Reads are outstanding is not ([`Engine::waits_for_ord`]):
+    /// it waits for a Read Response, and a driver that took it for work would go
+    /// round its loop without waiting until one came.
     pub fn has_tx_work(&self) -> bool {
         if self.closed.is_some() {
             return false;
         }
-        if self.send_rtr.is_some() || self.cur_tx.is_some() || !self.irq.is_empty() {
+        if self.send_rtr.is_some() || self.cur_tx.is_some() {
             return true;
         }
-        self.expect_rtr.is_none() && !self.qp.lock().sq.is_empty()
+        if self.expect_rtr.is_some() {
+            return false;
+        }
+        !self.irq.is_empty()
+            || self
+                .qp
+                .lock()
+                .sq
+                .front()
+                .is_some_and(|w| !self.waits_for_ord(w))
+    }
+
+    /// Whether `w`, at the send queue's head, must wait: an RDMA Read while ORD
+    /// Reads are outstanding (their responses not all in).
+    fn waits_for_ord(&self, w: &SendWqe) -> bool {
+        matches!(w.kind, WqeKind::Read { .. } | WqeKind::ReadFile { .. })
+            && self.orq.len() >= usize::from(self.cfg.ord.max(1))
     }
 
     // ---------------------------------------------------------------- TX
@@ -584,13 +604,8 @@ impl Engine {
                 let mut g = self.qp.lock();
                 match g.sq.front() {
                     None => return false,
-                    Some(w) => {
-                        if matches!(w.kind, WqeKind::Read { .. } | WqeKind::ReadFile { .. })
-                            && self.orq.len() >= usize::from(self.cfg.ord.max(1))
-                        {
-                            return false;
-                        }
-                    }
+                    Some(w) if self.waits_for_ord(w) => return false,
+                    Some(_) => {}
                 }
                 match g.sq.pop_front() {
                     Some(w) => w,
@@ -2229,6 +2244,60 @@ mod tests {
         sink.with(|s| assert!(s[1000..41_000] == data[..]));
         assert_eq!(e.on_input(rest, &mut out), rest.len());
         assert!(out.is_empty() && e.closed().is_none());
+    }
+
+    /// An RDMA Read that must wait for an ORD slot (ORD Reads outstanding, their
+    /// responses not in) is no send work: `has_tx_work` said there was while
+    /// `pump_tx` could start nothing, and the driver went round its loop (a yield
+    /// or its cooperative budget at each pass) instead of waiting for the socket
+    /// until a response came. The first response frees a slot: the Read goes out.
+    #[test]
+    fn a_read_waiting_for_an_ord_slot_is_no_send_work_until_a_response_frees_one() {
+        let (mut e, qp) = engine(false);
+        assert_eq!(e.cfg.ord, 2);
+        let sink = qp.pd.alloc(300, Access::LOCAL_WRITE).unwrap();
+        for i in 0..3usize {
+            qp.lock().sq.push_back(SendWqe {
+                wr_id: i as u64,
+                kind: WqeKind::Read {
+                    remote: crate::types::RemoteBuf {
+                        stag: STag(5),
+                        to: 100 * i as u64,
+                        len: 100,
+                    },
+                },
+                sg: vec![(sink.clone(), 100 * i, 100)],
+                total: 100,
+                solicited: false,
+                file: None,
+            });
+        }
+        assert!(e.has_tx_work());
+        let mut out = Vec::new();
+        e.pump_tx(&mut out, 1 << 20);
+        // Two Read Requests went out; the third waits for one of their responses.
+        assert_eq!(qp.lock().sq.len(), 1);
+        assert!(!out.is_empty());
+        assert!(!e.has_tx_work(), "a Read waiting for ORD is no work yet");
+        let sent = out.len();
+        e.pump_tx(&mut out, 1 << 20);
+        assert_eq!(out.len(), sent, "nor does pump_tx find any");
+        // The first Read's response.
+        let h = DdpHdr::Tagged {
+            last: true,
+            opcode: op::READ_RESP,
+            stag: sink.stag().0,
+            to: sink.addr(),
+        };
+        let mut b = Vec::new();
+        ddp::encode_fpdu(&mut b, &h, &[&[7u8; 100]], false);
+        out.clear();
+        assert_eq!(e.on_input(&b, &mut out), b.len());
+        assert_eq!(e.take_completions().count(), 1);
+        assert!(e.has_tx_work(), "its slot is free");
+        e.pump_tx(&mut out, 1 << 20);
+        assert!(qp.lock().sq.is_empty() && !out.is_empty());
+        assert!(!e.has_tx_work());
     }
 
     #[test]
