@@ -772,6 +772,7 @@ mod tests {
     fn direct_writes_park_when_small_by_rdma_and_not_write_through() {
         use smbx_wire::rw::CHANNEL_RDMA_V1;
         use smbx_wire::CreateOptions;
+        let dir = tempfile::tempdir().unwrap();
         let write_to =
             |options: CreateOptions, channel: u32, remaining: u32, flags: u32, data: &[u8]| {
                 let mut msg = member(Command::Write, 0, 0);
@@ -792,7 +793,8 @@ mod tests {
                     .encode(),
                 );
                 let w = WriteRequest::decode(&msg).unwrap();
-                let through = handlers::write::writes_through(w.flags, options);
+                let open = crate::state::open::test_file_open(dir.path(), options);
+                let through = handlers::write::writes_through(w.flags, &open);
                 let plain = direct_write_parks(&w, false, through);
                 let sink = direct_write_parks(&w, true, through);
                 // A WRITE into the file parks whenever one into a buffer does.

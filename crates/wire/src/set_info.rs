@@ -9,7 +9,7 @@
 use crate::codec::{from_utf16le, slice_at, Reader, WireError, Writer};
 pub use crate::fscc::ea::{EaListError, FullEa, FILE_NEED_EA};
 use crate::header::HEADER_SIZE;
-use crate::{FileAttributes, FileId};
+use crate::{CreateOptions, FileAttributes, FileId};
 
 /// InfoType SMB2_0_INFO_FILE.
 pub const SMB2_0_INFO_FILE: u8 = 0x01;
@@ -68,19 +68,6 @@ pub const FILE_DISPOSITION_VALID_FLAGS: u32 = FILE_DISPOSITION_DELETE
     | FILE_DISPOSITION_FORCE_IMAGE_SECTION_CHECK
     | FILE_DISPOSITION_ON_CLOSE
     | FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE;
-
-/// FileModeInformation bit FILE_WRITE_THROUGH.
-pub const FILE_WRITE_THROUGH: u32 = 0x0000_0002;
-/// FileModeInformation bit FILE_SEQUENTIAL_ONLY.
-pub const FILE_SEQUENTIAL_ONLY: u32 = 0x0000_0004;
-/// FileModeInformation bit FILE_NO_INTERMEDIATE_BUFFERING.
-pub const FILE_NO_INTERMEDIATE_BUFFERING: u32 = 0x0000_0008;
-/// FileModeInformation bit FILE_SYNCHRONOUS_IO_ALERT.
-pub const FILE_SYNCHRONOUS_IO_ALERT: u32 = 0x0000_0010;
-/// FileModeInformation bit FILE_SYNCHRONOUS_IO_NONALERT.
-pub const FILE_SYNCHRONOUS_IO_NONALERT: u32 = 0x0000_0020;
-/// FileModeInformation bit FILE_DELETE_ON_CLOSE.
-pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
 
 /// The fixed part of the request body (StructureSize 33 counts one Buffer byte).
 const FIXED_LEN: usize = 32;
@@ -406,11 +393,12 @@ pub fn decode_u64(buf: &[u8]) -> Result<u64, InfoError> {
     rd(C, 8, r.u64())
 }
 
-/// FILE_MODE_INFORMATION: Mode (4 bytes).
-pub fn decode_mode(buf: &[u8]) -> Result<u32, InfoError> {
+/// FILE_MODE_INFORMATION: Mode (4 bytes), whose bits are CreateOptions' ([MS-FSCC]
+/// 2.4.26: FILE_WRITE_THROUGH, FILE_SEQUENTIAL_ONLY, ...).
+pub fn decode_mode(buf: &[u8]) -> Result<CreateOptions, InfoError> {
     const C: &str = "FileModeInformation";
     let mut r = need(C, buf, 4)?;
-    rd(C, 4, r.u32())
+    rd(C, 4, r.u32()).map(CreateOptions::from)
 }
 
 /// FILE_NAME_INFORMATION (used by FileShortNameInformation): the name. A
@@ -630,7 +618,10 @@ mod tests {
                 ..
             })
         ));
-        assert_eq!(decode_mode(&[2, 0, 0, 0]), Ok(2));
+        assert_eq!(
+            decode_mode(&[2, 0, 0, 0]),
+            Ok(CreateOptions::FILE_WRITE_THROUGH)
+        );
         let mut n = 4u32.to_le_bytes().to_vec();
         n.extend_from_slice(&crate::codec::utf16le("AB"));
         assert_eq!(decode_file_name(&n).unwrap(), "AB");

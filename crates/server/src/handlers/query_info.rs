@@ -153,9 +153,7 @@ fn query_file(
         file::FILE_POSITION_INFORMATION => {
             file::u64_info(f.position.load(std::sync::atomic::Ordering::Relaxed))
         }
-        file::FILE_MODE_INFORMATION => {
-            file::u32_info(f.mode.load(std::sync::atomic::Ordering::Relaxed))
-        }
+        file::FILE_MODE_INFORMATION => file::u32_info(f.mode().bits()),
         file::FILE_ALIGNMENT_INFORMATION => file::u32_info(0),
         file::FILE_ALL_INFORMATION => file::all(&file::All {
             times: times(&info),
@@ -165,7 +163,7 @@ fn query_file(
             ea_size: ea_size(f),
             access_flags: f.access.bits(),
             position: f.position.load(std::sync::atomic::Ordering::Relaxed),
-            mode: f.mode.load(std::sync::atomic::Ordering::Relaxed),
+            mode: f.mode().bits(),
             alignment: 0,
             name: format!("\\{}", open_name(f)),
         }),

@@ -17,7 +17,7 @@ use smbx_vfs::BasicInfo;
 use smbx_wire::set_info::{self as si, SetInfoRequest};
 use smbx_wire::FileAttributes;
 use smbx_wire::NtStatus;
-use smbx_wire::{AccessMask, ShareAccess};
+use smbx_wire::{AccessMask, CreateOptions, ShareAccess};
 
 use super::{Ctx, HandlerResult, Request, Response};
 use crate::breaks::{until_waiting, GoingAsync, Started};
@@ -194,8 +194,10 @@ impl Env<'_> {
                 if pos > i64::MAX as u64 {
                     return Err(NtStatus::INVALID_PARAMETER);
                 }
-                let mode = f.mode.load(Ordering::Relaxed);
-                if mode & si::FILE_NO_INTERMEDIATE_BUFFERING != 0 && !pos.is_multiple_of(512) {
+                let unbuffered = f
+                    .mode()
+                    .contains(CreateOptions::FILE_NO_INTERMEDIATE_BUFFERING);
+                if unbuffered && !pos.is_multiple_of(512) {
                     return Err(NtStatus::INVALID_PARAMETER);
                 }
                 f.position.store(pos, Ordering::Relaxed);
@@ -527,17 +529,16 @@ pub fn set_basic(f: &FileOpen, b: &si::FileBasicInfo) -> Result<(), NtStatus> {
     Ok(())
 }
 
-/// FileModeInformation ([MS-FSA] 2.1.5.14.8).
-fn set_mode(f: &FileOpen, mode: u32) -> Result<(), NtStatus> {
-    const SYNC: u32 = si::FILE_SYNCHRONOUS_IO_ALERT | si::FILE_SYNCHRONOUS_IO_NONALERT;
-    const SETTABLE: u32 = si::FILE_WRITE_THROUGH | si::FILE_SEQUENTIAL_ONLY | SYNC;
-    if mode & !SETTABLE != 0 || mode & SYNC == SYNC {
+/// FileModeInformation ([MS-FSA] 2.1.5.14.8): its Mode carries CreateOptions' bits;
+/// only [the settable ones](FileOpen::SETTABLE_MODE) and at most one of the two
+/// synchronous-I/O bits (which stay as created) may be given.
+fn set_mode(f: &FileOpen, mode: CreateOptions) -> Result<(), NtStatus> {
+    const SYNC: CreateOptions =
+        CreateOptions::FILE_SYNCHRONOUS_IO_ALERT.union(CreateOptions::FILE_SYNCHRONOUS_IO_NONALERT);
+    if !(mode & !(FileOpen::SETTABLE_MODE | SYNC)).is_empty() || mode.contains(SYNC) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let cur = f.mode.load(Ordering::Relaxed);
-    let new = (cur & !(si::FILE_WRITE_THROUGH | si::FILE_SEQUENTIAL_ONLY))
-        | (mode & (si::FILE_WRITE_THROUGH | si::FILE_SEQUENTIAL_ONLY));
-    f.mode.store(new, Ordering::Relaxed);
+    f.set_mode(mode);
     Ok(())
 }
 
@@ -604,38 +605,9 @@ mod tests {
     #[test]
     fn write_through_set_by_file_mode_information_is_honoured() {
         use crate::handlers::write::writes_through;
-        use crate::state::open::FileOpenParams;
         use smbx_wire::rw::{WriteRequest, CHANNEL_RDMA_V1};
-        use smbx_wire::CreateOptions;
         let dir = tempfile::tempdir().unwrap();
-        let vfs = smbx_vfs::Share::open(dir.path(), Default::default()).unwrap();
-        let open = |created: CreateOptions| {
-            let req = smbx_vfs::CreateRequest {
-                disposition: smbx_vfs::Disposition::OpenIf,
-                want_write: true,
-                ..Default::default()
-            };
-            let (handle, _) = vfs.create("f", &req).unwrap();
-            let key = FileKey {
-                volume_id: 0,
-                file_id: 1,
-                stream: None,
-            };
-            let all = ShareAccess::ALL;
-            let (file, entry_id) = crate::state::FileTable::default()
-                .register(key, AccessMask::FILE_WRITE_DATA, all)
-                .unwrap();
-            FileOpen::new(FileOpenParams {
-                path: "f".into(),
-                handle: Arc::new(handle),
-                vfs: vfs.clone(),
-                access: AccessMask::FILE_WRITE_DATA,
-                share_access: all,
-                create_options: created,
-                file,
-                entry_id,
-            })
-        };
+        let open = |created| crate::state::open::test_file_open(dir.path(), created);
         // A 64 KiB WRITE by RDMA Read: parked unless it writes through.
         // After the SMB2 header (its fields play no part here).
         let mut msg = vec![0; smbx_wire::HEADER_SIZE];
@@ -649,20 +621,20 @@ mod tests {
             .encode(),
         );
         let w = WriteRequest::decode(&msg).unwrap();
-        let through = |f: &FileOpen| writes_through(w.flags, f.mode());
+        let through = |f: &FileOpen| writes_through(w.flags, f);
         let parks = |f: &FileOpen| crate::dispatch::direct_write_parks(&w, false, through(f));
 
         let f = open(CreateOptions::empty());
         assert!(!through(&f) && parks(&f));
-        set_mode(&f, si::FILE_WRITE_THROUGH).unwrap();
+        set_mode(&f, CreateOptions::FILE_WRITE_THROUGH).unwrap();
         assert!(through(&f) && !parks(&f));
-        set_mode(&f, si::FILE_SEQUENTIAL_ONLY).unwrap();
+        set_mode(&f, CreateOptions::FILE_SEQUENTIAL_ONLY).unwrap();
         assert!(!through(&f) && parks(&f));
 
         // Created write-through, cleared by SET_INFO.
         let f = open(CreateOptions::FILE_WRITE_THROUGH);
         assert!(through(&f) && !parks(&f));
-        set_mode(&f, 0).unwrap();
+        set_mode(&f, CreateOptions::empty()).unwrap();
         assert!(!through(&f) && parks(&f));
     }
 

@@ -8,7 +8,7 @@ use smbx_wire::{AccessMask, CreateOptions, FileAttributes, NtStatus};
 
 use super::read::{check_lock_conflict, max_write, BLOCKING_THRESHOLD};
 use super::{Ctx, HandlerResult, Request, Response};
-use crate::state::OpenKind;
+use crate::state::{FileOpen, OpenKind};
 use smbx_transport::splice::{Pipe, SplicedPayload};
 
 /// Largest file size a write may reach (Windows MAXFILESIZE: 16 TiB - 64 KiB); writes
@@ -60,7 +60,7 @@ pub const RDMA_SINK_MIN: usize = 128 * 1024;
 /// Whether a WRITE of `len` bytes by RDMA Read to `handle` has its data brought
 /// straight into the file ([`RDMA_SINK_MIN`]): over a link that `reads_files`, into a
 /// file's data (a stream takes no splice). The sink may still find no pipe free
-/// ([`super::rdma::Channel::pull_file`]).
+/// ([`super::rdma::Channel::file_sink`]).
 pub(crate) fn sinks(
     len: usize,
     handle: &smbx_vfs::Handle,
@@ -69,14 +69,12 @@ pub(crate) fn sinks(
     len >= RDMA_SINK_MIN && handle.stream_name().is_none() && reads_files()
 }
 
-/// Whether a WRITE with `flags` to an open whose mode is `mode` ([`FileOpen::mode`]:
-/// as created, or as SET_INFO's FileModeInformation set it since) waits for the disk
-/// once its data is in: its own WRITE_THROUGH flag, or FILE_WRITE_THROUGH in the
-/// open's mode ([MS-FSA] Open.Mode).
-///
-/// [`FileOpen::mode`]: crate::state::FileOpen::mode
-pub(crate) fn writes_through(flags: u32, mode: CreateOptions) -> bool {
-    flags & WRITEFLAG_WRITE_THROUGH != 0 || mode.contains(CreateOptions::FILE_WRITE_THROUGH)
+/// Whether a WRITE with `flags` to the open `f` waits for the disk once its data is
+/// in: its own WRITE_THROUGH flag, or FILE_WRITE_THROUGH in the open's mode
+/// ([`FileOpen::mode`], [MS-FSA] Open.Mode: as created, or as SET_INFO's
+/// FileModeInformation set it since).
+pub(crate) fn writes_through(flags: u32, f: &FileOpen) -> bool {
+    flags & WRITEFLAG_WRITE_THROUGH != 0 || f.mode().contains(CreateOptions::FILE_WRITE_THROUGH)
 }
 
 /// Handles WRITE.
@@ -167,7 +165,7 @@ async fn write(
                 Some(ch) => Some(ch.reserve(data_len).await?),
                 None => None,
             };
-            let through = writes_through(w.flags, f.mode());
+            let through = writes_through(w.flags, f);
             let handle = &f.handle;
             // SMB Direct: the RDMA Read's data goes from the link's socket into the
             // file (splice), when the link can and the file takes a splice; `None`

@@ -42,8 +42,8 @@ pub struct FileOpen {
     pub delete_on_close: AtomicBool,
     /// FilePositionInformation.CurrentByteOffset.
     pub position: AtomicU64,
-    /// FileModeInformation bits changed through SET_INFO (initially from CreateOptions).
-    pub mode: AtomicU32,
+    /// Open.Mode: FileModeInformation's bits ([`FileOpen::mode`]).
+    mode: AtomicU32,
     /// CHANGE_NOTIFY state of a directory open (state/notify.rs).
     pub notify: super::notify::OpenNotify,
     /// QUERY_DIRECTORY enumeration cursor and FileFullEaInformation index
@@ -113,8 +113,7 @@ pub struct FileOpenParams {
 impl FileOpen {
     /// A new open (already registered in the file table as `entry_id`).
     pub fn new(p: FileOpenParams) -> FileOpen {
-        const MODE_BITS: CreateOptions = CreateOptions::FILE_WRITE_THROUGH
-            .union(CreateOptions::FILE_SEQUENTIAL_ONLY)
+        const MODE_BITS: CreateOptions = FileOpen::SETTABLE_MODE
             .union(CreateOptions::FILE_SYNCHRONOUS_IO_ALERT)
             .union(CreateOptions::FILE_SYNCHRONOUS_IO_NONALERT);
         FileOpen {
@@ -144,11 +143,24 @@ impl FileOpen {
         }
     }
 
-    /// Open.Mode ([MS-FSA]): FileModeInformation's bits as the open was created
-    /// with them and as SET_INFO changed them since (FILE_WRITE_THROUGH,
-    /// FILE_SEQUENTIAL_ONLY, ...; the same values as CreateOptions').
+    /// The bits of Open.Mode that SET_INFO's FileModeInformation sets and clears
+    /// ([`FileOpen::set_mode`]); the synchronous-I/O ones stay as created.
+    pub const SETTABLE_MODE: CreateOptions =
+        CreateOptions::FILE_WRITE_THROUGH.union(CreateOptions::FILE_SEQUENTIAL_ONLY);
+
+    /// Open.Mode ([MS-FSA]): FileModeInformation's bits, which are CreateOptions'
+    /// (FILE_WRITE_THROUGH, FILE_SEQUENTIAL_ONLY, FILE_SYNCHRONOUS_IO_*), as the open
+    /// was created with them and as SET_INFO changed them since.
     pub fn mode(&self) -> CreateOptions {
         CreateOptions::from(self.mode.load(Ordering::Relaxed))
+    }
+
+    /// Sets the [settable](FileOpen::SETTABLE_MODE) bits of Open.Mode to those of
+    /// `mode` (SET_INFO FileModeInformation), the others kept.
+    pub fn set_mode(&self, mode: CreateOptions) {
+        let keep = self.mode() & !FileOpen::SETTABLE_MODE;
+        let new = keep | (mode & FileOpen::SETTABLE_MODE);
+        self.mode.store(new.bits(), Ordering::Relaxed);
     }
 
     /// Records that a request named this open's FileId (see [`FileOpen::was_used`]).
@@ -674,6 +686,38 @@ pub struct QueryState {
     /// Index (0-based) of the next EA FileFullEaInformation returns without
     /// RESTART_SCAN.
     pub ea_index: usize,
+}
+
+/// A file open of `f` in a share at `dir`, created with `created` (for tests of
+/// what an open's state decides).
+#[cfg(test)]
+pub(crate) fn test_file_open(dir: &std::path::Path, created: CreateOptions) -> FileOpen {
+    let vfs = smbx_vfs::Share::open(dir, Default::default()).unwrap();
+    let req = smbx_vfs::CreateRequest {
+        disposition: smbx_vfs::Disposition::OpenIf,
+        want_write: true,
+        ..Default::default()
+    };
+    let (handle, _) = vfs.create("f", &req).unwrap();
+    let key = super::file::FileKey {
+        volume_id: 0,
+        file_id: 1,
+        stream: None,
+    };
+    let all = ShareAccess::ALL;
+    let (file, entry_id) = super::FileTable::default()
+        .register(key, AccessMask::FILE_WRITE_DATA, all)
+        .unwrap();
+    FileOpen::new(FileOpenParams {
+        path: "f".into(),
+        handle: Arc::new(handle),
+        vfs,
+        access: AccessMask::FILE_WRITE_DATA,
+        share_access: all,
+        create_options: created,
+        file,
+        entry_id,
+    })
 }
 
 #[cfg(test)]
