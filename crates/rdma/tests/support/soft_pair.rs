@@ -31,6 +31,15 @@ pub async fn next_ok<Q: QueuePair>(qp: &Q) -> Completion {
     c
 }
 
+/// A connected pair with both protection domains: the accepting side's queue pair
+/// and protection domain, then the connecting side's.
+pub type Pds = (
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+    SoftQp,
+    <SoftIwarp as Provider>::Pd,
+);
+
 /// A connection over a provider with `opts` (IRD and ORD 16 each way): the
 /// accepting side's queue pair, the connecting side's, and the connecting side's
 /// protection domain.
@@ -41,41 +50,19 @@ pub async fn connected(opts: IwarpOptions) -> (SoftQp, SoftQp, <SoftIwarp as Pro
 
 /// [`connected`] with both sides' protection domains: the accepting side's queue
 /// pair and protection domain, then the connecting side's.
-pub async fn connected_pds(
-    opts: IwarpOptions,
-) -> (
-    SoftQp,
-    <SoftIwarp as Provider>::Pd,
-    SoftQp,
-    <SoftIwarp as Provider>::Pd,
-) {
+pub async fn connected_pds(opts: IwarpOptions) -> Pds {
     connect(opts, false).await
 }
 
 /// [`connected_pds`] whose accepting side holds its driver back
 /// ([`QueuePair::hold_driver`]): the test takes it ([`QueuePair::take_driver`])
 /// and polls it; nothing moves on that side until then.
-pub async fn connected_pds_held(
-    opts: IwarpOptions,
-) -> (
-    SoftQp,
-    <SoftIwarp as Provider>::Pd,
-    SoftQp,
-    <SoftIwarp as Provider>::Pd,
-) {
+pub async fn connected_pds_held(opts: IwarpOptions) -> Pds {
     connect(opts, true).await
 }
 
 /// [`connected_pds`], the accepting side's driver held back when `hold`.
-async fn connect(
-    opts: IwarpOptions,
-    hold: bool,
-) -> (
-    SoftQp,
-    <SoftIwarp as Provider>::Pd,
-    SoftQp,
-    <SoftIwarp as Provider>::Pd,
-) {
+async fn connect(opts: IwarpOptions, hold: bool) -> Pds {
     let prov = SoftIwarp::new(opts);
     let lis = prov
         .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
