@@ -835,10 +835,7 @@ mod tests {
     #[test]
     fn a_request_is_parked_when_it_asked_in_its_first_poll() {
         /// Says `parks` (if any) at poll `at` (counting from 1), pends `polls` times.
-        fn request(
-            says: Option<(bool, usize)>,
-            polls: usize,
-        ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        fn request(says: Option<(bool, usize)>, polls: usize) -> ParkedRequest {
             let mut n = 0;
             Box::pin(std::future::poll_fn(move |_| {
                 n += 1;
@@ -852,7 +849,7 @@ mod tests {
                 }
             }))
         }
-        let first = |mut r: Pin<Box<dyn Future<Output = ()> + Send>>| first_poll(r.as_mut());
+        let first = |mut r: ParkedRequest| first_poll(r.as_mut());
         assert_eq!(first(request(Some((true, 1)), 1)), Some(true));
         assert_eq!(first(request(Some((false, 1)), 1)), Some(false));
         assert_eq!(first(request(None, 1)), Some(false));
