@@ -22,10 +22,17 @@
 //! On 2 cores this bounds what any SMB server and client pair can reach, whatever their
 //! code: what is left is the passes over the data they cannot avoid.
 //!
-//! `cargo run --release -p smbx-bench --example ceiling -- [--reads|--writes]
-//! [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]` (default: both, DIR the temp dir,
-//! 256 MiB; `--pin` puts the serving thread on CPU S (0) and the driving one on CPU C (1), as
-//! `taskset -c 0` for a server and `taskset -c 1` for its client).
+//! `--streams N` runs N such pairs of threads at once, each stream with its own connection
+//! and its own part of the file, and sums them (`--depth D` keeps D I/Os in flight per
+//! stream instead of 8): what the machine itself gives N connections, as `smbx bench -tN
+//! -oD` drives them (bench/scaling.sh's question: do more connections, or deeper queues,
+//! lose on this machine whatever the server does?). `--plain` runs only the plain read.
+//!
+//! `cargo run --release -p smbx-bench --example ceiling -- [--reads|--writes|--plain]
+//! [--streams N] [--depth D] [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]`
+//! (default: both, one stream at depth 8, DIR the temp dir, 256 MiB; `--pin` puts the
+//! serving threads on CPU S (0) and the driving ones on CPU C (1), as `taskset -c 0` for a
+//! server and `taskset -c 1` for its client).
 
 use std::fs::{File, OpenOptions};
 use std::io::{IoSlice, Read, Write};
@@ -44,6 +51,7 @@ use smbx_wire::Dialect;
 
 const IO: usize = 512 << 10;
 const READ_FILE: u64 = 64 << 20;
+/// I/Os each stream keeps in flight, unless `--depth` says otherwise.
 const DEPTH: usize = 8;
 /// A READ response's header room (the SMB2 header and READ response, rounded).
 const HDR: usize = 80;
@@ -325,8 +333,80 @@ fn pin(cpu: usize) {
     }
 }
 
-/// One run of `mode` for `secs`: one serving thread, this thread driving at DEPTH.
-fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: Option<usize>) -> Run {
+/// One stream's figures: a connection, its serving thread and its driving thread.
+struct Stream {
+    bytes: usize,
+    secs: f64,
+    lat_ns: Vec<u64>,
+    /// CPU time of the driving thread over the timed part, and of the serving thread.
+    client_cpu: Duration,
+    server_cpu: Duration,
+    served: u64,
+}
+
+/// How a run is laid out: streams, each with its own connection, serving thread and
+/// driving thread (as iperf3 3.16's `-P` and `smbx bench -t` with `--os-threads` equal
+/// to `-t`), each keeping `depth` I/Os in flight; the CPUs of the serving threads and
+/// of the driving ones.
+#[derive(Clone, Copy)]
+struct Layout {
+    streams: usize,
+    depth: usize,
+    pinned: Option<(usize, usize)>,
+}
+
+/// One run of `mode` for `secs`: every stream's serving and driving threads started
+/// together (this thread drives the first), the figures summed.
+fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, lay: Layout) -> Run {
+    let go = std::sync::Arc::new(std::sync::Barrier::new(lay.streams));
+    let others: Vec<_> = (1..lay.streams)
+        .map(|i| {
+            let (path, go) = (path.to_path_buf(), go.clone());
+            std::thread::spawn(move || {
+                if let Some((_, cpu)) = lay.pinned {
+                    pin(cpu);
+                }
+                stream(mode, secs, &path, file_len, lay, i, &go)
+            })
+        })
+        .collect();
+    let mut all = vec![stream(mode, secs, path, file_len, lay, 0, &go)];
+    all.extend(others.into_iter().map(|h| h.join().unwrap()));
+    let mut lat_ns: Vec<u64> = all.iter().flat_map(|s| s.lat_ns.iter().copied()).collect();
+    lat_ns.sort_unstable();
+    let pct = |p: f64| {
+        let i = ((lat_ns.len() as f64 * p) as usize).min(lat_ns.len().saturating_sub(1));
+        lat_ns.get(i).map_or(0.0, |&n| n as f64 / 1e3)
+    };
+    let ios = all.iter().map(|s| s.bytes / IO).sum::<usize>().max(1) as f64;
+    let served = all.iter().map(|s| s.served).sum::<u64>().max(1) as f64;
+    Run {
+        mbs: all.iter().map(|s| s.bytes as f64 / s.secs / 1e6).sum(),
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+        server_us: all.iter().map(|s| s.server_cpu.as_secs_f64()).sum::<f64>() * 1e6 / served,
+        client_us: all.iter().map(|s| s.client_cpu.as_secs_f64()).sum::<f64>() * 1e6 / ios,
+    }
+}
+
+/// Where stream `index` of `streams` starts in a file of `file_len` bytes: evenly spaced
+/// places, on whole I/Os, so that the streams do not read the same pages at once.
+fn first_offset(file_len: u64, index: usize, streams: usize) -> u64 {
+    let ios_in_file = (file_len / IO as u64).max(1);
+    ios_in_file * index as u64 / streams.max(1) as u64 * IO as u64
+}
+
+/// Stream `index` of a run: its serving thread started, this thread driving it at the
+/// layout's depth from its own part of the file, timed from when every stream is ready.
+fn stream(
+    mode: Mode,
+    secs: f64,
+    path: &Path,
+    file_len: u64,
+    lay: Layout,
+    index: usize,
+    go: &std::sync::Barrier,
+) -> Stream {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let (server_keys, client_keys) = keys();
@@ -337,7 +417,7 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: Option<usize>)
         .unwrap();
     let synced = file.try_clone().unwrap();
     let srv = std::thread::spawn(move || {
-        if let Some(cpu) = pinned {
+        if let Some((cpu, _)) = lay.pinned {
             pin(cpu);
         }
         let (s, _) = l.accept().unwrap();
@@ -354,7 +434,7 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: Option<usize>)
     c.set_nodelay(true).unwrap();
     let mut asker = Asker {
         w: c.try_clone().unwrap(),
-        off: 0,
+        off: first_offset(file_len, index, lay.streams),
         file_len,
         write: mode.is_write(),
         data: if mode.is_write() {
@@ -366,9 +446,10 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: Option<usize>)
         },
     };
     let signer = Signer::new(SigningAlgorithm::AesGmac, &[1u8; 16]);
+    go.wait();
     // Responses come back in order: the send times of the I/Os in flight, oldest first.
-    let mut sent = std::collections::VecDeque::with_capacity(DEPTH);
-    for _ in 0..DEPTH {
+    let mut sent = std::collections::VecDeque::with_capacity(lay.depth);
+    for _ in 0..lay.depth {
         sent.push_back(Instant::now());
         asker.ask();
     }
@@ -407,33 +488,31 @@ fn run(mode: Mode, secs: f64, path: &Path, file_len: u64, pinned: Option<usize>)
         }
         bytes += IO;
     }
-    let mbs = bytes as f64 / t.elapsed().as_secs_f64() / 1e6;
-    let client_us = (thread_cpu() - cpu).as_secs_f64() * 1e6 / (bytes / IO).max(1) as f64;
+    let secs = t.elapsed().as_secs_f64();
+    let client_cpu = thread_cpu() - cpu;
     drop(asker);
     let _ = c.shutdown(std::net::Shutdown::Both);
     drop(c);
-    let (srv_cpu, served) = srv.join().unwrap();
+    let (server_cpu, served) = srv.join().unwrap();
     if mode.is_write() {
         synced.sync_data().unwrap();
     }
-    lat_ns.sort_unstable();
-    let pct = |p: f64| {
-        let i = ((lat_ns.len() as f64 * p) as usize).min(lat_ns.len().saturating_sub(1));
-        lat_ns.get(i).map_or(0.0, |&n| n as f64 / 1e3)
-    };
-    Run {
-        mbs,
-        p50_us: pct(0.50),
-        p99_us: pct(0.99),
-        server_us: srv_cpu.as_secs_f64() * 1e6 / served.max(1) as f64,
-        client_us,
+    Stream {
+        bytes,
+        secs,
+        lat_ns,
+        client_cpu,
+        server_cpu,
+        served,
     }
 }
 
 /// A file of `mib` MiB of non-zero bytes at `path`, on disk (synced) before any run.
 fn fill(path: &Path, mib: u64) {
     let mut f = File::create(path).unwrap();
-    let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i * 2654435761) as u8).collect();
+    let chunk: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| i.wrapping_mul(2654435761) as u8)
+        .collect();
     for _ in 0..mib {
         f.write_all(&chunk).unwrap();
     }
@@ -446,7 +525,8 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let (mut reads, mut writes) = (true, true);
+    let (mut reads, mut writes, mut only_plain) = (true, true, false);
+    let (mut streams, mut depth) = (1usize, DEPTH);
     // The CPUs of the serving thread and of the driving one.
     let mut pinned: Option<(usize, usize)> = None;
     let mut dir: PathBuf = std::env::temp_dir();
@@ -457,6 +537,21 @@ fn main() {
         match a.as_str() {
             "--reads" => writes = false,
             "--writes" => reads = false,
+            "--plain" => (writes, only_plain) = (false, true),
+            "--streams" => {
+                streams = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--streams N (1 or more)")
+            }
+            "--depth" => {
+                depth = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--depth D (1 or more)")
+            }
             "--pin" => pinned = Some((0, 1)),
             p if p.starts_with("--pin=") => {
                 let (srv, cli) = p["--pin=".len()..].split_once(',').expect("--pin=S,C");
@@ -486,11 +581,17 @@ fn main() {
     let mut modes = Vec::new();
     if reads {
         fill(&read_path, READ_FILE >> 20);
-        modes.extend([Mode::Plain, Mode::Sealed, Mode::Signed]);
+        modes.push(Mode::Plain);
+        if !only_plain {
+            modes.extend([Mode::Sealed, Mode::Signed]);
+        }
     }
     if writes {
         fill(&write_path, write_mib);
         modes.extend([Mode::Splice, Mode::Pwrite]);
+    }
+    if streams > 1 || depth != DEPTH {
+        println!("{streams} stream(s), {depth} I/Os in flight each");
     }
     let mut got: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
     for r in 0..rounds {
@@ -500,7 +601,12 @@ fn main() {
             } else {
                 (&read_path, READ_FILE)
             };
-            let g = run(m, secs, path, len, pinned.map(|(srv, _)| srv));
+            let lay = Layout {
+                streams,
+                depth,
+                pinned,
+            };
+            let g = run(m, secs, path, len, lay);
             println!(
                 "round {r} {m:?}: {:.1} MB/s, p50 {:.0} µs, p99 {:.0} µs, \
                  cpu per I/O: server {:.0} µs, client {:.0} µs",
@@ -538,5 +644,52 @@ fn main() {
     }
     if let Some((m, md, p50, p99)) = best_write {
         println!("Write ceiling: {md:.1} MB/s, p50 {p50:.0} µs, p99 {p99:.0} µs ({m:?})");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_start_apart_on_whole_ios() {
+        let len = 64 << 20;
+        let starts: Vec<u64> = (0..4).map(|i| first_offset(len, i, 4)).collect();
+        assert_eq!(starts, [0, 16 << 20, 32 << 20, 48 << 20]);
+        // A file length that is no multiple of the streams: still whole I/Os, inside it.
+        for i in 0..3 {
+            let at = first_offset(5 * IO as u64, i, 3);
+            assert_eq!(at % IO as u64, 0);
+            assert!(at < 5 * IO as u64);
+        }
+        assert_eq!(first_offset(len, 0, 1), 0);
+    }
+
+    /// Two streams of one run each serve and drive their own connection, and the run
+    /// adds up what both moved.
+    #[test]
+    fn each_stream_of_a_run_moves_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        fill(&path, 2);
+        let lay = Layout {
+            streams: 2,
+            depth: 2,
+            pinned: None,
+        };
+        let go = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let (p, g) = (path.clone(), go.clone());
+        let other = std::thread::spawn(move || stream(Mode::Plain, 0.1, &p, 2 << 20, lay, 1, &g));
+        let first = stream(Mode::Plain, 0.1, &path, 2 << 20, lay, 0, &go);
+        let second = other.join().unwrap();
+        for s in [&first, &second] {
+            assert!(
+                s.bytes >= IO && s.served as usize >= s.bytes / IO,
+                "{}",
+                s.bytes
+            );
+        }
+        let r = run(Mode::Plain, 0.1, &path, 2 << 20, lay);
+        assert!(r.mbs > 0.0 && r.server_us > 0.0 && r.client_us > 0.0);
     }
 }
