@@ -33,6 +33,17 @@
 # receive-queue drops: the kernel's, per namespace) count this run's connections and nothing
 # else; after the MB/s matrices come, per server and size, the median retransmitted segments and
 # zero-window advertisements per 1000 I/Os. NETNS=0 runs in the caller's namespace.
+#
+# Where a loss comes from: per server and size, the medians of the machine's busy CPU (% of
+# both cores) and of its cycles per byte are printed beside the MB/s matrix: a point that
+# loses with the same cycles per byte left the CPUs idle (waits), one that loses with more
+# cycles per byte did more work per byte (or the same work less well: cache, switches).
+# And with CEILING=1 (the default when SIZES has 512K:-s) every round also runs the machine's
+# own ceiling for each -t × -o point of 512 KiB reads, without SMB (crates/bench's `ceiling`
+# example: -t streams, each its own connection, serving thread and driving thread, -o reads
+# in flight each, plain sendfile from the same file the servers share): its matrix, its worst loss, and each smbx's MB/s as a share
+# of it. A loss the ceiling shows too is the machine's (two cores, loopback TCP with bbr, the
+# page cache), not the server's; what matters for a server is whether its share drops.
 set -euo pipefail
 if [ "${NETNS:-1}" = 1 ] && [ -z "${SCALING_IN_NETNS:-}" ] && [ "$(id -u)" = 0 ] &&
   command -v unshare >/dev/null && command -v ip >/dev/null; then
@@ -52,6 +63,7 @@ SMBX_BINS=${SMBX_BINS:-}
 BENCH_FLAGS=${BENCH_FLAGS:-}
 RESULTS=${RESULTS:-$BENCH_REPO/target/bench-scaling}
 SERVERS_WANTED=${SERVERS_WANTED:-samba smbx rocketsmbd}
+CEILING=${CEILING:-$([[ " $SIZES " == *" 512K:-s "* ]] && echo 1 || echo 0)}
 bench_check_cpus scaling
 LABELS=()
 for lb in $SMBX_BINS; do
@@ -94,15 +106,38 @@ sweep_label() {
   SERVERS=("${saved[@]}")
 }
 
+# ceiling_sweep ROUND: the ceiling example at every -t × -o point (512 KiB plain reads), one
+# "threads,outstanding,MB/s" line each in $RESULTS/ceiling.rROUND.csv.
+CEILING_BIN=$BENCH_REPO/target/release/examples/ceiling
+if [ "$CEILING" = 1 ] && ! (cd "$BENCH_REPO" && cargo build --release -q -p smbx-bench --example ceiling); then
+  bench_log "the ceiling example did not build: no ceiling matrix"
+  CEILING=0
+fi
+ceiling_sweep() {
+  local round=$1 t o out="$RESULTS/ceiling.r$1.csv" pin=() line
+  [ -n "${SERVER_CPUS:-}" ] && [ -n "${CLIENT_CPUS:-}" ] && pin=(--pin="$SERVER_CPUS,$CLIENT_CPUS")
+  bench_log "round $round: ceiling (512 KiB plain reads without SMB) -t$THREADS -o$DEPTHS (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  : >"$out"
+  for t in ${THREADS//,/ }; do
+    for o in ${DEPTHS//,/ }; do
+      line=$("$CEILING_BIN" --plain --streams "$t" --depth "$o" --read-file "$BENCH_ROOT/data/data.bin" "${pin[@]}" "$DURATION" 1 2>&1 | grep '^Plain: median' || true)
+      [[ $line =~ median\ ([0-9.]+)\ MB/s ]] && echo "$t,$o,${BASH_REMATCH[1]}" >>"$out"
+    done
+  done
+}
+
 NAMES=("${SERVERS[@]}")
 for lb in $SMBX_BINS; do NAMES+=("=$lb"); done
+[ "$CEILING" != 1 ] || NAMES+=("+ceiling")
 for round in $(seq 1 "$ROUNDS"); do
   order=("${NAMES[@]}")
   if [ $((round % 2)) -eq 0 ]; then
     order=(); for ((i = ${#NAMES[@]} - 1; i >= 0; i--)); do order+=("${NAMES[i]}"); done
   fi
   for n in "${order[@]}"; do
-    if [ "${n:0:1}" = "=" ]; then
+    if [ "$n" = "+ceiling" ]; then
+      ceiling_sweep "$round"
+    elif [ "${n:0:1}" = "=" ]; then
       sweep_label "${n:1}" "$round"
     else
       pidv="PID_$n" urlv="URL_$n"
@@ -112,10 +147,10 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 bench_say_cpus
-python3 - "$RESULTS" "${SERVERS[*]} ${LABELS[*]}" "$SIZES" "$ROUNDS" "${LABELS[*]}" <<'PY'
+python3 - "$RESULTS" "${SERVERS[*]} ${LABELS[*]}" "$SIZES" "$ROUNDS" "${LABELS[*]}" "$CEILING" <<'PY'
 import csv, os, statistics, sys
 res, names, sizes = sys.argv[1], sys.argv[2].split(), [s.split(":")[0] for s in sys.argv[3].split()]
-rounds, labels = int(sys.argv[4]), sys.argv[5].split()
+rounds, labels, with_ceiling = int(sys.argv[4]), sys.argv[5].split(), sys.argv[6] == "1"
 def col(r, *names):
     for n in names:
         if n in r and r[n] != "":
@@ -149,6 +184,29 @@ def matrix(title, cells, fmt):
     for t in ts:
         print(f"{'-t' + str(t):>6}" + "".join(
             fmt(cells[(t, o)]) if (t, o) in cells else f"{'-':>9}" for o in os_))
+def worst_loss(got, med):
+    """The largest drop from a point at a smaller -t (same -o) or a smaller -o (same -t)."""
+    worst, where, real = 0.0, "none", None
+    for (t, o), v in med.items():
+        for (t2, o2), w in med.items():
+            if w > 0 and ((t2 == t and o2 < o) or (o2 == o and t2 < t)) and 1 - v / w > worst:
+                worst, where = 1 - v / w, f"-t{t} -o{o} against -t{t2} -o{o2}"
+                # Beyond the spread: even this point's best round is below the
+                # other's worst.
+                real = max(got[(t, o)]) < min(got[(t2, o2)])
+    n = max(len(v) for v in got.values())
+    note = ""
+    if n > 1 and real is not None:
+        note = ": beyond the run-to-run spread" if real else ": within the run-to-run spread"
+    print(f"  worst loss against a smaller -t or -o: {worst * 100:.1f}% ({where}){note}")
+def column_medians(size, name, column):
+    """(t, o) -> median of a CSV column over the rounds (points without it left out)."""
+    got = {}
+    for r in rows(size, name):
+        v = col(r, column)
+        if v is not None:
+            got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(v)
+    return {k: statistics.median(v) for k, v in got.items()}
 medians = {}
 for size in sizes:
     for s in names:
@@ -164,18 +222,37 @@ for size in sizes:
         if n > 1:
             matrix("  spread (max-min)/median, %", {k: 100 * (max(v) - min(v)) / med[k]
                    for k, v in got.items() if med[k] > 0}, lambda v: f"{v:9.1f}")
-        worst, where, real = 0.0, "none", None
-        for (t, o), v in med.items():
-            for (t2, o2), w in med.items():
-                if w > 0 and ((t2 == t and o2 < o) or (o2 == o and t2 < t)) and 1 - v / w > worst:
-                    worst, where = 1 - v / w, f"-t{t} -o{o} against -t{t2} -o{o2}"
-                    # Beyond the spread: even this point's best round is below the
-                    # other's worst.
-                    real = max(got[(t, o)]) < min(got[(t2, o2)])
-        note = ""
-        if n > 1 and real is not None:
-            note = ": beyond the run-to-run spread" if real else ": within the run-to-run spread"
-        print(f"  worst loss against a smaller -t or -o: {worst * 100:.1f}% ({where}){note}")
+        worst_loss(got, med)
+        for column, what in (("system_cpu_percent", "the machine's busy CPU, % of all cores"),
+                             ("cycles_per_byte", "the machine's cycles per byte")):
+            m = column_medians(size, s, column)
+            if m:
+                matrix(f"  {what} (median)", m, lambda v: f"{v:9.2f}")
+# The machine's own ceiling at each point (512 KiB plain reads without SMB), and each
+# server's share of it.
+ceiling = {}
+if with_ceiling:
+    for k in range(1, rounds + 1):
+        try:
+            with open(os.path.join(res, f"ceiling.r{k}.csv")) as f:
+                for line in f:
+                    t, o, mbs = line.strip().split(",")
+                    ceiling.setdefault((int(t), int(o)), []).append(float(mbs))
+        except (OSError, ValueError):
+            continue
+if ceiling:
+    cmed = {k: statistics.median(v) for k, v in ceiling.items()}
+    n = max(len(v) for v in ceiling.values())
+    what = "MB/s" if n == 1 else f"median MB/s of {n} rounds"
+    matrix(f"\nthe machine's ceiling, 512 KiB plain reads without SMB (-t streams, each its own "
+           f"connection and threads; -o in flight each): {what}", cmed, lambda v: f"{v:9.1f}")
+    worst_loss(ceiling, cmed)
+    for s in names:
+        m = medians.get(("512K", s))
+        if m:
+            r = {k: m[k] / cmed[k] for k in m if cmed.get(k)}
+            matrix(f"\n512K against {s}: share of the machine's ceiling (medians)", r,
+                   lambda v: f"{v:9.2f}")
 def per_kio(size, name, column):
     """(t, o) -> median of column per 1000 I/Os over the rounds (points without it left out)."""
     got = {}

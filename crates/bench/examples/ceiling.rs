@@ -27,9 +27,11 @@
 //! stream instead of 8): what the machine itself gives N connections, as `smbx bench -tN
 //! -oD` drives them (bench/scaling.sh's question: do more connections, or deeper queues,
 //! lose on this machine whatever the server does?). `--plain` runs only the plain read.
+//! `--read-file PATH` reads an existing file (e.g. the one the servers share, so that the
+//! ceiling reads as many distinct pages as they do) instead of a 64 MiB one of its own.
 //!
 //! `cargo run --release -p smbx-bench --example ceiling -- [--reads|--writes|--plain]
-//! [--streams N] [--depth D] [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]`
+//! [--streams N] [--depth D] [--read-file PATH] [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]`
 //! (default: both, one stream at depth 8, DIR the temp dir, 256 MiB; `--pin` puts the
 //! serving threads on CPU S (0) and the driving ones on CPU C (1), as `taskset -c 0` for a
 //! server and `taskset -c 1` for its client).
@@ -531,6 +533,7 @@ fn main() {
     let mut pinned: Option<(usize, usize)> = None;
     let mut dir: PathBuf = std::env::temp_dir();
     let mut write_mib: u64 = 256;
+    let mut read_file: Option<PathBuf> = None;
     let mut nums = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -561,6 +564,7 @@ fn main() {
                 ));
             }
             "--dir" => dir = args.next().expect("--dir DIR").into(),
+            "--read-file" => read_file = Some(args.next().expect("--read-file PATH").into()),
             "--file-mib" => {
                 write_mib = args
                     .next()
@@ -573,14 +577,28 @@ fn main() {
     let secs = nums.first().copied().unwrap_or(3.0);
     let rounds = nums.get(1).map_or(5, |&r| r as usize).max(1);
     let tag = std::process::id();
-    let read_path = std::env::temp_dir().join(format!("smbx-ceiling-{tag}"));
+    let own_read_file = read_file.is_none();
+    let read_path =
+        read_file.unwrap_or_else(|| std::env::temp_dir().join(format!("smbx-ceiling-{tag}")));
     let write_path = dir.join(format!("smbx-ceiling-write-{tag}"));
     if let Some((_, cpu)) = pinned {
         pin(cpu);
     }
     let mut modes = Vec::new();
-    if reads {
+    let read_len = if own_read_file {
+        READ_FILE
+    } else {
+        let len = std::fs::metadata(&read_path).expect("--read-file").len();
+        assert!(
+            len >= IO as u64,
+            "--read-file: smaller than one 512 KiB read"
+        );
+        len / IO as u64 * IO as u64
+    };
+    if reads && own_read_file {
         fill(&read_path, READ_FILE >> 20);
+    }
+    if reads {
         modes.push(Mode::Plain);
         if !only_plain {
             modes.extend([Mode::Sealed, Mode::Signed]);
@@ -599,7 +617,7 @@ fn main() {
             let (path, len) = if m.is_write() {
                 (&write_path, write_mib << 20)
             } else {
-                (&read_path, READ_FILE)
+                (&read_path, read_len)
             };
             let lay = Layout {
                 streams,
@@ -615,7 +633,9 @@ fn main() {
             got[i].push(g);
         }
     }
-    let _ = std::fs::remove_file(&read_path);
+    if own_read_file {
+        let _ = std::fs::remove_file(&read_path);
+    }
     let _ = std::fs::remove_file(&write_path);
     let mut plain = None;
     let mut best_write: Option<(Mode, f64, f64, f64)> = None;
