@@ -11,8 +11,18 @@
 //! (same CreateGuid, same lease key); [`File`](crate::File) handles read their
 //! FileId through one [`Handle`], and requests that were in flight are sent
 //! again with the new TreeId and FileIds patched in ([`patch`]).
+//!
+//! A server may refuse a reclaim (the open timed out, another opener closed it,
+//! or, in Samba, the file's stat changed after the disconnect: its
+//! `vfs_default_durable_reconnect` compares the size and times it recorded when
+//! the connection dropped with the file's now, and a WRITE of the lost
+//! connection still running in its thread pool then makes them differ). The
+//! open is then lost ([MS-SMB2] 3.2.4.4: the re-establishment fails): its
+//! [`Handle`] is marked so, and every request naming it — a new one, or one in
+//! flight when the session went — fails with [`Error::DurableOpenLost`] without
+//! being sent: its stale FileId never reaches the new session.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use smbx_wire::create::{ctx, encode_contexts, parse_contexts, CreateRequestBuilder};
@@ -47,6 +57,8 @@ pub(crate) struct Durable {
 #[derive(Debug)]
 pub(crate) struct Handle {
     id: Mutex<FileId>,
+    /// Set when a re-establishment could not reclaim the open.
+    lost: OnceLock<LostOpen>,
     /// Set when the server granted a durable handle.
     pub durable: Option<Durable>,
 }
@@ -56,16 +68,50 @@ impl Handle {
     pub fn new(id: FileId, durable: Option<Durable>) -> Handle {
         Handle {
             id: Mutex::new(id),
+            lost: OnceLock::new(),
             durable,
         }
     }
-    /// The FileId now.
+    /// The FileId now (the last one the server gave, even for a lost open).
     pub fn id(&self) -> FileId {
         *self.id.lock().expect("handle lock")
+    }
+    /// The FileId to send a request with: [`Error::DurableOpenLost`] once the
+    /// open could not be reclaimed.
+    pub fn live_id(&self) -> Result<FileId> {
+        match self.lost_error() {
+            Some(e) => Err(e),
+            None => Ok(self.id()),
+        }
     }
     /// The FileId the reclaimed open has.
     pub fn set_id(&self, id: FileId) {
         *self.id.lock().expect("handle lock") = id;
+    }
+    /// The error of a request on this open once its reclaim was refused.
+    pub fn lost_error(&self) -> Option<Error> {
+        self.lost.get().map(LostOpen::error)
+    }
+}
+
+/// A durable open whose reclaim was refused: requests still naming its last
+/// FileId fail instead of being sent ([`patch`]).
+#[derive(Debug, Clone)]
+pub(crate) struct LostOpen {
+    /// The FileId the open had on the lost session.
+    pub id: FileId,
+    /// Its path on the share.
+    pub name: String,
+    /// The server's answer to the reclaim.
+    pub status: NtStatus,
+}
+
+impl LostOpen {
+    fn error(&self) -> Error {
+        Error::DurableOpenLost {
+            name: self.name.clone(),
+            status: self.status,
+        }
     }
 }
 
@@ -218,20 +264,36 @@ impl Tree {
             let Some(d) = &h.durable else {
                 continue;
             };
+            if h.lost.get().is_some() {
+                continue;
+            }
             let was = h.id();
             let req = Request::new(Command::Create, reclaim_request(d, was).encode(), id);
             let mut v = crate::failover::send(&session, vec![req], encrypt, None).await?;
             let resp = v.pop().ok_or(ProtocolError::NoResponse)?;
+            // Recorded at once: a later try starts from here.
             match resp.ok() {
                 Ok(r) => {
                     let now = CreateResponse::decode(&r.msg)?.file_id;
                     h.set_id(now);
-                    // Recorded at once: a later try starts from `now`.
                     let mut st = self.inner.state.write().expect("tree state lock");
                     st.remaps.push((was, now));
                     reclaimed += 1;
                 }
-                Err(e) => tracing::warn!("durable: {} not reclaimed: {e}", d.request.name),
+                Err(e) => {
+                    // The server no longer has the open (or will not give it
+                    // back): the handle is dead, and no request names it again.
+                    tracing::warn!("durable: {} not reclaimed: {e}", d.request.name);
+                    let status = e.status().unwrap_or(NtStatus::OBJECT_NAME_NOT_FOUND);
+                    let lost = LostOpen {
+                        id: was,
+                        name: d.request.name.clone(),
+                        status,
+                    };
+                    let mut st = self.inner.state.write().expect("tree state lock");
+                    st.lost.push(lost.clone());
+                    let _ = h.lost.set(lost);
+                }
             }
         }
         let mut st = self.inner.state.write().expect("tree state lock");
@@ -284,31 +346,41 @@ fn file_id_offset(command: Command) -> Option<usize> {
 
 /// Rewrites a request for a re-established tree: its TreeId, and the FileId
 /// it names if a reclaim changed it (`remaps`, oldest first: each maps a
-/// FileId to its reclaimed successor).
-pub(crate) fn patch(req: &mut Request, remaps: &[(FileId, FileId)], tree_id: u32) {
+/// FileId to its reclaimed successor). A request naming an open whose reclaim
+/// was refused (`lost`) is not to be sent: [`Error::DurableOpenLost`].
+pub(crate) fn patch(
+    req: &mut Request,
+    remaps: &[(FileId, FileId)],
+    lost: &[LostOpen],
+    tree_id: u32,
+) -> Result<()> {
     if req.tree_id != 0 {
         req.tree_id = tree_id;
     }
     let Some(off) = file_id_offset(req.command) else {
-        return;
+        return Ok(());
     };
     let start = off + if req.headroom { HEADROOM } else { 0 };
     let Some(field) = req.body.get_mut(start..start + 16) else {
-        return;
+        return Ok(());
     };
     let mut id = match <[u8; 16]>::try_from(&*field) {
         Ok(b) => FileId::from_bytes(b),
-        Err(_) => return,
+        Err(_) => return Ok(()),
     };
     if id == FileId::RELATED {
-        return;
+        return Ok(());
     }
     for (old, new) in remaps {
         if id == *old {
             id = *new;
         }
     }
+    if let Some(l) = lost.iter().find(|l| l.id == id) {
+        return Err(l.error());
+    }
     field.copy_from_slice(&id.to_bytes());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -336,7 +408,7 @@ mod tests {
         }
         .encode();
         let mut r = Request::new(Command::Read, read, 7);
-        patch(&mut r, &remaps, 9);
+        patch(&mut r, &remaps, &[], 9).unwrap();
         assert_eq!(r.tree_id, 9);
         let mut want = ReadRequest {
             length: 10,
@@ -358,7 +430,7 @@ mod tests {
             .encode(),
             7,
         );
-        patch(&mut w, &remaps, 9);
+        patch(&mut w, &remaps, &[], 9).unwrap();
         let wr = WriteRequest {
             offset: 5,
             file_id: c,
@@ -377,7 +449,7 @@ mod tests {
             .encode(),
             7,
         );
-        patch(&mut cl, &remaps, 9);
+        patch(&mut cl, &remaps, &[], 9).unwrap();
         assert_eq!(
             cl.body,
             CloseRequest {
@@ -394,7 +466,7 @@ mod tests {
         }
         .encode();
         let mut o = Request::new(Command::Close, want.clone(), 7);
-        patch(&mut o, &remaps, 9);
+        patch(&mut o, &remaps, &[], 9).unwrap();
         assert_eq!(o.body, want);
         let rel = CloseRequest {
             flags: 0,
@@ -402,12 +474,73 @@ mod tests {
         }
         .encode();
         let mut o = Request::new(Command::Close, rel.clone(), 7);
-        patch(&mut o, &[(FileId::RELATED, a)], 9);
+        patch(&mut o, &[(FileId::RELATED, a)], &[], 9).unwrap();
         assert_eq!(o.body, rel);
         // A body too short to hold a FileId is left alone.
         let mut short = Request::new(Command::Read, vec![0; 20], 7);
-        patch(&mut short, &remaps, 9);
+        patch(&mut short, &remaps, &[], 9).unwrap();
         assert_eq!(short.body, vec![0; 20]);
+    }
+
+    #[test]
+    fn requests_naming_a_lost_open_are_refused() {
+        let (a, b, c) = (fid(1, 2), fid(3, 4), fid(5, 6));
+        let lost = [LostOpen {
+            id: b,
+            name: "x.bin".into(),
+            status: NtStatus::OBJECT_NAME_NOT_FOUND,
+        }];
+        let write = |id| {
+            let body = WriteRequest {
+                offset: 5,
+                file_id: id,
+                length: 3,
+                data: b"abc",
+                ..Default::default()
+            }
+            .encode();
+            Request::new(Command::Write, body, 7)
+        };
+        // Named directly, or through a reclaim that changed it to the lost id.
+        for (id, remaps) in [(b, vec![]), (a, vec![(a, b)])] {
+            let mut w = write(id);
+            let sent = w.body.clone();
+            match patch(&mut w, &remaps, &lost, 9) {
+                Err(Error::DurableOpenLost { name, status }) => {
+                    assert_eq!(
+                        (name.as_str(), status),
+                        ("x.bin", NtStatus::OBJECT_NAME_NOT_FOUND)
+                    )
+                }
+                r => panic!("{r:?}"),
+            }
+            assert_eq!(w.body, sent, "the refused request is left as it was");
+        }
+        // Another open goes on, with its remap.
+        let mut w = write(c);
+        patch(&mut w, &[(c, a)], &lost, 9).unwrap();
+        assert_eq!(w.body, write(a).body);
+        // The handle of a lost open fails its requests before building them.
+        let h = Handle::new(
+            b,
+            Some(Durable {
+                create_guid: [2; 16],
+                lease: LeaseContext::default(),
+                request: CreateRequestBuilder {
+                    name: "x.bin".into(),
+                    ..Default::default()
+                },
+            }),
+        );
+        assert_eq!(h.live_id().unwrap(), b);
+        assert!(h.lost_error().is_none());
+        h.lost.set(lost[0].clone()).unwrap();
+        assert!(matches!(
+            h.live_id(),
+            Err(Error::DurableOpenLost { ref name, status: NtStatus::OBJECT_NAME_NOT_FOUND })
+                if name == "x.bin"
+        ));
+        assert_eq!(h.id(), b, "the last FileId is still known");
     }
 
     #[test]

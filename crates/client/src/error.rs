@@ -52,6 +52,19 @@ pub enum Error {
     /// The caller passed an unusable argument (bad URL, path, option combination).
     #[error("invalid argument: {0}")]
     InvalidArgument(#[source] InvalidArgument),
+    /// A durable open ([`crate::File::is_durable`]) that did not survive the loss
+    /// of its session: when the tree was re-established on a new session, the
+    /// server refused to reclaim it ([MS-SMB2] 3.2.4.4). The handle is dead: its
+    /// requests, and those in flight when the session went, fail with this error
+    /// without being sent. Data written through it but not acknowledged may not
+    /// have reached the file; open the file again to go on.
+    #[error("durable open of {name} lost: the server refused to reclaim it on the new session ({status})")]
+    DurableOpenLost {
+        /// The file's path on the share.
+        name: String,
+        /// The server's answer to the reclaim (the CREATE with DH2C).
+        status: NtStatus,
+    },
 }
 
 /// A response that failed its protection, or a signing / sealing step that failed.

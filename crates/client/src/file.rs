@@ -374,6 +374,11 @@ impl File {
     pub fn id(&self) -> FileId {
         self.handle.id()
     }
+    /// The FileId to send a request with, or [`crate::Error::DurableOpenLost`]
+    /// once the server refused to reclaim the durable open.
+    fn live_id(&self) -> Result<FileId> {
+        self.handle.live_id()
+    }
     /// True if the server granted this open a durable handle: it outlives the
     /// session and is reclaimed if the session is re-established.
     pub fn is_durable(&self) -> bool {
@@ -498,7 +503,7 @@ impl File {
             padding: 0x50,
             length: len as u32,
             offset,
-            file_id: self.id(),
+            file_id: self.live_id()?,
             ..Default::default()
         });
         let resp = self.tree.call(req).await?;
@@ -576,7 +581,7 @@ impl File {
             padding: 0x50,
             length: len as u32,
             offset,
-            file_id: self.id(),
+            file_id: self.live_id()?,
             channel: rdma_channel(self.tree.dialect(), link.as_ref()),
             channel_info: &desc,
             ..Default::default()
@@ -739,7 +744,7 @@ impl File {
         };
         let fields = WriteRequest {
             offset,
-            file_id: self.id(),
+            file_id: self.live_id()?,
             length: len as u32,
             data,
             ..Default::default()
@@ -778,6 +783,10 @@ impl File {
         len: usize,
     ) -> (Result<usize>, Vec<u8>) {
         let link = &on.direct;
+        let file_id = match self.live_id() {
+            Ok(id) => id,
+            Err(e) => return (Err(e), buf),
+        };
         let reg = match link.register(buf, Access::REMOTE_READ) {
             Ok(reg) => reg,
             // The buffer went with the failed registration.
@@ -789,7 +798,7 @@ impl File {
         };
         let body = WriteRequest {
             offset,
-            file_id: self.id(),
+            file_id,
             channel: rdma_channel(self.tree.dialect(), link.as_ref()),
             remaining_bytes: len as u32,
             channel_info: &desc.encode(),
@@ -816,7 +825,10 @@ impl File {
 
     /// FLUSH: asks the server to commit the file's data.
     pub async fn flush(&self) -> Result<()> {
-        let body = FlushRequest { file_id: self.id() }.encode();
+        let body = FlushRequest {
+            file_id: self.live_id()?,
+        }
+        .encode();
         self.tree
             .call(Request::new(Command::Flush, body, self.tree.id()))
             .await?
@@ -827,7 +839,7 @@ impl File {
     /// QUERY_INFO FileAllInformation on the open handle.
     pub async fn stat(&self) -> Result<FileInfo> {
         let body = query_info_body(
-            self.id(),
+            self.live_id()?,
             SMB2_0_INFO_FILE,
             FILE_ALL_INFORMATION,
             INFO_BUFFER,
@@ -852,7 +864,7 @@ impl File {
     }
 
     async fn set_info(&self, class: u8, buf: &[u8]) -> Result<()> {
-        let body = set_info_body(self.id(), SMB2_0_INFO_FILE, class, buf);
+        let body = set_info_body(self.live_id()?, SMB2_0_INFO_FILE, class, buf);
         self.tree
             .call(Request::new(Command::SetInfo, body, self.tree.id()))
             .await?
@@ -863,7 +875,7 @@ impl File {
     /// CLOSE, returning the final metadata.
     pub async fn close(self) -> Result<FileInfo> {
         self.closed.store(true, Ordering::Relaxed);
-        let body = close_body(self.id(), CLOSE_FLAG_POSTQUERY_ATTRIB);
+        let body = close_body(self.live_id()?, CLOSE_FLAG_POSTQUERY_ATTRIB);
         let resp = self
             .tree
             .call(Request::new(Command::Close, body, self.tree.id()))
@@ -875,7 +887,8 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        if self.closed.load(Ordering::Relaxed) {
+        // A lost durable open has nothing left to close on the server.
+        if self.closed.load(Ordering::Relaxed) || self.handle.lost_error().is_some() {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

@@ -40,6 +40,8 @@ pub(crate) struct TreeState {
     pub response: TreeConnectResponse,
     /// (old FileId, reclaimed FileId), oldest first.
     pub remaps: Vec<(FileId, FileId)>,
+    /// The durable opens whose reclaim was refused.
+    pub lost: Vec<crate::durable::LostOpen>,
 }
 
 pub(crate) struct TreeInner {
@@ -108,6 +110,7 @@ impl Tree {
                     encrypt,
                     response,
                     remaps: Vec::new(),
+                    lost: Vec::new(),
                 }),
                 opens: Default::default(),
                 lease_keys: Default::default(),
@@ -236,9 +239,16 @@ impl Tree {
     /// Sends requests (one compound) on the session's channel with the most
     /// room, replayed on another channel if that one fails
     /// ([`crate::failover`]).
-    async fn compound_on_channel(&self, reqs: Vec<Request>) -> Result<Vec<Response>> {
+    async fn compound_on_channel(&self, mut reqs: Vec<Request>) -> Result<Vec<Response>> {
         let (mut session, encrypt) = {
             let st = self.state();
+            // A request built before a re-establishment that ended since goes
+            // out with the new ids, or not at all if its open was lost.
+            if !st.remaps.is_empty() || !st.lost.is_empty() {
+                for r in reqs.iter_mut() {
+                    crate::durable::patch(r, &st.remaps, &st.lost, st.id)?;
+                }
+            }
             (st.session.clone(), st.encrypt)
         };
         if !self.durable() {
@@ -263,7 +273,7 @@ impl Tree {
             session = {
                 let st = self.state();
                 for r in again.iter_mut() {
-                    crate::durable::patch(r, &st.remaps, st.id);
+                    crate::durable::patch(r, &st.remaps, &st.lost, st.id)?;
                 }
                 st.session.clone()
             };

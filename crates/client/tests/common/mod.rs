@@ -383,3 +383,50 @@ pub fn assert_inner_run_passed(out: &std::process::Output) {
         "the inner run did not run the test:\n{text}"
     );
 }
+
+impl Server {
+    /// The server's child processes now (smbd forks one per connection).
+    pub fn children(&self) -> Vec<u32> {
+        let pid = self.child.id();
+        let mut out = Vec::new();
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for t in tasks.flatten() {
+                if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                    out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The lines of the server's output so far that contain `word`.
+    pub fn log_lines(&self, word: &str) -> String {
+        self.log()
+            .lines()
+            .filter(|l| l.contains(word))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Waits up to `max` for process `pid` to end (gone, or a zombie its parent has
+/// not reaped yet); true if it did.
+pub fn wait_for_exit(pid: u32, max: Duration) -> bool {
+    let deadline = Instant::now() + max;
+    loop {
+        let ended = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // The state follows the parenthesised command name.
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+            Err(_) => true,
+        };
+        if ended {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
