@@ -35,7 +35,7 @@
 # zero-window advertisements per 1000 I/Os. NETNS=0 runs in the caller's namespace.
 #
 # Where a loss comes from: per server and size, the medians of the machine's busy CPU (% of
-# both cores) and of its cycles per byte are printed beside the MB/s matrix: a point that
+# both cores), of its cycles per byte and of the server's are printed beside the MB/s matrix: a point that
 # loses with the same cycles per byte left the CPUs idle (waits), one that loses with more
 # cycles per byte did more work per byte (or the same work less well: cache, switches).
 # And with CEILING=1 (the default when SIZES has 512K:-s) every round also runs the machine's
@@ -224,7 +224,8 @@ for size in sizes:
                    for k, v in got.items() if med[k] > 0}, lambda v: f"{v:9.1f}")
         worst_loss(got, med)
         for column, what in (("system_cpu_percent", "the machine's busy CPU, % of all cores"),
-                             ("cycles_per_byte", "the machine's cycles per byte")):
+                             ("cycles_per_byte", "the machine's cycles per byte"),
+                             ("server_cycles_per_byte", "the server's cycles per byte")):
             m = column_medians(size, s, column)
             if m:
                 matrix(f"  {what} (median)", m, lambda v: f"{v:9.2f}")
