@@ -17,8 +17,44 @@
 //! (0: the system's `net.ipv4.tcp_notsent_lowat`). Data sent counts against it only until
 //! it leaves, so it does not limit what is in flight, only how far a writer gets ahead of
 //! a receiver that reads more slowly.
+//!
+//! `TCP_CONGESTION=name` (Linux's, not in Samba's list) sets the connection's congestion
+//! control (one of `net.ipv4.tcp_allowed_congestion_control`, or any available one with
+//! CAP_NET_ADMIN). bbr paces what a connection sends even over loopback, where there is no
+//! queue to spare: on a 2-core VM whose default is bbr, four connections reading 512 KiB
+//! from one server cost the server ~1.7x the CPU per READ of one connection, against the
+//! same per READ with `TCP_CONGESTION=reno` (bench/scaling.sh, README "Benchmarks").
 
 use std::os::fd::{AsFd, AsRawFd};
+
+/// A TCP congestion control's name, as `TCP_CONGESTION` takes it: 1 to 15 ASCII letters,
+/// digits, `_` or `-` (the kernel's names are shorter than its TCP_CA_NAME_MAX, 16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CongestionControl {
+    name: [u8; 15],
+    len: u8,
+}
+
+impl CongestionControl {
+    /// The name, or `None` when it is empty, too long or has other characters.
+    pub fn new(name: &str) -> Option<CongestionControl> {
+        let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        if name.is_empty() || name.len() > 15 || !name.bytes().all(ok) {
+            return None;
+        }
+        let mut cc = CongestionControl {
+            name: [0; 15],
+            len: name.len() as u8,
+        };
+        cc.name[..name.len()].copy_from_slice(name.as_bytes());
+        Some(cc)
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.name[..usize::from(self.len)]).unwrap_or("")
+    }
+}
 
 /// Socket options to set on a TCP connection; `None` leaves the system's value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,6 +79,8 @@ pub struct SocketOptions {
     /// `TCP_NOTSENT_LOWAT` (bytes): the most data queued unsent before a write waits
     /// (0: the system's rule).
     pub notsent_lowat: Option<u32>,
+    /// `TCP_CONGESTION`: the connection's congestion control.
+    pub congestion: Option<CongestionControl>,
 }
 
 /// Names in Samba's list that are recognised but not applied (logged once).
@@ -78,6 +116,16 @@ impl SocketOptions {
                 None => (tok, None),
             };
             let name = name.to_ascii_uppercase();
+            // The one option whose value is a name.
+            if name == "TCP_CONGESTION" {
+                match value.and_then(CongestionControl::new) {
+                    Some(cc) => o.congestion = Some(cc),
+                    None => warnings.push(format!(
+                        "socket option {tok}: the value is not a congestion control's name"
+                    )),
+                }
+                continue;
+            }
             let n = match value.map(str::parse::<u32>) {
                 None => 1,
                 Some(Ok(n)) => n,
@@ -120,6 +168,7 @@ impl SocketOptions {
             send_buffer: other.send_buffer.or(self.send_buffer),
             receive_buffer: other.receive_buffer.or(self.receive_buffer),
             notsent_lowat: other.notsent_lowat.or(self.notsent_lowat),
+            congestion: other.congestion.or(self.congestion),
         }
     }
 
@@ -131,6 +180,12 @@ impl SocketOptions {
             let Some(v) = v else { continue };
             if let Err(e) = set_int(sock, level, opt, v) {
                 first.get_or_insert(std::io::Error::new(e.kind(), format!("{name}={v}: {e}")));
+            }
+        }
+        if let Some(cc) = &self.congestion {
+            if let Err(e) = set_congestion(sock, cc) {
+                let what = format!("TCP_CONGESTION={}: {e}", cc.as_str());
+                first.get_or_insert(std::io::Error::new(e.kind(), what));
             }
         }
         first.map_or(Ok(()), Err)
@@ -150,6 +205,7 @@ impl SocketOptions {
             send_buffer: get(libc::SOL_SOCKET, libc::SO_SNDBUF)?,
             receive_buffer: get(libc::SOL_SOCKET, libc::SO_RCVBUF)?,
             notsent_lowat: get(libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT)?,
+            congestion: get_congestion(sock)?,
         })
     }
 
@@ -236,6 +292,55 @@ pub(crate) fn set_int(sock: &impl AsFd, level: i32, opt: i32, v: u32) -> std::io
     }
 }
 
+/// Sets the socket's congestion control (TCP_CONGESTION).
+#[allow(unsafe_code)]
+fn set_congestion(sock: &impl AsFd, cc: &CongestionControl) -> std::io::Result<()> {
+    let name = cc.as_str();
+    // SAFETY: the descriptor is borrowed from a live socket for the call; the name's
+    // bytes are borrowed for it and passed with their length.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_fd().as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The socket's congestion control (TCP_CONGESTION; `None` if the kernel's name is not
+/// one [`CongestionControl`] holds).
+#[allow(unsafe_code)]
+fn get_congestion(sock: &impl AsFd) -> std::io::Result<Option<CongestionControl>> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: the descriptor is borrowed from a live socket for the call; `buf` and
+    // `len` are on the stack and `len` holds `buf`'s size.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_fd().as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let got = buf.get(..len as usize).unwrap_or(&buf);
+    let end = got.iter().position(|&b| b == 0).unwrap_or(got.len());
+    Ok(std::str::from_utf8(&got[..end])
+        .ok()
+        .and_then(CongestionControl::new))
+}
+
 #[allow(unsafe_code)]
 fn get_int(sock: &impl AsFd, level: i32, opt: i32) -> std::io::Result<i32> {
     let mut v: libc::c_int = 0;
@@ -299,6 +404,34 @@ mod tests {
     }
 
     #[test]
+    fn a_congestion_control_is_a_name() {
+        let (o, w) = SocketOptions::parse("tcp_congestion=reno TCP_NODELAY");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            o.congestion.map(|c| c.as_str().to_string()),
+            Some("reno".into())
+        );
+        assert_eq!(o.nodelay, Some(true));
+        for bad in [
+            "TCP_CONGESTION",
+            "TCP_CONGESTION=",
+            "TCP_CONGESTION=a/b",
+            "TCP_CONGESTION=sixteen_letters_",
+        ] {
+            let (o, w) = SocketOptions::parse(bad);
+            assert_eq!(o.congestion, None, "{bad}");
+            assert!(
+                w.len() == 1 && w[0].contains("congestion control"),
+                "{bad}: {w:?}"
+            );
+        }
+        let cubic = SocketOptions::parse("TCP_CONGESTION=cubic").0;
+        let reno = SocketOptions::parse("TCP_CONGESTION=reno").0;
+        assert_eq!(cubic.overridden_by(&reno), reno);
+        assert_eq!(reno.overridden_by(&SocketOptions::default()), reno);
+    }
+
+    #[test]
     fn later_options_override_earlier_ones() {
         let base = SocketOptions {
             keepalive: Some(true),
@@ -338,5 +471,20 @@ mod tests {
         let e = bad.apply(&s).unwrap_err();
         assert!(e.to_string().contains("TCP_KEEPIDLE=0"), "{e}");
         assert_eq!(SocketOptions::current(&s).unwrap().keep_count, Some(5));
+    }
+
+    /// reno is built into every kernel and always allowed.
+    #[test]
+    fn a_congestion_control_applied_to_a_real_socket() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (o, _) = SocketOptions::parse("TCP_CONGESTION=reno");
+        o.apply(&s).unwrap();
+        let now = SocketOptions::current(&s).unwrap().congestion;
+        assert_eq!(now.map(|c| c.as_str().to_string()), Some("reno".into()));
+        // One the kernel does not have: the failure names it.
+        let (o, _) = SocketOptions::parse("TCP_CONGESTION=no_such_cc");
+        let e = o.apply(&s).unwrap_err();
+        assert!(e.to_string().contains("TCP_CONGESTION=no_such_cc"), "{e}");
     }
 }
