@@ -44,6 +44,10 @@
 # in flight each, plain sendfile from the same file the servers share): its matrix, its worst loss, and each smbx's MB/s as a share
 # of it. A loss the ceiling shows too is the machine's (two cores, loopback TCP with bbr, the
 # page cache), not the server's; what matters for a server is whether its share drops.
+# CEILING_CC=name gives the ceiling's connections that congestion control (the ceiling
+# example's --cc), e.g. with SMBX_SOCKET_OPTIONS=TCP_CONGESTION=reno (bench/servers.sh: smbx's
+# `socket options`): this VM's default, bbr, paces loopback sends and costs CPU per I/O as
+# connections are added, the machine's ceiling too.
 set -euo pipefail
 if [ "${NETNS:-1}" = 1 ] && [ -z "${SCALING_IN_NETNS:-}" ] && [ "$(id -u)" = 0 ] &&
   command -v unshare >/dev/null && command -v ip >/dev/null; then
@@ -120,7 +124,7 @@ ceiling_sweep() {
   : >"$out"
   for t in ${THREADS//,/ }; do
     for o in ${DEPTHS//,/ }; do
-      line=$("$CEILING_BIN" --plain --streams "$t" --depth "$o" --read-file "$BENCH_ROOT/data/data.bin" "${pin[@]}" "$DURATION" 1 2>&1 | grep '^Plain: median' || true)
+      line=$("$CEILING_BIN" --plain --streams "$t" --depth "$o" ${CEILING_CC:+--cc "$CEILING_CC"} --read-file "$BENCH_ROOT/data/data.bin" "${pin[@]}" "$DURATION" 1 2>&1 | grep '^Plain: median' || true)
       [[ $line =~ median\ ([0-9.]+)\ MB/s ]] && echo "$t,$o,${BASH_REMATCH[1]}" >>"$out"
     done
   done

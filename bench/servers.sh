@@ -210,9 +210,11 @@ CONF
 
 # bench_start_smbx [LINE...]: smbx on $BENCH_ROOT/smbx/share; each LINE is added to [global].
 # SMBX_METRICS=1 adds `metrics listen` on a free loopback port: METRICS_URL_smbx is its
-# http://127.0.0.1:PORT/metrics (bench_scrape_smbx saves a scrape).
+# http://127.0.0.1:PORT/metrics (bench_scrape_smbx saves a scrape). SMBX_SOCKET_OPTIONS adds
+# `socket options = $SMBX_SOCKET_OPTIONS` (e.g. TCP_CONGESTION=reno: no bbr pacing on loopback).
 bench_start_smbx() {
   local S=$BENCH_ROOT/smbx port pid mport
+  [ -z "${SMBX_SOCKET_OPTIONS:-}" ] || set -- "$@" "socket options = $SMBX_SOCKET_OPTIONS"
   if [ "${SMBX_METRICS:-0}" = 1 ]; then
     mport=$(bench_free_port)
     set -- "$@" "metrics listen = 127.0.0.1:$mport"

@@ -27,11 +27,13 @@
 //! stream instead of 8): what the machine itself gives N connections, as `smbx bench -tN
 //! -oD` drives them (bench/scaling.sh's question: do more connections, or deeper queues,
 //! lose on this machine whatever the server does?). `--plain` runs only the plain read.
-//! `--read-file PATH` reads an existing file (e.g. the one the servers share, so that the
+//! `--cc NAME` sets every connection's congestion control (TCP_CONGESTION, one of
+//! net.ipv4.tcp_allowed_congestion_control), e.g. reno, which does not pace, against the
+//! system's bbr. `--read-file PATH` reads an existing file (e.g. the one the servers share, so that the
 //! ceiling reads as many distinct pages as they do) instead of a 64 MiB one of its own.
 //!
 //! `cargo run --release -p smbx-bench --example ceiling -- [--reads|--writes|--plain]
-//! [--streams N] [--depth D] [--read-file PATH] [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]`
+//! [--streams N] [--depth D] [--cc NAME] [--read-file PATH] [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]`
 //! (default: both, one stream at depth 8, DIR the temp dir, 256 MiB; `--pin` puts the
 //! serving threads on CPU S (0) and the driving ones on CPU C (1), as `taskset -c 0` for a
 //! server and `taskset -c 1` for its client).
@@ -355,6 +357,23 @@ struct Layout {
     streams: usize,
     depth: usize,
     pinned: Option<(usize, usize)>,
+    /// The congestion control of every connection (`--cc`), else the system's.
+    cc: Option<&'static str>,
+}
+
+/// Sets the socket's congestion control (TCP_CONGESTION; one the system allows).
+fn set_cc(s: &TcpStream, cc: &str) {
+    // SAFETY: the descriptor is open (borrowed); the name is passed with its length.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
+    };
+    assert!(r == 0, "--cc {cc}: {}", std::io::Error::last_os_error());
 }
 
 /// One run of `mode` for `secs`: every stream's serving and driving threads started
@@ -424,6 +443,9 @@ fn stream(
         }
         let (s, _) = l.accept().unwrap();
         s.set_nodelay(true).unwrap();
+        if let Some(cc) = lay.cc {
+            set_cc(&s, cc);
+        }
         let cpu = thread_cpu();
         let served = if mode.is_write() {
             serve_writes(mode, s, file)
@@ -434,6 +456,9 @@ fn stream(
     });
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_nodelay(true).unwrap();
+    if let Some(cc) = lay.cc {
+        set_cc(&c, cc);
+    }
     let mut asker = Asker {
         w: c.try_clone().unwrap(),
         off: first_offset(file_len, index, lay.streams),
@@ -534,6 +559,7 @@ fn main() {
     let mut dir: PathBuf = std::env::temp_dir();
     let mut write_mib: u64 = 256;
     let mut read_file: Option<PathBuf> = None;
+    let mut cc: Option<&'static str> = None;
     let mut nums = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -564,6 +590,7 @@ fn main() {
                 ));
             }
             "--dir" => dir = args.next().expect("--dir DIR").into(),
+            "--cc" => cc = Some(args.next().expect("--cc NAME").leak()),
             "--read-file" => read_file = Some(args.next().expect("--read-file PATH").into()),
             "--file-mib" => {
                 write_mib = args
@@ -623,6 +650,7 @@ fn main() {
                 streams,
                 depth,
                 pinned,
+                cc,
             };
             let g = run(m, secs, path, len, lay);
             println!(
@@ -696,6 +724,7 @@ mod tests {
             streams: 2,
             depth: 2,
             pinned: None,
+            cc: None,
         };
         let go = std::sync::Arc::new(std::sync::Barrier::new(2));
         let (p, g) = (path.clone(), go.clone());
