@@ -35,13 +35,17 @@
 #   one, as this VM's does), SERVER_CPUS (a CPU list: each server pinned there as it starts,
 #   taskset -a; pinning the client alone can pull the server onto the client's CPU); iperf3's
 #   and sockperf's client and server sides are pinned the same way, so each ratio compares
-#   like placements.
+#   like placements. TCP_CC (a congestion control, e.g. cubic: the whole run, every server,
+#   the client, iperf3 and sockperf, in a network namespace of its own whose
+#   net.ipv4.tcp_congestion_control is TCP_CC; bench_in_netns in bench/servers.sh; default
+#   unset: the machine's namespace and congestion control).
 #   rocketsmbd is `cargo install`ed into target/rocketsmbd on first use; if that
 #   fails or it does not start, it is skipped with a message.
 # Needs root, Debian samba, python3, and a release build of smbx (built if missing).
 set -euo pipefail
 # shellcheck source=bench/servers.sh
 . "$(dirname "$0")/servers.sh"
+bench_in_netns "$0" "$@"
 
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}

@@ -18,7 +18,9 @@
 # cycles per byte at 512K no more than TCP's.
 #
 # The TCP congestion control is printed too: this machine's bbr paces even loopback streams, so
-# TCP's large-read figure (the ratios' denominator) moves with it (README, Benchmarks).
+# TCP's large-read figure (the ratios' denominator) moves with it (README, Benchmarks);
+# TCP_CC=cubic (or reno) runs the whole bench in a network namespace of its own with that
+# congestion control for both transports (bench_in_netns in bench/servers.sh; root needed).
 # Environment: DURATION (10), WARMUP (2), ROUNDS (1), FILE_MIB (1024), PROFILES (names below), RDMA_QUERY
 #   (extra URL parameters for the SMB Direct target, e.g. "&rdma_threshold=65536"),
 #   RESULTS (target/bench-direct: the JSON reports), SMBX_BIN (the server), SMBX_CLIENT_BIN (the
@@ -27,6 +29,7 @@
 set -euo pipefail
 # shellcheck source=bench/servers.sh
 . "$(dirname "$0")/servers.sh"
+bench_in_netns "$0" "$@"
 
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
