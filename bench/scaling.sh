@@ -40,8 +40,7 @@
 # cycles per byte did more work per byte (or the same work less well: cache, switches).
 # And with CEILING=1 (the default when SIZES has 512K:-s) every round also runs the machine's
 # own ceiling for each -t × -o point of 512 KiB reads, without SMB (crates/bench's `ceiling`
-# example: -t streams, each its own connection, serving thread and driving thread (reading
-# each response whole, SO_RCVLOWAT raised to its body as smbx's client does), -o reads
+# example: -t streams, each its own connection, serving thread and driving thread, -o reads
 # in flight each, plain sendfile from the same file the servers share): its matrix, its worst loss, and each smbx's MB/s as a share
 # of it. A loss the ceiling shows too is the machine's (two cores, loopback TCP with bbr, the
 # page cache), not the server's; what matters for a server is whether its share drops.
@@ -125,7 +124,7 @@ ceiling_sweep() {
   : >"$out"
   for t in ${THREADS//,/ }; do
     for o in ${DEPTHS//,/ }; do
-      line=$("$CEILING_BIN" --plain --lowat --streams "$t" --depth "$o" ${CEILING_CC:+--cc "$CEILING_CC"} --read-file "$BENCH_ROOT/data/data.bin" "${pin[@]}" "$DURATION" 1 2>&1 | grep '^Plain: median' || true)
+      line=$("$CEILING_BIN" --plain --streams "$t" --depth "$o" ${CEILING_CC:+--cc "$CEILING_CC"} --read-file "$BENCH_ROOT/data/data.bin" "${pin[@]}" "$DURATION" 1 2>&1 | grep '^Plain: median' || true)
       [[ $line =~ median\ ([0-9.]+)\ MB/s ]] && echo "$t,$o,${BASH_REMATCH[1]}" >>"$out"
     done
   done

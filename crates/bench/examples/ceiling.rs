@@ -27,15 +27,13 @@
 //! stream instead of 8): what the machine itself gives N connections, as `smbx bench -tN
 //! -oD` drives them (bench/scaling.sh's question: do more connections, or deeper queues,
 //! lose on this machine whatever the server does?). `--plain` runs only the plain read.
-//! `--lowat` has each driving thread raise its socket's SO_RCVLOWAT to a response's body
-//! before reading it (woken once it is all there, as smbx's client reads: fewer wake-ups
-//! at depth). `--cc NAME` sets every connection's congestion control (TCP_CONGESTION, one of
+//! `--cc NAME` sets every connection's congestion control (TCP_CONGESTION, one of
 //! net.ipv4.tcp_allowed_congestion_control), e.g. reno, which does not pace, against the
 //! system's bbr. `--read-file PATH` reads an existing file (e.g. the one the servers share, so that the
 //! ceiling reads as many distinct pages as they do) instead of a 64 MiB one of its own.
 //!
 //! `cargo run --release -p smbx-bench --example ceiling -- [--reads|--writes|--plain]
-//! [--streams N] [--depth D] [--lowat] [--cc NAME] [--read-file PATH] [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]`
+//! [--streams N] [--depth D] [--cc NAME] [--read-file PATH] [--dir DIR] [--file-mib N] [--pin[=S,C]] [SECS] [ROUNDS]`
 //! (default: both, one stream at depth 8, DIR the temp dir, 256 MiB; `--pin` puts the
 //! serving threads on CPU S (0) and the driving ones on CPU C (1), as `taskset -c 0` for a
 //! server and `taskset -c 1` for its client).
@@ -361,23 +359,6 @@ struct Layout {
     pinned: Option<(usize, usize)>,
     /// The congestion control of every connection (`--cc`), else the system's.
     cc: Option<&'static str>,
-    /// The driving thread raises SO_RCVLOWAT to each response's body (`--lowat`).
-    lowat: bool,
-}
-
-/// Sets the socket's receive low-water mark (SO_RCVLOWAT).
-fn set_rcvlowat(s: &TcpStream, bytes: usize) {
-    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the descriptor is open (borrowed); the value is a c_int passed with its size.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
 }
 
 /// Sets the socket's congestion control (TCP_CONGESTION; one the system allows).
@@ -513,15 +494,7 @@ fn stream(
             c.read_exact(&mut h).unwrap();
             let n = u32::from_be_bytes(h) as usize;
             frame.resize(n, 0);
-            if lay.lowat {
-                // Woken once the whole body is there (the kernel caps the mark at half
-                // the receive buffer), as smbx's client reads a large frame.
-                set_rcvlowat(&c, n);
-            }
             c.read_exact(&mut frame).unwrap();
-            if lay.lowat {
-                set_rcvlowat(&c, 1);
-            }
         }
         let now = Instant::now();
         lat_ns.push((now - sent.pop_front().unwrap()).as_nanos() as u64);
@@ -587,7 +560,6 @@ fn main() {
     let mut write_mib: u64 = 256;
     let mut read_file: Option<PathBuf> = None;
     let mut cc: Option<&'static str> = None;
-    let mut lowat = false;
     let mut nums = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -618,7 +590,6 @@ fn main() {
                 ));
             }
             "--dir" => dir = args.next().expect("--dir DIR").into(),
-            "--lowat" => lowat = true,
             "--cc" => cc = Some(args.next().expect("--cc NAME").leak()),
             "--read-file" => read_file = Some(args.next().expect("--read-file PATH").into()),
             "--file-mib" => {
@@ -680,7 +651,6 @@ fn main() {
                 depth,
                 pinned,
                 cc,
-                lowat,
             };
             let g = run(m, secs, path, len, lay);
             println!(
@@ -755,7 +725,6 @@ mod tests {
             depth: 2,
             pinned: None,
             cc: None,
-            lowat: true,
         };
         let go = std::sync::Arc::new(std::sync::Barrier::new(2));
         let (p, g) = (path.clone(), go.clone());
