@@ -33,6 +33,9 @@
 # receive-queue drops: the kernel's, per namespace) count this run's connections and nothing
 # else; after the MB/s matrices come, per server and size, the median retransmitted segments and
 # zero-window advertisements per 1000 I/Os. NETNS=0 runs in the caller's namespace.
+# TCP_CC=name (e.g. reno) gives that namespace that congestion control: every server, every
+# client and the ceiling alike (bench_in_netns in bench/servers.sh; the machine's own bbr is
+# left as it is).
 #
 # Where a loss comes from: per server and size, the medians of the machine's busy CPU (% of
 # both cores), of its cycles per byte and of the server's are printed beside the MB/s matrix: a point that
@@ -49,12 +52,9 @@
 # `socket options`): this VM's default, bbr, paces loopback sends and costs CPU per I/O as
 # connections are added, the machine's ceiling too.
 set -euo pipefail
-if [ "${NETNS:-1}" = 1 ] && [ -z "${SCALING_IN_NETNS:-}" ] && [ "$(id -u)" = 0 ] &&
-  command -v unshare >/dev/null && command -v ip >/dev/null; then
-  exec unshare --net env SCALING_IN_NETNS=1 bash -c 'ip link set lo up && exec bash "$@"' scaling "$0" "$@"
-fi
 # shellcheck source=bench/servers.sh
 . "$(dirname "$0")/servers.sh"
+BENCH_NETNS=${NETNS:-1} bench_in_netns "$0" "$@"
 
 THREADS=${THREADS:-1,2,4}
 DEPTHS=${DEPTHS:-1,2,4,8,16,32}

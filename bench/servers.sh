@@ -304,28 +304,35 @@ bench_json() {
   fi
 }
 
-# bench_in_netns SCRIPT ARGS...: with TCP_CC=<name> set (a TCP congestion control the kernel has:
-# /proc/sys/net/ipv4/tcp_available_congestion_control), re-executes SCRIPT in a network
-# namespace of its own (loopback only; root and unshare(1) needed) whose
+# bench_in_netns SCRIPT ARGS...: re-executes SCRIPT in a network namespace of its own (loopback
+# only; root, unshare(1) and ip(8) needed) when TCP_CC=<name> is set or the caller asks with
+# BENCH_NETNS=1. With TCP_CC (a TCP congestion control the kernel has:
+# /proc/sys/net/ipv4/tcp_available_congestion_control) the namespace's
 # net.ipv4.tcp_congestion_control is TCP_CC, so that every connection of the run (each server's
 # and the client's, over TCP and soft-iWARP alike) uses it while the machine's own setting is
-# left as it is. Call it first thing after sourcing this file: `bench_in_netns "$0" "$@"`.
-# Why: this VM's default is bbr, which paces even loopback sends (README, Benchmarks); with
-# TCP_CC=cubic or TCP_CC=reno a run shows the servers without that pacing, every server alike.
-# Unset TCP_CC: returns at once (the caller's namespace and congestion control).
+# left as it is; without root, unshare or ip that is an error. BENCH_NETNS=1 alone enters a
+# namespace when it can (its TCP counters count only the run's connections) and otherwise goes
+# on in the caller's. Call it first thing after sourcing this file: `bench_in_netns "$0" "$@"`.
+# Why TCP_CC: this VM's default is bbr, which paces even loopback sends (README, Benchmarks);
+# with TCP_CC=cubic or TCP_CC=reno a run shows the servers without that pacing, all alike.
 bench_in_netns() {
-  local script=$1
+  local script=$1 can=1
   shift
-  [ -n "${TCP_CC:-}" ] && [ -z "${BENCH_IN_NETNS:-}" ] || return 0
+  [ -z "${BENCH_IN_NETNS:-}" ] || return 0
+  [ -n "${TCP_CC:-}" ] || [ "${BENCH_NETNS:-0}" = 1 ] || return 0
   if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null || ! command -v ip >/dev/null; then
+    can=0
+  fi
+  if [ -z "${TCP_CC:-}" ]; then
+    [ "$can" = 1 ] || return 0
+  elif [ "$can" = 0 ]; then
     bench_log "TCP_CC=$TCP_CC needs root, unshare(1) and ip(8) (a network namespace of its own)"
     exit 1
-  fi
-  if ! grep -qw -- "$TCP_CC" /proc/sys/net/ipv4/tcp_available_congestion_control; then
+  elif ! grep -qw -- "$TCP_CC" /proc/sys/net/ipv4/tcp_available_congestion_control; then
     bench_log "TCP_CC=$TCP_CC: not one of $(cat /proc/sys/net/ipv4/tcp_available_congestion_control)"
     exit 1
   fi
   exec unshare --net env BENCH_IN_NETNS=1 bash -c \
-    'ip link set lo up && echo "$TCP_CC" >/proc/sys/net/ipv4/tcp_congestion_control && exec bash "$@"' \
+    'ip link set lo up && { [ -z "${TCP_CC:-}" ] || echo "$TCP_CC" >/proc/sys/net/ipv4/tcp_congestion_control; } && exec bash "$@"' \
     bench "$script" "$@"
 }
