@@ -432,14 +432,17 @@ pub fn iwarp_mpa(data: &[u8]) {
     }
 }
 
-/// iWARP FPDU streams (`smbx-rdma`): MPA framing with and without CRC, the
-/// DDP/RDMAP headers, Read Request and Terminate bodies.
+/// iWARP FPDU streams (`smbx-rdma`): MPA framing with and without CRC, standard
+/// and with smbx's long form allowed (large FPDUs), the DDP/RDMAP headers, Read
+/// Request and Terminate bodies.
 pub fn iwarp_fpdu(data: &[u8]) {
     use smbx_rdma::iwarp::ddp::{self, op, DdpHdr, ReadReq};
-    for crc in [true, false] {
+    let large = Some(smbx_rdma::iwarp::LARGE_ULPDU as usize);
+    for (crc, long) in [(true, None), (false, None), (true, large), (false, large)] {
         let mut rest = data;
+        let _ = ddp::decode_header(rest, long);
         for _ in 0..256 {
-            match ddp::decode_fpdu(rest, crc) {
+            match ddp::decode_fpdu_long(rest, crc, long) {
                 Ok(Some(f)) => {
                     assert!(f.wire_len <= rest.len() && f.wire_len % 4 == 0);
                     if let DdpHdr::Untagged { opcode, .. } = f.hdr {

@@ -218,8 +218,11 @@ fn wire_check(name: &str, iwarp: IwarpOptions, server_conf: &str) {
         "    smb direct mss = {}\n{server_conf}",
         capture::MSS
     ));
+    // The client offers no large FPDUs (smbx's own framing, which tshark does not
+    // know): the session stays on standard MPA.
     let iwarp = IwarpOptions {
         mss: Some(capture::MSS as u32),
+        large_fpdus: false,
         ..iwarp
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

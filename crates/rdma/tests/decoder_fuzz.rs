@@ -230,6 +230,17 @@ fn fpdu_seeds() -> Vec<Vec<u8>> {
     let mut two = v[0].clone();
     two.extend_from_slice(&v[4]);
     v.push(two);
+    // A large FPDU (the long form of the length) and a Send behind it.
+    let mut long = Vec::new();
+    let h = DdpHdr::Tagged {
+        last: true,
+        opcode: op::WRITE,
+        stag: 0x1234,
+        to: 0,
+    };
+    ddp::encode_fpdu(&mut long, &h, &[&[0x5A; 70_000]], false);
+    long.extend_from_slice(&v[1]);
+    v.push(long);
     v
 }
 
@@ -243,11 +254,15 @@ const DECODE_ERRORS: [smbx_rdma::TermInfo; 5] = [
 ];
 
 fn fpdu_one(data: &[u8]) {
-    for crc in [true, false] {
+    let large = Some(smbx_rdma::iwarp::LARGE_ULPDU as usize);
+    for (crc, long) in [(true, None), (false, None), (true, large), (false, large)] {
         let mut rest = data;
+        if let Ok(Some((h, ulpdu))) = ddp::decode_header(rest, long) {
+            assert!(ulpdu >= h.len() && ulpdu <= long.unwrap_or(ddp::MPA_MAX_ULPDU));
+        }
         // Walk the stream as the engine does.
         for _ in 0..64 {
-            match ddp::decode_fpdu(rest, crc) {
+            match ddp::decode_fpdu_long(rest, crc, long) {
                 Ok(Some(f)) => {
                     assert!(f.wire_len <= rest.len());
                     assert_eq!(f.wire_len % 4, 0);

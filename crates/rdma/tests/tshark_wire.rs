@@ -73,9 +73,11 @@ struct Session {
 }
 
 async fn run_session(opts: IwarpOptions) -> Session {
-    // FPDUs sized for an Ethernet segment (loopback's MSS is ~64 KiB).
+    // FPDUs sized for an Ethernet segment (loopback's MSS is ~64 KiB), and
+    // standard ones: tshark knows nothing of smbx's large FPDUs.
     let opts = IwarpOptions {
         mss: Some(capture::MSS as u32),
+        large_fpdus: false,
         ..opts
     };
     let prov = SoftIwarp::new(opts.clone());

@@ -81,7 +81,7 @@ struct Pair {
 }
 
 async fn pair(crc: bool) -> Pair {
-    pair_mss(crc, Some(MSS)).await
+    pair_mss(crc, Some(MSS), true).await
 }
 
 /// A pair whose FPDUs are sized for `mss` (None: the socket's own, 65,483 bytes on
@@ -118,10 +118,11 @@ fn notsent_lowat(bytes: i32, set: Arc<AtomicUsize>) -> SocketSetup {
     })
 }
 
-async fn pair_mss(crc: bool, mss: Option<u32>) -> Pair {
+async fn pair_mss(crc: bool, mss: Option<u32>, large_fpdus: bool) -> Pair {
     let opts = IwarpOptions {
         crc,
         mss,
+        large_fpdus,
         ..IwarpOptions::default()
     };
     let (sqp, cqp, cpd) = connected(opts).await;
@@ -234,26 +235,41 @@ async fn a_file_shorter_than_promised_sends_zeros_and_completes() {
 }
 
 /// At loopback's segment size, where FPDUs from a file carry 15 pages each (a
-/// header written to wait for its payload, the payload by sendfile): byte-exact
-/// from any offset in a page, at and around the 15-page boundary, and a file that
-/// shrank mid-Write still sends the promised length (zeros past its end).
+/// header written to wait for its payload, the payload by sendfile), or 512 KiB
+/// with large FPDUs: byte-exact from any offset in a page, at and around the
+/// 15-page and 512 KiB boundaries, and a file that shrank mid-Write still sends the
+/// promised length (zeros past its end).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_writes_at_loopback_segment_size_are_byte_exact() {
-    let p = pair_mss(false, None).await;
     let pages15 = 15 * 4096;
     let data = pattern((3 << 20) + 8192);
     let (t, f) = file_of(&data);
-    for at in [0, 100, 4095] {
-        for n in [pages15 - 1, pages15, pages15 + 1, 512 << 10, (1 << 20) + 3] {
-            let src = FileSrc::new(f.try_clone().unwrap(), data.len());
-            let got = write_file(&p, src.clone(), at, n).await;
-            assert!(got == data[at..at + n], "{n} bytes from {at} differ");
-            // A last payload under 16 KiB is read in with the headers.
-            let copied = copied_tail(n);
-            assert_eq!(src.sent.load(Ordering::Relaxed), n - copied);
-            assert_eq!(src.read.load(Ordering::Relaxed), copied);
+    for large in [false, true] {
+        let p = pair_mss(false, None, large).await;
+        for at in [0, 100, 4095] {
+            for n in [
+                pages15 - 1,
+                pages15,
+                pages15 + 1,
+                (512 << 10) - 1,
+                512 << 10,
+                (512 << 10) + 1,
+                (1 << 20) + 3,
+            ] {
+                let src = FileSrc::new(f.try_clone().unwrap(), data.len());
+                let got = write_file(&p, src.clone(), at, n).await;
+                assert!(
+                    got == data[at..at + n],
+                    "{n} bytes from {at} differ ({large})"
+                );
+                // A last payload under 16 KiB is read in with the headers.
+                let copied = copied_tail(n, large);
+                assert_eq!(src.sent.load(Ordering::Relaxed), n - copied);
+                assert_eq!(src.read.load(Ordering::Relaxed), copied);
+            }
         }
     }
+    let p = pair_mss(false, None, true).await;
     let n = 1 << 20;
     let src = FileSrc::new(f, n);
     let keep = 3 * pages15 + 17;
@@ -334,16 +350,18 @@ async fn queued_file_writes_land_in_order_when_the_socket_takes_them_in_parts() 
 /// With a socket that holds little unsent (TCP_NOTSENT_LOWAT of 16 KiB, so it
 /// refuses writes again and again: a header taken with its payload refused, a
 /// payload taken in part) and FPDUs sized for loopback's segments (15-page file
-/// payloads sent by sendfile; with CRC on, whole FPDUs read in): queued file Writes
+/// payloads sent by sendfile, or 512 KiB ones with large FPDUs; with CRC on, whole
+/// FPDUs read in): queued file Writes
 /// still land byte-exact and in order, one from a file that shrank after it was
 /// posted sends zeros past the end, and a Send behind them arrives after their data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_writes_through_a_socket_that_holds_little_unsent_are_byte_exact() {
-    for crc in [false, true] {
+    for (crc, large) in [(false, false), (true, false), (false, true)] {
         let set = Arc::new(AtomicUsize::new(0));
         let opts = IwarpOptions {
             crc,
             socket_setup: Some(notsent_lowat(16 << 10, set.clone())),
+            large_fpdus: large,
             ..IwarpOptions::default()
         };
         let (sqp, cqp, cpd) = connected(opts).await;
@@ -395,7 +413,7 @@ async fn file_writes_through_a_socket_that_holds_little_unsent_are_byte_exact() 
             src.sent.load(Ordering::Relaxed),
             src.read.load(Ordering::Relaxed),
         );
-        let copied: usize = sizes.iter().map(|&n| copied_tail(n)).sum();
+        let copied: usize = sizes.iter().map(|&n| copied_tail(n, large)).sum();
         let want = if crc {
             (0, total)
         } else {
@@ -415,10 +433,10 @@ async fn file_writes_through_a_socket_that_holds_little_unsent_are_byte_exact() 
 }
 
 /// Bytes of a file Write of `n` at loopback's MSS that the engine reads in rather
-/// than sends from the file: a last FPDU's payload (after FPDUs of 15 pages) under
-/// 16 KiB.
-fn copied_tail(n: usize) -> usize {
-    let tail = n % (15 * 4096);
+/// than sends from the file: a last FPDU's payload (after FPDUs of 15 pages, or of
+/// 512 KiB with `large` FPDUs) under 16 KiB.
+fn copied_tail(n: usize, large: bool) -> usize {
+    let tail = n % if large { 512 << 10 } else { 15 * 4096 };
     if tail < 16 * 1024 {
         tail
     } else {

@@ -179,21 +179,63 @@ impl DdpHdr {
     }
 }
 
-/// Pad length so that `2 + ulpdu_len + pad` is a multiple of 4.
+/// Pad length so that `2 + ulpdu_len + pad` is a multiple of 4 (and so
+/// `6 + ulpdu_len + pad`: the long form's FPDU is a multiple of 4 too).
 pub const fn pad_len(ulpdu_len: usize) -> usize {
     (4 - ((2 + ulpdu_len) % 4)) % 4
 }
 
+/// Largest ULPDU MPA's 16-bit length field carries (RFC 5044).
+pub const MPA_MAX_ULPDU: usize = u16::MAX as usize;
+
+/// Bytes of the long form's length: smbx's large FPDUs, framed only between two
+/// ends that both offered them in the MPA exchange ([`super::mpa::LargeFpdus`]).
+/// A ULPDU longer than [`MPA_MAX_ULPDU`] is framed as a zero 16-bit length
+/// (never a standard one: a ULPDU holds at least a tagged header) followed by
+/// its length as a big-endian u32; every shorter ULPDU keeps the standard
+/// 2-byte form, so a long length is always above [`MPA_MAX_ULPDU`]. The rest is
+/// as in RFC 5044: the pad makes the whole FPDU a multiple of 4 bytes
+/// ([`pad_len`] holds for both forms, as 6 and 2 leave the same remainder) and
+/// the CRC, when on, covers all six length bytes, the ULPDU and the pad.
+pub const LONG_PREFIX: usize = 6;
+
+/// Bytes in front of a ULPDU of `ulpdu` bytes: 2, or [`LONG_PREFIX`] for one
+/// longer than [`MPA_MAX_ULPDU`].
+pub const fn prefix_len(ulpdu: usize) -> usize {
+    if ulpdu > MPA_MAX_ULPDU {
+        LONG_PREFIX
+    } else {
+        2
+    }
+}
+
+/// Bytes after a ULPDU of `ulpdu` bytes: its pad and the CRC field.
+pub const fn trailer_len(ulpdu: usize) -> usize {
+    pad_len(ulpdu) + 4
+}
+
+/// Appends the length field of a ULPDU of `ulpdu` bytes in the form its length
+/// needs ([`prefix_len`]).
+fn put_len(out: &mut Vec<u8>, ulpdu: usize) {
+    debug_assert!(u32::try_from(ulpdu).is_ok());
+    if ulpdu > MPA_MAX_ULPDU {
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&(ulpdu as u32).to_be_bytes());
+    } else {
+        out.extend_from_slice(&(ulpdu as u16).to_be_bytes());
+    }
+}
+
 /// Append one FPDU to `out`: header, then the payload pieces, pad and CRC
-/// (zero when `crc` is off). The total ULPDU must fit in 16 bits.
+/// (zero when `crc` is off). A ULPDU longer than [`MPA_MAX_ULPDU`] takes the
+/// long form ([`LONG_PREFIX`]): only for a peer that offered it.
 pub fn encode_fpdu(out: &mut Vec<u8>, hdr: &DdpHdr, payload: &[&[u8]], crc: bool) {
     let plen: usize = payload.iter().map(|p| p.len()).sum();
     let ulpdu = hdr.len() + plen;
-    debug_assert!(ulpdu <= usize::from(u16::MAX));
     let start = out.len();
     let pad = pad_len(ulpdu);
-    out.reserve(2 + ulpdu + pad + 4);
-    out.extend_from_slice(&(ulpdu as u16).to_be_bytes());
+    out.reserve(prefix_len(ulpdu) + ulpdu + pad + 4);
+    put_len(out, ulpdu);
     hdr.write(out);
     for p in payload {
         out.extend_from_slice(p);
@@ -213,9 +255,7 @@ pub fn encode_fpdu(out: &mut Vec<u8>, hdr: &DdpHdr, payload: &[&[u8]], crc: bool
 /// are sent from elsewhere (vectored output); [`encode_fpdu_tail`] follows
 /// them.
 pub fn encode_fpdu_head(out: &mut Vec<u8>, hdr: &DdpHdr, len: usize) {
-    let ulpdu = hdr.len() + len;
-    debug_assert!(ulpdu <= usize::from(u16::MAX));
-    out.extend_from_slice(&(ulpdu as u16).to_be_bytes());
+    put_len(out, hdr.len() + len);
     hdr.write(out);
 }
 
@@ -243,8 +283,8 @@ pub fn encode_fpdu_with(
     let ulpdu = hdr.len() + len;
     let start = out.len();
     let pad = pad_len(ulpdu);
-    out.reserve(2 + ulpdu + pad + 4);
-    out.extend_from_slice(&(ulpdu as u16).to_be_bytes());
+    out.reserve(prefix_len(ulpdu) + ulpdu + pad + 4);
+    put_len(out, ulpdu);
     hdr.write(out);
     let p = out.len();
     out.resize(p + len + pad, 0);
@@ -278,12 +318,25 @@ pub struct FpduError {
     pub term: TermInfo,
 }
 
-/// Decode the FPDU at the front of `buf`. `Ok(None)`: need more bytes.
+/// Decode the FPDU at the front of `buf` (standard MPA framing). `Ok(None)`:
+/// need more bytes.
 pub fn decode_fpdu(buf: &[u8], crc: bool) -> Result<Option<Fpdu<'_>>, FpduError> {
-    let Some(ulpdu) = ulpdu_len(buf)? else {
+    decode_fpdu_long(buf, crc, None)
+}
+
+/// [`decode_fpdu`] on a connection whose peer may send the long form
+/// ([`LONG_PREFIX`]) for ULPDUs of up to `long` bytes (`None`: it may not, and
+/// a zero length is a framing error as in standard MPA). A long length at or
+/// below [`MPA_MAX_ULPDU`] or above `long` is a framing error.
+pub fn decode_fpdu_long(
+    buf: &[u8],
+    crc: bool,
+    long: Option<usize>,
+) -> Result<Option<Fpdu<'_>>, FpduError> {
+    let Some((ulpdu, p)) = ulpdu_len(buf, long)? else {
         return Ok(None);
     };
-    let total = fpdu_len(ulpdu);
+    let total = p + ulpdu + trailer_len(ulpdu);
     let Some(f) = buf.get(..total) else {
         return Ok(None);
     };
@@ -297,7 +350,7 @@ pub fn decode_fpdu(buf: &[u8], crc: bool) -> Result<Option<Fpdu<'_>>, FpduError>
             });
         }
     }
-    let u = &f[2..2 + ulpdu];
+    let u = &f[p..p + ulpdu];
     let hdr = parse_hdr(u)?;
     Ok(Some(Fpdu {
         hdr,
@@ -309,11 +362,16 @@ pub fn decode_fpdu(buf: &[u8], crc: bool) -> Result<Option<Fpdu<'_>>, FpduError>
 /// Decode only the header of the FPDU at the front of `buf` (its payload may
 /// not have arrived): the header and the ULPDU length. `Ok(None)`: the header
 /// is not complete yet. The CRC, which covers the whole FPDU, is not checked.
-pub fn decode_header(buf: &[u8]) -> Result<Option<(DdpHdr, usize)>, FpduError> {
-    let Some(ulpdu) = ulpdu_len(buf)? else {
+/// `long` as for [`decode_fpdu_long`]; the header starts [`prefix_len`] of the
+/// ULPDU's length into `buf`.
+pub fn decode_header(
+    buf: &[u8],
+    long: Option<usize>,
+) -> Result<Option<(DdpHdr, usize)>, FpduError> {
+    let Some((ulpdu, p)) = ulpdu_len(buf, long)? else {
         return Ok(None);
     };
-    let Some(&ctl) = buf.get(2) else {
+    let Some(&ctl) = buf.get(p) else {
         return Ok(None);
     };
     let need = if ctl & DDP_T != 0 {
@@ -321,32 +379,54 @@ pub fn decode_header(buf: &[u8]) -> Result<Option<(DdpHdr, usize)>, FpduError> {
     } else {
         UNTAGGED_HDR
     };
-    let Some(u) = buf.get(2..2 + need.min(ulpdu)) else {
+    let Some(u) = buf.get(p..p + need.min(ulpdu)) else {
         return Ok(None);
     };
     Ok(Some((parse_hdr(u)?, ulpdu)))
 }
 
-/// Bytes on the wire of an FPDU whose ULPDU is `ulpdu` bytes: length field,
-/// ULPDU, pad and CRC.
+/// Bytes on the wire of an FPDU whose ULPDU is `ulpdu` bytes: length field
+/// (either form), ULPDU, pad and CRC.
 pub const fn fpdu_len(ulpdu: usize) -> usize {
-    2 + ulpdu + pad_len(ulpdu) + 4
+    prefix_len(ulpdu) + ulpdu + trailer_len(ulpdu)
 }
 
-/// The ULPDU length field at the front of `buf`, checked to hold at least a
-/// tagged header; `Ok(None)` before two bytes arrived.
-fn ulpdu_len(buf: &[u8]) -> Result<Option<usize>, FpduError> {
+/// The bytes a Terminate reports as the terminated segment's length and DDP
+/// header (`hdr_len` bytes of it) from the FPDU at the front of `buf`: none
+/// for the long form, whose length does not fit the field.
+pub fn terminated_header(buf: &[u8], hdr_len: usize) -> Option<&[u8]> {
+    buf.get(..2 + hdr_len).filter(|b| b[..2] != [0, 0])
+}
+
+/// The ULPDU length at the front of `buf` and the bytes its field takes (2, or
+/// [`LONG_PREFIX`] for the long form where `long` allows it), checked to hold at
+/// least a tagged header and, in the long form, to be above [`MPA_MAX_ULPDU`]
+/// and at most `long`; `Ok(None)` before the field arrived.
+fn ulpdu_len(buf: &[u8], long: Option<usize>) -> Result<Option<(usize, usize)>, FpduError> {
+    let bad = || FpduError {
+        term: term::MPA_FPDU_START,
+    };
     let Some(lb) = buf.get(..2) else {
         return Ok(None);
     };
     let ulpdu = usize::from(u16::from_be_bytes([lb[0], lb[1]]));
+    if ulpdu == 0 {
+        if let Some(max) = long {
+            let Some(b) = buf.get(2..LONG_PREFIX) else {
+                return Ok(None);
+            };
+            let n = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            return match usize::try_from(n) {
+                Ok(n) if n > MPA_MAX_ULPDU && n <= max => Ok(Some((n, LONG_PREFIX))),
+                _ => Err(bad()),
+            };
+        }
+    }
     // The smallest legal ULPDU is a tagged header; anything shorter cannot be framed.
     if ulpdu < TAGGED_HDR {
-        return Err(FpduError {
-            term: term::MPA_FPDU_START,
-        });
+        return Err(bad());
     }
-    Ok(Some(ulpdu))
+    Ok(Some((ulpdu, 2)))
 }
 
 /// Parse the DDP/RDMAP header at the front of the ULPDU bytes `u` (at least
@@ -555,6 +635,146 @@ mod tests {
             decode_fpdu(&v, false).unwrap_err().term,
             term::RDMAP_VERSION
         );
+    }
+
+    fn err(r: Result<Option<Fpdu<'_>>, FpduError>) -> TermInfo {
+        r.unwrap_err().term
+    }
+
+    /// The long form of smbx's large FPDUs: a ULPDU above 16 bits framed as a zero
+    /// length and a u32, by every encoder alike; decoded only where it is allowed and
+    /// within the limit, at every byte boundary "need more", pad and CRC as in the
+    /// standard form. ULPDUs up to 16 bits keep the standard form.
+    #[test]
+    fn long_form_frames() {
+        let hdr = DdpHdr::Tagged {
+            last: true,
+            opcode: op::WRITE,
+            stag: 7,
+            to: 0x1000,
+        };
+        for plen in [
+            MPA_MAX_ULPDU - TAGGED_HDR + 1,
+            70_001,
+            70_002,
+            70_003,
+            262_144,
+        ] {
+            let payload: Vec<u8> = (0..plen).map(|i| (i * 7) as u8).collect();
+            let ulpdu = TAGGED_HDR + plen;
+            for crc in [false, true] {
+                let mut out = Vec::new();
+                encode_fpdu(&mut out, &hdr, &[&payload[..10], &payload[10..]], crc);
+                assert_eq!(out[..2], [0, 0]);
+                assert_eq!(out[2..6], (ulpdu as u32).to_be_bytes());
+                assert_eq!(out.len(), fpdu_len(ulpdu));
+                assert_eq!(out.len(), LONG_PREFIX + ulpdu + trailer_len(ulpdu));
+                assert_eq!(out.len() % 4, 0, "{plen}");
+                // The header-and-tail encoders and the in-place one agree.
+                let mut two = Vec::new();
+                encode_fpdu_head(&mut two, &hdr, plen);
+                let c = crc.then(|| {
+                    let mut c = Crc32c::new();
+                    c.update(&two);
+                    c.update(&payload);
+                    c
+                });
+                two.extend_from_slice(&payload);
+                encode_fpdu_tail(&mut two, ulpdu, c);
+                assert_eq!(two, out);
+                let mut with = Vec::new();
+                encode_fpdu_with(&mut with, &hdr, plen, crc, |b| b.copy_from_slice(&payload));
+                assert_eq!(with, out);
+                let f = decode_fpdu_long(&out, crc, Some(ulpdu)).unwrap().unwrap();
+                assert_eq!(
+                    (f.hdr, f.payload, f.wire_len),
+                    (hdr, &payload[..], out.len())
+                );
+                assert_eq!(
+                    decode_header(&out, Some(ulpdu)).unwrap(),
+                    Some((hdr, ulpdu))
+                );
+                // Where it was not offered, or above the limit: a framing error.
+                assert_eq!(err(decode_fpdu(&out, crc)), term::MPA_FPDU_START);
+                assert_eq!(
+                    err(decode_fpdu_long(&out, crc, Some(ulpdu - 1))),
+                    term::MPA_FPDU_START
+                );
+                assert_eq!(
+                    decode_header(&out, None).unwrap_err().term,
+                    term::MPA_FPDU_START
+                );
+                assert_eq!(terminated_header(&out, TAGGED_HDR), None);
+                if crc {
+                    let mut bad = out.clone();
+                    bad[LONG_PREFIX + TAGGED_HDR + plen / 2] ^= 0x10;
+                    assert_eq!(
+                        err(decode_fpdu_long(&bad, true, Some(ulpdu))),
+                        term::MPA_CRC
+                    );
+                }
+            }
+        }
+        // Every byte boundary of one: "need more" until the last byte, the header once
+        // its 6 + 14 bytes are in.
+        let payload = vec![0x5A; 65_600];
+        let ulpdu = TAGGED_HDR + payload.len();
+        let mut out = Vec::new();
+        encode_fpdu(&mut out, &hdr, &[&payload], true);
+        for n in 0..out.len() {
+            assert_eq!(
+                decode_fpdu_long(&out[..n], true, Some(ulpdu)).unwrap(),
+                None,
+                "{n}"
+            );
+            let h = decode_header(&out[..n], Some(ulpdu)).unwrap();
+            assert_eq!(h.is_some(), n >= LONG_PREFIX + TAGGED_HDR, "{n}");
+        }
+        // A long length that fits 16 bits is not the canonical form, zero is no length;
+        // an untagged header needs its 18 bytes after the six.
+        for n in [0u32, TAGGED_HDR as u32, MPA_MAX_ULPDU as u32] {
+            let mut b = vec![0, 0];
+            b.extend_from_slice(&n.to_be_bytes());
+            b.resize(LONG_PREFIX + 64, 0x41);
+            assert_eq!(
+                decode_fpdu_long(&b, false, Some(1 << 20)).unwrap_err().term,
+                term::MPA_FPDU_START
+            );
+        }
+        let send = DdpHdr::Untagged {
+            last: true,
+            opcode: op::SEND,
+            inv_stag: 0,
+            qn: qn::SEND,
+            msn: 1,
+            mo: 0,
+        };
+        let mut u = Vec::new();
+        encode_fpdu(&mut u, &send, &[&payload], false);
+        assert_eq!(
+            decode_header(&u[..LONG_PREFIX + UNTAGGED_HDR - 1], Some(1 << 20)).unwrap(),
+            None
+        );
+        assert!(
+            decode_header(&u[..LONG_PREFIX + UNTAGGED_HDR], Some(1 << 20))
+                .unwrap()
+                .is_some()
+        );
+        // Up to 16 bits the standard form stays, with the long form allowed or not.
+        let mut std = Vec::new();
+        encode_fpdu(
+            &mut std,
+            &hdr,
+            &[&payload[..MPA_MAX_ULPDU - TAGGED_HDR]],
+            false,
+        );
+        assert_eq!(std[..2], [0xFF, 0xFF]);
+        assert_eq!(std.len(), fpdu_len(MPA_MAX_ULPDU));
+        for long in [None, Some(1 << 20)] {
+            let f = decode_fpdu_long(&std, false, long).unwrap().unwrap();
+            assert_eq!(f.payload.len(), MPA_MAX_ULPDU - TAGGED_HDR);
+        }
+        assert_eq!(terminated_header(&std, TAGGED_HDR), Some(&std[..16]));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::crc::Crc32c;
 use super::ddp::{self, op, qn, term, DdpHdr, ReadReq, TAGGED_HDR, UNTAGGED_HDR};
+use super::mpa::LargeFpdus;
 use super::mr::SoftMr;
 use super::qp::{OwnedSend, QpShared, RecvWqe, Seg, SendWqe, WqeKind};
 use super::Rtr;
@@ -89,6 +90,10 @@ pub struct EngineConfig {
     pub send_rtr: Option<Rtr>,
     /// As responder: the RTR expected as the first FPDU (we send nothing before it).
     pub expect_rtr: Option<Rtr>,
+    /// smbx's large FPDUs, when both ends offered them: RDMA Writes and Read
+    /// Responses go in FPDUs of up to `send` bytes of ULPDU (the long form above
+    /// MPA's 16 bits), and FPDUs of up to `recv` are taken in.
+    pub large: Option<LargeFpdus>,
 }
 
 /// Largest ULPDU for a TCP MSS: `(mss & !7) - 6`, as the FPDU then fits one segment.
@@ -193,6 +198,11 @@ const GATHER_MIN: usize = 16 * 1024;
 /// of 65,456 bytes and one of 640: as many FPDUs, about half the segments.
 const FILE_FPDU_MAX: usize = 15 * 4096;
 
+/// Smallest Read Response sent in large FPDUs where both ends agreed to them.
+/// Shorter ones (a 64 KiB WRITE's) keep standard FPDUs: large ones cost the
+/// 64 KiB WRITE's client more (s38, 2 of 2 pairs).
+const RESP_LARGE_MIN: usize = 128 * 1024;
+
 /// A payload of an RDMA Write sent from a file shorter than this, where the MSS
 /// allows longer FPDUs (loopback), is read into the output (one pread, sent with
 /// the headers and messages around it) rather than sent by sendfile: the 4 KiB
@@ -259,6 +269,8 @@ struct Placing {
     left: usize,
     /// Pad and CRC after the payload.
     trailer: usize,
+    /// Bytes of its length field (2, or [`ddp::LONG_PREFIX`] for a large FPDU).
+    prefix: usize,
     /// The Read Response's completion, delivered once the payload is in.
     done: Option<Completion>,
 }
@@ -706,6 +718,8 @@ impl Engine {
     fn step_tx(&mut self, out: &mut Vec<u8>) {
         let crc = self.cfg.crc;
         let max = self.cfg.max_ulpdu;
+        // RDMA Writes and Read Responses: large FPDUs where both ends offered them.
+        let tagged_max = self.tagged_max();
         let holes = self.vectored.then_some(&mut self.holes);
         let mut finished: Option<Completion> = None;
         let mut queued = 0;
@@ -717,7 +731,12 @@ impl Engine {
         };
         let done = match cur {
             TxMsg::Resp(r) => {
-                let n = (r.len - r.sent).min(max - TAGGED_HDR);
+                let rmax = if r.len >= RESP_LARGE_MIN {
+                    tagged_max
+                } else {
+                    max - TAGGED_HDR
+                };
+                let n = (r.len - r.sent).min(rmax);
                 let last = r.sent + n == r.len;
                 let h = DdpHdr::Tagged {
                     last,
@@ -780,9 +799,9 @@ impl Engine {
                     last
                 }
                 WqeKind::Write { remote } => {
-                    let mut n = (wqe.total - *sent).min(max - TAGGED_HDR);
-                    if wqe.file.is_some() && holes.is_some() && !crc {
-                        // Sent from the file (sendfile).
+                    let mut n = (wqe.total - *sent).min(tagged_max);
+                    if wqe.file.is_some() && holes.is_some() && !crc && self.cfg.large.is_none() {
+                        // Sent from the file (sendfile) in standard FPDUs.
                         n = n.min(FILE_FPDU_MAX);
                     }
                     let last = *sent + n == wqe.total;
@@ -878,6 +897,27 @@ impl Engine {
                 self.completions.push(c);
             }
         }
+    }
+
+    /// Most payload of one FPDU of an RDMA Write or Read Response: a large FPDU's
+    /// where both ends offered them, else what the MSS allows.
+    fn tagged_max(&self) -> usize {
+        let std = self.cfg.max_ulpdu - TAGGED_HDR;
+        // Whole pages, so a payload from a file starts where a page does.
+        self.cfg.large.map_or(std, |l| {
+            (l.send.saturating_sub(TAGGED_HDR) & !4095).max(std)
+        })
+    }
+
+    /// The largest ULPDU taken in the long form, where large FPDUs were agreed.
+    fn long_recv(&self) -> Option<usize> {
+        self.cfg.large.map(|l| l.recv)
+    }
+
+    /// Bytes on the wire of the longest FPDU the peer may send: a receive buffer
+    /// that FPDUs are decoded from whole must have room for one.
+    pub fn max_fpdu_in(&self) -> usize {
+        ddp::fpdu_len(self.long_recv().unwrap_or(ddp::MPA_MAX_ULPDU))
     }
 
     // ------------------------------------------------- vectored output
@@ -1078,17 +1118,17 @@ impl Engine {
         let (mut fpdus, mut long) = (0, false);
         while self.closed.is_none() {
             let rest = &input[used..];
-            match ddp::decode_fpdu(rest, self.cfg.crc) {
+            match ddp::decode_fpdu_long(rest, self.cfg.crc, self.long_recv()) {
                 Ok(None) => {
                     match self.start_placement(rest) {
                         Ok(true) => used = input.len(),
                         Ok(false) => {}
-                        Err(t) => self.terminate(t, rest.get(..2 + TAGGED_HDR), out),
+                        Err(t) => self.terminate(t, ddp::terminated_header(rest, TAGGED_HDR), out),
                     }
                     break;
                 }
                 Err(e) => {
-                    let hdr = rest.get(..2 + UNTAGGED_HDR);
+                    let hdr = ddp::terminated_header(rest, UNTAGGED_HDR);
                     self.terminate(e.term, hdr, out);
                     break;
                 }
@@ -1097,8 +1137,7 @@ impl Engine {
                     fpdus += 1;
                     long |= matches!(f.hdr, DdpHdr::Tagged { .. }) && f.payload.len() >= PLACE_MIN;
                     if let Err(t) = self.on_fpdu(f.hdr, f.payload) {
-                        let hl = 2 + f.hdr.len();
-                        self.terminate(t, rest.get(..hl), out);
+                        self.terminate(t, ddp::terminated_header(rest, f.hdr.len()), out);
                         break;
                     }
                     used += wire;
@@ -1427,7 +1466,7 @@ impl Engine {
         if self.cfg.crc || self.expect_rtr.is_some() || self.rtr_read_pending {
             return Ok(false);
         }
-        let (hdr, ulpdu) = match ddp::decode_header(rest) {
+        let (hdr, ulpdu) = match ddp::decode_header(rest, self.long_recv()) {
             Ok(Some(h)) => h,
             Ok(None) => return Ok(false),
             Err(e) => return Err(e.term),
@@ -1442,11 +1481,12 @@ impl Engine {
             return Ok(false);
         };
         let plen = ulpdu - TAGGED_HDR;
-        let have = rest.len().saturating_sub(2 + TAGGED_HDR).min(plen);
+        let at = ddp::prefix_len(ulpdu) + TAGGED_HDR;
+        let have = rest.len().saturating_sub(at).min(plen);
         if plen - have < PLACE_MIN {
             return Ok(false);
         }
-        let payload = &rest[2 + TAGGED_HDR..2 + TAGGED_HDR + have];
+        let payload = &rest[at..at + have];
         let (target, off, done) = match opcode {
             op::WRITE => (Target::Write, self.write_target(stag, to, plen)?, None),
             op::READ_RESP => {
@@ -1484,7 +1524,8 @@ impl Engine {
             dst,
             off: off + have,
             left: plen - have,
-            trailer: ddp::fpdu_len(ulpdu) - 2 - ulpdu,
+            trailer: ddp::trailer_len(ulpdu),
+            prefix: ddp::prefix_len(ulpdu),
             done,
         });
         Ok(true)
@@ -1550,10 +1591,14 @@ impl Engine {
                     // its next header, so its payload is spliced whole rather than
                     // its first kilobyte read in and written apart.
                     let more = self.orq.front().filter(|r| r.sink.file().is_some());
-                    if p.done.is_none()
-                        && more.is_some_and(|r| r.size - r.received >= PLACE_MIN as u64)
+                    if let Some(r) =
+                        more.filter(|r| p.done.is_none() && r.size - r.received >= PLACE_MIN as u64)
                     {
-                        next = 2 + TAGGED_HDR;
+                        // A large FPDU's header after a large one, while what is left
+                        // does not fit 16 bits.
+                        let left = usize::try_from(r.size - r.received).unwrap_or(usize::MAX);
+                        let long = left.saturating_add(TAGGED_HDR) > ddp::MPA_MAX_ULPDU;
+                        next = TAGGED_HDR + if long { p.prefix } else { 2 };
                     }
                     let failed = f.failed();
                     self.completions.extend(p.done.map(|mut c| {
@@ -1607,7 +1652,7 @@ impl Engine {
         if (self.short_run == 0 && !into_file) || self.closed.is_some() || self.placing.is_some() {
             return;
         }
-        let need = match ddp::decode_header(rest) {
+        let need = match ddp::decode_header(rest, self.long_recv()) {
             Ok(Some((_, ulpdu))) => ddp::fpdu_len(ulpdu).saturating_sub(rest.len()),
             _ => 0,
         };
@@ -1827,8 +1872,177 @@ mod tests {
             ord: 2,
             send_rtr: None,
             expect_rtr: None,
+            large: None,
         };
         (Engine::new(qp.clone(), cfg), qp)
+    }
+
+    /// [`engine`] with large FPDUs agreed: the provider's own limit both ways.
+    fn large_engine() -> (Engine, Arc<QpShared>) {
+        let (mut e, qp) = engine(false);
+        e.cfg.max_ulpdu = max_ulpdu_for_mss(65_483);
+        let l = crate::iwarp::LARGE_ULPDU as usize;
+        e.cfg.large = Some(LargeFpdus { send: l, recv: l });
+        (e, qp)
+    }
+
+    /// The FPDUs of `stream` (long form allowed): (header, payload length).
+    fn fpdus_of(mut stream: &[u8]) -> Vec<(DdpHdr, usize)> {
+        let mut v = Vec::new();
+        let long = Some(crate::iwarp::LARGE_ULPDU as usize);
+        while let Some(f) = ddp::decode_fpdu_long(stream, false, long).unwrap() {
+            v.push((f.hdr, f.payload.len()));
+            stream = &stream[f.wire_len..];
+        }
+        assert!(stream.is_empty());
+        v
+    }
+
+    /// With large FPDUs agreed, a 512 KiB RDMA Write (from a region or a file) and
+    /// a Read Response go out as one FPDU each in the long form, the Sends around
+    /// them as before; the receiver places the long payload straight from the
+    /// socket, or takes it through `on_input` alone cut anywhere around its six
+    /// length bytes; a receiver that did not agree to them terminates.
+    #[test]
+    fn large_fpdus_carry_a_long_write_whole() {
+        let (mut tx, tqp) = large_engine();
+        let data = pattern(512 * 1024);
+        let src = tqp.pd.register(data.clone(), Access::LOCAL_READ).unwrap();
+        let (mut rx, rqp) = large_engine();
+        let mr = rqp
+            .pd
+            .alloc(600_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        tqp.lock().sq.push_back(SendWqe {
+            wr_id: 1,
+            kind: WqeKind::Write {
+                remote: crate::types::RemoteBuf {
+                    stag: mr.stag(),
+                    to: mr.addr() + 8,
+                    len: data.len() as u32,
+                },
+            },
+            sg: vec![(src.clone(), 0, data.len())],
+            total: data.len(),
+            solicited: false,
+            file: None,
+        });
+        tqp.lock().sq.push_back(SendWqe {
+            wr_id: 2,
+            kind: WqeKind::Send { inv: None },
+            sg: vec![(src.clone(), 0, 100)],
+            total: 100,
+            solicited: false,
+            file: None,
+        });
+        let mut stream = Vec::new();
+        tx.pump_tx(&mut stream, 4 << 20);
+        let f = fpdus_of(&stream);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(matches!(f[0].0, DdpHdr::Tagged { last: true, .. }));
+        assert_eq!((f[0].1, f[1].1), (512 * 1024, 100));
+        assert_eq!(stream[..2], [0, 0]);
+        // Placed straight from the "socket": all but what `drive`'s first read of
+        // 256 KiB took into its buffer.
+        let _ = post_recv(&rqp, 200);
+        let placed = drive(&mut rx, &stream);
+        assert!(placed > data.len() - 256 * 1024, "{placed} placed");
+        mr.with(|b| assert!(b[8..8 + data.len()] == data[..]));
+        assert_eq!(rx.take_completions().count(), 1);
+        // Through on_input alone, cut in two anywhere around the length field and
+        // the header, in the payload and in the trailer.
+        let l = ddp::fpdu_len(TAGGED_HDR + data.len());
+        for cut in (0..24).chain([1000, 70_000, l - 5, l - 4, l - 1, l, l + 1, l + 20]) {
+            let (mut rx, rqp) = large_engine();
+            let mr = rqp
+                .pd
+                .alloc(600_000, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                .unwrap();
+            let mut s2 = Vec::new();
+            let h = DdpHdr::Tagged {
+                last: true,
+                opcode: op::WRITE,
+                stag: mr.stag().0,
+                to: mr.addr(),
+            };
+            ddp::encode_fpdu(&mut s2, &h, &[&data], false);
+            s2.extend(send(1, 0, true, b"behind"));
+            let rmr = post_recv(&rqp, 16);
+            let (mut out, mut pending) = (Vec::new(), Vec::new());
+            for chunk in [&s2[..cut], &s2[cut..]] {
+                pending.extend_from_slice(chunk);
+                loop {
+                    let k = rx.on_input(&pending, &mut out);
+                    pending.drain(..k);
+                    if k == 0 || pending.is_empty() {
+                        break;
+                    }
+                }
+            }
+            assert!(
+                pending.is_empty() && out.is_empty() && rx.closed().is_none(),
+                "cut {cut}"
+            );
+            mr.with(|b| assert!(b[..data.len()] == data[..], "cut {cut}"));
+            assert_eq!(rmr.with(|b| b[..6].to_vec()), b"behind");
+        }
+        // A receiver without large FPDUs: a framing error, nothing placed.
+        let (e, qp) = engine(false);
+        expect_term(e, &qp, &stream, term::MPA_FPDU_START);
+        // Longer than the receiver's limit: the same.
+        let (mut e, qp) = large_engine();
+        e.cfg.large = Some(LargeFpdus {
+            send: 100_000,
+            recv: 100_000,
+        });
+        expect_term(e, &qp, &stream, term::MPA_FPDU_START);
+        // From a file, vectored: one payload of 512 KiB, a 64 KiB one whole (no
+        // 15-page FPDU and no copied tail), a 1 MiB + 3 one in whole pages.
+        let file = Arc::new(MemFile(pattern(3 << 20)));
+        for (n, want) in [
+            (512 << 10, vec![512 << 10]),
+            (64 << 10, vec![64 << 10]),
+            ((1 << 20) + 3, vec![512 << 10, 512 << 10]),
+        ] {
+            let (mut e, qp) = large_engine();
+            e.set_vectored(true);
+            queue_file_write(&qp, &file, 4096, n);
+            let mut out = Vec::new();
+            e.pump_tx(&mut out, 4 << 20);
+            let lens: Vec<usize> = e.holes.iter().map(|h| h.len).collect();
+            assert_eq!(lens, want, "{n}");
+        }
+        // A Read Response from a region: one long FPDU.
+        let (mut e, qp) = large_engine();
+        let src = qp
+            .pd
+            .register(data.clone(), Access::REMOTE_READ | Access::LOCAL_READ)
+            .unwrap();
+        let mut out = Vec::new();
+        let rr = read_req(1, src.stag().0, src.addr(), 300_000);
+        e.on_input(&rr, &mut out);
+        assert!(out.is_empty());
+        e.pump_tx(&mut out, 4 << 20);
+        let f = fpdus_of(&out);
+        assert_eq!(f.len(), 1);
+        assert!(matches!(
+            f[0].0,
+            DdpHdr::Tagged {
+                opcode: op::READ_RESP,
+                last: true,
+                ..
+            }
+        ));
+        assert_eq!(f[0].1, 300_000);
+        // Its receive buffer must take the longest FPDU.
+        assert_eq!(
+            e.max_fpdu_in(),
+            ddp::fpdu_len(crate::iwarp::LARGE_ULPDU as usize)
+        );
+        assert_eq!(
+            engine(false).0.max_fpdu_in(),
+            ddp::fpdu_len(ddp::MPA_MAX_ULPDU)
+        );
     }
 
     fn send(msn: u32, mo: u32, last: bool, payload: &[u8]) -> Vec<u8> {
@@ -1863,7 +2077,7 @@ mod tests {
         let mut out = Vec::new();
         e.on_input(input, &mut out);
         assert_eq!(e.closed(), Some(&CloseReason::LocalTerminate(want)));
-        let f = ddp::decode_fpdu(&out, true)
+        let f = ddp::decode_fpdu(&out, e.cfg.crc)
             .unwrap()
             .expect("a Terminate FPDU");
         match f.hdr {

@@ -83,7 +83,16 @@ pub struct IwarpOptions {
     /// Sets up each connection's socket before its driver starts (the server's
     /// `socket options`: keepalive, TCP_NOTSENT_LOWAT, ...); `None` leaves the system's.
     pub socket_setup: Option<SocketSetup>,
+    /// Offer (as initiator) and accept (as responder) smbx's large FPDUs
+    /// ([`mpa::LargeFpdus`]): with a peer that offered them too, an RDMA Write or
+    /// Read Response goes in FPDUs of up to [`LARGE_ULPDU`] bytes instead of
+    /// MPA's 64 KiB. Standard peers never offer them. On by default; only with CRC off.
+    pub large_fpdus: bool,
 }
+
+/// The largest ULPDU this provider receives in smbx's large FPDUs (and sends):
+/// a 512 KiB RDMA Write or Read Response in one FPDU.
+pub const LARGE_ULPDU: u32 = 512 * 1024 + ddp::UNTAGGED_HDR as u32;
 
 impl Default for IwarpOptions {
     fn default() -> Self {
@@ -94,6 +103,7 @@ impl Default for IwarpOptions {
             mss: None,
             handshake_timeout: std::time::Duration::from_secs(10),
             socket_setup: None,
+            large_fpdus: true,
         }
     }
 }

@@ -28,6 +28,116 @@ pub const ORD_READ_RTR: u16 = 0x4000;
 /// Mask of the IRD/ORD value bits.
 pub const IRD_ORD_MASK: u16 = 0x3FFF;
 
+/// Magic of smbx's large-FPDU offer: the first 8 of the [`LARGE_TRAILER`] bytes
+/// at the end of an MPA frame's private data.
+pub const LARGE_MAGIC: [u8; 8] = *b"smbxLFPD";
+/// Bytes of the offer: [`LARGE_MAGIC`], then the largest ULPDU its sender
+/// receives in the long form ([`super::ddp::LONG_PREFIX`]), a big-endian u32.
+pub const LARGE_TRAILER: usize = 12;
+/// Most private data (the enhanced IRD/ORD word included) an offer may bring a
+/// frame to: Linux siw refuses a frame with more than 256 bytes.
+const OFFER_MAX_PRIVATE_DATA: usize = 256;
+
+/// smbx's large FPDUs on a connection where both ends offered them: ULPDUs
+/// above MPA's 16-bit length, framed in the long form
+/// ([`super::ddp::LONG_PREFIX`]).
+///
+/// The initiator offers them in a trailer at the end of its Request's private
+/// data ([`offer_large`]); a responder that knows it answers with the same
+/// trailer in its Reply ([`accept_large`]), each naming the largest ULPDU it
+/// receives. Both strip the trailer before the consumer sees the private data
+/// ([`split_large`]). Only with CRC off (an FPDU is then placed as it arrives
+/// instead of gathered whole to be checked). A standard peer never sends the
+/// trailer: Linux siw hands a Request's private data after the enhanced
+/// IRD/ORD word to its consumer (ksmbd reads it only when it is exactly 8
+/// bytes) and its Reply carries only what its own consumer gives, so towards
+/// it the connection keeps standard MPA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargeFpdus {
+    /// Largest ULPDU this end sends: the peer's offer (at most our own).
+    pub send: usize,
+    /// Largest ULPDU this end receives: its own offer.
+    pub recv: usize,
+}
+
+impl LargeFpdus {
+    /// The limits when we offered `ours` and the peer `theirs`.
+    fn new(ours: u32, theirs: u32) -> LargeFpdus {
+        LargeFpdus {
+            send: theirs.min(ours) as usize,
+            recv: ours as usize,
+        }
+    }
+}
+
+/// The offer's trailer for receiving ULPDUs of up to `max` bytes.
+fn large_trailer(max: u32) -> [u8; LARGE_TRAILER] {
+    let mut t = [0u8; LARGE_TRAILER];
+    t[..8].copy_from_slice(&LARGE_MAGIC);
+    t[8..].copy_from_slice(&max.to_be_bytes());
+    t
+}
+
+/// Splits private data into the consumer's part and a large-FPDU offer at its
+/// end, if one is there: the largest ULPDU the offer's sender receives (`None`
+/// as well for an offer of no more than MPA's 16 bits, which adds nothing).
+pub fn split_large(pd: &[u8]) -> (&[u8], Option<u32>) {
+    let Some(at) = pd.len().checked_sub(LARGE_TRAILER) else {
+        return (pd, None);
+    };
+    let (head, t) = pd.split_at(at);
+    if t[..8] != LARGE_MAGIC {
+        return (pd, None);
+    }
+    let max = u32::from_be_bytes([t[8], t[9], t[10], t[11]]);
+    (
+        head,
+        Some(max).filter(|&m| m as usize > super::ddp::MPA_MAX_ULPDU),
+    )
+}
+
+/// Adds a large-FPDU offer (ULPDUs of up to `max` bytes received) to a
+/// Request: not with CRC on, nor where it would take the private data past
+/// what Linux siw accepts. Returns whether it did.
+pub fn offer_large(req: &mut MpaFrame, max: u32) -> bool {
+    if req.flags & FLAG_C != 0
+        || req.private_data.len() + LARGE_TRAILER > OFFER_MAX_PRIVATE_DATA
+        || max as usize <= super::ddp::MPA_MAX_ULPDU
+    {
+        return false;
+    }
+    req.private_data.extend_from_slice(&large_trailer(max));
+    true
+}
+
+/// Accepts the large-FPDU offer of `req`, if it made one, for ULPDUs of up to
+/// `max` bytes received here: adds the trailer to the Reply and sets
+/// [`Accepted::large`]. Not with CRC on.
+pub fn accept_large(acc: &mut Accepted, req: &RequestInfo, max: u32) {
+    let Some(theirs) = req.large else {
+        return;
+    };
+    if acc.crc
+        || acc.reply.private_data.len() + LARGE_TRAILER > OFFER_MAX_PRIVATE_DATA
+        || max as usize <= super::ddp::MPA_MAX_ULPDU
+    {
+        return;
+    }
+    acc.reply
+        .private_data
+        .extend_from_slice(&large_trailer(max));
+    acc.large = Some(LargeFpdus::new(max, theirs));
+}
+
+/// The large FPDUs of a connection whose Request offered `ours` (`None`: it
+/// did not) and whose accepting Reply offered `theirs`, with CRC `crc`.
+pub fn large_agreed(ours: Option<u32>, theirs: Option<u32>, crc: bool) -> Option<LargeFpdus> {
+    match (ours, theirs) {
+        (Some(o), Some(t)) if !crc => Some(LargeFpdus::new(o, t)),
+        _ => None,
+    }
+}
+
 /// An MPA Request or Reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MpaFrame {
@@ -185,14 +295,18 @@ pub struct RequestInfo {
     pub ord: u16,
     /// The RTR kinds the initiator offers in peer-to-peer mode (empty: no p2p).
     pub rtr_offered: Vec<super::Rtr>,
-    /// Consumer private data.
+    /// Consumer private data (without a large-FPDU offer).
     pub private_data: Vec<u8>,
+    /// The initiator's large-FPDU offer: the largest ULPDU it receives
+    /// ([`LargeFpdus`]).
+    pub large: Option<u32>,
 }
 
 impl RequestInfo {
     /// Interpret a Request frame.
     pub fn from_frame(f: &MpaFrame) -> RequestInfo {
         let (e, pd) = f.split_enhanced();
+        let (pd, large) = split_large(pd);
         let mut info = RequestInfo {
             revision: f.revision,
             crc: f.flags & FLAG_C != 0,
@@ -202,6 +316,7 @@ impl RequestInfo {
             ord: 0,
             rtr_offered: Vec::new(),
             private_data: pd.to_vec(),
+            large,
         };
         if let Some((iw, ow)) = e {
             info.ird = iw & IRD_ORD_MASK;
@@ -236,6 +351,9 @@ pub struct Accepted {
     pub ord: u16,
     /// The RTR we expect as the first FPDU, when peer-to-peer was negotiated.
     pub rtr: Option<super::Rtr>,
+    /// Large FPDUs, when the Request offered them and [`accept_large`] took the
+    /// offer.
+    pub large: Option<LargeFpdus>,
 }
 
 /// Build the responder's accepting Reply for `req`.
@@ -277,6 +395,7 @@ pub fn accept_request(
         ird,
         ord,
         rtr,
+        large: None,
     }
 }
 
@@ -310,8 +429,11 @@ pub enum ReplyOutcome {
         peer_ord: u16,
         /// The RTR we must send first (peer-to-peer negotiated).
         rtr: Option<super::Rtr>,
-        /// Consumer private data.
+        /// Consumer private data (without a large-FPDU offer).
         private_data: Vec<u8>,
+        /// The responder's large-FPDU offer: the largest ULPDU it receives
+        /// (see [`large_agreed`]).
+        large: Option<u32>,
     },
     /// Rejected, with the peer's private data.
     Rejected(Vec<u8>),
@@ -380,12 +502,14 @@ pub fn read_reply(
             rtr = Some(chosen);
         }
     }
+    let (pd, large) = split_large(pd);
     Ok(ReplyOutcome::Accepted {
         crc,
         peer_ird,
         peer_ord,
         rtr,
         private_data: pd.to_vec(),
+        large,
     })
 }
 
@@ -434,11 +558,13 @@ mod tests {
                 peer_ord,
                 rtr,
                 private_data,
+                large,
             } => {
                 assert!(!crc);
                 assert_eq!((peer_ird, peer_ord), (16, 4));
                 assert_eq!(rtr, None);
                 assert_eq!(private_data, b"yz");
+                assert_eq!(large, None);
             }
             o => panic!("{o:?}"),
         }
@@ -509,6 +635,107 @@ mod tests {
             ReplyOutcome::Accepted { rtr, .. } => assert_eq!(rtr, Some(Rtr::Send)),
             o => panic!("{o:?}"),
         }
+    }
+
+    /// smbx's large-FPDU offer rides at the end of the Request's private data and
+    /// is answered at the end of the Reply's; neither consumer sees it; a Reply
+    /// without it (a standard responder) leaves standard framing; never with CRC,
+    /// nor past 256 bytes of private data.
+    #[test]
+    fn large_fpdus_offered_and_accepted() {
+        let smbd = [0, 0, 0, 16, 0, 0, 0, 16];
+        let mut f = build_request(2, false, 16, 16, None, &smbd);
+        assert!(offer_large(&mut f, 1 << 20));
+        assert_eq!(f.private_data.len(), 4 + 8 + LARGE_TRAILER);
+        assert_eq!(f.private_data[12..20], LARGE_MAGIC);
+        assert_eq!(f.private_data[20..], (1u32 << 20).to_be_bytes());
+        let mut b = Vec::new();
+        f.encode(&mut b);
+        let (g, _) = MpaFrame::decode(&b, false).unwrap().unwrap();
+        let info = RequestInfo::from_frame(&g);
+        assert_eq!(info.private_data, smbd);
+        assert_eq!(info.large, Some(1 << 20));
+        // A responder that takes it: its own limit in the Reply, and it sends no more
+        // than the smaller of the two.
+        let mut acc = accept_request(&info, false, 16, 16, b"reply-pd");
+        accept_large(&mut acc, &info, 300_000);
+        assert_eq!(
+            acc.large,
+            Some(LargeFpdus {
+                send: 300_000,
+                recv: 300_000
+            })
+        );
+        let mut b = Vec::new();
+        acc.reply.encode(&mut b);
+        let (rep, _) = MpaFrame::decode(&b, true).unwrap().unwrap();
+        match read_reply(&rep, 2, false, 16, None).unwrap() {
+            ReplyOutcome::Accepted {
+                private_data,
+                large,
+                ..
+            } => {
+                assert_eq!(private_data, b"reply-pd");
+                assert_eq!(large, Some(300_000));
+                assert_eq!(
+                    large_agreed(Some(1 << 20), large, false),
+                    Some(LargeFpdus {
+                        send: 300_000,
+                        recv: 1 << 20
+                    })
+                );
+            }
+            o => panic!("{o:?}"),
+        }
+        // A standard responder answers without it: standard framing.
+        let plain = accept_request(&info, false, 16, 16, &smbd);
+        assert_eq!(plain.large, None);
+        match read_reply(&plain.reply, 2, false, 16, None).unwrap() {
+            ReplyOutcome::Accepted {
+                private_data,
+                large,
+                ..
+            } => {
+                assert_eq!((private_data.as_slice(), large), (&smbd[..], None));
+                assert_eq!(large_agreed(Some(1 << 20), large, false), None);
+            }
+            o => panic!("{o:?}"),
+        }
+        // A Request without the offer is answered without it.
+        let none = RequestInfo::from_frame(&build_request(2, false, 16, 16, None, &smbd));
+        assert_eq!(none.large, None);
+        let mut acc = accept_request(&none, false, 16, 16, b"");
+        accept_large(&mut acc, &none, 1 << 20);
+        assert_eq!((acc.large, acc.reply.private_data.len()), (None, 4));
+        // Never with CRC: not offered, not accepted, not agreed.
+        let mut c = build_request(2, true, 16, 16, None, &smbd);
+        assert!(!offer_large(&mut c, 1 << 20));
+        assert_eq!(c.private_data.len(), 12);
+        let mut acc = accept_request(&info, true, 16, 16, b"");
+        accept_large(&mut acc, &info, 1 << 20);
+        assert_eq!((acc.large, acc.reply.private_data.len()), (None, 4));
+        assert_eq!(large_agreed(Some(1 << 20), Some(1 << 20), true), None);
+        // Not past the 256 bytes of private data Linux siw takes.
+        let mut fits = build_request(2, false, 4, 4, None, &[1; 240]);
+        assert!(offer_large(&mut fits, 1 << 20));
+        assert_eq!(fits.private_data.len(), 256);
+        let mut over = build_request(2, false, 4, 4, None, &[1; 241]);
+        assert!(!offer_large(&mut over, 1 << 20));
+        // An offer of no more than 16 bits adds nothing: stripped, not taken.
+        let mut small = build_request(2, false, 4, 4, None, b"");
+        assert!(!offer_large(&mut small, 65_535));
+        let pd = [&b"x"[..], &large_trailer(65_535)].concat();
+        assert_eq!(split_large(&pd), (&b"x"[..], None));
+        assert_eq!(split_large(b"hello"), (&b"hello"[..], None));
+        assert_eq!(split_large(&LARGE_MAGIC), (&LARGE_MAGIC[..], None));
+        // Revision 1 (no IRD/ORD word) carries it the same way.
+        let mut r1 = build_request(1, false, 4, 4, None, b"pd");
+        assert!(offer_large(&mut r1, 1 << 20));
+        let info = RequestInfo::from_frame(&r1);
+        assert_eq!(
+            (info.private_data.as_slice(), info.large),
+            (&b"pd"[..], Some(1 << 20))
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::engine::{max_ulpdu_for_mss, Engine, EngineConfig};
 use super::mpa::{self, MpaFrame, ReplyOutcome, RequestInfo};
 use super::mr::SoftPd;
 use super::qp::{QpShared, SoftQp};
-use super::{IwarpOptions, Rtr};
+use super::{IwarpOptions, Rtr, LARGE_ULPDU};
 use crate::error::{RdmaError, Result};
 use crate::types::{CloseReason, ConnParams, PeerParams, QpCaps, QpState};
 
@@ -22,7 +22,10 @@ pub(crate) fn responder_setup(
     params: &ConnParams,
     mss: u32,
 ) -> (MpaFrame, EngineConfig) {
-    let acc = mpa::accept_request(info, opts.crc, params.ird, params.ord, &params.private_data);
+    let mut acc = mpa::accept_request(info, opts.crc, params.ird, params.ord, &params.private_data);
+    if opts.large_fpdus {
+        mpa::accept_large(&mut acc, info, LARGE_ULPDU);
+    }
     let cfg = EngineConfig {
         crc: acc.crc,
         max_ulpdu: max_ulpdu_for_mss(mss),
@@ -30,6 +33,7 @@ pub(crate) fn responder_setup(
         ord: acc.ord,
         send_rtr: None,
         expect_rtr: acc.rtr,
+        large: acc.large,
     };
     (acc.reply, cfg)
 }
@@ -42,6 +46,8 @@ pub(crate) struct InitiatorSetup {
     rtr: Option<Rtr>,
     ird: u16,
     ord: u16,
+    /// The large-FPDU offer it made (the largest ULPDU it receives).
+    large: Option<u32>,
 }
 
 /// What the initiator learned from the Reply.
@@ -57,7 +63,7 @@ impl InitiatorSetup {
     pub(crate) fn new(opts: &IwarpOptions, params: &ConnParams) -> (InitiatorSetup, MpaFrame) {
         let rev = opts.mpa_revision.clamp(1, 2);
         let rtr = if rev == 2 { opts.rtr } else { None };
-        let req = mpa::build_request(
+        let mut req = mpa::build_request(
             rev,
             opts.crc,
             params.ird,
@@ -65,12 +71,15 @@ impl InitiatorSetup {
             rtr,
             &params.private_data,
         );
+        let large =
+            (opts.large_fpdus && mpa::offer_large(&mut req, LARGE_ULPDU)).then_some(LARGE_ULPDU);
         let s = InitiatorSetup {
             rev,
             crc: opts.crc,
             rtr,
             ird: params.ird.min(mpa::IRD_ORD_MASK),
             ord: params.ord,
+            large,
         };
         (s, req)
     }
@@ -87,6 +96,7 @@ impl InitiatorSetup {
                 peer_ord,
                 rtr,
                 private_data,
+                large,
             } => {
                 let ord = if rep.enhanced() {
                     self.ord.min(peer_ird)
@@ -100,6 +110,7 @@ impl InitiatorSetup {
                     ord,
                     send_rtr: rtr,
                     expect_rtr: None,
+                    large: mpa::large_agreed(self.large, large, crc),
                 };
                 let peer = PeerParams {
                     private_data,
