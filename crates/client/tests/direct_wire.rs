@@ -218,11 +218,11 @@ fn wire_check(name: &str, iwarp: IwarpOptions, server_conf: &str) {
         "    smb direct mss = {}\n{server_conf}",
         capture::MSS
     ));
-    // The client offers no large FPDUs (smbx's own framing, which tshark does not
-    // know): the session stays on standard MPA.
+    // Large FPDUs (smbx's own framing, which tshark does not know) are turned off
+    // by each caller, at the client or at the server: the session stays on
+    // standard MPA.
     let iwarp = IwarpOptions {
         mss: Some(capture::MSS as u32),
-        large_fpdus: false,
         ..iwarp
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -398,7 +398,27 @@ fn smb_session_wire_crc_on() {
 
 #[test]
 fn smb_session_wire_crc_off() {
-    wire_check("crc_off", IwarpOptions::default(), "");
+    wire_check("crc_off", no_large(), "");
+}
+
+/// The client offers large FPDUs; a server with `smb direct large fpdus = no`
+/// declines, and the 1 MiB WRITE and READ go in standard FPDUs that tshark
+/// decodes (one in the long form would fail the decode count).
+#[test]
+fn smb_session_wire_server_declines_large_fpdus() {
+    wire_check(
+        "large_declined",
+        IwarpOptions::default(),
+        "    smb direct large fpdus = no\n",
+    );
+}
+
+/// A client that offers no large FPDUs.
+fn no_large() -> IwarpOptions {
+    IwarpOptions {
+        large_fpdus: false,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -407,7 +427,7 @@ fn smb_session_wire_mpa_rev1() {
         "mpa_rev1",
         IwarpOptions {
             mpa_revision: 1,
-            ..Default::default()
+            ..no_large()
         },
         "",
     );

@@ -88,6 +88,11 @@ pub fn emit(c: &Config) -> String {
     kv(&mut o, "smb direct crc", fmt_bool(g.smb_direct_crc));
     kv(
         &mut o,
+        "smb direct large fpdus",
+        fmt_bool(g.smb_direct_large_fpdus),
+    );
+    kv(
+        &mut o,
         "smb direct provider",
         crate::direct::fmt_smb_direct_provider(g.smb_direct_provider),
     );

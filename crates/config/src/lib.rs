@@ -184,6 +184,12 @@ pub struct Global {
     /// connections. With `no` the server follows the initiator (CRC only when it
     /// asks, as MPA requires).
     pub smb_direct_crc: bool,
+    /// `smb direct large fpdus` (smbx; default yes): over soft-iWARP, take an smbx
+    /// client's offer of smbx's large FPDUs (RDMA Writes and Read Responses in
+    /// FPDUs of up to 512 KiB instead of MPA's 64 KiB). Standard peers never
+    /// offer them; `no` keeps every connection on standard MPA framing (e.g. for
+    /// packet captures that tshark must decode).
+    pub smb_direct_large_fpdus: bool,
     /// `smb direct provider` (smbx; default auto): rdma-core verbs where an
     /// address has an RDMA device, soft-iWARP elsewhere; or one of them only.
     pub smb_direct_provider: SmbDirectProvider,
@@ -292,6 +298,7 @@ impl Default for Global {
             smb_direct: false,
             smb_direct_port: 5445,
             smb_direct_crc: false,
+            smb_direct_large_fpdus: true,
             smb_direct_provider: SmbDirectProvider::Auto,
             smb_direct_poll: false,
             smb_direct_max_send_size: 8704,

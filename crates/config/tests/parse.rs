@@ -356,6 +356,15 @@ fn smb_direct_crc_defaults_off_and_can_be_turned_on() {
 }
 
 #[test]
+fn smb_direct_large_fpdus_default_on_and_can_be_turned_off() {
+    let c = Config::parse_str("[global]\n smb direct = yes\n", "a.conf").unwrap();
+    assert!(c.global.smb_direct_large_fpdus);
+    let c = Config::parse_str("[global]\n smb direct large fpdus = no\n", "b.conf").unwrap();
+    assert!(!c.global.smb_direct_large_fpdus);
+    assert!(Config::parse_str("[global]\n smb direct large fpdus = huge\n", "c.conf").is_err());
+}
+
+#[test]
 fn smb_direct_poll_defaults_off_and_can_be_turned_on() {
     let c = Config::parse_str("[global]\n smb direct = yes\n", "a.conf").unwrap();
     assert!(!c.global.smb_direct_poll);

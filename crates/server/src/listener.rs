@@ -135,6 +135,7 @@ fn iwarp_options(state: &Arc<ServerState>) -> IwarpOptions {
     let state = Arc::downgrade(state);
     IwarpOptions {
         crc: config.global.smb_direct_crc,
+        large_fpdus: config.global.smb_direct_large_fpdus,
         mss: Some(config.global.smb_direct_mss).filter(|&m| m != 0),
         socket_setup: Some(SocketSetup::new(move |fd| {
             let Some(state) = state.upgrade() else { return };

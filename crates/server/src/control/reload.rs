@@ -29,6 +29,7 @@ pub const RESTART_OPTIONS: &[&str] = &[
     "smb direct",
     "smb direct port",
     "smb direct crc",
+    "smb direct large fpdus",
     "smb direct max send size",
     "smb direct max receive size",
     "smb direct max fragmented size",
