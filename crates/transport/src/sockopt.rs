@@ -270,19 +270,18 @@ impl SocketOptions {
     }
 }
 
-/// Sets the integer socket option `opt` at `level` to `v` (clamped to a C int).
+/// Sets socket option `opt` at `level` to the bytes of `value`.
 #[allow(unsafe_code)]
-pub(crate) fn set_int(sock: &impl AsFd, level: i32, opt: i32, v: u32) -> std::io::Result<()> {
-    let v = libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the descriptor is borrowed from a live socket for the call; the value
-    // is a c_int on the stack whose size is passed with it.
+fn set_bytes(sock: &impl AsFd, level: i32, opt: i32, value: &[u8]) -> std::io::Result<()> {
+    // SAFETY: the descriptor is borrowed from a live socket for the call; `value` is
+    // borrowed for it and passed with its length.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_fd().as_raw_fd(),
             level,
             opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            value.as_ptr().cast(),
+            value.len() as libc::socklen_t,
         )
     };
     if rc == 0 {
@@ -292,75 +291,63 @@ pub(crate) fn set_int(sock: &impl AsFd, level: i32, opt: i32, v: u32) -> std::io
     }
 }
 
-/// Sets the socket's congestion control (TCP_CONGESTION).
+/// Reads socket option `opt` at `level` into `buf`: the number of bytes the kernel
+/// wrote (the rest of `buf` is left as it was).
 #[allow(unsafe_code)]
-fn set_congestion(sock: &impl AsFd, cc: &CongestionControl) -> std::io::Result<()> {
-    let name = cc.as_str();
-    // SAFETY: the descriptor is borrowed from a live socket for the call; the name's
-    // bytes are borrowed for it and passed with their length.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_fd().as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// The socket's congestion control (TCP_CONGESTION; `None` if the kernel's name is not
-/// one [`CongestionControl`] holds).
-#[allow(unsafe_code)]
-fn get_congestion(sock: &impl AsFd) -> std::io::Result<Option<CongestionControl>> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: the descriptor is borrowed from a live socket for the call; `buf` and
-    // `len` are on the stack and `len` holds `buf`'s size.
+fn get_bytes(sock: &impl AsFd, level: i32, opt: i32, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut len = libc::socklen_t::try_from(buf.len()).unwrap_or(libc::socklen_t::MAX);
+    // SAFETY: the descriptor is borrowed from a live socket for the call; `buf` is
+    // borrowed mutably for it and `len` holds its size (the kernel writes at most that
+    // many bytes and sets `len` to what it wrote).
     let rc = unsafe {
         libc::getsockopt(
             sock.as_fd().as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
+            level,
+            opt,
             buf.as_mut_ptr().cast(),
             &mut len,
         )
     };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
+    if rc == 0 {
+        Ok((len as usize).min(buf.len()))
+    } else {
+        Err(std::io::Error::last_os_error())
     }
-    let got = buf.get(..len as usize).unwrap_or(&buf);
+}
+
+/// Sets the integer socket option `opt` at `level` to `v` (clamped to a C int).
+pub(crate) fn set_int(sock: &impl AsFd, level: i32, opt: i32, v: u32) -> std::io::Result<()> {
+    let v = libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
+    set_bytes(sock, level, opt, &v.to_ne_bytes())
+}
+
+/// Sets the socket's congestion control (TCP_CONGESTION).
+fn set_congestion(sock: &impl AsFd, cc: &CongestionControl) -> std::io::Result<()> {
+    set_bytes(
+        sock,
+        libc::IPPROTO_TCP,
+        libc::TCP_CONGESTION,
+        cc.as_str().as_bytes(),
+    )
+}
+
+/// The socket's congestion control (TCP_CONGESTION; `None` if the kernel's name is not
+/// one [`CongestionControl`] holds).
+fn get_congestion(sock: &impl AsFd) -> std::io::Result<Option<CongestionControl>> {
+    let mut buf = [0u8; 16];
+    let n = get_bytes(sock, libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut buf)?;
+    let got = &buf[..n];
     let end = got.iter().position(|&b| b == 0).unwrap_or(got.len());
     Ok(std::str::from_utf8(&got[..end])
         .ok()
         .and_then(CongestionControl::new))
 }
 
-#[allow(unsafe_code)]
+/// The integer socket option `opt` at `level`.
 fn get_int(sock: &impl AsFd, level: i32, opt: i32) -> std::io::Result<i32> {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: the descriptor is borrowed from a live socket for the call; `v` and
-    // `len` are on the stack and `len` holds `v`'s size.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_fd().as_raw_fd(),
-            level,
-            opt,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(v)
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    let mut v = [0u8; std::mem::size_of::<libc::c_int>()];
+    get_bytes(sock, level, opt, &mut v)?;
+    Ok(libc::c_int::from_ne_bytes(v))
 }
 
 #[cfg(test)]
