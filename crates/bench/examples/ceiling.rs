@@ -51,6 +51,7 @@ use smbx_security::keys::derive;
 use smbx_security::protection::{Protection, Role};
 use smbx_security::signing::{Signer, SigningAlgorithm};
 use smbx_security::transform::TRANSFORM_HEADER_LEN;
+use smbx_transport::sockopt::{CongestionControl, SocketOptions};
 use smbx_wire::Dialect;
 
 const IO: usize = 512 << 10;
@@ -358,22 +359,18 @@ struct Layout {
     depth: usize,
     pinned: Option<(usize, usize)>,
     /// The congestion control of every connection (`--cc`), else the system's.
-    cc: Option<&'static str>,
+    cc: Option<CongestionControl>,
 }
 
-/// Sets the socket's congestion control (TCP_CONGESTION; one the system allows).
-fn set_cc(s: &TcpStream, cc: &str) {
-    // SAFETY: the descriptor is open (borrowed); the name is passed with its length.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
+/// Sets the socket's congestion control (TCP_CONGESTION; one the system allows), as
+/// smbx's `socket options` do.
+fn set_cc(s: &TcpStream, cc: CongestionControl) {
+    let opts = SocketOptions {
+        congestion: Some(cc),
+        ..SocketOptions::default()
     };
-    assert!(r == 0, "--cc {cc}: {}", std::io::Error::last_os_error());
+    opts.apply(s)
+        .unwrap_or_else(|e| panic!("--cc {}: {e}", cc.as_str()));
 }
 
 /// One run of `mode` for `secs`: every stream's serving and driving threads started
@@ -559,7 +556,7 @@ fn main() {
     let mut dir: PathBuf = std::env::temp_dir();
     let mut write_mib: u64 = 256;
     let mut read_file: Option<PathBuf> = None;
-    let mut cc: Option<&'static str> = None;
+    let mut cc: Option<CongestionControl> = None;
     let mut nums = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -590,7 +587,12 @@ fn main() {
                 ));
             }
             "--dir" => dir = args.next().expect("--dir DIR").into(),
-            "--cc" => cc = Some(args.next().expect("--cc NAME").leak()),
+            "--cc" => {
+                let name = args.next().expect("--cc NAME");
+                cc = Some(
+                    CongestionControl::new(&name).expect("--cc NAME: a congestion control's name"),
+                )
+            }
             "--read-file" => read_file = Some(args.next().expect("--read-file PATH").into()),
             "--file-mib" => {
                 write_mib = args
