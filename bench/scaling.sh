@@ -203,13 +203,15 @@ def worst_loss(got, med):
     if n > 1 and real is not None:
         note = ": beyond the run-to-run spread" if real else ": within the run-to-run spread"
     print(f"  worst loss against a smaller -t or -o: {worst * 100:.1f}% ({where}){note}")
-def column_medians(size, name, column):
-    """(t, o) -> median of a CSV column over the rounds (points without it left out)."""
+def column_medians(size, name, column, per_kio=False):
+    """(t, o) -> median of a CSV column over the rounds, or of it per 1000 I/Os with
+    per_kio (points without it left out)."""
     got = {}
     for r in rows(size, name):
-        v = col(r, column)
-        if v is not None:
-            got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(v)
+        v, n = col(r, column), (col(r, "io_count") if per_kio else 1)
+        if v is not None and n:
+            got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(
+                1000 * v / n if per_kio else v)
     return {k: statistics.median(v) for k, v in got.items()}
 medians = {}
 for size in sizes:
@@ -258,19 +260,11 @@ if ceiling:
             r = {k: m[k] / cmed[k] for k in m if cmed.get(k)}
             matrix(f"\n512K against {s}: share of the machine's ceiling (medians)", r,
                    lambda v: f"{v:9.2f}")
-def per_kio(size, name, column):
-    """(t, o) -> median of column per 1000 I/Os over the rounds (points without it left out)."""
-    got = {}
-    for r in rows(size, name):
-        v, n = col(r, column), col(r, "io_count")
-        if v is not None and n:
-            got.setdefault((int(r["threads"]), int(r["outstanding"])), []).append(1000 * v / n)
-    return {k: statistics.median(v) for k, v in got.items()}
 for size in sizes:
     for s in names:
         for column, what in (("tcp_retrans_segs", "retransmitted segments"),
                              ("tcp_zero_window_adv", "zero-window advertisements")):
-            m = per_kio(size, s, column)
+            m = column_medians(size, s, column, per_kio=True)
             if m:
                 matrix(f"\n{size} against {s}: TCP {what} per 1000 I/Os (median; every socket "
                        "of the bench's network namespace)", m, lambda v: f"{v:9.1f}")
