@@ -89,24 +89,33 @@ fn mutator_is_deterministic_and_bounded() {
 }
 
 /// The seeds the crates' own encoders make (`smbx_fuzz::seedgen`) pass
-/// through their targets. With SMBX_FUZZ_WRITE_SEEDS=1 they are (re)written
-/// to `corpus/<target>/gen-*`.
+/// through their targets, and the committed `corpus/<target>/gen-*` files
+/// are those bytes (an encoder change that leaves them stale fails here).
+/// With SMBX_FUZZ_WRITE_SEEDS=1 they are (re)written instead.
 #[test]
 fn generated_seeds_pass() {
     let write = std::env::var_os("SMBX_FUZZ_WRITE_SEEDS").is_some();
     let all = smbx_fuzz::seedgen::all();
     assert!(!all.is_empty());
+    let mut stale = Vec::new();
     for s in all {
         let t = smbx_fuzz::target(s.target).expect("seed for a known target");
         run_guarded(t.name, t.run, &s.bytes);
+        let d = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("corpus")
+            .join(s.target);
         if write {
-            let d = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("corpus")
-                .join(s.target);
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join(&s.name), &s.bytes).unwrap();
+        } else if std::fs::read(d.join(&s.name)).ok().as_deref() != Some(&s.bytes[..]) {
+            stale.push(format!("{}/{}", s.target, s.name));
         }
     }
+    assert!(
+        stale.is_empty(),
+        "committed seeds differ from the encoders' (rewrite them with \
+         SMBX_FUZZ_WRITE_SEEDS=1 cargo test --test seeds): {stale:?}"
+    );
 }
 
 /// The generated iWARP streams reach the engine's data paths (so mutations
