@@ -77,35 +77,6 @@ async fn find(
     (r.status(), data)
 }
 
-async fn info(
-    c: &mut Client,
-    fid: smbx_wire::FileId,
-    info_type: u8,
-    class: u8,
-    addl: u32,
-    max: u32,
-) -> (NtStatus, Vec<u8>) {
-    let q = QueryInfoRequest {
-        info_type,
-        info_class: class,
-        output_buffer_length: max,
-        input: &[],
-        additional_information: addl,
-        flags: 0,
-        file_id: fid,
-    };
-    let r = c.request(Command::QueryInfo, &q.encode()).await;
-    let data = if r.status().is_error() {
-        // error data (e.g. the required size of a security descriptor)
-        let b = r.body();
-        let n = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
-        b[8..8 + n].to_vec()
-    } else {
-        decode_output_response(&r.bytes).unwrap().to_vec()
-    };
-    (r.status(), data)
-}
-
 /// Names (and short names) of FileIdBothDirectoryInformation entries.
 fn id_both_names(mut b: &[u8]) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -257,52 +228,56 @@ async fn file_fs_and_security_info() {
     .unwrap();
 
     // FileStandardInformation
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_FILE, 5, 0, 1000).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_FILE, 5, 0, 1000).await;
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(d.len(), 24);
     assert_eq!(u64::from_le_bytes(d[8..16].try_into().unwrap()), 5);
     // FileAllInformation: name, length rules.
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_FILE, 18, 0, 1000).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_FILE, 18, 0, 1000).await;
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(from_utf16le(&d[100..]).unwrap(), "\\file.txt");
     assert_eq!(
-        info(&mut c, f, SMB2_0_INFO_FILE, 18, 0, 103).await.0,
+        query_info(&mut c, f, SMB2_0_INFO_FILE, 18, 0, 103).await.0,
         NtStatus::INFO_LENGTH_MISMATCH
     );
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_FILE, 18, 0, 106).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_FILE, 18, 0, 106).await;
     assert_eq!((st, d.len()), (NtStatus::BUFFER_OVERFLOW, 106));
     // Streams: the default stream.
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_FILE, 22, 0, 1000).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_FILE, 22, 0, 1000).await;
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(from_utf16le(&d[24..]).unwrap(), "::$DATA");
     // No EAs; unknown and set-only classes.
     assert_eq!(
-        info(&mut c, f, SMB2_0_INFO_FILE, 15, 0, 1000).await.0,
+        query_info(&mut c, f, SMB2_0_INFO_FILE, 15, 0, 1000).await.0,
         NtStatus::NO_EAS_ON_FILE
     );
     assert_eq!(
-        info(&mut c, f, SMB2_0_INFO_FILE, 20, 0, 1000).await.0,
+        query_info(&mut c, f, SMB2_0_INFO_FILE, 20, 0, 1000).await.0,
         NtStatus::INVALID_INFO_CLASS
     );
     assert_eq!(
-        info(&mut c, f, SMB2_0_INFO_FILE, 200, 0, 1000).await.0,
+        query_info(&mut c, f, SMB2_0_INFO_FILE, 200, 0, 1000)
+            .await
+            .0,
         NtStatus::INVALID_INFO_CLASS
     );
     // File system: attribute info names NTFS; volume below its minimum size.
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_FILESYSTEM, 5, 0, 1000).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_FILESYSTEM, 5, 0, 1000).await;
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(from_utf16le(&d[12..]).unwrap(), "NTFS");
     assert_eq!(
-        info(&mut c, f, SMB2_0_INFO_FILESYSTEM, 1, 0, 23).await.0,
+        query_info(&mut c, f, SMB2_0_INFO_FILESYSTEM, 1, 0, 23)
+            .await
+            .0,
         NtStatus::INFO_LENGTH_MISMATCH
     );
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_FILESYSTEM, 7, 0, 1000).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_FILESYSTEM, 7, 0, 1000).await;
     assert_eq!((st, d.len()), (NtStatus::SUCCESS, 32));
     // Security: too small -> BUFFER_TOO_SMALL with the required size; then the SD.
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_SECURITY, 0, 7, 0).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_SECURITY, 0, 7, 0).await;
     assert_eq!(st, NtStatus::BUFFER_TOO_SMALL);
     let need = u32::from_le_bytes(d[..4].try_into().unwrap());
-    let (st, d) = info(&mut c, f, SMB2_0_INFO_SECURITY, 0, 7, need).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_SECURITY, 0, 7, need).await;
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(d.len(), need as usize);
     let sd = SecurityDescriptor::decode(&d).unwrap();
@@ -311,26 +286,30 @@ async fn file_fs_and_security_info() {
     assert!(sd.dacl.is_some());
     // SACL without ACCESS_SYSTEM_SECURITY.
     assert_eq!(
-        info(&mut c, f, SMB2_0_INFO_SECURITY, 0, 8, 1000).await.0,
+        query_info(&mut c, f, SMB2_0_INFO_SECURITY, 0, 8, 1000)
+            .await
+            .0,
         NtStatus::ACCESS_DENIED
     );
     // Access checks: no READ_ATTRIBUTES.
     let g = open(&mut c, "file.txt", 1, false).await.unwrap();
     assert_eq!(
-        info(&mut c, g, SMB2_0_INFO_FILE, 4, 0, 1000).await.0,
+        query_info(&mut c, g, SMB2_0_INFO_FILE, 4, 0, 1000).await.0,
         NtStatus::ACCESS_DENIED
     );
     assert_eq!(
-        info(&mut c, g, SMB2_0_INFO_SECURITY, 0, 1, 1000).await.0,
+        query_info(&mut c, g, SMB2_0_INFO_SECURITY, 0, 1, 1000)
+            .await
+            .0,
         NtStatus::ACCESS_DENIED
     );
     // Quota: not supported; unknown info type.
     assert_eq!(
-        info(&mut c, f, SMB2_0_INFO_QUOTA, 0, 0, 1000).await.0,
+        query_info(&mut c, f, SMB2_0_INFO_QUOTA, 0, 0, 1000).await.0,
         NtStatus::NOT_SUPPORTED
     );
     assert_eq!(
-        info(&mut c, f, 9, 0, 0, 1000).await.0,
+        query_info(&mut c, f, 9, 0, 0, 1000).await.0,
         NtStatus::INVALID_PARAMETER
     );
 }

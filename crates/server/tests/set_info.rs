@@ -260,6 +260,65 @@ async fn basic_rename_disposition_eof_eas() {
     assert!(!dir.path().join("c.txt").exists());
 }
 
+/// Open.Mode keeps the CreateOptions [MS-FSA] 2.1.5.1 names (FileModeInformation
+/// reports them), and an unbuffered open takes only sector-aligned positions.
+#[tokio::test]
+async fn open_mode_from_create_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_srv, mut c) = start_with_client(dir.path()).await;
+    let mode = |d: Vec<u8>| u32::from_le_bytes(d[..4].try_into().unwrap());
+    let pos = |p: u64| p.to_le_bytes();
+
+    // FILE_NON_DIRECTORY_FILE | FILE_NO_INTERMEDIATE_BUFFERING.
+    let f = create(&mut c, "unbuffered.bin", ALL, 0x48).await;
+    let (st, d) = query_info(&mut c, f, SMB2_0_INFO_FILE, FILE_MODE_INFORMATION, 0, 64).await;
+    assert_eq!((st, mode(d)), (NtStatus::SUCCESS, 0x8));
+    for (p, want) in [
+        (9, NtStatus::INVALID_PARAMETER),
+        (512, NtStatus::SUCCESS),
+        (4096, NtStatus::SUCCESS),
+    ] {
+        let st = set(
+            &mut c,
+            f,
+            SMB2_0_INFO_FILE,
+            FILE_POSITION_INFORMATION,
+            &pos(p),
+        )
+        .await;
+        assert_eq!(st, want, "position {p}");
+    }
+    // FILE_WRITE_THROUGH set by SET_INFO joins it; the unbuffered bit stays.
+    let st = set(
+        &mut c,
+        f,
+        SMB2_0_INFO_FILE,
+        FILE_MODE_INFORMATION,
+        &2u32.to_le_bytes(),
+    )
+    .await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    let (_, d) = query_info(&mut c, f, SMB2_0_INFO_FILE, FILE_MODE_INFORMATION, 0, 64).await;
+    assert_eq!(mode(d), 0xA);
+    assert_eq!(close(&mut c, f).await, NtStatus::SUCCESS);
+
+    // FILE_NON_DIRECTORY_FILE | FILE_DELETE_ON_CLOSE; a buffered open takes any position.
+    let g = create(&mut c, "doc.bin", ALL, 0x1040).await;
+    let (_, d) = query_info(&mut c, g, SMB2_0_INFO_FILE, FILE_MODE_INFORMATION, 0, 64).await;
+    assert_eq!(mode(d), 0x1000);
+    let st = set(
+        &mut c,
+        g,
+        SMB2_0_INFO_FILE,
+        FILE_POSITION_INFORMATION,
+        &pos(9),
+    )
+    .await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_eq!(close(&mut c, g).await, NtStatus::SUCCESS);
+    assert!(!dir.path().join("doc.bin").exists());
+}
+
 #[tokio::test]
 async fn access_checks_and_directories() {
     let dir = tempfile::tempdir().unwrap();

@@ -113,9 +113,12 @@ pub struct FileOpenParams {
 impl FileOpen {
     /// A new open (already registered in the file table as `entry_id`).
     pub fn new(p: FileOpenParams) -> FileOpen {
+        // [MS-FSA] 2.1.5.1: the CreateOptions that Open.Mode keeps.
         const MODE_BITS: CreateOptions = FileOpen::SETTABLE_MODE
+            .union(CreateOptions::FILE_NO_INTERMEDIATE_BUFFERING)
             .union(CreateOptions::FILE_SYNCHRONOUS_IO_ALERT)
-            .union(CreateOptions::FILE_SYNCHRONOUS_IO_NONALERT);
+            .union(CreateOptions::FILE_SYNCHRONOUS_IO_NONALERT)
+            .union(CreateOptions::FILE_DELETE_ON_CLOSE);
         FileOpen {
             is_dir: p.handle.is_dir(),
             path: p.path,
@@ -149,8 +152,9 @@ impl FileOpen {
         CreateOptions::FILE_WRITE_THROUGH.union(CreateOptions::FILE_SEQUENTIAL_ONLY);
 
     /// Open.Mode ([MS-FSA]): FileModeInformation's bits, which are CreateOptions'
-    /// (FILE_WRITE_THROUGH, FILE_SEQUENTIAL_ONLY, FILE_SYNCHRONOUS_IO_*), as the open
-    /// was created with them and as SET_INFO changed them since.
+    /// (FILE_WRITE_THROUGH, FILE_SEQUENTIAL_ONLY, FILE_NO_INTERMEDIATE_BUFFERING,
+    /// FILE_SYNCHRONOUS_IO_*, FILE_DELETE_ON_CLOSE), as the open was created with
+    /// them and as SET_INFO changed them since.
     pub fn mode(&self) -> CreateOptions {
         CreateOptions::from(self.mode.load(Ordering::Relaxed))
     }

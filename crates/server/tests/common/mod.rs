@@ -492,3 +492,35 @@ pub fn split(buf: &[u8]) -> Vec<Msg> {
         pos = end;
     }
 }
+
+/// QUERY_INFO of `class` on `fid`: the status and the output buffer (or, on an
+/// error, its error data, such as a security descriptor's required size).
+pub async fn query_info(
+    c: &mut Client,
+    fid: smbx_wire::FileId,
+    info_type: u8,
+    class: u8,
+    addl: u32,
+    max: u32,
+) -> (NtStatus, Vec<u8>) {
+    let q = smbx_wire::query_info::QueryInfoRequest {
+        info_type,
+        info_class: class,
+        output_buffer_length: max,
+        input: &[],
+        additional_information: addl,
+        flags: 0,
+        file_id: fid,
+    };
+    let r = c.request(Command::QueryInfo, &q.encode()).await;
+    let data = if r.status().is_error() {
+        let b = r.body();
+        let n = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
+        b[8..8 + n].to_vec()
+    } else {
+        smbx_wire::query_directory::decode_output_response(&r.bytes)
+            .unwrap()
+            .to_vec()
+    };
+    (r.status(), data)
+}
