@@ -26,3 +26,27 @@ pub fn send_more(fd: BorrowedFd<'_>, iov: &[IoSlice<'_>]) -> io::Result<usize> {
         Ok(r as usize)
     }
 }
+
+/// Sets the socket `fd`'s receive low-water mark (`SO_RCVLOWAT`) to `bytes` (at least
+/// 1): epoll reports it readable, and a blocking read returns, only once that many
+/// bytes are queued, or at end of stream (Linux caps the mark at half the largest
+/// receive buffer).
+pub fn set_recv_lowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes.max(1)).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `fd` is an open descriptor borrowed for the call; `v` is a live c_int
+    // passed by address with its size, which setsockopt only reads.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

@@ -81,8 +81,7 @@ impl RecvLowat for tokio::io::DuplexStream {}
 /// Sets `SO_RCVLOWAT` on a socket: poll and epoll report it readable (and a blocking
 /// read returns) only once `bytes` are queued, or at end of stream.
 pub fn set_socket_recv_lowat(sock: &impl AsFd, bytes: usize) -> std::io::Result<()> {
-    let v = u32::try_from(bytes.max(1)).unwrap_or(u32::MAX);
-    crate::sockopt::set_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)
+    smbx_rdma::sock::set_recv_lowat(sock.as_fd(), bytes)
 }
 
 /// Sends `hdr` then `msg` with MSG_MORE: more data follows at once (for example from

@@ -1,0 +1,168 @@
+//! A long RDMA Write that reaches its receiver in small, spaced pieces (as a
+//! congestion control that paces sends delivers it), between two smbx
+//! soft-iWARP ends that agreed on large FPDUs: one 512 KiB FPDU, placed by
+//! reads that come back short. The receiver then waits for the rest of the
+//! payload (its socket's receive low-water mark); the Write must still arrive
+//! whole, and a small Send that comes well after it must be received: the mark
+//! is lowered again once the payload is placed (left raised, the Send's few
+//! bytes would never wake the receiver).
+
+#[path = "support/soft_pair.rs"]
+mod soft_pair;
+
+use soft_pair::{next_ok, seeded};
+
+use std::time::Duration;
+
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
+use smbx_rdma::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Bytes of each RDMA Write (one large FPDU).
+const BULK: usize = 512 * 1024;
+/// Most bytes the relay forwards towards the receiver at a time, and the pause
+/// after each piece.
+const PIECE: usize = 16 * 1024;
+const PAUSE: Duration = Duration::from_millis(2);
+/// How long after its Write completes the sender posts the Send: far longer than
+/// the relay takes to hand the Write on (32 pieces).
+const SEND_AFTER: Duration = Duration::from_millis(300);
+
+/// Forwards `r` to `w`, at most `piece` bytes at a time with `pause` after each.
+async fn pipe(
+    mut r: tokio::net::tcp::OwnedReadHalf,
+    mut w: tokio::net::tcp::OwnedWriteHalf,
+    piece: usize,
+    pause: Duration,
+) {
+    let mut buf = vec![0u8; piece];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if w.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+/// Accepts one connection on `lis` and relays it to `server`: towards the
+/// connecting side in [`PIECE`]s spaced by [`PAUSE`], the other way at once.
+async fn paced_relay(lis: TcpListener, server: std::net::SocketAddr) {
+    let (c, _) = lis.accept().await.unwrap();
+    let s = TcpStream::connect(server).await.unwrap();
+    c.set_nodelay(true).unwrap();
+    s.set_nodelay(true).unwrap();
+    let (cr, cw) = c.into_split();
+    let (sr, sw) = s.into_split();
+    let up = tokio::spawn(pipe(cr, sw, 64 * 1024, Duration::ZERO));
+    let down = tokio::spawn(pipe(sr, cw, PIECE, PAUSE));
+    up.await.unwrap();
+    down.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_long_write_is_placed_whole_and_a_later_send_still_arrives() {
+    let opts = IwarpOptions::default();
+    assert!(opts.large_fpdus, "the test is about large FPDUs");
+    let prov = SoftIwarp::new(opts);
+    let cpd = prov.alloc_pd().unwrap();
+    let lis = prov
+        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap();
+    let server_addr = lis.local_addr();
+    let rl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = rl.local_addr().unwrap();
+    let relay = tokio::spawn(paced_relay(rl, server_addr));
+
+    let (to_server, from_client) = tokio::sync::oneshot::channel::<Vec<RemoteBuf>>();
+    let server = tokio::spawn(async move {
+        let req = lis.accept().await.unwrap();
+        let spd = req.pd().clone();
+        let qp = req
+            .accept(ConnParams {
+                private_data: Vec::new(),
+                ird: 16,
+                ord: 16,
+            })
+            .await
+            .unwrap();
+        let sinks = from_client.await.unwrap();
+        let note = spd.alloc(64, Access::LOCAL_READ).unwrap();
+        for (i, sink) in sinks.into_iter().enumerate() {
+            let src = spd
+                .register(seeded(i as u8 + 1, BULK), Access::LOCAL_READ)
+                .unwrap();
+            qp.post_write(10 + i as u64, &[Sge::new(&src, 0, BULK as u32)], sink)
+                .unwrap();
+            assert_eq!(next_ok(&qp).await.opcode, WcOpcode::RdmaWrite);
+            // The Write has left; the Send comes long after the relay handed it on.
+            tokio::time::sleep(SEND_AFTER).await;
+            note.write_at(0, &[i as u8 + 1; 24]);
+            qp.post_send_simple(20 + i as u64, &[Sge::new(&note, 0, 24)])
+                .unwrap();
+            assert_eq!(next_ok(&qp).await.wr_id, 20 + i as u64);
+        }
+        qp
+    });
+
+    let c = prov
+        .connect(&cpd, relay_addr, QpCaps::default())
+        .await
+        .unwrap();
+    let rbuf = cpd.alloc(2 * 64, Access::LOCAL_WRITE).unwrap();
+    for i in 0..2u64 {
+        c.qp()
+            .post_recv(1 + i, &[Sge::new(&rbuf, i * 64, 64)])
+            .unwrap();
+    }
+    let (qp, _) = c
+        .connect(ConnParams {
+            private_data: Vec::new(),
+            ird: 16,
+            ord: 16,
+        })
+        .await
+        .unwrap();
+    let sinks: Vec<_> = (0..2)
+        .map(|_| {
+            cpd.alloc(BULK, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                .unwrap()
+        })
+        .collect();
+    to_server
+        .send(
+            sinks
+                .iter()
+                .map(|s| s.remote(0, BULK as u32).unwrap())
+                .collect(),
+        )
+        .unwrap();
+    for (i, sink) in sinks.iter().enumerate() {
+        let c = tokio::time::timeout(Duration::from_secs(20), next_ok(&qp))
+            .await
+            .unwrap_or_else(|_| panic!("the Send after Write {i} never arrived"));
+        assert_eq!((c.wr_id, c.byte_len), (1 + i as u64, 24));
+        assert_eq!(
+            rbuf.with(|b| b[i * 64..i * 64 + 24].to_vec()),
+            [i as u8 + 1; 24]
+        );
+        // The Send is ordered behind the Write: its data is all in place.
+        assert!(
+            sink.with(|b| b == seeded(i as u8 + 1, BULK).as_slice()),
+            "Write {i} misplaced"
+        );
+    }
+    qp.disconnect();
+    let sqp = server.await.unwrap();
+    drop(sqp);
+    relay.await.unwrap();
+}
