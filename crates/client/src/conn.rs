@@ -616,21 +616,6 @@ fn take_back(
 /// -o8 ran ~10% slower when the reader yielded after each).
 const YIELD_AFTER: usize = 256 * 1024;
 
-/// Returns `Pending` once, waking its waker at once, then `Ready`: lets whatever the
-/// waker's owner runs next go first.
-async fn yield_once() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            return Poll::Ready(());
-        }
-        yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
-}
-
 /// Receives whole messages until the link fails or the server closes it: the reader
 /// task's body over SMB Direct, the reader loop [`pump`] drives over Direct TCP.
 /// Generic over the receiver, so that waiting for a message is polled in place in
@@ -649,11 +634,8 @@ async fn reader_task<R: MessageReceiver>(mut rx: R, shared: Arc<Shared>) {
                     // reader drains every response already queued first, and the
                     // requests that follow them leave together once it runs dry, so
                     // the server idles between batches (a 512 KiB read at -o8 went
-                    // out 8 requests at a time). The waker is woken at once, not
-                    // deferred as `tokio::task::yield_now` does: over Direct TCP it is
-                    // the pump's, and deferred it left the next request (-o1 or -o2,
-                    // 256 KiB and more) waiting for ever.
-                    yield_once().await;
+                    // out 8 requests at a time). See [`pump::yield_after_large`].
+                    pump::yield_after_large().await;
                 }
             }
             Ok(None) => break DisconnectReason::ClosedByServer,
