@@ -301,9 +301,9 @@ pub(crate) fn direct_write_parks(w: &WriteRequest<'_>, into_file: bool, through:
 /// Writes and queues its response there, with no task to spawn and wake. 64 KiB
 /// sequential READs at QD8, in place vs spawned (one binary, env toggle, alternated
 /// on a loaded 2-core machine): 1.30-1.41x the MB/s in 5 of 5 pairs, server CPU per
-/// READ 20.5-32.5 vs 26.1-37.3 µs (3 of 4 lower). A larger READ (sent from the file)
-/// is still spawned: in place it lost (512 KiB: 0.56-0.84x the MB/s in 4 of 4 pairs;
-/// 128 KiB 2 of 3 lower), and a larger one's copy would hold the read loop's worker.
+/// READ 20.5-32.5 vs 26.1-37.3 µs (3 of 4 lower). Up to 1 MiB since a 512 KiB READ
+/// is one FPDU between smbx ends (s39: in place won 6 of 7 pairs; it had lost when it
+/// was 9); a larger one's copy would hold the read loop's worker, so it is spawned.
 fn direct_read_in_place(r: &ReadRequest<'_>) -> bool {
     r.channel == CHANNEL_NONE || (r.length as usize) < handlers::read::RDMA_SPAWN_MIN
 }
@@ -727,10 +727,10 @@ mod tests {
     }
 
     /// A lone READ over SMB Direct runs in the read loop's first poll when its data
-    /// goes inline or is copied for its RDMA Write (64 KiB by RDMA included); one sent
-    /// from the file (128 KiB and up by RDMA) is spawned.
+    /// goes inline, or by RDMA up to 1 MiB (copied or sent from the file); a larger
+    /// one by RDMA is spawned.
     #[test]
-    fn direct_reads_in_place_unless_sent_from_the_file() {
+    fn direct_reads_in_place_up_to_a_mebibyte() {
         use smbx_wire::rw::{CHANNEL_RDMA_V1, CHANNEL_RDMA_V1_INVALIDATE};
         let read = |channel: u32, length: u32| {
             let mut msg = member(Command::Read, 0, 0);
@@ -761,7 +761,8 @@ mod tests {
         assert!(read(CHANNEL_RDMA_V1_INVALIDATE, 65536));
         assert!(read(CHANNEL_RDMA_V1, spawn_min - 1));
         assert!(!read(CHANNEL_RDMA_V1, spawn_min));
-        assert!(!read(CHANNEL_RDMA_V1_INVALIDATE, 512 * 1024));
+        assert!(read(CHANNEL_RDMA_V1_INVALIDATE, 512 * 1024));
+        assert!(!read(CHANNEL_RDMA_V1, 2 << 20));
     }
 
     /// A WRITE over SMB Direct is parked when its data comes by RDMA Read, is at most

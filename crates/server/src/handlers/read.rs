@@ -58,9 +58,16 @@ fn rdma_read_response(n: usize, invalidate: Option<u32>) -> Response {
 pub(crate) const RDMA_FILE_MIN: usize = 64 * 1024;
 
 /// Least READ over an RDMA channel spawned off the read loop rather than run in
-/// its first poll (`dispatch::direct_read_in_place`): 64 KiB READs from the file
-/// run in place, larger ones from the file were measured faster spawned.
-pub(crate) const RDMA_SPAWN_MIN: usize = 128 * 1024;
+/// its first poll (`dispatch::direct_read_in_place`): past [`RDMA_IN_PLACE_MAX`],
+/// whose copy would hold the read loop's worker for milliseconds. Below it a READ
+/// sent from the file runs in place: since one FPDU carries a 512 KiB RDMA Write
+/// between smbx ends, a spawned one only added a wake of the other worker and back
+/// per READ (s39, quiet machine, bbr, unpinned, 512 KiB QD8, 7 alternated pairs
+/// against 128 KiB: MB/s higher in 6, 4,131-5,010 against 3,765-4,433; server CPU
+/// per READ lower in 6, 77-104 against 97-121 us; per READ 0 eventfd writes and
+/// futex calls against 0.15-0.34 and 0.19-0.24, context switches 0.12-0.14 against
+/// 0.67-1.03).
+pub(crate) const RDMA_SPAWN_MIN: usize = RDMA_IN_PLACE_MAX + 1;
 
 /// The negotiated MaxReadSize.
 pub fn max_read(ctx: &Ctx<'_>) -> u32 {
