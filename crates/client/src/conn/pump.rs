@@ -20,33 +20,25 @@
 use super::*;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 
-/// Large messages the reader task reads in a row, each followed by a wake-up at once,
-/// before it lets the runtime's other work run ([`yield_after_large`]): half of what the
-/// connection's buffer pool keeps for reuse (8), four 512 KiB READ responses.
-const TASK_RUN: usize = 4;
-
 thread_local! {
-    /// While the reader task polls the reader loop on this thread: the large messages
-    /// it has read in a row since a request last polled the loop (or since it last let
-    /// other work run).
-    static TASK_READS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// The reader task polls the reader loop on this thread now (not a request).
+    static POLLED_BY_TASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// While held, the reader loop is polled by the reader task ([`yield_after_large`]);
-/// the count goes back to the pump when dropped, a panicking poll included.
-struct ByTask<'a>(&'a AtomicUsize);
+/// cleared when dropped, a panicking poll included.
+struct ByTask;
 
-impl<'a> ByTask<'a> {
-    fn enter(reads: &'a AtomicUsize) -> ByTask<'a> {
-        TASK_READS.with(|t| t.set(Some(reads.load(Ordering::Relaxed))));
-        ByTask(reads)
+impl ByTask {
+    fn enter() -> ByTask {
+        POLLED_BY_TASK.with(|t| t.set(true));
+        ByTask
     }
 }
 
-impl Drop for ByTask<'_> {
+impl Drop for ByTask {
     fn drop(&mut self) {
-        let n = TASK_READS.with(|t| t.take()).unwrap_or(0);
-        self.0.store(n, Ordering::Relaxed);
+        POLLED_BY_TASK.with(|t| t.set(false));
     }
 }
 
@@ -119,8 +111,6 @@ pub(super) struct SocketPump {
     /// was closed).
     read: Mutex<Option<ReadLoop>>,
     wake: Arc<ReadWake>,
-    /// Large messages the reader task has read in a row ([`yield_after_large`]).
-    task_reads: AtomicUsize,
 }
 
 /// How a connection's requests wait for their responses on a current-thread runtime,
@@ -157,7 +147,6 @@ impl SocketPump {
         SocketPump {
             read: Mutex::new(Some(Box::pin(reader))),
             wake: Arc::default(),
-            task_reads: AtomicUsize::new(0),
         }
     }
 
@@ -184,8 +173,6 @@ impl SocketPump {
         };
         // Before the poll: a wake-up registered by it clears it.
         self.wake.armed.store(true, Ordering::SeqCst);
-        // A request reads: the reader task's run starts again.
-        self.task_reads.store(0, Ordering::Relaxed);
         let waker = Waker::from(self.wake.clone());
         if fut
             .as_mut()
@@ -213,7 +200,7 @@ impl SocketPump {
             return Poll::Pending;
         }
         let r = {
-            let _by_task = ByTask::enter(&self.task_reads);
+            let _by_task = ByTask::enter();
             fut.as_mut().poll(cx)
         };
         if r.is_ready() {
@@ -246,30 +233,16 @@ pub(super) async fn pump_task(pump: Arc<SocketPump>) {
 /// `block_on` that returned in that poll dropped the wake-up, and the next request, -o1
 /// or -o2 at 256 KiB and more, waited for ever.)
 ///
-/// Polled by the reader task, the wake-up comes at once for [`TASK_RUN`] messages in a
-/// row, then it is deferred until the runtime has run its other work and polled its
-/// driver: the futures the messages completed run (on a current-thread runtime, the
-/// `block_on` future that awaits them) and send their next requests before the task
-/// reads on. Always woken at once, the task ran up to the runtime's `event_interval`
-/// (61) times in a row ahead of them, reading every response already queued into
+/// Polled by the reader task, the wake-up is deferred until the runtime has run its
+/// other work and polled its driver: the futures the message completed run first (on a
+/// current-thread runtime, the `block_on` future that awaits them), and send their next
+/// requests. Woken at once, the task ran again ahead of them, up to the runtime's
+/// `event_interval` (61) times in a row, reading every response already queued into
 /// buffers beyond the pool's (fresh memory: page faults, cold caches) while no request
 /// went out: 512 KiB reads at -o32 (16 MiB in flight on one connection) cost the client
-/// 91-95 µs per READ against 65-72 µs with the wake-up deferred. Deferred after every
-/// message, -o4 read 3,081-3,251 against 3,362-3,607 MB/s (requests no longer went out
-/// a few at a time).
+/// 91-95 µs per READ against 65-72 µs with the wake-up deferred.
 pub(super) async fn yield_after_large() {
-    let defer = TASK_READS.with(|t| match t.get() {
-        Some(n) if n + 1 >= TASK_RUN => {
-            t.set(Some(0));
-            true
-        }
-        Some(n) => {
-            t.set(Some(n + 1));
-            false
-        }
-        None => false,
-    });
-    if defer {
+    if POLLED_BY_TASK.with(std::cell::Cell::get) {
         tokio::task::yield_now().await;
         return;
     }
@@ -445,10 +418,10 @@ mod tests {
     }
 
     /// The reader task, driving the loop alone, lets the runtime's other work run after
-    /// at most [`TASK_RUN`] large messages in a row: on a current-thread runtime the
+    /// each large message before it reads the next: on a current-thread runtime the
     /// `block_on` future (whose requests the messages completed) is polled between two
-    /// such runs. Always woken at once, the task read up to the runtime's
-    /// `event_interval` (61) messages in a row first.
+    /// reads. Woken at once, the task read up to the runtime's `event_interval` (61)
+    /// messages in a row first.
     #[test]
     fn the_reader_task_lets_the_block_on_future_run_between_large_messages() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -484,10 +457,7 @@ mod tests {
             most
         });
         assert!(reads.load(Ordering::SeqCst) >= 10, "the task read");
-        assert!(
-            (1..=TASK_RUN).contains(&most),
-            "{most} large messages read between two polls"
-        );
+        assert!(most <= 2, "{most} large messages read between two polls");
     }
 
     /// With no reader loop to drive (SMB Direct: the provider's task reads), a request
