@@ -7,17 +7,19 @@
 //! is lowered again once the payload is placed (left raised, the Send's few
 //! bytes would never wake the receiver).
 
+#[path = "support/capture.rs"]
+mod capture;
 #[path = "support/soft_pair.rs"]
 mod soft_pair;
 
+use capture::paced_relay;
 use soft_pair::{next_ok, seeded};
 
 use std::time::Duration;
 
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
 use smbx_rdma::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// Bytes of each RDMA Write (one large FPDU).
 const BULK: usize = 512 * 1024;
@@ -28,45 +30,6 @@ const PAUSE: Duration = Duration::from_millis(2);
 /// How long after its Write completes the sender posts the Send: far longer than
 /// the relay takes to hand the Write on (32 pieces).
 const SEND_AFTER: Duration = Duration::from_millis(300);
-
-/// Forwards `r` to `w`, at most `piece` bytes at a time with `pause` after each.
-async fn pipe(
-    mut r: tokio::net::tcp::OwnedReadHalf,
-    mut w: tokio::net::tcp::OwnedWriteHalf,
-    piece: usize,
-    pause: Duration,
-) {
-    let mut buf = vec![0u8; piece];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if w.write_all(&buf[..n]).await.is_err() {
-                    break;
-                }
-                if !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
-                }
-            }
-        }
-    }
-    let _ = w.shutdown().await;
-}
-
-/// Accepts one connection on `lis` and relays it to `server`: towards the
-/// connecting side in [`PIECE`]s spaced by [`PAUSE`], the other way at once.
-async fn paced_relay(lis: TcpListener, server: std::net::SocketAddr) {
-    let (c, _) = lis.accept().await.unwrap();
-    let s = TcpStream::connect(server).await.unwrap();
-    c.set_nodelay(true).unwrap();
-    s.set_nodelay(true).unwrap();
-    let (cr, cw) = c.into_split();
-    let (sr, sw) = s.into_split();
-    let up = tokio::spawn(pipe(cr, sw, 64 * 1024, Duration::ZERO));
-    let down = tokio::spawn(pipe(sr, cw, PIECE, PAUSE));
-    up.await.unwrap();
-    down.await.unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paced_long_write_is_placed_whole_and_a_later_send_still_arrives() {
@@ -81,7 +44,7 @@ async fn a_paced_long_write_is_placed_whole_and_a_later_send_still_arrives() {
     let server_addr = lis.local_addr();
     let rl = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let relay_addr = rl.local_addr().unwrap();
-    let relay = tokio::spawn(paced_relay(rl, server_addr));
+    let relay = tokio::spawn(paced_relay(rl, server_addr, PIECE, PAUSE));
 
     let (to_server, from_client) = tokio::sync::oneshot::channel::<Vec<RemoteBuf>>();
     let server = tokio::spawn(async move {

@@ -2,7 +2,9 @@
 //! test (crates/rdma/tests/tshark_wire.rs) and the whole-SMB-session test
 //! (crates/client/tests/direct_wire.rs, which includes this file by path).
 //!
-//! * [`relay`]: a recording TCP relay (one connection, both directions).
+//! * [`relay`]: a recording TCP relay (one connection, both directions);
+//!   [`paced_relay`] hands the server's bytes on in small, spaced pieces (as a
+//!   pacing congestion control delivers them: crates/rdma/tests/paced_write.rs).
 //! * [`segments`]: the recorded byte streams cut into the MPA frame and the
 //!   FPDUs of each direction (lengths read independently of the provider).
 //! * [`write_pcap`]: a pcap with synthesised Ethernet/IPv4/TCP headers and
@@ -16,6 +18,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -49,22 +52,30 @@ pub fn tshark() -> PathBuf {
 /// Chunks in the order the relay read them: (client to server?, bytes).
 pub type Log = Arc<Mutex<Vec<(bool, Vec<u8>)>>>;
 
+/// Forwards `r` to `w` until either side closes: at most `piece` bytes at a
+/// time with `pause` after each, each chunk recorded in `rec`'s log (with its
+/// direction) before it is forwarded, so an answer is never logged ahead of
+/// what caused it.
 async fn pipe(
     mut r: tokio::net::tcp::OwnedReadHalf,
     mut w: tokio::net::tcp::OwnedWriteHalf,
-    c2s: bool,
-    log: Log,
+    piece: usize,
+    pause: Duration,
+    rec: Option<(bool, Log)>,
 ) {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; piece];
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                // Logged before forwarding, so an answer is never logged
-                // ahead of what caused it.
-                log.lock().unwrap().push((c2s, buf[..n].to_vec()));
+                if let Some((c2s, log)) = &rec {
+                    log.lock().unwrap().push((*c2s, buf[..n].to_vec()));
+                }
                 if w.write_all(&buf[..n]).await.is_err() {
                     break;
+                }
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
                 }
             }
         }
@@ -72,20 +83,63 @@ async fn pipe(
     let _ = w.shutdown().await;
 }
 
-/// Accepts one connection on `lis`, connects to `server`, forwards both ways
-/// until both sides closed, recording everything in `log`.
-pub async fn relay(lis: TcpListener, server: SocketAddr, log: Log) {
+/// Accepts one connection on `lis` and connects it to `server`: the two
+/// streams' halves, connecting side first.
+async fn accept_pair(
+    lis: TcpListener,
+    server: SocketAddr,
+) -> (
+    (
+        tokio::net::tcp::OwnedReadHalf,
+        tokio::net::tcp::OwnedWriteHalf,
+    ),
+    (
+        tokio::net::tcp::OwnedReadHalf,
+        tokio::net::tcp::OwnedWriteHalf,
+    ),
+) {
     let (c, _) = lis.accept().await.unwrap();
     let s = TcpStream::connect(server).await.unwrap();
     c.set_nodelay(true).unwrap();
     s.set_nodelay(true).unwrap();
-    let (cr, cw) = c.into_split();
-    let (sr, sw) = s.into_split();
-    let a = tokio::spawn(pipe(cr, sw, true, log.clone()));
-    let b = tokio::spawn(pipe(sr, cw, false, log));
+    (c.into_split(), s.into_split())
+}
+
+/// Accepts one connection on `lis`, connects to `server`, forwards both ways
+/// until both sides closed, recording everything in `log`.
+pub async fn relay(lis: TcpListener, server: SocketAddr, log: Log) {
+    let ((cr, cw), (sr, sw)) = accept_pair(lis, server).await;
+    let a = tokio::spawn(pipe(
+        cr,
+        sw,
+        RELAY_CHUNK,
+        Duration::ZERO,
+        Some((true, log.clone())),
+    ));
+    let b = tokio::spawn(pipe(
+        sr,
+        cw,
+        RELAY_CHUNK,
+        Duration::ZERO,
+        Some((false, log)),
+    ));
     a.await.unwrap();
     b.await.unwrap();
 }
+
+/// Accepts one connection on `lis` and relays it to `server`: towards the
+/// connecting side in pieces of at most `piece` bytes spaced by `pause`, the
+/// other way at once. Records nothing.
+pub async fn paced_relay(lis: TcpListener, server: SocketAddr, piece: usize, pause: Duration) {
+    let ((cr, cw), (sr, sw)) = accept_pair(lis, server).await;
+    let up = tokio::spawn(pipe(cr, sw, RELAY_CHUNK, Duration::ZERO, None));
+    let down = tokio::spawn(pipe(sr, cw, piece, pause, None));
+    up.await.unwrap();
+    down.await.unwrap();
+}
+
+/// Most bytes a relay forwards at a time when it does not pace.
+const RELAY_CHUNK: usize = 64 * 1024;
 
 // ------------------------------------------------------------------ framing
 
