@@ -27,26 +27,54 @@ pub fn send_more(fd: BorrowedFd<'_>, iov: &[IoSlice<'_>]) -> io::Result<usize> {
     }
 }
 
+/// Sets socket option `opt` at `level` on `fd` to the bytes of `value`.
+pub fn set_option(fd: BorrowedFd<'_>, level: i32, opt: i32, value: &[u8]) -> io::Result<()> {
+    // SAFETY: `fd` is an open descriptor borrowed for the call; `value` is borrowed
+    // for it and passed with its length, which setsockopt only reads.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            value.as_ptr().cast(),
+            value.len() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads socket option `opt` at `level` of `fd` into `buf`: the number of bytes the
+/// kernel wrote (the rest of `buf` is left as it was).
+pub fn get_option(fd: BorrowedFd<'_>, level: i32, opt: i32, buf: &mut [u8]) -> io::Result<usize> {
+    let mut len = libc::socklen_t::try_from(buf.len()).unwrap_or(libc::socklen_t::MAX);
+    // SAFETY: `fd` is an open descriptor borrowed for the call; `buf` is borrowed
+    // mutably for it and `len` holds its size (the kernel writes at most that many
+    // bytes and sets `len` to what it wrote).
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok((len as usize).min(buf.len()))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Sets the socket `fd`'s receive low-water mark (`SO_RCVLOWAT`) to `bytes` (at least
 /// 1): epoll reports it readable, and a blocking read returns, only once that many
 /// bytes are queued, or at end of stream (Linux caps the mark at half the largest
 /// receive buffer).
 pub fn set_recv_lowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
     let v = libc::c_int::try_from(bytes.max(1)).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `fd` is an open descriptor borrowed for the call; `v` is a live c_int
-    // passed by address with its size, which setsockopt only reads.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    set_option(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, &v.to_ne_bytes())
 }

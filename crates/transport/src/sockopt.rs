@@ -25,7 +25,8 @@
 //! from one server cost the server ~1.7x the CPU per READ of one connection, against the
 //! same per READ with `TCP_CONGESTION=reno` (bench/scaling.sh, README "Benchmarks").
 
-use std::os::fd::{AsFd, AsRawFd};
+use smbx_rdma::sock::{get_option, set_option};
+use std::os::fd::AsFd;
 
 /// A TCP congestion control's name, as `TCP_CONGESTION` takes it: 1 to 15 ASCII letters,
 /// digits, `_` or `-` (the kernel's names are shorter than its TCP_CA_NAME_MAX, 16).
@@ -270,61 +271,16 @@ impl SocketOptions {
     }
 }
 
-/// Sets socket option `opt` at `level` to the bytes of `value`.
-#[allow(unsafe_code)]
-fn set_bytes(sock: &impl AsFd, level: i32, opt: i32, value: &[u8]) -> std::io::Result<()> {
-    // SAFETY: the descriptor is borrowed from a live socket for the call; `value` is
-    // borrowed for it and passed with its length.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_fd().as_raw_fd(),
-            level,
-            opt,
-            value.as_ptr().cast(),
-            value.len() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Reads socket option `opt` at `level` into `buf`: the number of bytes the kernel
-/// wrote (the rest of `buf` is left as it was).
-#[allow(unsafe_code)]
-fn get_bytes(sock: &impl AsFd, level: i32, opt: i32, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut len = libc::socklen_t::try_from(buf.len()).unwrap_or(libc::socklen_t::MAX);
-    // SAFETY: the descriptor is borrowed from a live socket for the call; `buf` is
-    // borrowed mutably for it and `len` holds its size (the kernel writes at most that
-    // many bytes and sets `len` to what it wrote).
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_fd().as_raw_fd(),
-            level,
-            opt,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok((len as usize).min(buf.len()))
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// Sets the integer socket option `opt` at `level` to `v` (clamped to a C int).
 pub(crate) fn set_int(sock: &impl AsFd, level: i32, opt: i32, v: u32) -> std::io::Result<()> {
     let v = libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
-    set_bytes(sock, level, opt, &v.to_ne_bytes())
+    set_option(sock.as_fd(), level, opt, &v.to_ne_bytes())
 }
 
 /// Sets the socket's congestion control (TCP_CONGESTION).
 fn set_congestion(sock: &impl AsFd, cc: &CongestionControl) -> std::io::Result<()> {
-    set_bytes(
-        sock,
+    set_option(
+        sock.as_fd(),
         libc::IPPROTO_TCP,
         libc::TCP_CONGESTION,
         cc.as_str().as_bytes(),
@@ -335,7 +291,12 @@ fn set_congestion(sock: &impl AsFd, cc: &CongestionControl) -> std::io::Result<(
 /// one [`CongestionControl`] holds).
 fn get_congestion(sock: &impl AsFd) -> std::io::Result<Option<CongestionControl>> {
     let mut buf = [0u8; 16];
-    let n = get_bytes(sock, libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut buf)?;
+    let n = get_option(
+        sock.as_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_CONGESTION,
+        &mut buf,
+    )?;
     let got = &buf[..n];
     let end = got.iter().position(|&b| b == 0).unwrap_or(got.len());
     Ok(std::str::from_utf8(&got[..end])
@@ -346,7 +307,7 @@ fn get_congestion(sock: &impl AsFd) -> std::io::Result<Option<CongestionControl>
 /// The integer socket option `opt` at `level`.
 fn get_int(sock: &impl AsFd, level: i32, opt: i32) -> std::io::Result<i32> {
     let mut v = [0u8; std::mem::size_of::<libc::c_int>()];
-    get_bytes(sock, level, opt, &mut v)?;
+    get_option(sock.as_fd(), level, opt, &mut v)?;
     Ok(libc::c_int::from_ne_bytes(v))
 }
 

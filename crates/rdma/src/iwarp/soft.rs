@@ -43,40 +43,21 @@ fn mss_of(stream: &TcpStream, opts: &IwarpOptions) -> u32 {
     if let Some(m) = opts.mss {
         return m;
     }
-    use std::os::fd::AsRawFd;
-    let fd = stream.as_raw_fd();
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: fd is a live TCP socket owned by `stream`; v and len are valid
-    // for writes of the sizes given.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_MAXSEG,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    // SAFETY: an all-zero tcp_info is valid (plain integers).
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: as above; `info` and `len` are valid for writes of the size given
-    // (the kernel writes at most `len` bytes and sets `len` to what it wrote).
-    let irc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    let advertised = (irc == 0).then_some(info.tcpi_advmss);
-    segment_size(
-        (rc == 0).then_some(v).and_then(|v| u32::try_from(v).ok()),
-        advertised,
-    )
+    use crate::sock::get_option;
+    use std::os::fd::AsFd;
+    let fd = stream.as_fd();
+    let mut v = [0u8; std::mem::size_of::<libc::c_int>()];
+    let maxseg = get_option(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, &mut v)
+        .ok()
+        .map(|_| libc::c_int::from_ne_bytes(v));
+    // The kernel writes as much of struct tcp_info as it has; the rest stays zero.
+    let mut info = [0u8; std::mem::size_of::<libc::tcp_info>()];
+    let at = std::mem::offset_of!(libc::tcp_info, tcpi_advmss);
+    let advertised = get_option(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info)
+        .ok()
+        .and_then(|_| info.get(at..at + 4)?.try_into().ok())
+        .map(u32::from_ne_bytes);
+    segment_size(maxseg.and_then(|v| u32::try_from(v).ok()), advertised)
 }
 
 /// TCP_MAXSEG beyond which it is taken for Linux's half-window bound rather than the
