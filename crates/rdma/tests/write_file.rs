@@ -84,40 +84,24 @@ async fn pair(crc: bool) -> Pair {
     pair_mss(crc, Some(MSS), true).await
 }
 
-/// A pair whose FPDUs are sized for `mss` (None: the socket's own, 65,483 bytes on
-/// loopback).
 /// A socket setup giving every connection's socket TCP_NOTSENT_LOWAT = `bytes`
 /// (checked), counting the sockets in `set`.
 fn notsent_lowat(bytes: i32, set: Arc<AtomicUsize>) -> SocketSetup {
+    use smbx_rdma::sock::{get_option, set_option};
     SocketSetup::new(move |fd| {
-        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        let (mut got, mut len): (libc::c_int, _) = (0, size);
-        // SAFETY: `fd` is an open socket borrowed for the call; setsockopt reads one
-        // c_int from `bytes`, whose size it is given.
-        let set_rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NOTSENT_LOWAT,
-                (&bytes as *const libc::c_int).cast(),
-                size,
-            )
-        };
-        // SAFETY: as above; getsockopt writes at most `len` bytes into `got`.
-        let get_rc = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NOTSENT_LOWAT,
-                (&mut got as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!((set_rc, get_rc, got), (0, 0, bytes));
+        let (level, opt) = (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT);
+        const INT: usize = std::mem::size_of::<libc::c_int>();
+        let mut got = [0u8; INT];
+        let set_rc = set_option(fd, level, opt, &bytes.to_ne_bytes()).map_err(|e| e.kind());
+        let get_rc = get_option(fd, level, opt, &mut got).map_err(|e| e.kind());
+        let got = libc::c_int::from_ne_bytes(got);
+        assert_eq!((set_rc, get_rc, got), (Ok(()), Ok(INT), bytes));
         set.fetch_add(1, Ordering::Relaxed);
     })
 }
 
+/// A pair whose FPDUs are sized for `mss` (None: the socket's own, 65,483 bytes on
+/// loopback).
 async fn pair_mss(crc: bool, mss: Option<u32>, large_fpdus: bool) -> Pair {
     let opts = IwarpOptions {
         crc,
