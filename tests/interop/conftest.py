@@ -17,6 +17,7 @@ that its stderr contains no Rust panic.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -166,6 +167,56 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = START_TIME
     raise RuntimeError(f"server did not listen on port {port} within {timeout} s")
 
 
+def thread_dump(pid: int, timeout: float = 60) -> str:
+    """Process `pid`'s threads as they are now, for a report on a hang: gdb's
+    backtraces when gdb is installed, each thread's kernel wait channel and
+    stack from /proc otherwise (or as well, when gdb fails)."""
+    out = []
+    if shutil.which("gdb"):
+        try:
+            res = subprocess.run(
+                ["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 16"],
+                capture_output=True,
+                timeout=timeout,
+                text=True,
+                errors="replace",
+            )
+            # Only the backtraces, one short line per frame: gdb's loading chatter
+            # and Rust's generic parameters are long.
+            bt = [_short_frame(ln) for ln in res.stdout.splitlines() if ln.startswith(("Thread ", "#"))]
+            if bt:
+                return "\n".join(bt)
+            out.append(f"gdb gave no backtrace: {res.stderr.strip()[-500:]}")
+        except (subprocess.TimeoutExpired, OSError) as e:
+            out.append(f"gdb failed: {e}")
+    try:
+        tasks = sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name))
+    except OSError as e:
+        return f"process {pid}: {e}"
+    for task in tasks:
+        try:
+            comm = (task / "comm").read_text().strip()
+            wchan = (task / "wchan").read_text().strip()
+            stack = (task / "stack").read_text().strip().replace("\n", " | ")
+        except OSError as e:
+            comm, wchan, stack = "?", "?", str(e)
+        out.append(f"{task.name} {comm} wchan={wchan}: {stack}")
+    return "\n".join(out)
+
+
+def _short_frame(line: str, width: int = 150) -> str:
+    """One gdb backtrace line, shortened: no address, no generic parameters or
+    arguments, the source file without its directories."""
+    line = re.sub(r" 0x[0-9a-f]+ in ", " ", line)
+    while True:
+        shorter = re.sub(r"<[^<>]*>", "", line)
+        if shorter == line:
+            break
+        line = shorter
+    line = re.sub(r" \([^()]*\) at \S*/", " at ", line)
+    return line[:width]
+
+
 @dataclass
 class Server:
     """A running SMB server on 127.0.0.1."""
@@ -211,6 +262,12 @@ class Server:
     def unc(self, share: str, path: str = "") -> str:
         base = f"\\\\{self.host}\\{share}"
         return base + ("\\" + path if path else "")
+
+    def thread_dump(self) -> str:
+        """The server's threads as they are now (see [`thread_dump`])."""
+        if not self.alive():
+            return f"{self.kind} is not running"
+        return thread_dump(self.pid)
 
     def check_healthy(self) -> None:
         """Raise AssertionError if the server died or panicked."""

@@ -58,8 +58,10 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +104,7 @@ from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
 import rawsmb as r
-from conftest import PASSWORD, REPO_ROOT, USER, _cleanup, free_port, smbx_bin, start_smbx
+from conftest import PASSWORD, REPO_ROOT, USER, _cleanup, free_port, smbx_bin, start_smbx, thread_dump
 from helpers import MIB, sha256_bytes, sha256_file, smbclient_eventually
 from test_hostile_client import Mutator, _setup, special_frames, templates
 
@@ -118,6 +120,8 @@ FD_BOUND = 16
 STALL_S = 60.0
 # How long after the soak's end a thread may take to finish what it was doing.
 JOIN_GRACE_S = 30.0
+# How long the fresh sealed session after the soak may take for all it does.
+AFTER_S = 20.0
 # How long the server gets to give back memory and descriptors at the end.
 SETTLE_S = 30.0
 # Count bounds on every loop (the time bound usually ends them first).
@@ -285,6 +289,7 @@ class Soak:
         self.live: dict = {}  # worker name -> Client (connections the killer may kill)
         self.live_lock = threading.Lock()
         self.progress: dict = {}  # thread name -> monotonic time of its last completed step
+        self.hang: str | None = None  # the first hang's report, taken while it lasted
         self.roots = {"share": server.path_of("share"), "secret": server.path_of("secret")}
 
     def running(self) -> bool:
@@ -299,6 +304,54 @@ class Soak:
 
     def tick(self, name):
         self.progress[name] = time.monotonic()
+
+    def hung(self, what: str) -> str:
+        """Records `what` as an error and, the first time, a report taken while
+        the hang lasts: the server's threads, the test's threads and the server
+        log's tail. Returns the report."""
+        self.error(what)
+        if self.hang is None:
+            frames = sys._current_frames()
+            ours = []
+            for t in threading.enumerate():
+                f = frames.get(t.ident)
+                if f is not None and t.name in self.progress:
+                    ours.append(f"--- {t.name}\n" + "".join(traceback.format_stack(f, limit=12)))
+            tail = "\n".join(self.server.log_text().splitlines()[-30:])
+            try:
+                status = subprocess.run(
+                    [str(smbx_bin()), "status", "-c", str(self.server.conf)],
+                    capture_output=True, text=True, errors="replace", timeout=10,
+                ).stdout[-3000:]
+            except subprocess.TimeoutExpired:
+                status = "(no answer in 10 s)"
+            clients = ""
+            for pid in _children(os.getpid(), "smbx"):
+                if pid != self.server.pid:
+                    clients += f"=== smbx client {pid} threads\n{thread_dump(pid)}\n"
+            self.hang = (
+                f"{what}\n=== server threads\n{self.server.thread_dump()}\n=== smbx status\n{status}\n{clients}"
+                f"=== test threads still working\n{''.join(ours)}\n=== server log (tail)\n{tail}"
+            )
+            print(f"soak: hang report\n{self.hang}", flush=True)
+        return self.hang
+
+
+def _children(pid: int, comm: str) -> list[int]:
+    """The child processes of `pid` named `comm`."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for k in kids:
+            try:
+                if Path(f"/proc/{k}/comm").read_text().strip() == comm:
+                    out.append(int(k))
+            except OSError:
+                pass
+    return out
 
 
 # ------------------------------------------------------------------ smbprotocol clients
@@ -1110,7 +1163,7 @@ class Sampler:
             now = time.monotonic()
             for name, t in list(self.soak.progress.items()):
                 if now - t > STALL_S and self.soak.running():
-                    self.soak.error(f"{name} made no progress for {STALL_S:.0f} s (server hung?)")
+                    self.soak.hung(f"{name} made no progress for {STALL_S:.0f} s (server hung?)")
                     self.soak.stop.set()
             self.done.wait(0.25)
 
@@ -1141,6 +1194,40 @@ def _warm_up(soak: Soak):
         [str(smbx_bin()), "cat", "--transport", "rdma", url], env=env, capture_output=True, timeout=60
     )
     assert res.returncode == 0 and res.stdout == b"warm", res.stderr.decode(errors="replace")
+
+
+def _fresh_session(soak: Soak):
+    """A fresh sealed session writes, reads back and closes a file, within AFTER_S;
+    past that, the test fails with the report of the hang."""
+    step = ["connect"]
+    failure: list[BaseException] = []
+
+    def run():
+        try:
+            fresh = Client(soak, SMB3_11_SEALED)
+            step[0] = "CREATE"
+            fh, _ = fresh.open("soak\\after.bin", CreateDisposition.FILE_OVERWRITE_IF)
+            step[0] = "WRITE"
+            fh.write(b"after the soak", 0)
+            step[0] = "READ"
+            got = fh.read(0, 14)
+            assert got == b"after the soak", f"read back {got!r}"
+            step[0] = "CLOSE"
+            fh.close()
+            step[0] = "LOGOFF"
+            fresh.close()
+            step[0] = "done"
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            failure.append(e)
+
+    t = threading.Thread(target=run, name="after", daemon=True)
+    soak.tick("after")
+    t.start()
+    t.join(AFTER_S)
+    if t.is_alive():
+        pytest.fail(soak.hung(f"a fresh sealed session after the soak: no answer to its {step[0]} in {AFTER_S:.0f} s"))
+    if failure:
+        raise failure[0]
 
 
 def _settle(server, idle_rss, idle_fds):
@@ -1190,7 +1277,7 @@ def test_soak(soak_server, tmp_path):
         for t in threads:
             t.join(max(1.0, soak.deadline + JOIN_GRACE_S - time.monotonic()))
             if t.is_alive():
-                soak.error(f"{t.name} did not finish {JOIN_GRACE_S:.0f} s after the soak's end (server hung?)")
+                soak.hung(f"{t.name} did not finish {JOIN_GRACE_S:.0f} s after the soak's end (server hung?)")
                 soak.stop.set()
     finally:
         soak.stop.set()
@@ -1201,16 +1288,15 @@ def test_soak(soak_server, tmp_path):
     sampler.done.set()
     sampler_t.join(10)
 
+    # A hang seen during the soak fails the test now, with what was taken while it
+    # lasted (the per-test bound would otherwise end the test with less).
+    assert soak.hang is None, f"{len(soak.errors)} client errors, first: {soak.errors[:5]}\n{soak.hang}"
+
     # Afterwards: the server is alive and serves new clients...
     server.check_healthy()
     res = smbclient_eventually(server, "share", "ls soak\\*", within_s=20)
     assert res.ok(), res.describe()
-    fresh = Client(soak, SMB3_11_SEALED)
-    fh, _ = fresh.open("soak\\after.bin", CreateDisposition.FILE_OVERWRITE_IF)
-    fh.write(b"after the soak", 0)
-    assert fh.read(0, 14) == b"after the soak"
-    fh.close()
-    fresh.close()
+    _fresh_session(soak)
 
     # ...every acknowledged write is on disk...
     files_ok, chunks_ok, problems = soak.ledger.verify(soak.roots)
