@@ -26,11 +26,14 @@ APT_PACKAGES+=(qemu-system-x86 cpio libibverbs1 librdmacm1 ibverbs-providers)
 # Network namespaces, veth pairs and tc shaping (tests/interop/test_multichannel.py and
 # bench/multichannel.sh: three shaped links; the client's multichannel tests).
 APT_PACKAGES+=(iproute2)
+# A test that sees the server hang reports its threads' backtraces (tests/interop
+# conftest.thread_dump; /proc's kernel stacks without gdb).
+APT_PACKAGES+=(gdb)
 
 have_all_tools() {
     local t
     for t in smbd smbclient smbtorture smbpasswd tshark fio setfattr dpkg-shlibdeps objcopy debootstrap \
-        krb5kdc kdb5_util kadmin.local kinit kvno krb5-config qemu-system-x86_64 cpio ip tc; do
+        krb5kdc kdb5_util kadmin.local kinit kvno krb5-config qemu-system-x86_64 cpio ip tc gdb; do
         command -v "$t" >/dev/null 2>&1 || return 1
     done
     dpkg -s samba-vfs-modules >/dev/null 2>&1 || return 1
