@@ -9,9 +9,9 @@
 #[path = "support/soft_pair.rs"]
 mod soft_pair;
 
-use soft_pair::seeded;
+use soft_pair::{connected_with, seeded};
 
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
+use smbx_rdma::iwarp::{IwarpOptions, SoftPd, SoftQp};
 use smbx_rdma::*;
 
 async fn next<Q: QueuePair>(qp: &Q) -> Completion {
@@ -36,17 +36,8 @@ fn plan() -> Vec<(usize, Option<usize>)> {
 }
 
 async fn exercise(opts: IwarpOptions) {
-    let prov = SoftIwarp::new(opts);
-    let cpd = prov.alloc_pd().unwrap();
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
-    let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let rbuf = req.pd().alloc(256, Access::LOCAL_WRITE).unwrap();
-        let qp = req.qp();
+    let post = |qp: &SoftQp, pd: &SoftPd| {
+        let rbuf = pd.alloc(256, Access::LOCAL_WRITE).unwrap();
         assert!(qp.receives_owned());
         assert!(matches!(
             qp.post_recv_owned(99, 0),
@@ -58,7 +49,16 @@ async fn exercise(opts: IwarpOptions) {
                 None => qp.post_recv(i as u64, &[Sge::new(&rbuf, 0, 256)]).unwrap(),
             }
         }
-        let qp = req.accept(ConnParams::default()).await.unwrap();
+        rbuf
+    };
+    let (s, c) = connected_with(
+        opts,
+        (ConnParams::default(), post),
+        (ConnParams::default(), |_, _| ()),
+    )
+    .await;
+    let server = tokio::spawn(async move {
+        let (qp, rbuf) = (s.qp, s.before);
         let plan = plan();
         for (i, (len, owned)) in plan.iter().copied().enumerate() {
             let c = next(&qp).await;
@@ -87,8 +87,7 @@ async fn exercise(opts: IwarpOptions) {
         qp.closed().await
     });
 
-    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
-    let (qp, _) = c.connect(ConnParams::default()).await.unwrap();
+    let (qp, cpd) = (c.qp, c.pd);
     let sbuf = cpd.alloc(200 * 1024, Access::LOCAL_WRITE).unwrap();
     for (i, (len, _)) in plan().into_iter().enumerate() {
         assert!(sbuf.write_at(0, &seeded(i as u8, len)));

@@ -8,11 +8,11 @@
 #[path = "support/soft_pair.rs"]
 mod soft_pair;
 
-use soft_pair::{next_ok, seeded};
+use soft_pair::{connected_with, next_ok, post_recvs, seeded};
 
 use std::sync::Arc;
 
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp};
+use smbx_rdma::iwarp::IwarpOptions;
 use smbx_rdma::*;
 
 /// Receive buffer size: larger than one FPDU's payload.
@@ -36,13 +36,6 @@ fn plan(body_len: usize) -> Vec<Option<(Vec<u8>, std::ops::Range<usize>)>> {
 async fn exercise(opts: IwarpOptions) {
     let body_len = 150 * 1024;
     let body = Arc::new(seeded(3, body_len));
-    let prov = SoftIwarp::new(opts);
-    let cpd = prov.alloc_pd().unwrap();
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
     let expect: Vec<Vec<u8>> = plan(body_len)
         .into_iter()
         .enumerate()
@@ -51,18 +44,18 @@ async fn exercise(opts: IwarpOptions) {
             None => seeded(i as u8, 64),
         })
         .collect();
+    let n = expect.len();
+    let (s, c) = connected_with(
+        opts,
+        (ConnParams::default(), |qp, pd| {
+            post_recvs(qp, pd, 0, n, RECV)
+        }),
+        (ConnParams::default(), |_, _| ()),
+    )
+    .await;
     let want = expect.clone();
     let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let rbuf = req
-            .pd()
-            .alloc(RECV * want.len(), Access::LOCAL_WRITE)
-            .unwrap();
-        for i in 0..want.len() {
-            let sge = Sge::new(&rbuf, (i * RECV) as u64, RECV as u32);
-            req.qp().post_recv(i as u64, &[sge]).unwrap();
-        }
-        let qp = req.accept(ConnParams::default()).await.unwrap();
+        let (qp, rbuf) = (s.qp, s.before);
         for (i, w) in want.iter().enumerate() {
             let c = next_ok(&qp).await;
             assert_eq!((c.wr_id, c.opcode), (i as u64, WcOpcode::Recv));
@@ -73,8 +66,7 @@ async fn exercise(opts: IwarpOptions) {
         qp.closed().await
     });
 
-    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
-    let (qp, _) = c.connect(ConnParams::default()).await.unwrap();
+    let (qp, cpd) = (c.qp, c.pd);
     assert!(qp.sends_owned());
     // Refused when posted: nothing reaches the peer.
     let too_long = [0u8; OWNED_HEAD_MAX + 1];

@@ -13,7 +13,7 @@ mod capture;
 mod soft_pair;
 
 use capture::paced_relay;
-use soft_pair::{next_ok, seeded};
+use soft_pair::{connected_via, listen, next_ok, post_recvs, seeded};
 
 use std::time::Duration;
 
@@ -36,28 +36,23 @@ async fn a_paced_long_write_is_placed_whole_and_a_later_send_still_arrives() {
     let opts = IwarpOptions::default();
     assert!(opts.large_fpdus, "the test is about large FPDUs");
     let prov = SoftIwarp::new(opts);
-    let cpd = prov.alloc_pd().unwrap();
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let server_addr = lis.local_addr();
+    let lis = listen(&prov).await;
     let rl = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let relay_addr = rl.local_addr().unwrap();
-    let relay = tokio::spawn(paced_relay(rl, server_addr, PIECE, PAUSE));
+    let relay = tokio::spawn(paced_relay(rl, lis.local_addr(), PIECE, PAUSE));
+    let (s, c) = connected_via(
+        &prov,
+        lis,
+        relay_addr,
+        (ConnParams::default(), |_, _| ()),
+        (ConnParams::default(), |qp, pd| post_recvs(qp, pd, 1, 2, 64)),
+    )
+    .await;
+    let (qp, cpd, rbuf) = (c.qp, c.pd, c.before);
 
     let (to_server, from_client) = tokio::sync::oneshot::channel::<Vec<RemoteBuf>>();
     let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
-        let spd = req.pd().clone();
-        let qp = req
-            .accept(ConnParams {
-                private_data: Vec::new(),
-                ird: 16,
-                ord: 16,
-            })
-            .await
-            .unwrap();
+        let (qp, spd) = (s.qp, s.pd);
         let sinks = from_client.await.unwrap();
         let note = spd.alloc(64, Access::LOCAL_READ).unwrap();
         for (i, sink) in sinks.into_iter().enumerate() {
@@ -77,24 +72,6 @@ async fn a_paced_long_write_is_placed_whole_and_a_later_send_still_arrives() {
         qp
     });
 
-    let c = prov
-        .connect(&cpd, relay_addr, QpCaps::default())
-        .await
-        .unwrap();
-    let rbuf = cpd.alloc(2 * 64, Access::LOCAL_WRITE).unwrap();
-    for i in 0..2u64 {
-        c.qp()
-            .post_recv(1 + i, &[Sge::new(&rbuf, i * 64, 64)])
-            .unwrap();
-    }
-    let (qp, _) = c
-        .connect(ConnParams {
-            private_data: Vec::new(),
-            ird: 16,
-            ord: 16,
-        })
-        .await
-        .unwrap();
     let sinks: Vec<_> = (0..2)
         .map(|_| {
             cpd.alloc(BULK, Access::LOCAL_WRITE | Access::REMOTE_WRITE)

@@ -18,7 +18,7 @@ mod capture;
 #[path = "support/soft_pair.rs"]
 mod soft_pair;
 
-use soft_pair::{next_ok, seeded};
+use soft_pair::{connected_via, listen, next_ok, post_recvs, seeded};
 
 use std::sync::Arc;
 
@@ -81,36 +81,35 @@ async fn run_session(opts: IwarpOptions) -> Session {
         ..opts
     };
     let prov = SoftIwarp::new(opts.clone());
-    let cpd = prov.alloc_pd().unwrap();
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let server_addr = lis.local_addr();
+    let lis = listen(&prov).await;
     let rl = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let relay_addr = rl.local_addr().unwrap();
     let log: Log = Arc::default();
-    let relay = tokio::spawn(relay(rl, server_addr, log.clone()));
+    let relay = tokio::spawn(relay(rl, lis.local_addr(), log.clone()));
+    let accepting = ConnParams {
+        private_data: b"server-hi".to_vec(),
+        ird: 16,
+        ord: 16,
+    };
+    let connecting = ConnParams {
+        private_data: b"client-hello".to_vec(),
+        ird: 8,
+        ord: 4,
+    };
+    let (s, c) = connected_via(
+        &prov,
+        lis,
+        relay_addr,
+        (accepting, |qp, pd| post_recvs(qp, pd, 10, 3, 1024)),
+        (connecting, |qp, pd| post_recvs(qp, pd, 1, 2, 1024)),
+    )
+    .await;
+    assert_eq!(s.peer.private_data, b"client-hello");
+    assert_eq!(c.peer.private_data, b"server-hi");
 
     let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
         // The connection's own protection domain.
-        let spd = req.pd().clone();
-        assert_eq!(req.peer().private_data, b"client-hello");
-        let rbuf = spd.alloc(3 * 1024, Access::LOCAL_WRITE).unwrap();
-        for i in 0..3u64 {
-            req.qp()
-                .post_recv(10 + i, &[Sge::new(&rbuf, i * 1024, 1024)])
-                .unwrap();
-        }
-        let qp = req
-            .accept(ConnParams {
-                private_data: b"server-hi".to_vec(),
-                ird: 16,
-                ord: 16,
-            })
-            .await
-            .unwrap();
+        let (qp, spd, rbuf) = (s.qp, s.pd, s.before);
         let c = next_ok(&qp).await;
         assert_eq!((c.wr_id, c.byte_len), (10, 20));
         assert_eq!(rbuf.with(|b| b[..20].to_vec()), SMBD_NEG_REQ);
@@ -155,22 +154,7 @@ async fn run_session(opts: IwarpOptions) -> Session {
         (sink.stag().0, sink.addr())
     });
 
-    let c = prov
-        .connect(&cpd, relay_addr, QpCaps::default())
-        .await
-        .unwrap();
-    let rbuf = cpd.alloc(2048, Access::LOCAL_WRITE).unwrap();
-    c.qp().post_recv(1, &[Sge::new(&rbuf, 0, 1024)]).unwrap();
-    c.qp().post_recv(2, &[Sge::new(&rbuf, 1024, 1024)]).unwrap();
-    let (qp, peer) = c
-        .connect(ConnParams {
-            private_data: b"client-hello".to_vec(),
-            ird: 8,
-            ord: 4,
-        })
-        .await
-        .unwrap();
-    assert_eq!(peer.private_data, b"server-hi");
+    let (qp, cpd, _rbuf) = (c.qp, c.pd, c.before);
     let wsink = cpd
         .alloc(BULK, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
         .unwrap();

@@ -1,9 +1,13 @@
 //! A connected soft-iWARP pair on 127.0.0.1 and the helpers the file-range
-//! tests (write_file.rs, read_file.rs) share.
+//! tests (write_file.rs, read_file.rs) share; [`connected_via`] dials another
+//! address (a relay of capture.rs) and posts receives before the MPA exchange.
+//! The client's direct_faults.rs includes this file by path for [`dialed`].
 
 #![allow(dead_code)]
 
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+use std::net::SocketAddr;
+
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftListener, SoftMr, SoftPd, SoftQp};
 use smbx_rdma::*;
 
 /// Bytes that differ at every offset of a long run (no period of a page or an
@@ -63,29 +67,116 @@ pub async fn connected_pds_held(opts: IwarpOptions) -> Pds {
 
 /// [`connected_pds`], the accepting side's driver held back when `hold`.
 async fn connect(opts: IwarpOptions, hold: bool) -> Pds {
-    let prov = SoftIwarp::new(opts);
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
-    let params = ConnParams {
-        private_data: Vec::new(),
-        ird: 16,
-        ord: 16,
-    };
-    let accepted = params.clone();
-    let server = tokio::spawn(async move {
-        let req = lis.accept().await.unwrap();
+    let hold = move |qp: &SoftQp, _: &SoftPd| {
         if hold {
-            assert!(req.qp().hold_driver(), "soft-iWARP hands its driver out");
+            assert!(qp.hold_driver(), "soft-iWARP hands its driver out");
         }
-        let pd = req.pd().clone();
-        (req.accept(accepted).await.unwrap(), pd)
-    });
-    let cpd = prov.alloc_pd().unwrap();
-    let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
-    let (cqp, _) = c.connect(params).await.unwrap();
-    let (sqp, spd) = server.await.unwrap();
-    (sqp, spd, cqp, cpd)
+    };
+    let (s, c) = connected_with(
+        opts,
+        (ConnParams::default(), hold),
+        (ConnParams::default(), |_, _| ()),
+    )
+    .await;
+    (s.qp, s.pd, c.qp, c.pd)
+}
+
+/// [`connected_via`] over a provider with `opts`, dialing its listener directly.
+pub async fn connected_with<A, C>(
+    opts: IwarpOptions,
+    accepting: (ConnParams, impl FnOnce(&SoftQp, &SoftPd) -> A),
+    connecting: (ConnParams, impl FnOnce(&SoftQp, &SoftPd) -> C),
+) -> (End<A>, End<C>) {
+    let prov = SoftIwarp::new(opts);
+    let lis = listen(&prov).await;
+    let addr = lis.local_addr();
+    connected_via(&prov, lis, addr, accepting, connecting).await
+}
+
+/// One end of a connection.
+pub struct End<T> {
+    /// Its queue pair.
+    pub qp: SoftQp,
+    /// Its protection domain (on the accepting side, the connection's own).
+    pub pd: SoftPd,
+    /// What the peer offered in the MPA exchange.
+    pub peer: PeerParams,
+    /// What the end did before the MPA exchange returned (say the region its
+    /// receives land in: [`post_recvs`]).
+    pub before: T,
+}
+
+/// A listener of `prov` on 127.0.0.1 (a port of its own).
+pub async fn listen(prov: &SoftIwarp) -> SoftListener {
+    prov.listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
+        .await
+        .unwrap()
+}
+
+/// Connects to `lis` by dialing `dial` (its address, or a relay's in front of
+/// it): the accepting end, then the connecting one. Each end offers its
+/// parameters, and its closure runs on its queue pair and protection domain
+/// before the MPA exchange (posting the receives the first messages land in).
+pub async fn connected_via<A, C>(
+    prov: &SoftIwarp,
+    lis: SoftListener,
+    dial: SocketAddr,
+    accepting: (ConnParams, impl FnOnce(&SoftQp, &SoftPd) -> A),
+    connecting: (ConnParams, impl FnOnce(&SoftQp, &SoftPd) -> C),
+) -> (End<A>, End<C>) {
+    tokio::join!(accepted(lis, accepting), dialed(prov, dial, connecting))
+}
+
+/// The next connection on `lis`, accepted with `params` after `before` ran.
+async fn accepted<T>(
+    lis: SoftListener,
+    (params, before): (ConnParams, impl FnOnce(&SoftQp, &SoftPd) -> T),
+) -> End<T> {
+    let req = lis.accept().await.unwrap();
+    let before = before(req.qp(), req.pd());
+    let pd = req.pd().clone();
+    let peer = req.peer().clone();
+    let qp = req.accept(params).await.unwrap();
+    End {
+        qp,
+        pd,
+        peer,
+        before,
+    }
+}
+
+/// A connection from a new protection domain of `prov` to `addr`, offering
+/// `params` after `before` ran.
+pub async fn dialed<T>(
+    prov: &SoftIwarp,
+    addr: SocketAddr,
+    (params, before): (ConnParams, impl FnOnce(&SoftQp, &SoftPd) -> T),
+) -> End<T> {
+    let pd = prov.alloc_pd().unwrap();
+    let c = prov
+        .connect(&pd, addr, QpCaps::default())
+        .await
+        .expect("TCP connect");
+    let before = before(c.qp(), &pd);
+    let (qp, peer) = c.connect(params).await.expect("MPA exchange");
+    End {
+        qp,
+        pd,
+        peer,
+        before,
+    }
+}
+
+/// Posts `n` receives of `size` bytes on `qp` into one new region of `pd`,
+/// work request `first + i` at offset `i * size`; returns the region.
+pub fn post_recvs(qp: &SoftQp, pd: &SoftPd, first: u64, n: usize, size: usize) -> SoftMr {
+    let rbuf = pd.alloc(n * size, Access::LOCAL_WRITE).unwrap();
+    for i in 0..n {
+        qp.post_recv(
+            first + i as u64,
+            &[Sge::new(&rbuf, (i * size) as u64, size as u32)],
+        )
+        .unwrap();
+    }
+    rbuf
 }
