@@ -8,9 +8,13 @@
 //! serve the next client a full round trip over SMB Direct.
 
 mod common;
+#[path = "../../rdma/tests/support/soft_pair.rs"]
+mod soft_pair;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use soft_pair::{dialed, post_recvs};
 
 use common::{random_bytes, sha256, smbx_bin, start_smbx_direct, Server, PASSWORD, USER};
 use smbx_client::{Client, ClientOptions, Error, OpenOptions, Transport};
@@ -303,37 +307,22 @@ impl RawPeer {
     /// Connects (MPA) and, with `negotiate`, runs the SMB Direct negotiation.
     async fn connect(port: u16, negotiate: bool) -> RawPeer {
         let prov = SoftIwarp::new(IwarpOptions::default());
-        let pd = prov.alloc_pd().unwrap();
-        let c = prov
-            .connect(
-                &pd,
-                format!("127.0.0.1:{port}").parse().unwrap(),
-                QpCaps::default(),
-            )
-            .await
-            .expect("MPA connect");
-        let rbuf = pd.alloc(RECV * NRECV, Access::LOCAL_WRITE).unwrap();
-        for i in 0..NRECV {
-            c.qp()
-                .post_recv(i as u64, &[Sge::new(&rbuf, (i * RECV) as u64, RECV as u32)])
-                .unwrap();
-        }
-        let (qp, _) = c
-            .connect(ConnParams {
-                private_data: Vec::new(),
-                ird: 16,
-                ord: 16,
-            })
-            .await
-            .expect("MPA exchange");
-        let sbuf = pd.alloc(4 << 20, Access::LOCAL_READ).unwrap();
+        let end = dialed(
+            &prov,
+            format!("127.0.0.1:{port}").parse().unwrap(),
+            (ConnParams::default(), |qp, pd| {
+                post_recvs(qp, pd, 0, NRECV, RECV)
+            }),
+        )
+        .await;
+        let sbuf = end.pd.alloc(4 << 20, Access::LOCAL_READ).unwrap();
         let mut p = RawPeer {
-            qp,
+            qp: end.qp,
             sbuf,
             granted: 0,
             max_receive: 0,
             at: 0,
-            _rbuf: rbuf,
+            _rbuf: end.before,
         };
         if negotiate {
             let mut req = Vec::new();
