@@ -547,8 +547,21 @@ pub fn parse_terminate(payload: &[u8]) -> Option<TermInfo> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// The header of a whole Send, the first on its queue (MSN 1), no STag to
+    /// invalidate: that of the spec reference's test vector.
+    pub(crate) fn first_send() -> DdpHdr {
+        DdpHdr::Untagged {
+            last: true,
+            opcode: op::SEND,
+            inv_stag: 0,
+            qn: qn::SEND,
+            msn: 1,
+            mo: 0,
+        }
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
@@ -568,14 +581,7 @@ mod tests {
         );
         assert_eq!(want.len(), 44);
         let payload = &want[20..40];
-        let hdr = DdpHdr::Untagged {
-            last: true,
-            opcode: op::SEND,
-            inv_stag: 0,
-            qn: qn::SEND,
-            msn: 1,
-            mo: 0,
-        };
+        let hdr = first_send();
         let mut out = Vec::new();
         encode_fpdu(&mut out, &hdr, &[payload], true);
         assert_eq!(out, want);
@@ -741,14 +747,7 @@ mod tests {
                 term::MPA_FPDU_START
             );
         }
-        let send = DdpHdr::Untagged {
-            last: true,
-            opcode: op::SEND,
-            inv_stag: 0,
-            qn: qn::SEND,
-            msn: 1,
-            mo: 0,
-        };
+        let send = first_send();
         let mut u = Vec::new();
         encode_fpdu(&mut u, &send, &[&payload], false);
         assert_eq!(

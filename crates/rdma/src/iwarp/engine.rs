@@ -3337,15 +3337,7 @@ mod tests {
             let r = qp.pd.alloc(256, Access::REMOTE_READ).unwrap();
             let mut stream = Vec::new();
             let mut b = Vec::new();
-            let h = DdpHdr::Untagged {
-                last: true,
-                opcode: op::SEND,
-                inv_stag: 0,
-                qn: qn::SEND,
-                msn: 1,
-                mo: 0,
-            };
-            ddp::encode_fpdu(&mut b, &h, &[b"abc"], crc);
+            ddp::encode_fpdu(&mut b, &ddp::tests::first_send(), &[b"abc"], crc);
             stream.extend(&b);
             b.clear();
             let h = DdpHdr::Tagged {
