@@ -406,10 +406,11 @@ pub(crate) fn list_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<RawDirEntry>> {
     Ok(out)
 }
 
-/// `inotify_init1(IN_CLOEXEC)`: a new inotify instance (blocking reads).
+/// `inotify_init1(IN_CLOEXEC | IN_NONBLOCK)`: a new inotify instance whose reads
+/// return EAGAIN when nothing is queued ([`poll_readable`] waits for events).
 pub(crate) fn inotify_init() -> io::Result<OwnedFd> {
     // SAFETY: plain syscall with a flag argument; the result is checked.
-    let fd = cvt(unsafe { libc::inotify_init1(libc::IN_CLOEXEC) })?;
+    let fd = cvt(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) })?;
     // SAFETY: the kernel returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -424,6 +425,26 @@ pub(crate) fn inotify_add_watch(ino: BorrowedFd<'_>, path: &CStr, mask: u32) -> 
 pub(crate) fn inotify_rm_watch(ino: BorrowedFd<'_>, wd: i32) {
     // SAFETY: plain integer arguments on a valid inotify descriptor.
     unsafe { libc::inotify_rm_watch(ino.as_raw_fd(), wd) };
+}
+
+/// `poll(2)` until `fd` is readable (or reports an error or hangup), retrying EINTR.
+pub(crate) fn poll_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd for the call's duration; the descriptor is valid.
+        let n = unsafe { libc::poll(&mut p, 1, -1) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// `read(2)` into `buf`, retrying EINTR; returns the bytes read.

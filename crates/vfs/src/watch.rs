@@ -3,9 +3,9 @@
 //! A [`DirWatcher`] is one inotify instance. Directories are added by descriptor (an
 //! `O_PATH` descriptor is enough), so a watch never names a path the client chose;
 //! subdirectories are reached with [`open_subdir`], one component at a time without
-//! following symlinks. [`DirWatcher::read`] blocks until events arrive and hands each
-//! one over as a typed [`WatchEvent`]; the kernel's records are parsed with every
-//! length checked.
+//! following symlinks. [`DirWatcher::read`] takes what the kernel has queued, without
+//! blocking, and hands each event over as a typed [`WatchEvent`] ([`DirWatcher::wait`]
+//! waits for some); the kernel's records are parsed with every length checked.
 
 use std::ffi::CString;
 use std::io;
@@ -94,12 +94,24 @@ impl DirWatcher {
         sys::inotify_rm_watch(self.fd.as_fd(), id.0);
     }
 
-    /// Blocks until events arrive, reads what fits `buf` and passes each to `f`.
-    /// `buf` should hold at least one record with a maximal name (4 KiB is plenty).
-    pub fn read(&self, buf: &mut [u8], mut f: impl FnMut(WatchEvent)) -> io::Result<()> {
-        let n = sys::read(self.fd.as_fd(), buf)?;
+    /// Blocks until events are queued (or the instance fails).
+    pub fn wait(&self) -> io::Result<()> {
+        sys::poll_readable(self.fd.as_fd())
+    }
+
+    /// Reads what is queued now and fits `buf`, without blocking, and passes each
+    /// event to `f`; false when nothing was queued. The kernel queues a change's
+    /// event before the system call that made it returns, so a change made before
+    /// this call is read by it or by an earlier one. `buf` should hold at least one
+    /// record with a maximal name (4 KiB is plenty).
+    pub fn read(&self, buf: &mut [u8], mut f: impl FnMut(WatchEvent)) -> io::Result<bool> {
+        let n = match sys::read(self.fd.as_fd(), buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        };
         parse_events(buf.get(..n).unwrap_or_default(), &mut f);
-        Ok(())
+        Ok(n > 0)
     }
 }
 

@@ -272,8 +272,10 @@ impl OpenNotify {
         wait_sink(self.sink.clone(), max_len)
     }
 
-    /// Returns buffered changes at once, if any.
+    /// Returns buffered changes at once, if any: every change made before the call
+    /// is among them ([`settle`]), whatever the inotify thread has got to.
     pub fn ready(&self, max_len: u32) -> Option<NotifyOutcome> {
+        settle();
         self.sink.take(max_len)
     }
 
@@ -336,12 +338,27 @@ struct Target {
 
 struct Watcher {
     inotify: DirWatcher,
+    /// The read buffer; held while events are read and dispatched, so they reach the
+    /// sinks in the kernel's order whoever reads them ([`Watcher::drain`]).
+    reading: Mutex<Vec<u8>>,
     wds: Mutex<HashMap<WatchId, Vec<Target>>>,
     /// The watched directory of each watch (O_PATH), to look at a changed file.
     dirs: Mutex<HashMap<WatchId, OwnedFd>>,
 }
 
 static WATCHER: OnceLock<Option<Arc<Watcher>>> = OnceLock::new();
+
+/// Hands every change the kernel has queued so far to the opens watching for it,
+/// on the calling thread. The inotify thread does the same when it wakes, but may
+/// not have yet: a CHANGE_NOTIFY that follows the responses to the requests that
+/// made changes must find them buffered (smb2.notify.valid-req: its second and
+/// third requests complete at once with what the previous steps changed, which a
+/// loaded machine's inotify thread had not read yet). No-op before the first watch.
+pub fn settle() {
+    if let Some(Some(w)) = WATCHER.get() {
+        let _ = w.drain();
+    }
+}
 
 fn watcher() -> Option<Arc<Watcher>> {
     WATCHER
@@ -355,6 +372,7 @@ fn watcher() -> Option<Arc<Watcher>> {
             };
             let w = Arc::new(Watcher {
                 inotify,
+                reading: Mutex::new(vec![0u8; 64 * 1024]),
                 wds: Mutex::new(HashMap::new()),
                 dirs: Mutex::new(HashMap::new()),
             });
@@ -468,8 +486,14 @@ impl Watcher {
     }
 
     fn run(&self) {
-        let mut buf = vec![0u8; 64 * 1024];
-        while self.inotify.read(&mut buf, |e| self.dispatch(e)).is_ok() {}
+        while self.inotify.wait().is_ok() && self.drain().is_ok() {}
+    }
+
+    /// Reads and dispatches what the kernel has queued, until nothing is.
+    fn drain(&self) -> std::io::Result<()> {
+        let mut buf = self.reading.lock();
+        while self.inotify.read(&mut buf, |e| self.dispatch(e))? {}
+        Ok(())
     }
 
     fn dispatch(&self, event: WatchEvent) {
@@ -667,6 +691,36 @@ mod tests {
                 entry(ACTION_RENAMED_NEW_NAME, "c")
             ])
         );
+    }
+
+    /// A request that follows changes finds them all, in order, whatever the inotify
+    /// thread has got to (it is woken by the same changes and races the request).
+    #[test]
+    fn a_request_after_changes_finds_every_one_of_them() {
+        let (n, d, f) = open_on_tmp();
+        let sinks = DirSinks::default();
+        n.arm(
+            f.as_fd(),
+            CHANGE_FILE_NAME | CHANGE_SIZE,
+            false,
+            64 * 1024,
+            &sinks,
+        );
+        for i in 0..200 {
+            let name = format!("f{i}");
+            let path = d.path().join(&name);
+            std::fs::write(&path, b"x").unwrap();
+            std::fs::remove_file(&path).unwrap();
+            assert_eq!(
+                n.ready(64 * 1024),
+                Some(NotifyOutcome::Changes(vec![
+                    entry(ACTION_ADDED, &name),
+                    entry(ACTION_MODIFIED, &name),
+                    entry(ACTION_REMOVED, &name),
+                ])),
+                "round {i}"
+            );
+        }
     }
 
     #[test]
