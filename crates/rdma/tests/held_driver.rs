@@ -127,3 +127,37 @@ async fn unasked_the_provider_runs_its_own_driver() {
     sqp.disconnect();
     assert_eq!(cqp.closed().await, CloseReason::PeerDisconnect);
 }
+
+/// A peer that stops reading (here: the connecting side, its driver held and never
+/// polled) leaves the other side's driver waiting for its socket to take more bytes;
+/// a disconnect asked for meanwhile must still close the connection (the driver gives
+/// the unsent bytes a bounded time, then drops the socket), not wait for the peer.
+/// (The accepting side sends: a connecting one's nudges would wake its driver.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_disconnect_is_heard_while_the_peer_reads_nothing() {
+    let (s, c) = soft_pair::connected_with(
+        IwarpOptions::default(),
+        (ConnParams::default(), |_: &SoftQp, _: &_| ()),
+        (ConnParams::default(), |qp: &SoftQp, _: &_| {
+            assert!(qp.hold_driver(), "soft-iWARP hands its driver out");
+        }),
+    )
+    .await;
+    const BIG: usize = 64 * 1024;
+    let sbuf = s.pd.alloc(BIG, Access::LOCAL_WRITE).unwrap();
+    // More than the sockets hold between them: the driver is left with bytes to send.
+    for i in 0..200 {
+        s.qp.post_send_simple(100 + i, &[Sge::new(&sbuf, 0, BIG as u32)])
+            .unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        s.qp.state(),
+        QpState::Rts,
+        "still open, waiting for the socket"
+    );
+    s.qp.disconnect();
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), s.qp.closed()).await;
+    assert_eq!(closed.ok(), Some(CloseReason::LocalDisconnect));
+    drop(c);
+}

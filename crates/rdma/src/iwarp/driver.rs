@@ -372,6 +372,9 @@ pub(crate) async fn run(
                 }
             }
             _ = qp.wake.notified(), if !want_write && !more_tx => {}
+            // A disconnect is heard while the socket is full too (a peer that stopped
+            // reading); work posted meanwhile is not (it would only find the socket full).
+            _ = qp.disconnect_ev.notified(), if want_write || more_tx => {}
             _ = std::future::ready(()), if more_tx => {}
             () = async {
                 match next_nudge {

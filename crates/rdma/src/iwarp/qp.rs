@@ -131,6 +131,10 @@ pub(crate) struct QpShared {
     inner: Mutex<QpInner>,
     /// Wakes the driver (work posted, disconnect requested).
     pub wake: Notify,
+    /// Wakes the driver for a disconnect only: heard even while it waits for its
+    /// socket to take more bytes (when work posted does not wake it), so a peer that
+    /// stops reading cannot keep the connection open.
+    pub disconnect_ev: Notify,
     /// Signalled when the queue pair closes.
     pub closed_ev: Notify,
     /// The consumer's hint of how many messages the peer has in flight towards
@@ -220,6 +224,7 @@ impl QpShared {
             }),
             wake: Notify::new(),
             closed_ev: Notify::new(),
+            disconnect_ev: Notify::new(),
             in_flight: AtomicU32::new(0),
             driver: Mutex::new(DriverSlot::default()),
         })
@@ -277,6 +282,13 @@ impl QpShared {
     }
 
     /// Mark closed with `reason` (first reason wins) and wake waiters.
+    /// Asks the driver to close the connection, and wakes it whatever it waits for.
+    pub(crate) fn request_disconnect(&self) {
+        self.lock().disconnect = true;
+        self.wake.notify_one();
+        self.disconnect_ev.notify_one();
+    }
+
     pub(crate) fn set_closed(&self, reason: CloseReason) {
         {
             let mut g = self.lock();
@@ -302,8 +314,7 @@ struct QpHandle {
 
 impl Drop for QpHandle {
     fn drop(&mut self) {
-        self.shared.lock().disconnect = true;
-        self.shared.wake.notify_one();
+        self.shared.request_disconnect();
         // A driver held for a consumer that never took it would hold the queue
         // pair (and the socket) forever: dropping it closes the socket.
         let held = self.shared.driver_slot().held.take();
@@ -529,9 +540,7 @@ impl QueuePair for SoftQp {
     }
 
     fn disconnect(&self) {
-        let s = self.shared();
-        s.lock().disconnect = true;
-        s.wake.notify_one();
+        self.shared().request_disconnect();
     }
 
     fn peer_params(&self) -> PeerParams {
