@@ -10,7 +10,7 @@ mod soft_pair;
 
 use soft_pair::{next_ok, seeded};
 
-use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftQp};
+use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftPd, SoftQp};
 use smbx_rdma::*;
 
 const LEN: usize = 4096;
@@ -26,30 +26,19 @@ async fn pair(
     SoftQp,
     <SoftIwarp as Provider>::Pd,
 ) {
-    let prov = SoftIwarp::new(IwarpOptions::default());
-    let lis = prov
-        .listen("127.0.0.1:0".parse().unwrap(), QpCaps::default())
-        .await
-        .unwrap();
-    let addr = lis.local_addr();
-    let cpd = prov.alloc_pd().unwrap();
-    let server = async {
-        let req = lis.accept().await.unwrap();
+    let hold_and_post = move |qp: &SoftQp, pd: &SoftPd| {
         if hold {
-            assert!(req.qp().hold_driver(), "soft-iWARP hands its driver out");
+            assert!(qp.hold_driver(), "soft-iWARP hands its driver out");
         }
-        let rbuf = req.pd().alloc(LEN, Access::LOCAL_WRITE).unwrap();
-        req.qp()
-            .post_recv(1, &[Sge::new(&rbuf, 0, LEN as u32)])
-            .unwrap();
-        (req.accept(ConnParams::default()).await.unwrap(), rbuf)
+        soft_pair::post_recvs(qp, pd, 1, 1, LEN)
     };
-    let client = async {
-        let c = prov.connect(&cpd, addr, QpCaps::default()).await.unwrap();
-        c.connect(ConnParams::default()).await.unwrap().0
-    };
-    let ((sqp, rbuf), cqp) = tokio::join!(server, client);
-    (sqp, rbuf, cqp, cpd)
+    let (s, c) = soft_pair::connected_with(
+        IwarpOptions::default(),
+        (ConnParams::default(), hold_and_post),
+        (ConnParams::default(), |_: &SoftQp, _: &SoftPd| ()),
+    )
+    .await;
+    (s.qp, s.before, c.qp, c.pd)
 }
 
 /// One Send from the connecting side, received byte-exact, and one back.
@@ -137,8 +126,8 @@ async fn unasked_the_provider_runs_its_own_driver() {
 async fn a_disconnect_is_heard_while_the_peer_reads_nothing() {
     let (s, c) = soft_pair::connected_with(
         IwarpOptions::default(),
-        (ConnParams::default(), |_: &SoftQp, _: &_| ()),
-        (ConnParams::default(), |qp: &SoftQp, _: &_| {
+        (ConnParams::default(), |_: &SoftQp, _: &SoftPd| ()),
+        (ConnParams::default(), |qp: &SoftQp, _: &SoftPd| {
             assert!(qp.hold_driver(), "soft-iWARP hands its driver out");
         }),
     )
