@@ -281,7 +281,6 @@ impl QpShared {
         Ok((v, total))
     }
 
-    /// Mark closed with `reason` (first reason wins) and wake waiters.
     /// Asks the driver to close the connection, and wakes it whatever it waits for.
     pub(crate) fn request_disconnect(&self) {
         self.lock().disconnect = true;
@@ -289,6 +288,7 @@ impl QpShared {
         self.disconnect_ev.notify_one();
     }
 
+    /// Mark closed with `reason` (first reason wins) and wake waiters.
     pub(crate) fn set_closed(&self, reason: CloseReason) {
         {
             let mut g = self.lock();
