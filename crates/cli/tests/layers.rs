@@ -32,7 +32,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "task",
         ],
     ),
-    ("client", &["wire", "security", "transport"]),
+    ("client", &["wire", "security", "transport", "task"]),
     (
         "bench",
         &["wire", "security", "transport", "client", "task"],

@@ -163,7 +163,7 @@ impl Client {
         host: &str,
         mut options: ClientOptions,
     ) -> Result<Client> {
-        let link = smbx_transport::verbs::connect(
+        let (link, driver) = smbx_transport::verbs::connect(
             sa,
             smbx_transport::verbs::ProviderChoice::from_env(),
             options.iwarp.clone(),
@@ -180,6 +180,7 @@ impl Client {
         options.direct_port = sa.port();
         let conn = Connection::start_direct(
             link,
+            driver,
             options.max_credits,
             options.timeout,
             options.spin_wait,

@@ -117,5 +117,20 @@ pub async fn connect(
     Ok(Arc::new(link(conn, pd)))
 }
 
+/// Like [`connect`], with the connection's driver (soft-iWARP's socket I/O and the
+/// SMB Direct timers) handed to the caller to poll in the task that uses the link,
+/// until it ends ([`SmbDirectConnection::connect_driven`]), as the server's
+/// [`Incoming::negotiate_driven`] does.
+pub async fn connect_driven(
+    addr: SocketAddr,
+    opts: IwarpOptions,
+    config: Config,
+) -> Result<(Arc<dyn DirectLink>, Driver), DirectError> {
+    let provider = SoftIwarp::new(opts);
+    let pd = provider.alloc_pd()?;
+    let (conn, driver) = SmbDirectConnection::connect_driven(&provider, &pd, addr, config).await?;
+    Ok((Arc::new(link(conn, pd)), driver))
+}
+
 pub use smbx_rdma::iwarp::IwarpOptions as Options;
 pub use smbx_rdma::iwarp::SocketSetup;

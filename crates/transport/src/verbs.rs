@@ -11,7 +11,7 @@ use std::sync::Arc;
 use smbx_direct::adapter::qp_caps;
 use smbx_direct::{Config, DirectError, SmbDirectConnection};
 use smbx_rdma::verbs::{self, Transport, Verbs, VerbsConnectRequest, VerbsListener, VerbsOptions};
-use smbx_rdma::{ConnectRequest, Listener, Provider};
+use smbx_rdma::{ConnectRequest, Driver, Listener, Provider};
 
 use crate::direct::{DirectLink, Link};
 use crate::netif::local_addresses;
@@ -184,7 +184,7 @@ impl Incoming {
     /// `None` with verbs, whose driver runs on its own.
     pub async fn negotiate_driven(
         self,
-    ) -> Result<(Arc<dyn DirectLink>, Option<smbx_rdma::Driver>), DirectError> {
+    ) -> Result<(Arc<dyn DirectLink>, Option<Driver>), DirectError> {
         match self {
             Incoming::Soft(i) => i.negotiate_driven().await.map(|(l, d)| (l, Some(d))),
             Incoming::Verbs(i) => i.negotiate().await.map(|l| (l, None)),
@@ -482,14 +482,17 @@ pub fn route_has_rdma(peer: SocketAddr) -> Option<RdmaAddress> {
 /// Connects to an SMB Direct server: through verbs when `choice` allows and
 /// the route to `addr` has an RDMA device, else soft-iWARP. On verbs, a
 /// server that refuses port 5445 is tried on 445 (InfiniBand and RoCE), as
-/// the Linux client does.
+/// the Linux client does. The connection's driver comes with it where the
+/// provider hands it out (soft-iWARP: [`soft::connect_driven`]), for the caller
+/// to poll in the task that uses the link until it ends; `None` with verbs,
+/// whose driver runs on its own.
 pub async fn connect(
     addr: SocketAddr,
     choice: ProviderChoice,
     iwarp: soft::Options,
     verbs_opts: VerbsOptions,
     config: Config,
-) -> Result<Arc<dyn DirectLink>, DirectError> {
+) -> Result<(Arc<dyn DirectLink>, Option<Driver>), DirectError> {
     let dev = match choice {
         ProviderChoice::Soft => None,
         ProviderChoice::Auto => route_has_rdma(addr).filter(|_| Verbs::available().is_ok()),
@@ -503,19 +506,22 @@ pub async fn connect(
         }
     };
     let Some(dev) = dev else {
-        return soft::connect(addr, iwarp, config).await;
+        return soft::connect_driven(addr, iwarp, config)
+            .await
+            .map(|(l, d)| (l, Some(d)));
     };
     let mut verbs_opts = verbs_opts;
     verbs_opts.busy_poll |= poll_from_env();
     tracing::debug!(%addr, device = %dev.device, "smb direct through rdma-core");
     let first = connect_verbs(addr, verbs_opts.clone(), config.clone()).await;
-    match first {
+    let link = match first {
         Err(e) if addr.port() == crate::SMB_DIRECT_PORT && dev.transport != Transport::Iwarp => {
             tracing::debug!(error = %e, "port 5445 refused; trying 445");
             connect_verbs(SocketAddr::new(addr.ip(), 445), verbs_opts, config).await
         }
         r => r,
-    }
+    }?;
+    Ok((link, None))
 }
 
 /// The client's polling mode: `$SMBX_RDMA_POLL=yes` polls the completion

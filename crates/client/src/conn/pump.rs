@@ -1,5 +1,6 @@
-//! Who drives a Direct TCP connection's reading: the request waiting for its response,
-//! or the connection's reader task.
+//! Who drives a connection's reading (Direct TCP, or SMB Direct over soft-iWARP, whose
+//! reader loop is joined with the link's driver: its socket I/O): the request waiting
+//! for its response, or the connection's reader task.
 //!
 //! The reading is one long-lived future (the reader loop, [`super::reader_task`]),
 //! kept here rather than spawned. A request that waits for its response polls it
@@ -104,13 +105,16 @@ impl Wake for ReadWake {
     }
 }
 
-/// The reader loop of a Direct TCP connection, driven by its requests and its reader
-/// task.
+/// The reader loop of a connection (Direct TCP, or SMB Direct over soft-iWARP with the
+/// link's driver), driven by its requests and its reader task.
 pub(super) struct SocketPump {
     /// `None` once the loop ended (the link failed or was closed, or the connection
     /// was closed).
     read: Mutex<Option<ReadLoop>>,
     wake: Arc<ReadWake>,
+    /// Most requests waiting at once for which a request still drives the loop; more
+    /// leave it to the reader task (`usize::MAX`: no bound).
+    drive_limit: usize,
 }
 
 /// How a connection's requests wait for their responses on a current-thread runtime,
@@ -147,6 +151,19 @@ impl SocketPump {
         SocketPump {
             read: Mutex::new(Some(Box::pin(reader))),
             wake: Arc::default(),
+            drive_limit: usize::MAX,
+        }
+    }
+
+    /// Like [`SocketPump::new`], requests driving the loop only while at most `limit`
+    /// wait at once.
+    pub(super) fn with_drive_limit(
+        reader: impl Future<Output = ()> + Send + 'static,
+        limit: usize,
+    ) -> Self {
+        SocketPump {
+            drive_limit: limit,
+            ..Self::new(reader)
         }
     }
 
@@ -218,8 +235,8 @@ impl SocketPump {
     }
 }
 
-/// The reader task of a Direct TCP connection: drives the reader loop while no request
-/// does, until the loop ends.
+/// The reader task of a connection with a [`SocketPump`]: drives the reader loop while
+/// no request does, until the loop ends.
 pub(super) async fn pump_task(pump: Arc<SocketPump>) {
     std::future::poll_fn(|cx| pump.for_task(cx)).await
 }
@@ -259,10 +276,11 @@ pub(super) async fn yield_after_large() {
 }
 
 /// The response to a request: the request drives the reader loop while it waits when
-/// the connection lets it (Direct TCP), else the reader hands it over (SMB Direct).
-/// Waiting alone on a current-thread runtime, it wakes itself at once for a while
-/// (`spin`) rather than let the thread sleep: over SMB Direct each wake-up polls
-/// the sockets too, and the provider's task reads the response.
+/// the connection lets it (Direct TCP, SMB Direct over soft-iWARP), else the reader
+/// hands it over (SMB Direct through verbs). Waiting alone on a current-thread
+/// runtime, it wakes itself at once for a while (`spin`) rather than let the thread
+/// sleep: without a pump each wake-up polls the sockets too, and the provider's task
+/// reads the response.
 pub(super) async fn reply_of(
     pump: Option<&SocketPump>,
     spin: &SpinWait,
@@ -284,12 +302,12 @@ pub(super) async fn reply_of(
             return Poll::Ready(r);
         }
         let r = match pump {
-            Some(pump) => {
+            Some(pump) if spin.waiting.load(Ordering::SeqCst) <= pump.drive_limit => {
                 waiting.waker = Some(identity(cx.waker()));
                 pump.for_request(cx);
                 Pin::new(&mut rx).poll(cx)
             }
-            None => Poll::Pending,
+            _ => Poll::Pending,
         };
         if r.is_ready() {
             waiting.done();
@@ -305,7 +323,7 @@ pub(super) async fn reply_of(
 /// socket no longer wakes it (a waker woken after its future finished may be one the
 /// executor gave to the next future).
 struct Waiting<'a> {
-    /// The reader loop it drives (Direct TCP).
+    /// The reader loop it drives (where the connection has one).
     pump: Option<&'a SocketPump>,
     spin: &'a SpinWait,
     /// Which waker it last left with the loop ([`identity`]).
