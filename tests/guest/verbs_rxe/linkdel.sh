@@ -1,4 +1,4 @@
-# Sourced by run.sh (busybox sh; needs pass/fail, $srv, $want, /tmp/src, /tmp/big, mrs and
+# Sourced by run.sh (busybox sh; needs pass/fail, $srv, $want, /tmp/src, /tmp/long, mrs and
 # $base): the device removed mid-transfer with `rdma link delete rxe0`, then added again.
 # 7.x's rxe disassociates its users (drivers/infiniband/sw/rxe/rxe_verbs.c:243): the kernel
 # frees their queue pairs, CQs, PDs and registrations itself, the delete does not wait for
@@ -23,7 +23,7 @@ case $(uname -r) in
     again0=$(grep -c "listening for SMB Direct again" /tmp/server.log)
     other=
     ip link show eth1 >/dev/null 2>&1 && rdma link add rxe1 type rxe netdev eth1 && other=rxe1
-    smbx put --transport rdma /tmp/big smb://alice@10.0.2.15/share/big3 >/tmp/linkdel.log 2>&1 &
+    smbx put --transport rdma /tmp/long smb://alice@10.0.2.15/share/big3 >/tmp/linkdel.log 2>&1 &
     cl=$!
     i=0
     while [ "$(mrs)" -le "$base" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
