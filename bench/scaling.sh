@@ -3,7 +3,9 @@
 # Samba's smbd, smbx and rocketsmbd on loopback (each on its own copy of one share), then, per
 # server and I/O size, the MB/s matrix and the worst loss: the largest drop from the best figure
 # seen at a smaller -o (same -t) or a smaller -t (same -o). Each -t thread drives the server through
-# its own connection (smbx bench's threads are independent, as fio's jobs). Each sweep's line in
+# its own connection (smbx bench's threads are independent, as fio's jobs); BENCH_FLAGS="--os-threads=1
+# --shared-connection" sweeps a kernel client's model instead (every thread's I/O on one connection,
+# as diskspd's threads through the Windows redirector). Each sweep's line in
 # the log carries the load average it started under: on a loaded machine the matrix is noise.
 #
 # With ROUNDS=N every sweep runs N times, the servers' order reversed every other round; the

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 from conftest import smbx_bin
 
@@ -79,3 +80,54 @@ def test_large_blocks_one_or_two_at_a_time_complete(smbx):
             )
             assert r["io_count"] >= 40, (depth, mode, r["io_count"])
             assert r["bytes"] == r["io_count"] * 512 * 1024
+
+
+def _server_connections(port: int) -> int:
+    """Established TCP connections whose server end is on `port` (loopback)."""
+    out = subprocess.run(
+        ["ss", "-Htn", "state", "established", f"( sport = :{port} )"],
+        capture_output=True, text=True, timeout=10,
+    ).stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+def _threads_share_one_connection(server):
+    # -t3 on one OS thread with --shared-connection: one connection (one session, one
+    # tree) carries every thread's I/O, each thread with its own open; the server sees
+    # one connection while they run (without the flag it sees three).
+    target = f"smb://{server.user}@127.0.0.1:{server.port}/share/bench-shared.bin"
+    env = dict(os.environ, SMBX_PASSWORD=server.password)
+    seen = {}
+    for flags in (("--shared-connection",), ()):
+        cmd = [str(smbx_bin()), "bench", "-Rjson", "-b4K", "-r", "-o2", "-t3", "-d3", "-W1",
+               "-C0", "-c2M", "--os-threads=1", *flags, target]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        most = 0
+        for _ in range(60):  # at most ~6 s of looking, while the bench runs
+            if proc.poll() is not None:
+                break
+            most = max(most, _server_connections(server.port))
+            time.sleep(0.1)
+        out, err = proc.communicate(timeout=BOUND_S)
+        assert proc.returncode == 0, f"smbx bench failed: {err}"
+        r = json.loads(out)
+        threads = r["threads"]
+        assert len(threads) == 3 and all(t["io_count"] > 0 for t in threads), threads
+        seen[flags] = (most, r)
+    most, r = seen[("--shared-connection",)]
+    assert most == 1, f"the server saw {most} connections at once"
+    (target,) = r["targets"]
+    (channel,) = target["channels"]
+    # The one channel carried all three threads' I/Os (warm-up included).
+    assert channel["ios"] >= r["io_count"], (channel, r["io_count"])
+    most, r = seen[()]
+    assert most == 3, f"without --shared-connection the server saw {most} connections at once"
+    assert len(r["targets"][0]["channels"]) == 3
+
+
+def test_threads_share_one_connection(smbx):
+    _threads_share_one_connection(smbx)
+
+
+def test_threads_share_one_connection_to_samba(samba):
+    _threads_share_one_connection(samba)

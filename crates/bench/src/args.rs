@@ -56,6 +56,9 @@ usage: smbx bench [flags] TARGET...
                  one per thread up to the cores, else the most that fit the cores and
                  deal the threads evenly); each thread keeps its own connection, -o
                  and figures
+  --shared-connection  the threads an OS thread runs share one connection, session and
+                 tree per smb:// target, each with its own open of the file (as a kernel
+                 client's threads share its connection; with --os-threads 1 all do)
   --affinity <cpus>  pin the OS threads round-robin over these CPUs (e.g. 1 | 0,1 | 2-5;
                  diskspd -a, fio cpus_allowed; default: not pinned)
   --transport tcp|rdma  smb:// targets over Direct TCP or SMB Direct (soft-iWARP, port 5445)
@@ -151,6 +154,11 @@ enum RawZ {
     Buffer(Size),
 }
 
+/// The long options that take no value after them (`--sign` and `--seal` take theirs glued
+/// only, `--sign=cmac`); every other long option takes one, glued or next.
+pub(crate) const LONG_WITHOUT_VALUE: &[&str] =
+    &["progress", "kerberos", "shared-connection", "sign", "seal"];
+
 /// Parses `smbx bench` arguments (without the program and subcommand names).
 pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
     let mut p = Profile::default();
@@ -178,6 +186,7 @@ pub fn parse(args: &[String]) -> Result<Profile, ArgError> {
             match name {
                 "progress" if inline.is_none() => p.progress = true,
                 "kerberos" if inline.is_none() => p.kerberos = true,
+                "shared-connection" if inline.is_none() => p.shared_connection = true,
                 "server-pid" => {
                     let v = value("a process id")?;
                     let pid = parse_u64(&v, "--server-pid", "a process id")?;
@@ -726,6 +735,17 @@ mod tests {
         assert!(parse_str("--ios x f").is_err());
         assert_eq!(parse_str("--os-threads 2 f").unwrap().os_threads, Some(2));
         assert!(parse_str("--os-threads 0 f").is_err());
+        assert!(
+            parse_str("--shared-connection f")
+                .unwrap()
+                .shared_connection
+        );
+        // Each long option said to take no value parses with none, the target after it.
+        for name in LONG_WITHOUT_VALUE {
+            let p = parse_str(&format!("--{name} f")).unwrap();
+            assert_eq!(p.targets, ["f"], "--{name}");
+        }
+        assert!(!parse_str("f").unwrap().shared_connection);
         assert_eq!(parse_str("f").unwrap().affinity, None);
         assert_eq!(
             parse_str("--affinity=2-3,0 f").unwrap().affinity,

@@ -195,6 +195,9 @@ pub struct Profile {
     /// smb:// (default: as many as the machine has cores, at most one per worker thread).
     /// Each worker thread keeps its own connection, queue depth and figures.
     pub os_threads: Option<u32>,
+    /// `--shared-connection`: the worker threads one OS thread runs share one connection
+    /// (session and tree) per smb:// target, each with its own open of the file.
+    pub shared_connection: bool,
     /// `--affinity <cpu list>`: the OS threads are pinned round-robin over these CPUs
     /// (the first OS thread on the first); `None` leaves them to the scheduler.
     pub affinity: Option<Vec<usize>>,
@@ -269,6 +272,7 @@ impl Default for Profile {
             server_pid: None,
             max_ios: None,
             os_threads: None,
+            shared_connection: false,
             affinity: None,
             engine: Engine::Auto,
             transport: None,

@@ -309,8 +309,8 @@ pub fn plan(args: &[String]) -> Result<Plan, ArgError> {
             }
         } else if let Some(long) = a.strip_prefix("--") {
             common.push(a.clone());
-            // Long bench options other than --progress take a value, glued or next.
-            if !long.contains('=') && long != "progress" {
+            // Long bench options take a value, glued or next, but for a few.
+            if !long.contains('=') && !crate::args::LONG_WITHOUT_VALUE.contains(&long) {
                 if let Some(v) = it.next() {
                     common.push(v.clone());
                 }
@@ -950,6 +950,12 @@ mod tests {
             (pr.server_pid, pr.progress, pr.block_size),
             (Some(7), true, 65536)
         );
+        assert_eq!(p.targets, vec!["f".to_string()]);
+        // Options without a value leave the target after them alone.
+        let p = plan_str("--out=d --kerberos --shared-connection --sign --os-threads 1 f").unwrap();
+        let pr = &p.points[0].profile;
+        assert!(pr.kerberos && pr.shared_connection);
+        assert_eq!(pr.os_threads, Some(1));
         assert_eq!(p.targets, vec!["f".to_string()]);
     }
 

@@ -5,10 +5,11 @@
 //! * [`local::LocalTarget`]: a local file through io_uring (true queue depth) or
 //!   pread/pwrite (one at a time, like fio's psync).
 //! * [`smb::SmbTarget`]: a file on an SMB share through smbx-client; each worker thread
-//!   has its own connection on a single-threaded tokio runtime (one per OS thread, shared
-//!   by the worker threads that OS thread runs), and each I/O is a future that thread
-//!   polls, so a thread keeps as many READ/WRITE requests in flight as it has slots (the
-//!   client queues what exceeds its credit window).
+//!   has its own connection (or, with `--shared-connection`, its own open on the
+//!   connection of its OS thread's first worker) on a single-threaded tokio runtime (one
+//!   per OS thread, shared by the worker threads that OS thread runs), and each I/O is a
+//!   future that thread polls, so a thread keeps as many READ/WRITE requests in flight as
+//!   it has slots (the client queues what exceeds its credit window).
 
 pub mod local;
 mod ready_group;

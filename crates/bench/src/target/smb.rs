@@ -41,6 +41,8 @@ pub struct SmbTarget {
     first: std::sync::Mutex<Option<Conn>>,
     /// The channels of each connection whose queue has closed (for the report).
     channels: Arc<std::sync::Mutex<Vec<smbx_client::ChannelStats>>>,
+    /// `--shared-connection`: the queues of one OS thread open the file on one connection.
+    shared_connection: bool,
 }
 
 impl std::fmt::Debug for SmbTarget {
@@ -68,6 +70,12 @@ struct Conn {
     // Declared before `rt` so that it is closed (in Drop) while the runtime still runs.
     file: Option<Arc<File>>,
     rt: Arc<Runtime>,
+    /// The file's path inside the share.
+    path: String,
+    /// Whether the connection is this open's own (false: an open on the connection of
+    /// another queue of the same OS thread, `--shared-connection`, which reports its
+    /// channels).
+    own: bool,
 }
 
 /// A new single-threaded runtime for connections.
@@ -84,6 +92,9 @@ fn runtime() -> Result<Arc<Runtime>, BenchError> {
 pub(crate) struct SmbShare {
     rt: Arc<Runtime>,
     ready: Arc<ReadyGroup>,
+    /// With `--shared-connection`: the tree (connection, session and share) of the
+    /// thread's first queue, and the file's path in it, on which the others open the file.
+    tree: Option<(smbx_client::Tree, String)>,
 }
 
 impl Conn {
@@ -99,7 +110,7 @@ impl Conn {
             None => runtime()?,
         };
         let name = &how.name;
-        let file = rt.block_on(async {
+        let (file, path) = rt.block_on(async {
             let (tree, path) = how
                 .url
                 .open(how.password.as_deref(), how.options.clone())
@@ -110,13 +121,36 @@ impl Conn {
                     .await
                     .map_err(smb_err(format!("-c: creating {name}")))?;
             }
-            tree.open(&path, &how.open)
+            let file = tree
+                .open(&path, &how.open)
                 .await
-                .map_err(smb_err(format!("opening {name}")))
+                .map_err(smb_err(format!("opening {name}")))?;
+            Ok::<_, BenchError>((file, path))
         })?;
         Ok(Conn {
             file: Some(Arc::new(file)),
             rt,
+            path,
+            own: true,
+        })
+    }
+
+    /// The file opened once more on `tree` (another queue's connection, session and
+    /// tree), on that queue's runtime `rt`.
+    fn open_on(
+        how: &Connect,
+        tree: &smbx_client::Tree,
+        path: &str,
+        rt: Arc<Runtime>,
+    ) -> Result<Conn, BenchError> {
+        let file = rt
+            .block_on(tree.open(path, &how.open))
+            .map_err(smb_err(format!("opening {}", how.name)))?;
+        Ok(Conn {
+            file: Some(Arc::new(file)),
+            rt,
+            path: path.to_string(),
+            own: false,
         })
     }
 
@@ -124,8 +158,10 @@ impl Conn {
         self.file.as_ref()
     }
 
+    /// Its connection's channels (none for an open on another queue's connection).
     fn channels(&self) -> Vec<smbx_client::ChannelStats> {
         self.file()
+            .filter(|_| self.own)
             .map(|f| f.tree().session().channel_stats())
             .unwrap_or_default()
     }
@@ -223,6 +259,7 @@ impl SmbTarget {
             how: Arc::new(how),
             first: std::sync::Mutex::new(Some(conn)),
             channels: Arc::default(),
+            shared_connection: p.shared_connection,
         })
     }
 }
@@ -284,9 +321,15 @@ impl Target for SmbTarget {
             Some(share) => {
                 let mut smb = share.smb.borrow_mut();
                 match smb.as_ref() {
-                    // Later queues of this OS thread connect on its runtime.
+                    // Later queues of this OS thread open the file on the first one's
+                    // connection (`--shared-connection`) or connect on its runtime.
                     Some(sh) => (
-                        Conn::open(&self.how, None, Some(sh.rt.clone()))?,
+                        match &sh.tree {
+                            Some((tree, path)) => {
+                                Conn::open_on(&self.how, tree, path, sh.rt.clone())?
+                            }
+                            None => Conn::open(&self.how, None, Some(sh.rt.clone()))?,
+                        },
                         Some(sh.ready.clone()),
                     ),
                     // The first one takes the connection `open` made, whose runtime
@@ -297,9 +340,14 @@ impl Target for SmbTarget {
                             None => Conn::open(&self.how, None, None)?,
                         };
                         let ready = Arc::new(ReadyGroup::default());
+                        let tree = conn
+                            .file()
+                            .filter(|_| self.shared_connection)
+                            .map(|f| (f.tree().clone(), conn.path.clone()));
                         *smb = Some(SmbShare {
                             rt: conn.rt.clone(),
                             ready: ready.clone(),
+                            tree,
                         });
                         (conn, Some(ready))
                     }
