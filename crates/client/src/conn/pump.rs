@@ -295,7 +295,11 @@ pub(super) async fn reply_of(
         spin,
         waker: None,
         since: None,
+        here: !spin.spin.is_zero(),
     };
+    if waiting.here {
+        WAITING_HERE.set(WAITING_HERE.get() + 1);
+    }
     std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = Pin::new(&mut rx).poll(cx) {
             waiting.done();
@@ -331,12 +335,24 @@ struct Waiting<'a> {
     /// When it first waited on a runtime that spins, whether it waited alone, and
     /// whether it spins.
     since: Option<(Instant, bool, bool)>,
+    /// Whether it counts itself in [`WAITING_HERE`] (on a runtime that spins, whose
+    /// futures are polled and dropped on the thread that drives it).
+    here: bool,
+}
+
+std::thread_local! {
+    /// Requests waiting on this thread's current-thread runtime, over all its
+    /// connections. One that spins keeps the runtime from polling the sockets
+    /// (tokio looks at them only every so many polls while a task wakes itself), so
+    /// a request spins only while it is the only one waiting on its thread, not just
+    /// on its connection (`smbx bench -t4` on two OS threads: two connections each).
+    static WAITING_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 impl Waiting<'_> {
     /// Whether to wake at once rather than sleep: the request waits alone, the last
-    /// one that did had its response within the pump's spin time, and this one has
-    /// not spun for that long yet.
+    /// one that did had its response within the pump's spin time, no other request of
+    /// its thread waits ([`WAITING_HERE`]), and this one has not spun for that long yet.
     fn spin(&mut self) -> bool {
         let spin = self.spin.spin;
         if spin.is_zero() {
@@ -348,7 +364,7 @@ impl Waiting<'_> {
             let quick = u128::from(self.spin.last_wait.load(Ordering::Relaxed)) < spin.as_nanos();
             (now, alone, alone && quick)
         });
-        if !spins || now.duration_since(since) >= spin {
+        if !spins || now.duration_since(since) >= spin || WAITING_HERE.get() > 1 {
             return false;
         }
         // The server may be waiting for this CPU (this VM packs threads onto one):
@@ -368,6 +384,9 @@ impl Waiting<'_> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
+        if self.here {
+            WAITING_HERE.set(WAITING_HERE.get().saturating_sub(1));
+        }
         self.spin.waiting.fetch_sub(1, Ordering::SeqCst);
         let (Some(mine), Some(pump)) = (self.waker, self.pump) else {
             return;
@@ -497,5 +516,60 @@ mod tests {
             drop(tx);
             assert!(matches!(reply.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
         }
+    }
+
+    /// Two connections' requests, each alone on its connection, waiting on one thread's
+    /// runtime (`smbx bench -t4` on two OS threads): neither wakes itself (a spinning one
+    /// keeps the runtime from polling the other's socket); once one has its response,
+    /// the other, now alone on the thread, spins again.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_spins_only_while_no_other_waits_on_its_thread() {
+        let (a, b) = (
+            SpinWait::new(crate::DEFAULT_SPIN_WAIT),
+            SpinWait::new(crate::DEFAULT_SPIN_WAIT),
+        );
+        let (tx_a, rx_a) = oneshot::channel::<Reply>();
+        let (tx_b, rx_b) = oneshot::channel::<Reply>();
+        let (wakes_a, wakes_b) = (Arc::new(Count::default()), Arc::new(Count::default()));
+        let (waker_a, waker_b) = (Waker::from(wakes_a.clone()), Waker::from(wakes_b.clone()));
+        let mut reply_a = Box::pin(reply_of(None, &a, rx_a));
+        let mut reply_b = Box::pin(reply_of(None, &b, rx_b));
+        assert!(reply_a
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_a))
+            .is_pending());
+        assert!(reply_b
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_b))
+            .is_pending());
+        // The first was alone when first polled (it woke itself); polled again with the
+        // second waiting beside it, neither wakes itself.
+        let before = wakes_a.0.load(Ordering::SeqCst);
+        assert!(before > 0, "the first request, alone, spun");
+        assert!(reply_a
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_a))
+            .is_pending());
+        assert_eq!(
+            wakes_a.0.load(Ordering::SeqCst),
+            before,
+            "spun beside another"
+        );
+        assert_eq!(wakes_b.0.load(Ordering::SeqCst), 0, "spun beside another");
+        drop(tx_a);
+        assert!(reply_a
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_a))
+            .is_ready());
+        drop(reply_a);
+        assert!(reply_b
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_b))
+            .is_pending());
+        assert!(
+            wakes_b.0.load(Ordering::SeqCst) > 0,
+            "alone again, it spins"
+        );
+        drop(tx_b);
     }
 }
