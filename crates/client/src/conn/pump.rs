@@ -336,7 +336,8 @@ struct Waiting<'a> {
     /// whether it spins.
     since: Option<(Instant, bool, bool)>,
     /// Whether it counts itself in [`WAITING_HERE`] (on a runtime that spins, whose
-    /// futures are polled and dropped on the thread that drives it).
+    /// futures are polled and dropped on the thread that drives it; one dropped on
+    /// another thread leaves the count off by one, which only stops or allows a spin).
     here: bool,
 }
 
