@@ -3137,27 +3137,7 @@ mod tests {
 
     #[test]
     fn terminate_read_request_errors() {
-        let rreq = |src_stag: u32, src_to: u64, size: u32| {
-            let mut b = Vec::new();
-            let h = DdpHdr::Untagged {
-                last: true,
-                opcode: op::READ_REQ,
-                inv_stag: 0,
-                qn: qn::READ,
-                msn: 1,
-                mo: 0,
-            };
-            let body = ReadReq {
-                sink_stag: 9,
-                sink_to: 0,
-                size,
-                src_stag,
-                src_to,
-            }
-            .encode();
-            ddp::encode_fpdu(&mut b, &h, &[&body], true);
-            b
-        };
+        let rreq = |src_stag, src_to, size| read_req(1, src_stag, src_to, size);
         let (e, qp) = engine(true);
         expect_term(e, &qp, &rreq(0x55, 0, 8), term::RDMAP_INVALID_STAG);
         let (e, qp) = engine(true);
@@ -3173,9 +3153,23 @@ mod tests {
         );
     }
 
-    /// An RDMA Read Request FPDU (MSN `msn`) for `size` bytes at `src_to` of `src_stag`.
+    /// An RDMA Read Request FPDU (MSN `msn`, with a CRC) for `size` bytes at `src_to` of
+    /// `src_stag`, into STag 9 at 0x1000.
     fn read_req(msn: u32, src_stag: u32, src_to: u64, size: u32) -> Vec<u8> {
         let mut b = Vec::new();
+        let body = ReadReq {
+            sink_stag: 9,
+            sink_to: 0x1000,
+            size,
+            src_stag,
+            src_to,
+        };
+        encode_read_req(&mut b, msn, body, true);
+        b
+    }
+
+    /// Appends the RDMA Read Request FPDU (MSN `msn`) that asks for `body` to `out`.
+    fn encode_read_req(out: &mut Vec<u8>, msn: u32, body: ReadReq, crc: bool) {
         let h = DdpHdr::Untagged {
             last: true,
             opcode: op::READ_REQ,
@@ -3184,16 +3178,7 @@ mod tests {
             msn,
             mo: 0,
         };
-        let body = ReadReq {
-            sink_stag: 9,
-            sink_to: 0x1000,
-            size,
-            src_stag,
-            src_to,
-        }
-        .encode();
-        ddp::encode_fpdu(&mut b, &h, &[&body], true);
-        b
+        ddp::encode_fpdu(out, &h, &[&body.encode()], crc);
     }
 
     #[test]
@@ -3349,23 +3334,14 @@ mod tests {
             ddp::encode_fpdu(&mut b, &h, &[&[7u8; 40]], crc);
             stream.extend(&b);
             b.clear();
-            let h = DdpHdr::Untagged {
-                last: true,
-                opcode: op::READ_REQ,
-                inv_stag: 0,
-                qn: qn::READ,
-                msn: 1,
-                mo: 0,
-            };
             let body = ReadReq {
                 sink_stag: 5,
                 sink_to: 0,
                 size: 16,
                 src_stag: r.stag().0,
                 src_to: r.addr(),
-            }
-            .encode();
-            ddp::encode_fpdu(&mut b, &h, &[&body], crc);
+            };
+            encode_read_req(&mut b, 1, body, crc);
             stream.extend(&b);
             for _ in 0..1 + rnd(4) {
                 if stream.is_empty() {
