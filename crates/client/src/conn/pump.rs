@@ -295,9 +295,8 @@ pub(super) async fn reply_of(
         spin,
         waker: None,
         since: None,
-        here: !spin.spin.is_zero(),
     };
-    if waiting.here {
+    if !spin.spin.is_zero() {
         WAITING_HERE.set(WAITING_HERE.get() + 1);
     }
     std::future::poll_fn(|cx| {
@@ -335,10 +334,6 @@ struct Waiting<'a> {
     /// When it first waited on a runtime that spins, whether it waited alone, and
     /// whether it spins.
     since: Option<(Instant, bool, bool)>,
-    /// Whether it counts itself in [`WAITING_HERE`] (on a runtime that spins, whose
-    /// futures are polled and dropped on the thread that drives it; one dropped on
-    /// another thread leaves the count off by one, which only stops or allows a spin).
-    here: bool,
 }
 
 std::thread_local! {
@@ -385,7 +380,10 @@ impl Waiting<'_> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if self.here {
+        // Counted in WAITING_HERE on a runtime that spins, whose futures are polled and
+        // dropped on the thread that drives it (one dropped on another thread leaves the
+        // count off by one, which only stops or allows a spin).
+        if !self.spin.spin.is_zero() {
             WAITING_HERE.set(WAITING_HERE.get().saturating_sub(1));
         }
         self.spin.waiting.fetch_sub(1, Ordering::SeqCst);
