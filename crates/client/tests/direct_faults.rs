@@ -5,7 +5,8 @@
 //! and half-open connections (TCP only, stopped mid-MPA, no SMB Direct
 //! negotiation). Each time the server must drop that connection (the raw peer
 //! sees it closed; opens it held are gone), stay up without panicking, and
-//! serve the next client a full round trip over SMB Direct.
+//! serve the next client a full round trip over SMB Direct. The other way
+//! round: a server that falls silent is found out by the client's keepalive.
 
 mod common;
 #[path = "../../rdma/tests/support/soft_pair.rs"]
@@ -206,6 +207,67 @@ async fn client_killed_mid_rdma_transfer() {
     open_exclusive_eventually(port, "get.bin").await;
     next_client_ok(&server, port, "get killed").await;
     settle_fds(&server, fds).await;
+}
+
+// ------------------------------------------------------------------ silent server
+
+/// Sends `signal` (STOP or CONT) to the server process.
+fn signal_server(server: &Server, signal: &str) {
+    let ok = Command::new("kill")
+        .args([format!("-{signal}"), server.pid().to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{signal} the server");
+}
+
+/// Resumes a stopped server even when the test fails half-way.
+struct Resume<'a>(&'a Server);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        signal_server(self.0, "CONT");
+    }
+}
+
+/// A server that falls silent with its connection up (the process stopped:
+/// its TCP socket stays open, as an RDMA queue pair over a downed port does)
+/// is found out by the client's own SMB Direct keepalive: a READ waiting on
+/// it fails with the connection dropped after about 15 s (10 s idle, 5 s for
+/// the answer), not by the 120 s request timeout. Resumed, the server serves
+/// the next client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_server_is_found_out_by_the_client_keepalive() {
+    let (server, port) = start_smbx_direct("");
+    std::fs::write(server.share_dir("share").join("quiet.bin"), vec![7u8; 4096]).unwrap();
+    let client = Client::connect(&format!("127.0.0.1:{port}"), rdma_options())
+        .await
+        .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree");
+    let f = tree
+        .open("quiet.bin", &OpenOptions::new().read(true))
+        .await
+        .expect("open");
+    assert_eq!(f.read_at(0, 4096).await.expect("read"), vec![7u8; 4096]);
+
+    signal_server(&server, "STOP");
+    let resume = Resume(&server);
+    let t0 = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(60), f.read_at(0, 4096))
+        .await
+        .expect("the READ still waits after 60 s: no keepalive found the server silent");
+    let took = t0.elapsed();
+    drop(resume);
+    match r {
+        Err(Error::Disconnected(reason)) => eprintln!("after {took:?}: {reason}"),
+        other => panic!("after {took:?}: {other:?}, not the connection dropped"),
+    }
+    assert!(
+        took >= Duration::from_secs(10),
+        "failed after {took:?}, before the keepalive was even due"
+    );
+    next_client_ok(&server, port, "silent server").await;
 }
 
 // ------------------------------------------------------------------ invalid STag

@@ -535,11 +535,11 @@ fn keepalive_sent_answered_and_reset() {
     let t0 = p.now;
     assert_eq!(
         p.client.conn.poll_timeout(),
-        Some(t0 + Duration::from_secs(120))
+        Some(t0 + Duration::from_secs(10))
     );
-    p.client.conn.handle_timeout(t0 + Duration::from_secs(119));
+    p.client.conn.handle_timeout(t0 + Duration::from_secs(9));
     assert_eq!(p.transmit(true), 0);
-    p.now = t0 + Duration::from_secs(120);
+    p.now = t0 + Duration::from_secs(10);
     p.client.conn.handle_timeout(p.now);
     let m = p.client.conn.poll_transmit().unwrap();
     let (h, _) = DataHeader::decode(&m.bytes, 1 << 20).unwrap();
@@ -550,7 +550,7 @@ fn keepalive_sent_answered_and_reset() {
     p.server.inbox.push_back(m.bytes);
     assert_eq!(
         p.client.conn.poll_timeout(),
-        Some(t0 + Duration::from_secs(125))
+        Some(t0 + Duration::from_secs(15))
     );
     // The server answers promptly with a plain empty message.
     p.deliver(false);
@@ -564,9 +564,9 @@ fn keepalive_sent_answered_and_reset() {
     // The reply cleared the keepalive deadline and restarted the idle timer.
     assert_eq!(
         p.client.conn.poll_timeout(),
-        Some(t0 + Duration::from_secs(240))
+        Some(t0 + Duration::from_secs(20))
     );
-    p.client.conn.handle_timeout(t0 + Duration::from_secs(130));
+    p.client.conn.handle_timeout(t0 + Duration::from_secs(15));
     assert!(p.client.conn.poll_event().is_none());
     assert!(!p.client.conn.is_closed());
     assert_eq!(p.client.conn.stats().keepalives_sent, 1);
@@ -575,7 +575,7 @@ fn keepalive_sent_answered_and_reset() {
 #[test]
 fn keepalive_without_reply_disconnects() {
     let mut p = Pair::negotiated();
-    p.advance(Duration::from_secs(120));
+    p.advance(Duration::from_secs(10));
     assert_eq!(p.transmit(true), 1); // the keepalive, never delivered
     p.advance(Duration::from_millis(4999));
     assert!(!p.client.conn.is_closed());

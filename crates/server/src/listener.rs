@@ -199,7 +199,6 @@ impl Server {
                 max_send_size: config.global.smb_direct_max_send_size,
                 max_receive_size: config.global.smb_direct_max_receive_size,
                 max_fragmented_size: config.global.smb_direct_max_fragmented_size,
-                keepalive_interval: DIRECT_KEEPALIVE,
                 ..DirectConfig::default()
             },
         )
@@ -393,14 +392,6 @@ fn socket_options(config: &Config) -> (SocketOptions, Vec<String>) {
 /// halved), the client's zero-window advertisements 862-3869 -> 52-136 per 4000 READs.
 /// `socket options = TCP_NOTSENT_LOWAT=0` leaves the system's rule.
 const NOTSENT_LOWAT: u32 = 1 << 20;
-
-/// How long an SMB Direct connection may be silent before the server sends a
-/// keepalive that asks for an answer ([MS-SMBD] 3.1.6.2; a peer that does not
-/// answer within 5 s is dropped, and its registrations with it). 10 s, not
-/// Windows' 120 s: an RDMA link that went down is noticed within about 15 s
-/// (the kernel's rxe and siw leave the queue pairs of a downed port connected,
-/// so nothing else tells the server that the peer is gone).
-const DIRECT_KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// How long the accept loop waits after an accept failed for want of descriptors
 /// or memory before it tries again.
