@@ -5,26 +5,16 @@
 
 mod common;
 
-use common::{random_bytes, sha256, start_smbx_direct, PASSWORD, USER};
-use smbx_client::{
-    Client, ClientOptions, Encryption, File, OpenOptions, Session, Signing, Transport,
+use common::{
+    logged_on_direct, random_bytes, rdma_options, sha256, start_smbx_direct, PASSWORD, USER,
 };
+use smbx_client::{Client, ClientOptions, Encryption, File, OpenOptions, Session, Signing};
 use smbx_wire::Dialect;
-
-fn options(dialect: Dialect) -> ClientOptions {
-    let mut o = ClientOptions::default().with_dialect(dialect);
-    o.transport = Transport::Rdma;
-    o
-}
 
 /// Logs in over SMB Direct (3.1.1) to the server on `port` and opens `name` in its
 /// "share" with `opts`: the session (for its RDMA counters) and the file.
 async fn open_over_direct(port: u16, name: &str, opts: &OpenOptions) -> (Session, File) {
-    let client = Client::connect(&format!("127.0.0.1:{port}"), options(Dialect::SMB3_1_1))
-        .await
-        .expect("connect");
-    let session = client.login(USER, PASSWORD, "").await.expect("login");
-    let tree = session.tree("share").await.expect("tree connect");
+    let (_client, session, tree) = logged_on_direct(port).await;
     let f = tree.open(name, opts).await.expect("open");
     (session, f)
 }
@@ -85,16 +75,30 @@ async fn every_smb3_dialect_signed_and_sealed() {
         (Dialect::SMB3_0_2, "302"),
         (Dialect::SMB3_1_1, "311"),
     ] {
-        round_trip(&addr, options(d), "share", &format!("plain{tag}"), &dir).await;
-        let signed = options(d).with_signing(Signing::Required);
+        round_trip(
+            &addr,
+            rdma_options(d),
+            "share",
+            &format!("plain{tag}"),
+            &dir,
+        )
+        .await;
+        let signed = rdma_options(d).with_signing(Signing::Required);
         round_trip(&addr, signed, "share", &format!("signed{tag}"), &dir).await;
-        let sealed = options(d).with_encryption(Encryption::Required);
+        let sealed = rdma_options(d).with_encryption(Encryption::Required);
         round_trip(&addr, sealed, "share", &format!("sealed{tag}"), &dir).await;
         // A share that requires encryption, reached over SMB Direct.
-        round_trip(&addr, options(d), "secret", &format!("s{tag}"), &secret).await;
+        round_trip(
+            &addr,
+            rdma_options(d),
+            "secret",
+            &format!("s{tag}"),
+            &secret,
+        )
+        .await;
     }
     // All inline (threshold above every I/O size).
-    let mut inline = options(Dialect::SMB3_1_1);
+    let mut inline = rdma_options(Dialect::SMB3_1_1);
     inline.rdma_threshold = Some(usize::MAX);
     round_trip(&addr, inline, "share", "inline", &dir).await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
@@ -116,7 +120,7 @@ async fn tcp_still_served_next_to_smb_direct() {
     // server refuses them before), so 1 MiB+ I/O is split to fit one message.
     round_trip(
         &format!("127.0.0.1:{port}"),
-        options(Dialect::SMB2_1),
+        rdma_options(Dialect::SMB2_1),
         "share",
         "smb21",
         &dir,
@@ -140,7 +144,7 @@ async fn rdma_threshold_defaults_to_the_links() {
     let addr = format!("127.0.0.1:{port}");
     let data = random_bytes(64 * 1024);
     for (threshold, small_by_rdma) in [(None, false), (Some(4096), true)] {
-        let mut o = options(Dialect::SMB3_1_1);
+        let mut o = rdma_options(Dialect::SMB3_1_1);
         o.rdma_threshold = threshold;
         let client = Client::connect(&addr, o).await.expect("connect");
         let session = client.login(USER, PASSWORD, "").await.expect("login");
@@ -222,7 +226,7 @@ async fn rdma_read_data_lands_at_the_file_offsets_place_in_a_cache_line() {
     let data = random_bytes(700_000);
     std::fs::write(dir.join("aligned"), &data).unwrap();
     // Every READ here by RDMA.
-    let mut o = options(Dialect::SMB3_1_1);
+    let mut o = rdma_options(Dialect::SMB3_1_1);
     o.rdma_threshold = Some(4096);
     let client = Client::connect(&format!("127.0.0.1:{port}"), o)
         .await
@@ -279,7 +283,7 @@ async fn write_vec_lends_its_buffer_and_gets_it_back() {
     for (addr, o, name) in [
         (
             format!("127.0.0.1:{port}"),
-            options(Dialect::SMB3_1_1),
+            rdma_options(Dialect::SMB3_1_1),
             "lent-rdma",
         ),
         (server.addr(), ClientOptions::default(), "lent-tcp"),

@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 
 use soft_pair::{dialed, post_recvs};
 
-use common::{random_bytes, sha256, smbx_bin, start_smbx_direct, Server, PASSWORD, USER};
-use smbx_client::{Client, ClientOptions, Error, OpenOptions, Session, Transport, Tree};
+use common::{
+    logged_on_direct, random_bytes, rdma_options, sha256, smbx_bin, start_smbx_direct, Server,
+    PASSWORD, USER,
+};
+use smbx_client::{Client, Error, OpenOptions};
 use smbx_rdma::iwarp::{IwarpOptions, SoftIwarp, SoftMr, SoftQp};
 use smbx_rdma::*;
 use smbx_transport::BufferDescriptorV1;
@@ -27,29 +30,16 @@ use smbx_wire::Dialect;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn rdma_options() -> ClientOptions {
-    let mut o = ClientOptions::default().with_dialect(Dialect::SMB3_1_1);
-    o.transport = Transport::Rdma;
-    o
-}
-
-/// A new client logged on to the server's share over SMB Direct.
-async fn logged_on(port: u16) -> (Client, Session, Tree) {
-    let client = Client::connect(&format!("127.0.0.1:{port}"), rdma_options())
-        .await
-        .expect("connect");
-    let session = client.login(USER, PASSWORD, "").await.expect("login");
-    let tree = session.tree("share").await.expect("tree");
-    (client, session, tree)
-}
-
 /// The server is alive and serves a new client: 2 MiB + 1 byte written by
 /// RDMA Read and read back by RDMA Write, compared by SHA-256; and it never
 /// panicked.
 async fn next_client_ok(server: &Server, port: u16, what: &str) {
-    let client = Client::connect(&format!("127.0.0.1:{port}"), rdma_options())
-        .await
-        .unwrap_or_else(|e| panic!("after {what}: connect: {e}\n{}", server.log()));
+    let client = Client::connect(
+        &format!("127.0.0.1:{port}"),
+        rdma_options(Dialect::SMB3_1_1),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("after {what}: connect: {e}\n{}", server.log()));
     let session = client.login(USER, PASSWORD, "").await.expect("login");
     let tree = session.tree("share").await.expect("tree");
     let name = format!("next-{}", what.replace(' ', "-"));
@@ -107,7 +97,7 @@ fn assert_no_panic(server: &Server) {
 /// Opens `name` exclusively (share none), retrying until the server has
 /// dropped every open a dead connection held on it.
 async fn open_exclusive_eventually(port: u16, name: &str) {
-    let (_client, _session, tree) = logged_on(port).await;
+    let (_client, _session, tree) = logged_on_direct(port).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let o = OpenOptions::new()
@@ -246,7 +236,7 @@ impl Drop for Resume<'_> {
 async fn silent_server_is_found_out_by_the_client_keepalive() {
     let (server, port) = start_smbx_direct("");
     std::fs::write(server.share_dir("share").join("quiet.bin"), vec![7u8; 4096]).unwrap();
-    let (_client, _session, tree) = logged_on(port).await;
+    let (_client, _session, tree) = logged_on_direct(port).await;
     let f = tree
         .open("quiet.bin", &OpenOptions::new().read(true))
         .await
@@ -286,7 +276,7 @@ async fn rdma_against_invalid_stag() {
         ("write", CHANNEL_RDMA_V1),
         ("read", CHANNEL_RDMA_V1_INVALIDATE),
     ] {
-        let (client, session, tree) = logged_on(port).await;
+        let (client, session, tree) = logged_on_direct(port).await;
         let name = format!("stag-{op}.bin");
         let f = tree
             .open(&name, &OpenOptions::create_truncate())
@@ -588,7 +578,7 @@ async fn send_with_invalidate_reaches_no_other_connection() {
     let (server, port) = start_smbx_direct("");
     let fds = baseline(&server, port).await;
     let victim = tokio::spawn(async move {
-        let (_client, session, tree) = logged_on(port).await;
+        let (_client, session, tree) = logged_on_direct(port).await;
         let f = tree
             .open("victim.bin", &OpenOptions::create_truncate())
             .await

@@ -22,8 +22,8 @@ mod common;
 #[path = "../examples/checksum/workload.rs"]
 mod workload;
 
-use common::{sha256, start_smbx_direct, PASSWORD, USER};
-use smbx_client::{Client, ClientOptions, Encryption, OpenOptions, Signing, Transport};
+use common::{rdma_options, sha256, start_smbx_direct, PASSWORD, USER};
+use smbx_client::{Client, ClientOptions, Encryption, OpenOptions, Signing};
 use smbx_wire::Dialect;
 use workload::{random_io, seed, Rng};
 
@@ -74,11 +74,7 @@ async fn random_io_plain_signed_sealed() {
     let (server, port) = start_smbx_direct("");
     let addr = format!("127.0.0.1:{port}");
     let dir = server.share_dir("share");
-    let rdma = || {
-        let mut o = ClientOptions::default().with_dialect(Dialect::SMB3_1_1);
-        o.transport = Transport::Rdma;
-        o
-    };
+    let rdma = || rdma_options(Dialect::SMB3_1_1);
     integrity(&addr, rdma(), "plain", &dir, total).await;
     let signed = rdma().with_signing(Signing::Required);
     integrity(&addr, signed, "signed", &dir, total).await;

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capture::{decode, num, relay, write_pcap_port, Log, Row};
-use common::{random_bytes, sha256, start_smbx_direct, PASSWORD, USER};
-use smbx_client::{Client, ClientOptions, OpenOptions, Transport};
+use common::{random_bytes, rdma_options, sha256, start_smbx_direct, PASSWORD, USER};
+use smbx_client::{Client, OpenOptions};
 use smbx_transport::soft::Options as IwarpOptions;
 use smbx_wire::Dialect;
 use tokio::net::TcpListener;
@@ -87,8 +87,7 @@ async fn run_session(
     let server_addr = format!("127.0.0.1:{direct_port}").parse().unwrap();
     let relay = tokio::spawn(relay(rl, server_addr, log.clone()));
 
-    let mut o = ClientOptions::default().with_dialect(Dialect::SMB3_1_1);
-    o.transport = Transport::Rdma;
+    let mut o = rdma_options(Dialect::SMB3_1_1);
     o.iwarp = iwarp;
     let client = Client::connect(&relay_addr.to_string(), o)
         .await

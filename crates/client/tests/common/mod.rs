@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use smbx_client::{Client, ClientOptions, Dialect, Session, Transport, Tree};
 
 /// The unix and SMB user the servers know.
 pub const USER: &str = "alice";
@@ -323,6 +324,27 @@ pub fn start_smbx_direct(extra_global: &str) -> (Server, u16) {
     ));
     wait_for_port(port, &mut s.child, &s.log);
     (s, port)
+}
+
+/// Client options for SMB Direct (soft-iWARP) at `dialect`.
+pub fn rdma_options(dialect: Dialect) -> ClientOptions {
+    let mut o = ClientOptions::default().with_dialect(dialect);
+    o.transport = Transport::Rdma;
+    o
+}
+
+/// A new client logged on over SMB Direct (3.1.1) to the "share" of the server
+/// on `port`.
+pub async fn logged_on_direct(port: u16) -> (Client, Session, Tree) {
+    let client = Client::connect(
+        &format!("127.0.0.1:{port}"),
+        rdma_options(Dialect::SMB3_1_1),
+    )
+    .await
+    .expect("connect");
+    let session = client.login(USER, PASSWORD, "").await.expect("login");
+    let tree = session.tree("share").await.expect("tree");
+    (client, session, tree)
 }
 
 /// Random bytes (never all zeros).
