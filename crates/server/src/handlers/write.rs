@@ -53,8 +53,8 @@ fn check_space(f: &crate::state::FileOpen, end: u64) -> Result<(), NtStatus> {
 /// machine, alternated): 256 KiB MB/s 995-1,509 against 850-1,032 (4 of 4 pairs),
 /// server CPU per WRITE 74-92 against 104-121 us, futex 0.01 against 0.31-0.44;
 /// 128 KiB 895-1,460 against 796-934 MB/s (3 of 3), 42-57 against 58-68 us.
-/// 64 KiB stays with its buffer (parked as well, `dispatch::PARK_MAX`): the sink
-/// there was mixed (two splices per WRITE for one copy saved).
+/// 64 KiB stays with its buffer (spawned since stop 45, `dispatch::PARK_MAX`): the
+/// sink there was mixed (two splices per WRITE for one copy saved).
 pub const RDMA_SINK_MIN: usize = 128 * 1024;
 
 /// Whether a WRITE of `len` bytes by RDMA Read to `handle` has its data brought
