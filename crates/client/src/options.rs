@@ -210,6 +210,11 @@ impl ClientOptions {
         self.dialects = vec![dialect];
         self
     }
+    /// Connects over `transport` (see [`ClientOptions::transport`]).
+    pub fn with_transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
     /// Sets the signing policy.
     pub fn with_signing(mut self, signing: Signing) -> Self {
         self.signing = signing;

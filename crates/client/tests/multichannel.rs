@@ -237,10 +237,9 @@ async fn smbx_channel_to_an_rdma_capable_interface_is_smb_direct() {
 
     // Logged on over SMB Direct: the session binds a further SMB Direct channel
     // (it no longer keeps its one channel).
-    let rdma = ClientOptions {
-        transport: smbx_client::Transport::Rdma,
-        ..ClientOptions::default().with_max_channels(2)
-    };
+    let rdma = ClientOptions::default()
+        .with_max_channels(2)
+        .with_transport(smbx_client::Transport::Rdma);
     let client = Client::connect(&format!("127.0.0.1:{direct}"), rdma)
         .await
         .expect("connect over SMB Direct");

@@ -328,9 +328,9 @@ pub fn start_smbx_direct(extra_global: &str) -> (Server, u16) {
 
 /// Client options for SMB Direct (soft-iWARP) at `dialect`.
 pub fn rdma_options(dialect: Dialect) -> ClientOptions {
-    let mut o = ClientOptions::default().with_dialect(dialect);
-    o.transport = Transport::Rdma;
-    o
+    ClientOptions::default()
+        .with_dialect(dialect)
+        .with_transport(Transport::Rdma)
 }
 
 /// A new client logged on over SMB Direct (3.1.1) to the "share" of the server
