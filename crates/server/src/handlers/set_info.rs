@@ -608,13 +608,14 @@ mod tests {
         use smbx_wire::rw::{WriteRequest, CHANNEL_RDMA_V1};
         let dir = tempfile::tempdir().unwrap();
         let open = |created| crate::state::open::test_file_open(dir.path(), created);
-        // A 64 KiB WRITE by RDMA Read: parked unless it writes through.
+        // A WRITE by RDMA Read small enough to be parked: parked unless it writes
+        // through.
         // After the SMB2 header (its fields play no part here).
         let mut msg = vec![0; smbx_wire::HEADER_SIZE];
         msg.extend(
             WriteRequest {
                 channel: CHANNEL_RDMA_V1,
-                remaining_bytes: 64 * 1024,
+                remaining_bytes: crate::dispatch::PARK_MAX as u32,
                 channel_info: &[0; 16],
                 ..Default::default()
             }
