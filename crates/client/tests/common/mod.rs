@@ -122,26 +122,47 @@ fn make_root(shares: &[&str], extra_dirs: &[&str]) -> tempfile::TempDir {
     root
 }
 
-fn wait_for_port(port: u16, child: &mut Child, log: &Path) {
+/// Waits (up to 30 s) until something listens on `port`; `Err` says why not: the
+/// server exited first (with its log), or the time ran out.
+fn listening(port: u16, child: &mut Child, log: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if let Ok(Some(st)) = child.try_wait() {
-            panic!(
+            return Err(format!(
                 "server exited ({st}) before listening:\n{}",
                 std::fs::read_to_string(log).unwrap_or_default()
-            );
+            ));
         }
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
+            return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("server did not listen on {port} within 30 s");
+    Err(format!("server did not listen on {port} within 30 s"))
+}
+
+/// Runs `start` again, up to five times in all, while it fails because a port that
+/// [`free_port`] found free was taken before the server bound it (the tests running
+/// beside it connect from the same ephemeral range); any other failure panics.
+fn retry_taken_ports<T>(mut start: impl FnMut() -> Result<T, String>) -> T {
+    let mut tries = 1;
+    loop {
+        match start() {
+            Ok(v) => return v,
+            Err(e) if e.contains("Address already in use") && tries < 5 => tries += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
 }
 
 /// Starts Samba's smbd with shares `share` (plain) and `secret` (encryption required).
 /// `extra_global` is appended to [global].
 pub fn start_samba(extra_global: &str) -> Server {
+    retry_taken_ports(|| try_start_samba(extra_global))
+}
+
+/// [`start_samba`] once: `Err` (why, with its log) when smbd did not come to listen.
+fn try_start_samba(extra_global: &str) -> Result<Server, String> {
     let smbd = which("smbd")
         .expect("smbd is not installed: apt-get install samba (these tests need a real Samba)");
     let smbpasswd =
@@ -214,7 +235,7 @@ pub fn start_samba(extra_global: &str) -> Server {
     let log = root.path().join("server.log");
     let logf = std::fs::File::create(&log).unwrap();
     // Its own process group: on SIGTERM smbd signals its whole group.
-    let mut child = Command::new(smbd)
+    let child = Command::new(smbd)
         .process_group(0)
         .args(["--foreground", "--no-process-group", "--debug-stdout", "-s"])
         .arg(&conf_path)
@@ -223,14 +244,15 @@ pub fn start_samba(extra_global: &str) -> Server {
         .stderr(logf)
         .spawn()
         .expect("spawn smbd");
-    wait_for_port(port, &mut child, &log);
-    Server {
+    let mut server = Server {
         kind: "samba",
         port,
         root,
         child,
         log,
-    }
+    };
+    listening(port, &mut server.child, &server.log)?;
+    Ok(server)
 }
 
 /// The smbx binary: $SMBX_BIN or target/debug/smbx.
@@ -243,6 +265,13 @@ pub fn smbx_bin() -> PathBuf {
 
 /// Starts `smbx serve` with the same shares.
 pub fn start_smbx(extra_global: &str) -> Server {
+    retry_taken_ports(|| try_start_smbx(extra_global, None))
+}
+
+/// `smbx serve` with the same shares, once: `Err` (why, with its log) when it did
+/// not come to listen on its TCP port and on `also` (a further port its
+/// `extra_global` gives it).
+fn try_start_smbx(extra_global: &str, also: Option<u16>) -> Result<Server, String> {
     let bin = smbx_bin();
     assert!(
         bin.exists(),
@@ -296,7 +325,7 @@ pub fn start_smbx(extra_global: &str) -> Server {
     );
     let log = root.path().join("server.log");
     let logf = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(&bin)
+    let child = Command::new(&bin)
         .process_group(0)
         .args(["serve", "--config"])
         .arg(&conf_path)
@@ -305,25 +334,28 @@ pub fn start_smbx(extra_global: &str) -> Server {
         .stderr(logf)
         .spawn()
         .expect("spawn smbx");
-    wait_for_port(port, &mut child, &log);
-    Server {
+    // Dropped on failure: stopped like any other.
+    let mut server = Server {
         kind: "smbx",
         port,
         root,
         child,
         log,
+    };
+    for p in std::iter::once(port).chain(also) {
+        listening(p, &mut server.child, &server.log)?;
     }
+    Ok(server)
 }
 
 /// [`start_smbx`] with SMB Direct on a free port (and `extra_global`); returns the
 /// server once that port listens too (it comes up after the TCP one), and the port.
 pub fn start_smbx_direct(extra_global: &str) -> (Server, u16) {
-    let port = free_port();
-    let mut s = start_smbx(&format!(
-        "    smb direct = yes\n    smb direct port = {port}\n{extra_global}"
-    ));
-    wait_for_port(port, &mut s.child, &s.log);
-    (s, port)
+    retry_taken_ports(|| {
+        let port = free_port();
+        let extra = format!("    smb direct = yes\n    smb direct port = {port}\n{extra_global}");
+        try_start_smbx(&extra, Some(port)).map(|s| (s, port))
+    })
 }
 
 /// Client options for SMB Direct (soft-iWARP) at `dialect`.
