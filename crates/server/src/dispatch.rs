@@ -263,19 +263,20 @@ pub(crate) fn park_when_waiting(parks: bool) {
 }
 
 /// The largest WRITE by RDMA that the read loop finishes itself once its data is in
-/// ([`Parked`]). Parked, a WRITE costs the server less CPU (no task to spawn and wake:
-/// 64 KiB sequential WRITEs -o8, alternated on a loaded 2-core machine, server CPU per
-/// WRITE 31.0-35.4 against 42.9-68.4 µs, MB/s 1.12-1.89x), but its copy into the page cache holds the
-/// read loop, the connection's one task, while the other core idles: on a quiet
-/// machine 64 KiB WRITEs went faster spawned (bench/direct-vs-tcp.sh, ROUNDS=3,
-/// alternated, stop 45: SMB Direct/TCP 0.70 and 0.79 against 0.61 and 0.71 parked,
-/// machine cycles per byte 2.1-2.3 against 1.7-2.0), so only WRITEs below 64 KiB are
-/// parked (over soft-iWARP the client moves none of them by RDMA: its WRITE threshold
-/// is 32 KiB). 512 KiB ones whose data goes into a buffer lost parked even when loaded
+/// ([`Parked`]). Parked, a WRITE costs the server less CPU (no task to spawn and
+/// wake: 64 KiB sequential WRITEs -o8, alternated on a loaded 2-core machine, server
+/// CPU per WRITE 31.0-35.4 against 42.9-68.4 µs, MB/s 1.12-1.89x), but its copy into
+/// the page cache holds the read loop, the connection's one task, while the other
+/// core idles: on a quiet machine 64 KiB WRITEs went faster spawned
+/// (bench/direct-vs-tcp.sh, ROUNDS=3, alternated, stop 45: SMB Direct/TCP 0.70 and
+/// 0.79 against 0.61 and 0.71 parked, machine cycles per byte 2.1-2.3 against
+/// 1.7-2.0), so only WRITEs of at most 32 KiB are parked (over soft-iWARP the client
+/// moves none of them by RDMA: its WRITE threshold is 32 KiB, above which it uses
+/// RDMA). 512 KiB ones whose data goes into a buffer lost parked even when loaded
 /// (server CPU per WRITE 176-204 vs 162-190 µs). Those whose data the link's driver
 /// brings into the file as it arrives (from [`handlers::write::RDMA_SINK_MIN`]) are
-/// parked whatever their size ([`direct_write_parks`]): the driver, in the read loop's
-/// task, does that copy anyway.
+/// parked whatever their size ([`direct_write_parks`]): the driver, in the read
+/// loop's task, does that copy anyway.
 pub const PARK_MAX: usize = 32 * 1024;
 
 /// Whether a WRITE over SMB Direct is parked once its first poll waited (the WRITE
