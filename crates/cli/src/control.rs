@@ -49,7 +49,9 @@ pub fn client_socket(args: &ControlArgs) -> Result<PathBuf, CliError> {
 /// The control socket of `config`: [`control::socket_path`] for a configuration
 /// file; in zero configuration (no file), `run/smbx-portPORT.sock` in the state
 /// directory that also holds its password database, so servers of different
-/// users or state directories never share one.
+/// users or state directories never share one. On port 0 (any free port) it is
+/// `run/smbx-pidPID.sock`: such servers share no port, so they share no socket
+/// either (`smbx status --socket` finds them; the server logs the path).
 pub fn socket_of(config: &Config) -> Result<PathBuf, CliError> {
     if config.source.is_some() || config.global.control_socket.is_some() {
         return Ok(control::socket_path(config));
@@ -65,9 +67,11 @@ pub fn socket_of(config: &Config) -> Result<PathBuf, CliError> {
 }
 
 fn zero_config_socket(port: u16) -> Result<PathBuf, CliError> {
-    Ok(crate::zeroconf::state_dir()?
-        .join("run")
-        .join(format!("smbx-port{port}.sock")))
+    let name = match port {
+        0 => format!("smbx-pid{}.sock", std::process::id()),
+        p => format!("smbx-port{p}.sock"),
+    };
+    Ok(crate::zeroconf::state_dir()?.join("run").join(name))
 }
 
 /// Sends `req` to the server of `args` and returns its answer; a server-side error

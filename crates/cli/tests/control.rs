@@ -4,7 +4,9 @@
 //! `smbx status` / `smbx reload` find the server from the same `--config`;
 //! a broken smb.conf is refused as a whole, naming the file and line.
 
-use std::net::TcpListener;
+#[path = "../../client/tests/common/mod.rs"]
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -22,14 +24,6 @@ impl Drop for Child {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn conf_text(dir: &Path, port: u16, extra_share: &str) -> String {
     format!(
         "[global]\n\
@@ -45,18 +39,27 @@ fn conf_text(dir: &Path, port: u16, extra_share: &str) -> String {
     )
 }
 
-fn serve(conf: &Path, log: &Path) -> Child {
-    let log = std::fs::File::create(log).unwrap();
-    Child(
-        Command::new(SMBX)
-            .args(["serve", "--config", conf.to_str().unwrap()])
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    )
+/// Writes `dir`'s smb.conf on a free port and starts `smbx serve` on it, again on a
+/// new port if that one was taken before the server bound it; returns the server
+/// and its port once it listens.
+fn serve(dir: &Path, log: &Path) -> (Child, u16) {
+    common::retry_taken_ports(|| {
+        let port = common::free_port();
+        std::fs::write(dir.join("smb.conf"), conf_text(dir, port, "")).unwrap();
+        let out = std::fs::File::create(log).unwrap();
+        let mut child = Child(
+            Command::new(SMBX)
+                .args(["serve", "--config"])
+                .arg(dir.join("smb.conf"))
+                .env_remove("RUST_LOG")
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .unwrap(),
+        );
+        common::listening(port, &mut child.0, log).map(|()| (child, port))
+    })
 }
 
 fn smbx(args: &[&str]) -> Output {
@@ -95,10 +98,8 @@ fn one_server_per_socket_status_and_reload() {
     std::fs::create_dir(dir.path().join("share")).unwrap();
     std::fs::create_dir(dir.path().join("new")).unwrap();
     let conf = dir.path().join("smb.conf");
-    let port = free_port();
-    std::fs::write(&conf, conf_text(dir.path(), port, "")).unwrap();
     let log = dir.path().join("first.log");
-    let mut first = serve(&conf, &log);
+    let (mut first, port) = serve(dir.path(), &log);
 
     let st = status_json(&conf, &mut first);
     assert_eq!(st["totals"]["sessions"], 0, "{st}");
@@ -201,7 +202,7 @@ fn one_server_per_socket_status_and_reload() {
     let _ = first.0.kill();
     let _ = first.0.wait();
     assert!(socket.exists(), "SIGKILL leaves the socket file");
-    let mut third = serve(&conf, &dir.path().join("third.log"));
+    let (mut third, _) = serve(dir.path(), &dir.path().join("third.log"));
     assert_eq!(
         status_json(&conf, &mut third)["server"]["pid"],
         third.0.id()

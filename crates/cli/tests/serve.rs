@@ -1,8 +1,9 @@
 //! `smbx serve` end to end.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Kills the server when the test ends, pass or fail.
@@ -15,35 +16,72 @@ impl Drop for Child {
     }
 }
 
+/// `smbx serve PATH --port 0` with its state under `state`.
+fn serve_any_port(share: &Path, state: &Path) -> Child {
+    Child(
+        Command::new(env!("CARGO_BIN_EXE_smbx"))
+            .args(["serve", share.to_str().unwrap(), "--port", "0"])
+            .env("XDG_STATE_HOME", state)
+            .env("USER", "tester")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The server's banner up to its smb:// line, and that line; panics (with the
+/// banner and the server's error output) when the server stops without one.
+fn banner(child: &mut Child) -> (Vec<String>, String) {
+    let stdout = child.0.stdout.take().unwrap();
+    let mut printed = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        printed.push(line.clone());
+        if line.trim_start().starts_with("smb://") {
+            let url = line.trim().to_string();
+            return (printed, url);
+        }
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.0.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    panic!("no smb:// line in {printed:?}; stderr: {err}");
+}
+
+#[test]
+fn two_zero_config_servers_on_any_port_share_a_state_directory() {
+    // Port 0 names no port, so it must not name one control socket for both.
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut a = serve_any_port(&dir.path().join("a"), &state);
+    let (_, url_a) = banner(&mut a);
+    let mut b = serve_any_port(&dir.path().join("b"), &state);
+    let (_, url_b) = banner(&mut b);
+    assert_ne!(url_a, url_b);
+    let run = std::fs::read_dir(state.join("smbx/run")).unwrap();
+    let mut sockets: Vec<String> = run
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    sockets.sort();
+    let mut want = vec![
+        format!("smbx-pid{}.sock", a.0.id()),
+        format!("smbx-pid{}.sock", b.0.id()),
+    ];
+    want.sort();
+    assert_eq!(sockets, want);
+}
+
 #[test]
 fn zero_config_serves_and_prints_how_to_connect() {
     let dir = tempfile::tempdir().unwrap();
     let share = dir.path().join("files");
     let state = dir.path().join("state");
-    let child = Command::new(env!("CARGO_BIN_EXE_smbx"))
-        .args(["serve", share.to_str().unwrap(), "--port", "0"])
-        .env("XDG_STATE_HOME", &state)
-        .env("USER", "tester")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = Child(child);
-    let stdout = child.0.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let mut printed = Vec::new();
-    let mut url = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        printed.push(line.clone());
-        if line.trim_start().starts_with("smb://") {
-            url = Some(line.trim().to_string());
-            break;
-        }
-    }
-    let url = url.unwrap_or_else(|| panic!("no smb:// line in {printed:?}"));
+    let mut child = serve_any_port(&share, &state);
+    let (printed, url) = banner(&mut child);
     assert!(printed
         .iter()
         .any(|l| l.contains("smbclient //127.0.0.1/share -p ") && l.contains("-U tester%")));

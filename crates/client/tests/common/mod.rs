@@ -64,7 +64,9 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback port that was free a moment ago (bind port 0 and let go); start
+/// servers on it through [`retry_taken_ports`].
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind an ephemeral port")
         .local_addr()
@@ -124,7 +126,7 @@ fn make_root(shares: &[&str], extra_dirs: &[&str]) -> tempfile::TempDir {
 
 /// Waits (up to 30 s) until something listens on `port`; `Err` says why not: the
 /// server exited first (with its log), or the time ran out.
-fn listening(port: u16, child: &mut Child, log: &Path) -> Result<(), String> {
+pub fn listening(port: u16, child: &mut Child, log: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if let Ok(Some(st)) = child.try_wait() {
@@ -144,7 +146,7 @@ fn listening(port: u16, child: &mut Child, log: &Path) -> Result<(), String> {
 /// Runs `start` again, up to five times in all, while it fails because a port that
 /// [`free_port`] found free was taken before the server bound it (the tests running
 /// beside it connect from the same ephemeral range); any other failure panics.
-fn retry_taken_ports<T>(mut start: impl FnMut() -> Result<T, String>) -> T {
+pub fn retry_taken_ports<T>(mut start: impl FnMut() -> Result<T, String>) -> T {
     let mut tries = 1;
     loop {
         match start() {
