@@ -1621,18 +1621,25 @@ impl Engine {
     /// rest of the FPDU under way and [`LOOKAHEAD`] bytes past it, so that a
     /// long tagged payload behind it starts being placed while most of it is
     /// still in the socket (read whole into the receive buffer, it would be
-    /// copied twice); and [`LOOKAHEAD`] while a Read into a file is outstanding.
+    /// copied twice); and [`LOOKAHEAD`] while a Read to place is outstanding
+    /// ([`Engine::reads_to_place`]).
     /// `None` otherwise.
     pub fn read_limit(&self) -> Option<usize> {
         self.read_hint.or_else(|| {
-            // A Read into a file posted since: its Read Responses are to be spliced.
-            self.reads_into_file().then_some(LOOKAHEAD)
+            // A Read posted since: its Read Responses are to be placed or spliced.
+            self.reads_to_place().then_some(LOOKAHEAD)
         })
     }
 
-    /// Whether a Read into a file is outstanding.
-    fn reads_into_file(&self) -> bool {
-        self.orq.iter().any(|r| r.sink.file().is_some())
+    /// Whether a Read is outstanding whose Read Responses are to go straight
+    /// from the socket to their sink: one into a file, or (CRC off, as
+    /// [`Engine::start_placement`] needs) one with at least [`PLACE_MIN`] bytes
+    /// still to come. 64 KiB WRITEs at depth 8 (s46, 6 alternated pairs, Reads
+    /// into regions bounded against not): MB/s 1,707 against 1,591, machine
+    /// cycles/byte 2.24 against 2.41 (a memmove of every payload byte gone).
+    fn reads_to_place(&self) -> bool {
+        let long = |r: &OutRead| !self.cfg.crc && r.size - r.received >= PLACE_MIN as u64;
+        self.orq.iter().any(|r| r.sink.file().is_some() || long(r))
     }
 
     /// Sets [`Engine::read_limit`] after `on_input` stopped at `rest` (the
@@ -1646,10 +1653,10 @@ impl Engine {
             self.short_run = self.short_run.saturating_sub(n);
         }
         self.read_hint = None;
-        // While a Read into a file is outstanding reads stay bounded, so its Read
-        // Responses are spliced rather than read into the buffer whole.
-        let into_file = self.reads_into_file();
-        if (self.short_run == 0 && !into_file) || self.closed.is_some() || self.placing.is_some() {
+        // While a Read is outstanding reads stay bounded, so its Read Responses
+        // are placed or spliced rather than read into the buffer whole.
+        let to_place = self.reads_to_place();
+        if (self.short_run == 0 && !to_place) || self.closed.is_some() || self.placing.is_some() {
             return;
         }
         let need = match ddp::decode_header(rest, self.long_recv()) {
@@ -2371,6 +2378,88 @@ mod tests {
         assert_eq!(drive(&mut e, &stream), 0);
         assert!(e.read_limit().is_none());
         assert_eq!(e.take_completions().count(), 64);
+    }
+
+    #[test]
+    fn read_responses_behind_runs_of_sends_are_placed_directly() {
+        // 64 KiB WRITEs over SMB Direct at depth: the server reads each one's
+        // data by RDMA Read while the next requests (short Sends) stream in.
+        // Runs of Sends longer than SHORT_RUN took reads back to 256 KiB, and
+        // the Read Responses behind them were read into the buffer and copied
+        // (a memmove as costly as the socket's own copy).
+        let (mut e, qp) = engine(false);
+        let max = max_ulpdu_for_mss(65_483) - TAGGED_HDR;
+        let len = 64 * 1024;
+        let sink = qp.pd.alloc(2 * len, Access::LOCAL_WRITE).unwrap();
+        for i in 0..2usize {
+            qp.lock().sq.push_back(SendWqe {
+                wr_id: i as u64,
+                kind: WqeKind::Read {
+                    remote: crate::types::RemoteBuf {
+                        stag: STag(5),
+                        to: (i * len) as u64,
+                        len: len as u32,
+                    },
+                },
+                sg: vec![(sink.clone(), i * len, len)],
+                total: len,
+                solicited: false,
+                file: None,
+            });
+        }
+        let mut out = Vec::new();
+        e.pump_tx(&mut out, 1 << 20);
+        assert!(qp.lock().sq.is_empty(), "both Read Requests went out");
+        assert_eq!(
+            e.read_limit(),
+            Some(LOOKAHEAD),
+            "Reads to place are outstanding"
+        );
+        let data = pattern(2 * len);
+        let mut stream = Vec::new();
+        let mut msn = 1;
+        for i in 0..2usize {
+            for _ in 0..2 * SHORT_RUN {
+                let _ = post_recv(&qp, 200);
+                stream.extend(send(msn, 0, true, &[7u8; 150]));
+                msn += 1;
+            }
+            let part = &data[i * len..(i + 1) * len];
+            for (k, c) in part.chunks(max).enumerate() {
+                let h = DdpHdr::Tagged {
+                    last: (k + 1) * max >= len,
+                    opcode: op::READ_RESP,
+                    stag: sink.stag().0,
+                    to: sink.addr() + (i * len + k * max) as u64,
+                };
+                ddp::encode_fpdu(&mut stream, &h, &[c], false);
+            }
+        }
+        let placed = drive(&mut e, &stream);
+        sink.with(|b| assert!(b[..] == data[..]));
+        assert_eq!(e.take_completions().count(), 2 + 4 * SHORT_RUN as usize);
+        // All but each response's first kilobyte or so go straight in.
+        assert!(placed > 2 * (len - 2048), "{placed} of {} placed", 2 * len);
+        assert!(!e.reads_to_place(), "no Read is outstanding");
+        // Short Reads are read into the buffer as before: no bounded reads for them.
+        let (mut e, qp) = engine(false);
+        qp.lock().sq.push_back(SendWqe {
+            wr_id: 1,
+            kind: WqeKind::Read {
+                remote: crate::types::RemoteBuf {
+                    stag: STag(5),
+                    to: 0,
+                    len: (PLACE_MIN - 1) as u32,
+                },
+            },
+            sg: vec![(sink.clone(), 0, PLACE_MIN - 1)],
+            total: PLACE_MIN - 1,
+            solicited: false,
+            file: None,
+        });
+        e.pump_tx(&mut out, 1 << 20);
+        assert!(qp.lock().sq.is_empty());
+        assert!(e.read_limit().is_none());
     }
 
     fn pad_of(ulpdu: usize) -> usize {
