@@ -2392,20 +2392,7 @@ mod tests {
         let len = 64 * 1024;
         let sink = qp.pd.alloc(2 * len, Access::LOCAL_WRITE).unwrap();
         for i in 0..2usize {
-            qp.lock().sq.push_back(SendWqe {
-                wr_id: i as u64,
-                kind: WqeKind::Read {
-                    remote: crate::types::RemoteBuf {
-                        stag: STag(5),
-                        to: (i * len) as u64,
-                        len: len as u32,
-                    },
-                },
-                sg: vec![(sink.clone(), i * len, len)],
-                total: len,
-                solicited: false,
-                file: None,
-            });
+            queue_read(&qp, i as u64, &sink, i * len, (i * len) as u64, len);
         }
         let mut out = Vec::new();
         e.pump_tx(&mut out, 1 << 20);
@@ -2443,23 +2430,29 @@ mod tests {
         assert!(!e.reads_to_place(), "no Read is outstanding");
         // Short Reads are read into the buffer as before: no bounded reads for them.
         let (mut e, qp) = engine(false);
-        qp.lock().sq.push_back(SendWqe {
-            wr_id: 1,
-            kind: WqeKind::Read {
-                remote: crate::types::RemoteBuf {
-                    stag: STag(5),
-                    to: 0,
-                    len: (PLACE_MIN - 1) as u32,
-                },
-            },
-            sg: vec![(sink.clone(), 0, PLACE_MIN - 1)],
-            total: PLACE_MIN - 1,
-            solicited: false,
-            file: None,
-        });
+        queue_read(&qp, 1, &sink, 0, 0, PLACE_MIN - 1);
         e.pump_tx(&mut out, 1 << 20);
         assert!(qp.lock().sq.is_empty());
         assert!(e.read_limit().is_none());
+    }
+
+    /// Queues an RDMA Read of `len` bytes at `to` of the peer's STag 5 into
+    /// `sink` from byte `at`.
+    fn queue_read(qp: &Arc<QpShared>, wr_id: u64, sink: &SoftMr, at: usize, to: u64, len: usize) {
+        qp.lock().sq.push_back(SendWqe {
+            wr_id,
+            kind: WqeKind::Read {
+                remote: crate::types::RemoteBuf {
+                    stag: STag(5),
+                    to,
+                    len: len as u32,
+                },
+            },
+            sg: vec![(sink.clone(), at, len)],
+            total: len,
+            solicited: false,
+            file: None,
+        });
     }
 
     fn pad_of(ulpdu: usize) -> usize {
@@ -2507,20 +2500,7 @@ mod tests {
     fn long_read_response_completes_once_placed() {
         let (mut e, qp) = engine(false);
         let sink = qp.pd.alloc(50_000, Access::LOCAL_WRITE).unwrap();
-        qp.lock().sq.push_back(SendWqe {
-            wr_id: 9,
-            kind: WqeKind::Read {
-                remote: crate::types::RemoteBuf {
-                    stag: STag(5),
-                    to: 0,
-                    len: 40_000,
-                },
-            },
-            sg: vec![(sink.clone(), 1000, 40_000)],
-            total: 40_000,
-            solicited: false,
-            file: None,
-        });
+        queue_read(&qp, 9, &sink, 1000, 0, 40_000);
         let mut out = Vec::new();
         e.pump_tx(&mut out, 1 << 20);
         out.clear();
@@ -2560,20 +2540,7 @@ mod tests {
         assert_eq!(e.cfg.ord, 2);
         let sink = qp.pd.alloc(300, Access::LOCAL_WRITE).unwrap();
         for i in 0..3usize {
-            qp.lock().sq.push_back(SendWqe {
-                wr_id: i as u64,
-                kind: WqeKind::Read {
-                    remote: crate::types::RemoteBuf {
-                        stag: STag(5),
-                        to: 100 * i as u64,
-                        len: 100,
-                    },
-                },
-                sg: vec![(sink.clone(), 100 * i, 100)],
-                total: 100,
-                solicited: false,
-                file: None,
-            });
+            queue_read(&qp, i as u64, &sink, 100 * i, 100 * i as u64, 100);
         }
         assert!(e.has_tx_work());
         let mut out = Vec::new();
