@@ -152,9 +152,10 @@ pub struct ClientOptions {
     /// `TCP_USER_TIMEOUT` let a connection whose path died fail by itself even
     /// with no request waiting. Default: the system's.
     pub socket: smbx_transport::SocketOptions,
-    /// How long a request waiting alone on its connection (Direct TCP or SMB Direct) keeps the
-    /// thread checking for its response instead of sleeping, on a current-thread
-    /// tokio runtime, while the last such response came within it (it yields the
+    /// How long a request (Direct TCP or SMB Direct) keeps the thread checking for its
+    /// response instead of sleeping, on a current-thread tokio runtime, while its
+    /// connection's requests are all that wait on the thread (one of them spins at a
+    /// time) and the last such response came within it (it yields the
     /// CPU and wakes itself at once, so the runtime polls the socket again: one
     /// zero-timeout `epoll_wait` and a `sched_yield` per pass). It trades CPU for
     /// latency: a thread that sleeps for its response costs the round trip a

@@ -118,22 +118,27 @@ pub(super) struct SocketPump {
 }
 
 /// How a connection's requests wait for their responses on a current-thread runtime,
-/// over either transport: one waiting alone wakes itself at once for a while rather
-/// than let the thread sleep ([`crate::ClientOptions::spin_wait`]).
+/// over either transport: while no other connection's request waits on the thread,
+/// one of them wakes itself at once for a while rather than let the thread sleep
+/// ([`crate::ClientOptions::spin_wait`]).
 pub(super) struct SpinWait {
-    /// How long a request waiting alone may spin for its response: zero unless
-    /// started on a current-thread runtime, one that polls the socket before it
-    /// polls a future that woke itself again (a multi-threaded one polls it only
-    /// every so many tasks).
+    /// How long a request may spin for its response: zero unless started on a
+    /// current-thread runtime, one that polls the socket before it polls a future
+    /// that woke itself again (a multi-threaded one polls it only every so many
+    /// tasks).
     spin: Duration,
     /// Requests waiting for their responses.
     waiting: AtomicUsize,
-    /// How long the last request that waited alone waited, in nanoseconds.
+    /// How long the last request that waited with the thread to its connection
+    /// waited, in nanoseconds.
     last_wait: AtomicU64,
+    /// A request spins now: one at a time (a second would only take turns with it
+    /// at polling the same socket).
+    spinner: AtomicBool,
 }
 
 impl SpinWait {
-    /// Requests waiting alone spin for up to `spin` on a current-thread runtime.
+    /// Requests spin for up to `spin` on a current-thread runtime ([`Waiting::spin`]).
     pub(super) fn new(spin: Duration) -> Self {
         let current_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
@@ -141,6 +146,7 @@ impl SpinWait {
             spin: if current_thread { spin } else { Duration::ZERO },
             waiting: AtomicUsize::new(0),
             last_wait: AtomicU64::new(0),
+            spinner: AtomicBool::new(false),
         }
     }
 }
@@ -277,10 +283,11 @@ pub(super) async fn yield_after_large() {
 
 /// The response to a request: the request drives the reader loop while it waits when
 /// the connection lets it (Direct TCP, SMB Direct over soft-iWARP), else the reader
-/// hands it over (SMB Direct through verbs). Waiting alone on a current-thread
-/// runtime, it wakes itself at once for a while (`spin`) rather than let the thread
-/// sleep: without a pump each wake-up polls the sockets too, and the provider's task
-/// reads the response.
+/// hands it over (SMB Direct through verbs). Waiting on a current-thread runtime
+/// while its connection has the thread to itself, one request at a time wakes itself
+/// at once for a while (`spin`, [`Waiting::spin`]) rather than let the thread sleep:
+/// without a pump each wake-up polls the sockets too, and the provider's task reads
+/// the response.
 pub(super) async fn reply_of(
     pump: Option<&SocketPump>,
     spin: &SpinWait,
@@ -295,6 +302,7 @@ pub(super) async fn reply_of(
         spin,
         waker: None,
         since: None,
+        spinner: false,
     };
     if !spin.spin.is_zero() {
         WAITING_HERE.set(WAITING_HERE.get() + 1);
@@ -331,9 +339,11 @@ struct Waiting<'a> {
     spin: &'a SpinWait,
     /// Which waker it last left with the loop ([`identity`]).
     waker: Option<(usize, usize)>,
-    /// When it first waited on a runtime that spins, whether it waited alone, and
-    /// whether it spins.
+    /// When it first waited on a runtime that spins, whether its connection had the
+    /// thread to itself then, and whether the last such wait was within the spin time.
     since: Option<(Instant, bool, bool)>,
+    /// It holds its connection's [`SpinWait::spinner`].
+    spinner: bool,
 }
 
 std::thread_local! {
@@ -346,22 +356,44 @@ std::thread_local! {
 }
 
 impl Waiting<'_> {
-    /// Whether to wake at once rather than sleep: the request waits alone, the last
-    /// one that did had its response within the pump's spin time, no other request of
-    /// its thread waits ([`WAITING_HERE`]), and this one has not spun for that long yet.
+    /// Whether its connection has the thread to itself: every request waiting on the
+    /// thread ([`WAITING_HERE`]) is one of the connection's (the connection's reader
+    /// loop reads all their responses; one that spins keeps the runtime from polling
+    /// other connections' sockets but every so often: `smbx bench -t4` on two OS
+    /// threads, two connections each, lost by it).
+    fn thread_to_itself(&self) -> bool {
+        WAITING_HERE.get() <= self.spin.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Whether to wake at once rather than sleep: its connection has the thread to
+    /// itself, the last request that waited so had its response within the spin time,
+    /// no other request of the connection spins ([`SpinWait::spinner`]), and this one
+    /// has not spun for that long yet. Not only a request waiting alone: at -o2 on one
+    /// connection neither request spun, and 4 KiB reads ran slower than at -o1.
     fn spin(&mut self) -> bool {
         let spin = self.spin.spin;
         if spin.is_zero() {
             return false;
         }
         let now = Instant::now();
-        let (since, _, spins) = *self.since.get_or_insert_with(|| {
-            let alone = self.spin.waiting.load(Ordering::SeqCst) == 1;
+        let own = self.thread_to_itself();
+        let (since, _, quick) = *self.since.get_or_insert_with(|| {
             let quick = u128::from(self.spin.last_wait.load(Ordering::Relaxed)) < spin.as_nanos();
-            (now, alone, alone && quick)
+            (now, own, quick)
         });
-        if !spins || now.duration_since(since) >= spin || WAITING_HERE.get() > 1 {
+        if !quick || now.duration_since(since) >= spin || !own {
+            self.stop_spinning();
             return false;
+        }
+        if !self.spinner {
+            self.spinner = self
+                .spin
+                .spinner
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok();
+            if !self.spinner {
+                return false;
+            }
         }
         // The server may be waiting for this CPU (this VM packs threads onto one):
         // it runs first.
@@ -369,8 +401,17 @@ impl Waiting<'_> {
         true
     }
 
-    /// Its response came: how long it waited, if it waited alone.
+    /// Lets another request of the connection spin.
+    fn stop_spinning(&mut self) {
+        if std::mem::take(&mut self.spinner) {
+            self.spin.spinner.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Its response came: how long it waited, if its connection had the thread to
+    /// itself when it began to.
     fn done(&mut self) {
+        self.stop_spinning();
         if let Some((since, true, _)) = self.since.take() {
             let ns = since.elapsed().as_nanos().min(u64::MAX as u128) as u64;
             self.spin.last_wait.store(ns, Ordering::Relaxed);
@@ -380,6 +421,7 @@ impl Waiting<'_> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
+        self.stop_spinning();
         // Counted in WAITING_HERE on a runtime that spins, whose futures are polled and
         // dropped on the thread that drives it (one dropped on another thread leaves the
         // count off by one, which only stops or allows a spin).
@@ -515,6 +557,58 @@ mod tests {
             drop(tx);
             assert!(matches!(reply.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
         }
+    }
+
+    /// Two requests of one connection waiting on its thread (`smbx bench -o2`): one of
+    /// them wakes itself rather than let the thread sleep (before, neither did while
+    /// the other waited, and 4 KiB reads ran slower at -o2 than at -o1), one at a time;
+    /// once it has its response the other spins in its place.
+    #[tokio::test(flavor = "current_thread")]
+    async fn one_request_of_a_connection_with_the_thread_to_itself_spins() {
+        let spin = SpinWait::new(crate::DEFAULT_SPIN_WAIT);
+        let (tx_a, rx_a) = oneshot::channel::<Reply>();
+        let (tx_b, rx_b) = oneshot::channel::<Reply>();
+        let (wakes_a, wakes_b) = (Arc::new(Count::default()), Arc::new(Count::default()));
+        let (waker_a, waker_b) = (Waker::from(wakes_a.clone()), Waker::from(wakes_b.clone()));
+        let mut reply_a = Box::pin(reply_of(None, &spin, rx_a));
+        let mut reply_b = Box::pin(reply_of(None, &spin, rx_b));
+        assert!(reply_a
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_a))
+            .is_pending());
+        assert!(reply_b
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_b))
+            .is_pending());
+        assert!(reply_a
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_a))
+            .is_pending());
+        let a = wakes_a.0.load(Ordering::SeqCst);
+        assert!(
+            a >= 2,
+            "the first spins beside its connection's other request"
+        );
+        assert_eq!(wakes_b.0.load(Ordering::SeqCst), 0, "two spun at once");
+        drop(tx_a);
+        assert!(reply_a
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_a))
+            .is_ready());
+        drop(reply_a);
+        assert!(reply_b
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_b))
+            .is_pending());
+        assert!(
+            wakes_b.0.load(Ordering::SeqCst) > 0,
+            "the other spins in its place"
+        );
+        drop(tx_b);
+        assert!(reply_b
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker_b))
+            .is_ready());
     }
 
     /// Two connections' requests, each alone on its connection, waiting on one thread's
