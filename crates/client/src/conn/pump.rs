@@ -559,56 +559,69 @@ mod tests {
         }
     }
 
+    /// A spin time no test's polls outlast (a request spins only that long after it
+    /// first waited: with the default 100 µs a slow test run saw it run out).
+    const LONG_SPIN: Duration = Duration::from_secs(60);
+
+    /// A request's wait for its response ([`reply_of`] with no reader loop), polled by
+    /// hand with a waker that counts the times it woke itself.
+    struct Waiter<'a> {
+        reply: Pin<
+            Box<dyn Future<Output = std::result::Result<Reply, oneshot::error::RecvError>> + 'a>,
+        >,
+        wakes: Arc<Count>,
+        waker: Waker,
+        /// Its response; dropped, it comes as an error.
+        tx: Option<oneshot::Sender<Reply>>,
+    }
+
+    impl<'a> Waiter<'a> {
+        fn new(spin: &'a SpinWait) -> Self {
+            let (tx, rx) = oneshot::channel::<Reply>();
+            let wakes = Arc::new(Count::default());
+            Waiter {
+                reply: Box::pin(reply_of(None, spin, rx)),
+                waker: Waker::from(wakes.clone()),
+                wakes,
+                tx: Some(tx),
+            }
+        }
+
+        fn pending(&mut self) -> bool {
+            let mut cx = Context::from_waker(&self.waker);
+            self.reply.as_mut().poll(&mut cx).is_pending()
+        }
+
+        fn woken(&self) -> usize {
+            self.wakes.0.load(Ordering::SeqCst)
+        }
+
+        /// Its response comes (as an error): the next poll is its last.
+        fn answer(&mut self) {
+            self.tx = None;
+            assert!(!self.pending());
+        }
+    }
+
     /// Two requests of one connection waiting on its thread (`smbx bench -o2`): one of
     /// them wakes itself rather than let the thread sleep (before, neither did while
     /// the other waited, and 4 KiB reads ran slower at -o2 than at -o1), one at a time;
     /// once it has its response the other spins in its place.
     #[tokio::test(flavor = "current_thread")]
     async fn one_request_of_a_connection_with_the_thread_to_itself_spins() {
-        let spin = SpinWait::new(crate::DEFAULT_SPIN_WAIT);
-        let (tx_a, rx_a) = oneshot::channel::<Reply>();
-        let (tx_b, rx_b) = oneshot::channel::<Reply>();
-        let (wakes_a, wakes_b) = (Arc::new(Count::default()), Arc::new(Count::default()));
-        let (waker_a, waker_b) = (Waker::from(wakes_a.clone()), Waker::from(wakes_b.clone()));
-        let mut reply_a = Box::pin(reply_of(None, &spin, rx_a));
-        let mut reply_b = Box::pin(reply_of(None, &spin, rx_b));
-        assert!(reply_a
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_a))
-            .is_pending());
-        assert!(reply_b
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_b))
-            .is_pending());
-        assert!(reply_a
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_a))
-            .is_pending());
-        let a = wakes_a.0.load(Ordering::SeqCst);
+        let spin = SpinWait::new(LONG_SPIN);
+        let (mut a, mut b) = (Waiter::new(&spin), Waiter::new(&spin));
+        assert!(a.pending() && b.pending() && a.pending());
         assert!(
-            a >= 2,
+            a.woken() >= 2,
             "the first spins beside its connection's other request"
         );
-        assert_eq!(wakes_b.0.load(Ordering::SeqCst), 0, "two spun at once");
-        drop(tx_a);
-        assert!(reply_a
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_a))
-            .is_ready());
-        drop(reply_a);
-        assert!(reply_b
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_b))
-            .is_pending());
-        assert!(
-            wakes_b.0.load(Ordering::SeqCst) > 0,
-            "the other spins in its place"
-        );
-        drop(tx_b);
-        assert!(reply_b
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_b))
-            .is_ready());
+        assert_eq!(b.woken(), 0, "two spun at once");
+        a.answer();
+        drop(a);
+        assert!(b.pending());
+        assert!(b.woken() > 0, "the other spins in its place");
+        b.answer();
     }
 
     /// Two connections' requests, each alone on its connection, waiting on one thread's
@@ -617,52 +630,19 @@ mod tests {
     /// the other, now alone on the thread, spins again.
     #[tokio::test(flavor = "current_thread")]
     async fn a_request_spins_only_while_no_other_waits_on_its_thread() {
-        let (a, b) = (
-            SpinWait::new(crate::DEFAULT_SPIN_WAIT),
-            SpinWait::new(crate::DEFAULT_SPIN_WAIT),
-        );
-        let (tx_a, rx_a) = oneshot::channel::<Reply>();
-        let (tx_b, rx_b) = oneshot::channel::<Reply>();
-        let (wakes_a, wakes_b) = (Arc::new(Count::default()), Arc::new(Count::default()));
-        let (waker_a, waker_b) = (Waker::from(wakes_a.clone()), Waker::from(wakes_b.clone()));
-        let mut reply_a = Box::pin(reply_of(None, &a, rx_a));
-        let mut reply_b = Box::pin(reply_of(None, &b, rx_b));
-        assert!(reply_a
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_a))
-            .is_pending());
-        assert!(reply_b
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_b))
-            .is_pending());
+        let (spin_a, spin_b) = (SpinWait::new(LONG_SPIN), SpinWait::new(LONG_SPIN));
+        let (mut a, mut b) = (Waiter::new(&spin_a), Waiter::new(&spin_b));
+        assert!(a.pending() && b.pending());
         // The first was alone when first polled (it woke itself); polled again with the
         // second waiting beside it, neither wakes itself.
-        let before = wakes_a.0.load(Ordering::SeqCst);
+        let before = a.woken();
         assert!(before > 0, "the first request, alone, spun");
-        assert!(reply_a
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_a))
-            .is_pending());
-        assert_eq!(
-            wakes_a.0.load(Ordering::SeqCst),
-            before,
-            "spun beside another"
-        );
-        assert_eq!(wakes_b.0.load(Ordering::SeqCst), 0, "spun beside another");
-        drop(tx_a);
-        assert!(reply_a
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_a))
-            .is_ready());
-        drop(reply_a);
-        assert!(reply_b
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker_b))
-            .is_pending());
-        assert!(
-            wakes_b.0.load(Ordering::SeqCst) > 0,
-            "alone again, it spins"
-        );
-        drop(tx_b);
+        assert!(a.pending());
+        assert_eq!(a.woken(), before, "spun beside another");
+        assert_eq!(b.woken(), 0, "spun beside another");
+        a.answer();
+        drop(a);
+        assert!(b.pending());
+        assert!(b.woken() > 0, "alone again, it spins");
     }
 }
