@@ -546,16 +546,11 @@ mod tests {
     async fn a_request_alone_spins_with_no_reader_loop_too() {
         for (time, spins) in [(crate::DEFAULT_SPIN_WAIT, true), (Duration::ZERO, false)] {
             let spin = SpinWait::new(time);
-            let (tx, rx) = oneshot::channel::<Reply>();
-            let wakes = Arc::new(Count::default());
-            let waker = Waker::from(wakes.clone());
-            let mut cx = Context::from_waker(&waker);
-            let mut reply = Box::pin(reply_of(None, &spin, rx));
-            assert!(reply.as_mut().poll(&mut cx).is_pending());
-            let woken = wakes.0.load(Ordering::SeqCst);
+            let mut w = Waiter::new(&spin);
+            assert!(w.pending());
+            let woken = w.woken();
             assert_eq!(woken > 0, spins, "woke itself {woken} times");
-            drop(tx);
-            assert!(matches!(reply.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
+            w.answer();
         }
     }
 
@@ -596,10 +591,15 @@ mod tests {
             self.wakes.0.load(Ordering::SeqCst)
         }
 
-        /// Its response comes (as an error): the next poll is its last.
+        /// Its response comes (as an error, its sender dropped): the next poll
+        /// returns it.
         fn answer(&mut self) {
             self.tx = None;
-            assert!(!self.pending());
+            let mut cx = Context::from_waker(&self.waker);
+            assert!(matches!(
+                self.reply.as_mut().poll(&mut cx),
+                Poll::Ready(Err(_))
+            ));
         }
     }
 
