@@ -93,7 +93,7 @@ if [[ " ${PROFILES[*]} " == *" seq-read-512K "* ]]; then
   bench_need iperf3 iperf3 || bench_log "no iperf3: no TCP throughput line"
   if command -v iperf3 >/dev/null 2>&1; then
     IPORT=$(bench_free_port)
-    iperf3 -s -1 -p "$IPORT" >/dev/null 2>&1 &
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} iperf3 -s -1 -p "$IPORT" >/dev/null 2>&1 &
     IPERF_PID=$!
     bench_pin_server iperf3 "$IPERF_PID"
     sleep 0.5
@@ -110,7 +110,7 @@ if [[ " ${PROFILES[*]} " == *" rand-read-4K-o1 "* ]]; then
   bench_need sockperf sockperf || bench_log "no sockperf: no round-trip line"
   if command -v sockperf >/dev/null 2>&1; then
     SPORT=$(bench_free_port)
-    sockperf server -i 127.0.0.1 -p "$SPORT" --tcp >/dev/null 2>&1 &
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} sockperf server -i 127.0.0.1 -p "$SPORT" --tcp >/dev/null 2>&1 &
     SOCKPERF_PID=$!
     bench_pin_server sockperf "$SOCKPERF_PID"
     sleep 0.5

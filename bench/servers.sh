@@ -129,8 +129,12 @@ bench_pin_server() {
   fi
 }
 
-# SERVER_CPUS=<cpu list> pins each server as it starts (taskset -a: every thread it has; its
-# later threads and children, smbd's per-client processes too, inherit it; unset: not pinned).
+# SERVER_CPUS=<cpu list> pins each server as it starts: it is started on those CPUs
+# (`setsid ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} CMD`), so it sizes itself (worker
+# threads) to them from its first instruction, as under systemd's CPUAffinity= or a cpuset,
+# and bench_pin_server then pins every thread it has (taskset -a; its later threads and
+# children, smbd's per-client processes too, inherit it; unset: not pinned). Pinned only
+# after start, a server sized for every CPU runs more worker threads than it has CPUs.
 bench_started() { # name port pid
   bench_pin_server "$1" "$3"
   printf -v "PORT_$1" '%s' "$2"
@@ -178,7 +182,7 @@ bench_start_samba() {
   port=$(bench_free_port)
   bench_samba_setup "$S" "$port" 127.0.0.1
   # Own session: on SIGTERM, smbd signals its whole process group.
-  setsid smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 </dev/null &
+  setsid ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} smbd --foreground --no-process-group -s "$S/smb.conf" >"$S/log/stdout" 2>&1 </dev/null &
   pid=$!; BENCH_PIDS+=("$pid")
   if bench_wait_port "$port" "$pid"; then
     bench_started samba "$port" "$pid"
@@ -223,7 +227,7 @@ bench_start_smbx() {
   fi
   port=$(bench_free_port)
   bench_smbx_conf "$SMBX" "$port" "$@"
-  setsid "$SMBX" serve --config "$S/smb.conf" >"$S/log" 2>&1 </dev/null &
+  setsid ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$SMBX" serve --config "$S/smb.conf" >"$S/log" 2>&1 </dev/null &
   pid=$!; BENCH_PIDS+=("$pid")
   if bench_wait_port "$port" "$pid"; then
     bench_started smbx "$port" "$pid"
@@ -271,7 +275,7 @@ read_only = false
 name = "$BENCH_USER"
 password = "$BENCH_PASS"
 CONF
-  setsid "$ROCKETSMBD" --config "$S/rocketsmbd.toml" >"$S/log" 2>&1 </dev/null &
+  setsid ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$ROCKETSMBD" --config "$S/rocketsmbd.toml" >"$S/log" 2>&1 </dev/null &
   pid=$!; BENCH_PIDS+=("$pid")
   if bench_wait_port "$port" "$pid"; then
     bench_started rocketsmbd "$port" "$pid"
