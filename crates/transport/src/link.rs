@@ -608,12 +608,12 @@ pub struct TcpReceiver {
 /// has more workers than CPUs: a yield there wakes another worker thread on the same
 /// CPU, which halved 4 KiB QD32 reads (1,000 -> 480-570 MB/s).
 #[allow(unsafe_code)]
-fn one_cpu() -> bool {
+fn one_worker_on_one_cpu() -> bool {
     let one_worker =
         tokio::runtime::Handle::try_current().is_ok_and(|h| h.metrics().num_workers() == 1);
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at
-    // most the size it is given into it, and CPU_COUNT only reads it.
     one_worker
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at
+        // most the size it is given into it, and CPU_COUNT only reads it.
         && unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
@@ -627,14 +627,14 @@ const AHEAD_HOLD: std::time::Duration = std::time::Duration::from_micros(15);
 
 /// Whether a reader whose run of frames with input ahead began at `since` lets the
 /// writer run before it reads on: the run has held its responses for [`AHEAD_HOLD`]
-/// and the reader shares one thread and one CPU with the writer (`one_cpu`, asked
-/// only then).
+/// and the reader shares one thread and one CPU with the writer
+/// (`one_worker_on_one_cpu`, asked only then).
 fn yields_to_writer(
     since: Option<std::time::Instant>,
     now: std::time::Instant,
-    one_cpu: impl FnOnce() -> bool,
+    shares_cpu: impl FnOnce() -> bool,
 ) -> bool {
-    since.is_some_and(|t| now.saturating_duration_since(t) >= AHEAD_HOLD) && one_cpu()
+    since.is_some_and(|t| now.saturating_duration_since(t) >= AHEAD_HOLD) && shares_cpu()
 }
 
 impl TcpReceiver {
@@ -665,14 +665,14 @@ impl TcpReceiver {
 
     /// Lets the writer run (the task yields) once a run of frames with input ahead has
     /// held its responses for [`AHEAD_HOLD`], where the reader and the writer share one
-    /// worker thread on one CPU ([`one_cpu`]) and the writer waits for the reader: it
-    /// sends what is held while the client still has requests in flight, rather than
-    /// after the whole burst. Server started on CPU 0, client on CPU 1, 5 s,
-    /// alternated: 8 KiB 70/30 QD16 1,124-1,127 MB/s against 763-770 (server cycles
-    /// per byte 2.07 against 2.38), 4 KiB QD32 level (894-912 against 899-934). With
-    /// two CPUs the writer runs beside the reader and a yield only splits the writes:
-    /// 4 KiB QD32 fell to 540-555 MB/s against 894-964; so it did with two workers
-    /// pinned to one CPU after start (480-570 against 1,000).
+    /// worker thread on one CPU ([`one_worker_on_one_cpu`]) and the writer waits for
+    /// the reader: it sends what is held while the client still has requests in
+    /// flight, rather than after the whole burst. Server started on CPU 0, client on
+    /// CPU 1, 5 s, alternated: 8 KiB 70/30 QD16 1,124-1,127 MB/s against 763-770
+    /// (server cycles per byte 2.07 against 2.38), 4 KiB QD32 level (894-912 against
+    /// 899-934). With two CPUs the writer runs beside the reader and a yield only
+    /// splits the writes: 4 KiB QD32 fell to 540-555 MB/s against 894-964; so it did
+    /// with two workers pinned to one CPU after start (480-570 against 1,000).
     async fn pace(&mut self) {
         // Most frames come with no run under way: no clock read for them.
         if self.ahead_since.is_none() {
@@ -681,7 +681,7 @@ impl TcpReceiver {
         let mut asked = false;
         let ask = || {
             asked = true;
-            one_cpu()
+            one_worker_on_one_cpu()
         };
         let yields = yields_to_writer(self.ahead_since, std::time::Instant::now(), ask);
         if asked {
@@ -1125,7 +1125,7 @@ mod tests {
             "asked too soon"
         )));
         // The check is cheap enough to run once a burst; it answers.
-        let _ = one_cpu();
+        let _ = one_worker_on_one_cpu();
     }
 
     /// The reader and the writer share a thread only in a runtime of one worker on
@@ -1133,9 +1133,9 @@ mod tests {
     /// gets no yield, nor does a thread outside any runtime.
     #[test]
     #[allow(unsafe_code)]
-    fn one_cpu_means_one_worker_on_one_cpu() {
+    fn the_yield_needs_one_worker_and_one_cpu() {
         std::thread::spawn(|| {
-            assert!(!one_cpu(), "outside a runtime");
+            assert!(!one_worker_on_one_cpu(), "outside a runtime");
             // SAFETY: sched_getcpu touches no memory; a zeroed cpu_set_t is the empty
             // set, CPU_SET writes one bit of it (the CPU this thread runs on, below
             // CPU_SETSIZE), and sched_setaffinity reads it for this thread only.
@@ -1149,12 +1149,18 @@ mod tests {
             let one = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .unwrap();
-            assert!(one.block_on(async { one_cpu() }), "one worker, one CPU");
+            assert!(
+                one.block_on(async { one_worker_on_one_cpu() }),
+                "one worker, one CPU"
+            );
             let two = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .build()
                 .unwrap();
-            assert!(!two.block_on(async { one_cpu() }), "two workers, one CPU");
+            assert!(
+                !two.block_on(async { one_worker_on_one_cpu() }),
+                "two workers, one CPU"
+            );
         })
         .join()
         .unwrap();
